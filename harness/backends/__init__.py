@@ -1,0 +1,211 @@
+"""Backend registry: one frozen record per vendor; every vendor difference lives here."""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from harness.errors import UsageError
+
+_VENDOR_MODULES = ("cuda", "musa", "rocm", "ascend", "cpu")
+
+
+class Verdict(enum.Enum):
+    """What a graph-capture failure means for the measurement."""
+
+    RECOVERABLE = "recoverable"  # the op refused capture: time this shape directly
+    FATAL = "fatal"  # the kernel itself failed on the device: re-raise
+    POISONED = "poisoned"  # the context is unusable: stop the operator
+
+
+@dataclass(frozen=True)
+class CaptureRule:
+    """A capture-failure wording (case-insensitive substring) and its verdict."""
+
+    pattern: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator as the vendor's management tool reports it."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    driver: str | None = None
+    memory_mib: int | None = None
+    sm_clock_mhz: int | None = None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Everything the harness needs to know about one vendor's stack.
+
+    `parse_devices` turns the stdout of `smi_command` into devices; it is pure so that it can
+    be tested on recorded output. `capture_rules` are tried in order; the first match wins and
+    an unmatched message gets `unknown_capture_verdict`.
+    """
+
+    name: str
+    aliases: tuple[str, ...]
+    vendor: str | None  # flag_gems.vendor_name expected on this backend; None: no flag_gems
+    torch_device: str  # the torch device type (torch.<torch_device> is the device module)
+    visibility_vars: tuple[str, ...]  # first one is set for DEVICES; all are read
+    smi_command: tuple[str, ...] = ()
+    parse_devices: Callable[[str], list[Device]] | None = None
+    graph_class: str | None = None  # dotted path of the graph class; None: no capture
+    capture_rules: tuple[CaptureRule, ...] = ()
+    unknown_capture_verdict: Verdict = Verdict.FATAL
+    capture_deny_ops: frozenset[str] = frozenset()
+    compat_plugins: tuple[str, ...] = ()
+    python_modules: tuple[str, ...] = ("torch",)
+    is_accelerator: bool = True
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def can_capture(self) -> bool:
+        """True when the backend has a graph class to capture with."""
+        return self.graph_class is not None
+
+    def _match_capture_rule(self, message: str) -> Verdict | None:
+        lowered = message.lower()
+        for rule in self.capture_rules:
+            if rule.pattern.lower() in lowered:
+                return rule.verdict
+        return None
+
+    def classify_capture_failure(self, message: str) -> Verdict:
+        """Return the verdict for an exception message raised during capture or replay."""
+        verdict = self._match_capture_rule(message)
+        return self.unknown_capture_verdict if verdict is None else verdict
+
+    def classify_capture_exception(self, exc: BaseException) -> Verdict:
+        """Return the verdict for an exception and the ones it was raised from.
+
+        The innermost recognised cause decides, except that FATAL anywhere wins. torch's graph
+        context manager reports its own capture_end failure ("operation failed due to a previous
+        error during capture") with the op's refusal only in `__context__`.
+        """
+        chain: list[BaseException] = []
+        current: BaseException | None = exc
+        while current is not None and all(current is not seen for seen in chain):
+            chain.append(current)
+            current = current.__cause__ or current.__context__
+        matched = (self._match_capture_rule(str(e)) for e in reversed(chain))
+        verdicts = [v for v in matched if v is not None]
+        if Verdict.FATAL in verdicts:
+            return Verdict.FATAL
+        return verdicts[0] if verdicts else self.unknown_capture_verdict
+
+    def visibility_env(self, devices: Sequence[str]) -> dict[str, str]:
+        """Environment that makes exactly `devices` visible (empty: leave visibility alone)."""
+        if not devices or not self.visibility_vars:
+            return {}
+        return {self.visibility_vars[0]: ",".join(devices)}
+
+    def enumerate_devices(self, run: Callable[..., subprocess.CompletedProcess] | None = None
+                          ) -> list[Device]:
+        """Ask the vendor tool for the devices; [] when the tool is absent or fails."""
+        if not self.smi_command or self.parse_devices is None:
+            return []
+        if run is None:
+            if shutil.which(self.smi_command[0]) is None:
+                return []
+            run = subprocess.run
+        try:
+            proc = run(list(self.smi_command), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        if proc.returncode != 0:
+            return []
+        return self.parse_devices(proc.stdout)
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready view for `harness backends --json`."""
+        return {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "vendor": self.vendor,
+            "torch_device": self.torch_device,
+            "visibility_vars": list(self.visibility_vars),
+            "smi_command": list(self.smi_command),
+            "graph_class": self.graph_class,
+            "can_capture": self.can_capture,
+            "capture_rules": [
+                {"pattern": r.pattern, "verdict": r.verdict.value} for r in self.capture_rules
+            ],
+            "unknown_capture_verdict": self.unknown_capture_verdict.value,
+            "capture_deny_ops": sorted(self.capture_deny_ops),
+            "compat_plugins": list(self.compat_plugins),
+            "python_modules": list(self.python_modules),
+            "is_accelerator": self.is_accelerator,
+        }
+
+
+class Registry:
+    """Backends by name and alias; lookups return the frozen record itself."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Backend] = {}
+        self._aliases: dict[str, str] = {}
+
+    def register(self, backend: Backend) -> Backend:
+        for key in (backend.name, *backend.aliases):
+            if key in self._by_name or key in self._aliases:
+                raise ValueError(f"backend name {key!r} is registered twice")
+        self._by_name[backend.name] = backend
+        for alias in backend.aliases:
+            self._aliases[alias] = backend.name
+        return backend
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def accepted(self) -> list[str]:
+        """Every name and alias that `get` accepts, sorted."""
+        return sorted([*self._by_name, *self._aliases])
+
+    def get(self, name: str) -> Backend:
+        key = name.strip().lower()
+        key = self._aliases.get(key, key)
+        try:
+            return self._by_name[key]
+        except KeyError:
+            raise UsageError(
+                f"BACKEND={name!r} is not accepted; expected one of: {', '.join(self.accepted())}"
+            ) from None
+
+    def all(self) -> list[Backend]:
+        return [self._by_name[n] for n in self.names()]
+
+
+_REGISTRY: Registry | None = None
+
+
+def registry() -> Registry:
+    """The process-wide registry, built on first use (vendor modules probe nothing on import)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        reg = Registry()
+        for module in _VENDOR_MODULES:
+            reg.register(importlib.import_module(f"{__name__}.{module}").BACKEND)
+        _REGISTRY = reg
+    return _REGISTRY
+
+
+def get(name: str) -> Backend:
+    """Look a backend up by name or alias; an unknown name lists the accepted ones."""
+    return registry().get(name)
+
+
+def detect(which: Callable[[str], str | None] = shutil.which) -> Backend:
+    """The first accelerator backend whose management tool is on PATH; cpu otherwise."""
+    for backend in registry().all():
+        if backend.is_accelerator and backend.smi_command and which(backend.smi_command[0]):
+            return backend
+    return registry().get("cpu")
