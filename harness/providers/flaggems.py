@@ -1,0 +1,341 @@
+"""Knowledge of FlagGems' benchmark layout: static node discovery and OP -> node resolution."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from harness.errors import PreflightError, UsageError
+
+log = logging.getLogger(__name__)
+
+BENCHMARK_DIR = "benchmark"
+#: pytest's own marks: they say how a test runs, never which operator it measures.
+BUILTIN_MARKS = frozenset(
+    {
+        "parametrize", "skip", "skipif", "xfail", "usefixtures",
+        "filterwarnings", "timeout", "tryfirst", "trylast",
+    }
+)  # fmt: skip
+MAX_CLOSEST = 5
+
+
+@dataclass(frozen=True)
+class Node:
+    """One benchmark test function of a FlagGems checkout (or, with no function, a whole file
+    or directory of them, which pytest runs as one node)."""
+
+    path: str  # relative to the FlagGems dir, posix: "benchmark/test_mm.py"
+    function: str  # "test_mm"; "" for a whole file or directory
+    marks: tuple[str, ...] = ()  # operator marks in source order, builtin marks excluded
+
+    @property
+    def nodeid(self) -> str:
+        return f"{self.path}::{self.function}" if self.function else self.path
+
+    @property
+    def op_key(self) -> str:
+        """The function name without its leading ``test_``: the key a deny list uses."""
+        return self.function.removeprefix("test_")
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a static scan found: the nodes, and the files it could not parse."""
+
+    nodes: tuple[Node, ...]
+    unparsable: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- static scan
+
+
+def scan_benchmark(flaggems_dir: Path) -> Scan:
+    """Parse ``benchmark/**/test_*.py`` with ``ast``; nothing is imported or executed.
+
+    Module-level ``def test_*`` functions become nodes (classes are not collected: FlagGems has
+    no ``Test*`` classes). Marks come from ``@pytest.mark.<name>`` decorators, plain or called,
+    from module-level aliases of them (``_skip = pytest.mark.skipif(...)``) and from a
+    module-level ``pytestmark`` (appended after the function's own, as pytest orders them).
+    Files are visited in sorted posix-path order, functions in source order. A file that does
+    not parse is left out and its path listed in ``Scan.unparsable``.
+    """
+    root = Path(flaggems_dir)
+    files = sorted(
+        (p.relative_to(root).as_posix(), p) for p in (root / BENCHMARK_DIR).rglob("test_*.py")
+    )
+    nodes: list[Node] = []
+    unparsable: list[str] = []
+    for rel, path in files:
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            unparsable.append(rel)
+            continue
+        nodes.extend(_module_nodes(rel, tree))
+    return Scan(tuple(nodes), tuple(unparsable))
+
+
+def scan_tree(flaggems_dir: Path) -> list[Node]:
+    """The nodes of `scan_benchmark`; each unparsable file is logged as a warning and skipped."""
+    scan = scan_benchmark(flaggems_dir)
+    for rel in scan.unparsable:
+        log.warning("skipped %s: it does not parse as Python", rel)
+    return list(scan.nodes)
+
+
+def _module_nodes(rel: str, tree: ast.Module) -> list[Node]:
+    pytest_names, mark_names = _pytest_aliases(tree)
+    aliases: dict[str, list[str]] = {}  # module-level NAME = pytest.mark.x(...)
+    module_marks: list[str] = []
+    by_function: dict[str, list[str]] = {}  # a redefinition replaces marks, keeps position
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            marks = _marks_of(stmt.value, pytest_names, mark_names, aliases)
+            if isinstance(target, ast.Name) and marks is not None:
+                if target.id == "pytestmark":
+                    module_marks = marks
+                else:
+                    aliases[target.id] = marks
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("test_"):
+            found: list[str] = []
+            for dec in stmt.decorator_list:
+                found.extend(_marks_of(dec, pytest_names, mark_names, aliases) or [])
+            by_function[stmt.name] = found
+    return [
+        Node(rel, name, _operator_marks(marks + module_marks))
+        for name, marks in by_function.items()
+    ]
+
+
+def _pytest_aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names bound to the pytest module and to ``pytest.mark`` by the module's imports."""
+    pytest_names, mark_names = set(), set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            pytest_names.update(a.asname or a.name for a in stmt.names if a.name == "pytest")
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "pytest":
+            mark_names.update(a.asname or a.name for a in stmt.names if a.name == "mark")
+    return pytest_names or {"pytest"}, mark_names
+
+
+def _marks_of(
+    expr: ast.expr, pytest_names: set[str], mark_names: set[str], aliases: dict[str, list[str]]
+) -> list[str] | None:
+    """The mark names an expression stands for, or None when it is not a mark."""
+    if isinstance(expr, (ast.List, ast.Tuple)):  # pytestmark = [pytest.mark.a, ...]
+        found = [_marks_of(e, pytest_names, mark_names, aliases) for e in expr.elts]
+        return None if any(m is None for m in found) else [n for m in found for n in m or []]
+    if isinstance(expr, ast.Call):
+        expr = expr.func
+    if isinstance(expr, ast.Name):
+        return aliases.get(expr.id)
+    if not isinstance(expr, ast.Attribute):
+        return None
+    base = expr.value
+    if isinstance(base, ast.Name) and base.id in mark_names:
+        return [expr.attr]
+    if (
+        isinstance(base, ast.Attribute)
+        and base.attr == "mark"
+        and isinstance(base.value, ast.Name)
+        and base.value.id in pytest_names
+    ):
+        return [expr.attr]
+    return None
+
+
+def _operator_marks(marks: Iterable[str]) -> tuple[str, ...]:
+    return tuple(m for m in marks if m not in BUILTIN_MARKS)
+
+
+def load_nodes_tsv(path: Path) -> list[Node]:
+    """Read ``node<TAB>mark,mark`` lines; ``#`` lines and blank lines are comments."""
+    nodes: list[Node] = []
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        nodeid, _, marks = line.partition("\t")
+        file, sep, function = nodeid.strip().partition("::")
+        if not sep or not file or not function:
+            raise UsageError(f"{path}:{lineno}: {nodeid!r} is not a 'path::function' node")
+        nodes.append(Node(file, function, tuple(m for m in marks.strip().split(",") if m)))
+    return nodes
+
+
+# --------------------------------------------------------------------------- preflight
+
+
+def check_flaggems_dir(flaggems_dir: Path) -> None:
+    """Fail check ``flaggems_dir`` unless the path is a directory holding ``benchmark/``."""
+    root = Path(flaggems_dir)
+    if not root.exists():
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR={str(root)!r} does not exist")
+    if not root.is_dir():
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR={str(root)!r} is not a directory")
+    if not (root / BENCHMARK_DIR).is_dir():
+        raise PreflightError(
+            "flaggems_dir", f"FLAGGEMS_DIR={str(root)!r} has no {BENCHMARK_DIR}/ directory"
+        )
+
+
+def check_layout(flaggems_dir: Path) -> None:
+    """Fail check ``benchmark_file`` for a pre-5.3 layout (no ``benchmark/base.py``)."""
+    check_flaggems_dir(flaggems_dir)
+    bench = Path(flaggems_dir) / BENCHMARK_DIR
+    if (bench / "base.py").is_file():
+        return
+    older = "an older FlagGems layout"
+    if (bench / "performance_utils.py").is_file():
+        older += " (it has benchmark/performance_utils.py and grouped test_*_perf.py files)"
+    raise PreflightError(
+        "benchmark_file",
+        f"{str(bench)!r} has no base.py: {older}; FlagGems >= 5.3 is required "
+        "(benchmark/base.py, one benchmark/test_<op>.py per operator)",
+    )
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def resolve_node(
+    nodes: Sequence[Node],
+    *,
+    op: str | None = None,
+    op_file: str | None = None,
+    test_node: str | None = None,
+    flaggems_dir: Path | None = None,
+) -> Node:
+    """Pick the one benchmark node that TEST_NODE, or OP (with OP_FILE), names.
+
+    A file "exists" when some node lives in it or, with `flaggems_dir`, it is on disk.
+
+    TEST_NODE reads ``path::function`` (the ``benchmark/`` prefix may be left out), or names a
+    whole benchmark file or directory (``benchmark``, ``test_mm.py``) that exists under
+    `flaggems_dir`: then the node has no function and pytest runs everything in it. Its file
+    missing: PreflightError ``benchmark_file``; no such function: PreflightError ``test_node``
+    listing close candidates.
+
+    OP: the candidate files are OP_FILE when given (``test_mm.py`` or ``benchmark/test_mm.py``;
+    missing: ``benchmark_file``), else ``benchmark/test_<op>.py`` when it exists, else every
+    file. Nodes of parallel/aggregate files (file name containing ``parallel``) are dropped
+    unless OP_FILE names the file. Priority levels, first with any match decides:
+
+    1. the function ``test_<op>``;
+    2. the function ``test_perf_<op>``;
+    3. functions whose first mark is OP;
+    4. functions having OP among their marks;
+    5. when the only candidate file is ``benchmark/test_<op>.py`` and it holds exactly one
+       function, that function (``unique`` -> ``test_unique.py::test_unique2``).
+
+    One match wins; several at the deciding level raise ``test_node`` "ambiguous"; none at any
+    level raises ``test_node`` naming the five closest nodes (difflib over op keys, marks and
+    file stems) and any parallel file that would have matched through OP_FILE.
+    """
+    if test_node:
+        return _resolve_test_node(nodes, test_node, flaggems_dir)
+    if not op:
+        raise UsageError("nothing to run: give OP (optionally with OP_FILE) or TEST_NODE")
+    if op_file:
+        path = _benchmark_path(op_file)
+        if not _file_exists(nodes, path, flaggems_dir):
+            raise PreflightError("benchmark_file", f"OP_FILE={op_file!r}: {path} does not exist")
+        pool = [n for n in nodes if n.path == path]
+    else:
+        own = f"{BENCHMARK_DIR}/test_{op}.py"
+        in_own = _file_exists(nodes, own, flaggems_dir)
+        pool = [n for n in nodes if n.path == own] if in_own else list(nodes)
+        pool = [n for n in pool if not _is_parallel(n)]
+    for level in _levels(op, pool):
+        if len(level) == 1:
+            return level[0]
+        if level:
+            listed = ", ".join(n.nodeid for n in level)
+            raise PreflightError("test_node", f"OP={op!r} is ambiguous: {listed}")
+    closest = ", ".join(_closest(op, pool or list(nodes))) or "none"
+    hidden = [] if op_file else [n for n in nodes if _is_parallel(n) and any(_levels(op, [n]))]
+    hint = f"; {hidden[0].path} matches but is searched only as OP_FILE" if hidden else ""
+    raise PreflightError("test_node", f"no benchmark node for OP={op!r}; closest: {closest}{hint}")
+
+
+def _levels(op: str, pool: list[Node]) -> Iterable[list[Node]]:
+    yield [n for n in pool if n.function == f"test_{op}"]
+    yield [n for n in pool if n.function == f"test_perf_{op}"]
+    yield [n for n in pool if n.marks[:1] == (op,)]
+    yield [n for n in pool if op in n.marks]
+    own = f"{BENCHMARK_DIR}/test_{op}.py"
+    if len(pool) == 1 and pool[0].path == own:
+        yield pool
+
+
+def _resolve_test_node(nodes: Sequence[Node], test_node: str, flaggems_dir: Path | None) -> Node:
+    file, sep, function = test_node.strip().partition("::")
+    if not sep and file and flaggems_dir is not None:
+        whole = _benchmark_path(file)
+        if (Path(flaggems_dir) / whole).exists():
+            return Node(whole, "")
+    if not sep or not file or not function:
+        raise UsageError(f"TEST_NODE={test_node!r} is not accepted; expected 'path::function'")
+    path = _benchmark_path(file)
+    if not _file_exists(nodes, path, flaggems_dir):
+        raise PreflightError("benchmark_file", f"TEST_NODE={test_node!r}: {path} does not exist")
+    for node in nodes:
+        if node.path == path and node.function == function:
+            return node
+    wanted = f"{path}::{function}"
+    ids = [n.nodeid for n in nodes]
+    close = difflib.get_close_matches(wanted, ids, n=MAX_CLOSEST, cutoff=0.0)
+    raise PreflightError(
+        "test_node", f"TEST_NODE={test_node!r} names no node; closest: {', '.join(close) or 'none'}"
+    )
+
+
+def _benchmark_path(name: str) -> str:
+    """``test_mm.py``, ``./benchmark/test_mm.py`` -> ``benchmark/test_mm.py``."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    parts = [p for p in path.parts if p not in (".", "")]
+    if not parts or parts[0] != BENCHMARK_DIR:
+        parts.insert(0, BENCHMARK_DIR)
+    return "/".join(parts)
+
+
+def _file_exists(nodes: Sequence[Node], path: str, flaggems_dir: Path | None) -> bool:
+    if any(n.path == path for n in nodes):
+        return True
+    return flaggems_dir is not None and (Path(flaggems_dir) / path).is_file()
+
+
+def _is_parallel(node: Node) -> bool:
+    return "parallel" in node.path.rpartition("/")[2]
+
+
+def _closest(op: str, pool: Sequence[Node]) -> list[str]:
+    """The five nodeids whose op key, marks or file stem most resemble `op`, best first.
+
+    No similarity floor: even a name nothing resembles gets suggestions to choose from.
+    """
+    by_key: dict[str, list[str]] = {}
+    for node in pool:
+        stem = PurePosixPath(node.path).stem.removeprefix("test_")
+        for key in (node.op_key, *node.marks, stem):
+            by_key.setdefault(key, []).append(node.nodeid)
+    found: list[str] = []
+    for key in difflib.get_close_matches(op, list(by_key), n=len(by_key), cutoff=0.0):
+        found.extend(i for i in by_key[key] if i not in found)
+    return found[:MAX_CLOSEST]
+
+
+def op_name_for(node: Node, op: str | None = None) -> str:
+    """The run directory's ``<op>``: OP when known, else the node's first mark, else its op key;
+    for a whole file its stem without ``test_``, for a directory ``suite``."""
+    if op:
+        return op
+    if not node.function:
+        stem = PurePosixPath(node.path)
+        return stem.stem.removeprefix("test_") if stem.suffix == ".py" else "suite"
+    return node.marks[0] if node.marks else node.op_key
