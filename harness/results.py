@@ -1,0 +1,333 @@
+"""Result rows from FlagGems' benchmark output (record log or console table); results.csv/.jsonl."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.fsutil import atomic_write_text
+
+RESULTS_CSV = "results.csv"
+RESULTS_JSONL = "results.jsonl"
+SUCCESS = "SUCCESS"
+FAILED = "FAILED"
+STATUSES = (SUCCESS, FAILED)
+NOT_AVAILABLE = "N/A"  # FlagGems' cell for a missing value, and our shape for a missing detail
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured (op, dtype, shape) of one run; latencies in milliseconds."""
+
+    op: str
+    dtype: str  # FlagGems' spelling, e.g. "torch.float16"
+    shape: str  # canonical_shape() text, identical whichever source it came from
+    status: str  # "SUCCESS" or "FAILED"
+    latency_base_ms: float | None
+    latency_ms: float | None
+    speedup: float | None
+    tflops: float | None = None
+    gbps_base: float | None = None
+    gbps: float | None = None
+    mode: str | None = None  # FlagGems' --mode (kernel, cudagraph, ...)
+    level: str | None = None
+    error: str | None = None
+    timer: str | None = None  # the harness's timer for this row ("graph", "direct")
+    markers: tuple[str, ...] = ()
+    samples: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status={self.status!r}; expected one of: {', '.join(STATUSES)}")
+        # Lists from JSON or callers would make a frozen row unhashable: store tuples.
+        object.__setattr__(self, "markers", tuple(self.markers))
+        object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
+
+    def key(self) -> tuple[str, str, str]:
+        """The pairing key across runs and sources: (op, dtype, shape)."""
+        return (self.op, self.dtype, self.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: one results.jsonl line."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["markers"] = list(self.markers)
+        data["samples"] = list(self.samples)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Row:
+        """Inverse of to_dict; keys this version does not know are ignored (newer writers)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# ---------------------------------------------------------------- canonical shape text
+
+
+def canonical_shape(detail: Any) -> str:
+    """Canonical text of a FlagGems shape_detail: JSON, lists for sizes, ", " separators.
+
+    `[[64, 64]]` -> "[[64, 64]]"; tuples (torch.Size) are lists, dtypes their text
+    ("torch.float16"), as in FlagGems' record log; None -> "N/A".
+    """
+    if detail is None:
+        return NOT_AVAILABLE
+    return json.dumps(detail, separators=(", ", ": "), default=str)
+
+
+_NAMED_FLOATS = {"inf": float("inf"), "nan": float("nan")}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _literal(node: ast.expr) -> Any:
+    """Evaluate the repr FlagGems prints: literals, torch.Size([...]) and torch.<dtype> names."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_literal(item) for item in node.elts]
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if (
+        isinstance(node, ast.Call)
+        and _dotted(node.func) == "torch.Size"
+        and not node.keywords
+        and len(node.args) <= 1
+    ):
+        return _literal(node.args[0]) if node.args else []
+    name = _dotted(node)
+    if name in _NAMED_FLOATS:
+        return _NAMED_FLOATS[name]
+    if name is not None and name.startswith("torch."):
+        return name  # a dtype: json.dumps(..., default=str) writes it this way in the record log
+    raise ValueError(f"not a shape literal: {ast.dump(node)}")
+
+
+def canonical_shape_text(text: str) -> str:
+    """Canonical text of a console "Size Detail" cell; the stripped raw text when unparseable."""
+    raw = text.strip()
+    if raw == NOT_AVAILABLE:
+        return NOT_AVAILABLE
+    try:
+        return canonical_shape(_literal(ast.parse(raw, mode="eval").body))
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return raw
+
+
+# ---------------------------------------------------------------- parsers
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _is_result(obj: Any) -> bool:
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("op_name"), str)
+        and isinstance(obj.get("result"), list)
+    )
+
+
+def _record_row(result: Mapping[str, Any], metric: Mapping[str, Any]) -> Row:
+    error = metric.get("error_msg")
+    return Row(
+        op=result["op_name"],
+        dtype=str(result.get("dtype")),
+        shape=canonical_shape(metric.get("shape_detail")),
+        status=SUCCESS if error is None else FAILED,
+        latency_base_ms=_number(metric.get("latency_base")),
+        latency_ms=_number(metric.get("latency")),
+        speedup=_number(metric.get("speedup")),
+        tflops=_number(metric.get("tflops")),
+        gbps_base=_number(metric.get("gbps_base")),
+        gbps=_number(metric.get("gbps")),
+        mode=result.get("mode"),
+        level=result.get("level"),
+        error=None if error is None else str(error),
+    )
+
+
+# `[INFO] {...}`: the record logger's format; the prefix is optional for logs already stripped.
+_RECORD_LINE = re.compile(r"^(?:\[[A-Z]+\]\s*)?(?P<json>\{.*\})\s*$")
+
+
+def parse_record_log(text: str) -> list[Row]:
+    """Rows from a FlagGems `--record log` file; every line that is not a result object is skipped.
+
+    Skipped on purpose: "Benchmark record logger enabled", the multi-line attribute dump, Python
+    dict reprs (query mode) and a last line cut short by a killed run.
+    """
+    rows: list[Row] = []
+    for line in text.splitlines():
+        match = _RECORD_LINE.match(line.strip())
+        if not match:
+            continue
+        try:
+            obj = json.loads(match["json"])
+        except ValueError:
+            continue
+        if _is_result(obj):
+            rows.extend(_record_row(obj, m) for m in obj["result"] if isinstance(m, dict))
+    return rows
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# "Operator: mm  Performance Test (dtype=torch.float16, mode=kernel,level=core)": no space
+# before "level=" in FlagGems' format; tolerate one anyway.
+_HEADER = re.compile(
+    r"Operator:\s*(?P<op>\S+)\s+Performance Test\s*"
+    r"\(dtype=(?P<dtype>[^,()]+),\s*mode=(?P<mode>[^,()]+),\s*level=(?P<level>[^,()]+)\)"
+)
+_CELL = r"(?:N/A|[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|[-+]?inf|nan)"
+_ROW = re.compile(
+    rf"(?P<status>{SUCCESS}|{FAILED})\s+(?P<cells>(?:{_CELL}\s+){{3,6}})(?P<detail>\S.*)"
+)
+# FlagGems writes the TFLOPS cell only where that row's tflops is non-zero and the two GBPS cells
+# only where its gbps is set, row by row: the cell count, not the column header, says which.
+_CELL_COLUMNS = {
+    3: ("latency_base_ms", "latency_ms", "speedup"),
+    4: ("latency_base_ms", "latency_ms", "speedup", "tflops"),
+    5: ("latency_base_ms", "latency_ms", "speedup", "gbps_base", "gbps"),
+    6: ("latency_base_ms", "latency_ms", "speedup", "tflops", "gbps_base", "gbps"),
+}
+
+
+def _console_row(header: re.Match[str], row: re.Match[str]) -> Row:
+    cells = row["cells"].split()
+    values = {
+        name: None if cell == NOT_AVAILABLE else float(cell)
+        for name, cell in zip(_CELL_COLUMNS[len(cells)], cells, strict=True)
+    }
+    return Row(
+        op=header["op"],
+        dtype=header["dtype"].strip(),
+        shape=canonical_shape_text(row["detail"]),
+        status=row["status"],
+        mode=header["mode"].strip(),
+        level=header["level"].strip(),
+        **values,
+    )
+
+
+def parse_console(text: str) -> list[Row]:
+    """Rows from FlagGems' console tables in pytest output.
+
+    A table runs from an "Operator: ... Performance Test" header to the next blank line (FlagGems
+    ends every table with one). Lines inside it that are not rows (column names, rulers, interleaved
+    stderr, harness markers) are skipped; rows outside any table (a log tail replayed after the
+    pytest summary) are ignored, since without a header they cannot be attributed.
+    """
+    rows: list[Row] = []
+    header: re.Match[str] | None = None
+    for raw in _ANSI.sub("", text).splitlines():
+        line = raw.strip()
+        found = _HEADER.search(line)
+        if found:
+            header = found
+        elif not line:
+            header = None
+        elif header is not None and (row := _ROW.match(line)):
+            rows.append(_console_row(header, row))
+    return rows
+
+
+def parse_run_output(record_log: str | None, console: str) -> tuple[list[Row], str]:
+    """Rows of one run and their source: "record_log" when it holds any result, else "console".
+
+    The record log is the machine format and wins whenever it has rows, even if the console shows
+    more or fewer; an empty or missing log (run killed before the first result) falls back.
+    """
+    rows = parse_record_log(record_log) if record_log else []
+    if rows:
+        return rows, "record_log"
+    return parse_console(console), "console"
+
+
+# ---------------------------------------------------------------- files
+
+CSV_FIELDS: tuple[str, ...] = (
+    "op",
+    "dtype",
+    "shape",
+    "status",
+    "latency_base_ms",
+    "latency_ms",
+    "speedup",
+    "tflops",
+    "gbps_base",
+    "gbps",
+    "timer",
+    "mode",
+    "level",
+    "markers",  # ";"-joined
+    "samples",  # ";"-joined
+    "error",
+)
+_LIST_SEPARATOR = ";"
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, tuple):
+        return _LIST_SEPARATOR.join(repr(v) if isinstance(v, float) else str(v) for v in value)
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _csv_text(rows: Sequence[Row]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for row in rows:
+        writer.writerow([_csv_cell(getattr(row, name)) for name in CSV_FIELDS])
+    return buffer.getvalue()
+
+
+def _jsonl_text(rows: Sequence[Row]) -> str:
+    return "".join(json.dumps(row.to_dict()) + "\n" for row in rows)
+
+
+def write_results(run_dir: Path, rows: Sequence[Row]) -> tuple[Path, Path]:
+    """Write results.csv (for people) and results.jsonl (for the harness), each atomically."""
+    run_dir = Path(run_dir)
+    csv_path = atomic_write_text(run_dir / RESULTS_CSV, _csv_text(rows))
+    jsonl_path = atomic_write_text(run_dir / RESULTS_JSONL, _jsonl_text(rows))
+    return csv_path, jsonl_path
+
+
+def read_results(run_dir: Path) -> list[Row]:
+    """Rows from a run directory's results.jsonl; a missing or malformed file is a UsageError."""
+    path = Path(run_dir) / RESULTS_JSONL
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no {RESULTS_JSONL} in {str(run_dir)!r}") from None
+    rows: list[Row] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(Row.from_dict(json.loads(line)))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{str(path)!r} line {number} is not a result row: {exc}") from None
+    return rows
