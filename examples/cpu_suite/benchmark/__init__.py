@@ -1,0 +1,1 @@
+"""A small FlagGems-compatible benchmark suite of torch CPU operators."""
