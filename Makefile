@@ -1,0 +1,60 @@
+# The front door. Every target calls one harness subcommand (or nox); the logic is in Python.
+# Variables (see `make help` and DESIGN.md) become flags of the subcommand; each is also read
+# from its environment variable by the harness itself.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV := .venv
+# The interpreter that runs the harness and, through it, pytest: the local venv that `make demo`
+# builds when it exists, else python3 on PATH (on a GPU host: the one with the vendor's torch).
+PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
+HARNESS = PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m harness.cli
+
+# Make variable = subcommand flag.
+FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
+	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file MODE=mode REPEAT=repeat \
+	ISOLATE_TUNER_CACHE=isolate-tuner-cache REPLAY_FROM=replay-from USE_FLAGTUNE=use-flagtune \
+	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
+	RUNNER=runner OUT=out DRY_RUN=dry-run
+flag = $(if $($(1)),--$(2)=$($(1)))
+ARGS = $(foreach p,$(FLAG_MAP),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
+
+.PHONY: help demo test lint preflight run backends venv
+
+help: ## list the targets and variables
+	@echo "usage: make <target> [VARIABLE=value ...]"
+	@echo
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@echo
+	@echo "variables: BACKEND OP OP_FILE TEST_NODE LEVEL SHAPE_MODE SHAPE_FILE MODE REPEAT"
+	@echo "  ISOLATE_TUNER_CACHE REPLAY_FROM USE_FLAGTUNE PARALLEL_WARMUP_GPUS DEVICES"
+	@echo "  FLAGGEMS_DIR RUNNER OUT DRY_RUN PYTHON   (harness run --help describes each)"
+
+$(VENV)/.installed: requirements/cpu.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q -r requirements/cpu.txt
+	$(VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+venv: $(VENV)/.installed ## create .venv with the cpu stack (torch CPU build, pinned)
+
+demo: $(VENV)/.installed ## the embedded default: the whole cpu suite on the cpu backend
+	$(MAKE) --no-print-directory run PYTHON=$(VENV)/bin/python BACKEND=cpu TEST_NODE=benchmark
+
+test: ## every host-independent test (nox -s tests; installs nox where missing)
+	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+	python3 -m nox -s tests
+
+lint: ## ruff
+	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+	python3 -m nox -s lint
+
+backends: ## print the backend registry
+	$(HARNESS) backends
+
+preflight: ## run the preflight checks of a run (exit 3 on a broken environment)
+	$(HARNESS) preflight $(ARGS)
+
+run: ## run one benchmark node: make run BACKEND=cuda OP=mm RUNNER=host
+	$(HARNESS) run $(ARGS)

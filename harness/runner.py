@@ -1,0 +1,239 @@
+"""Run one benchmark node in a claimed run directory: header, live log, results, identity."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from harness import identity, results
+from harness.backends import Device
+from harness.fsutil import atomic_write_json
+from harness.plugin_plan import plan_plugins, pytest_plugin_args
+from harness.preflight import Plan, visible_devices
+from harness.spec import REPO_ROOT, Settings
+
+TIMER_TO_FLAGGEMS_MODE = {"graph": "cudagraph", "direct": "kernel"}
+RECORD_LOG_GLOB = "result_*.log"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The exact pytest command of a run: argv, working directory and added environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    plugins: tuple[str, ...]
+
+
+def utc_stamp(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
+    """Create runs/<op>/<stamp>, retreating to -2, -3 ... when another run holds the name.
+
+    The bare mkdir is the claim: it succeeds for exactly one process, so two runs never share
+    a directory even when they start in the same second.
+    """
+    parent = root / op
+    parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise RuntimeError(f"could not claim a run directory under {parent}")
+
+
+def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocation:
+    """The pytest argv and the environment the harness adds for this run."""
+    plugins = plan_plugins(settings.backend)
+    argv = [plan.python, "-m", "pytest", plan.node.nodeid,
+            "--level", settings.level, "--mode", TIMER_TO_FLAGGEMS_MODE[settings.timer],
+            "--record", "log", "-s", *pytest_plugin_args(plugins)]
+    if settings.shape_mode == "file":
+        argv += ["--shape_file", str(settings.shape_file.resolve())]
+    env = {
+        "ZL_BACKEND": settings.backend.name,
+        "ZL_RUN_DIR": str(run_dir.resolve()),
+        "PYTHONUNBUFFERED": "1",
+        # the -p plugins must import in the child whether or not the harness is installed
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        # bytecode goes beside the run outputs, never into the FlagGems checkout
+        "PYTHONPYCACHEPREFIX": str((settings.out / ".pycache").resolve()),
+        **settings.backend.visibility_env(settings.devices),
+    }
+    if settings.isolate_tuner_cache:
+        cache = run_dir / "tuner_cache"
+        env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
+        env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
+    return Invocation(argv=argv, cwd=settings.flaggems_dir.resolve(), env=env, plugins=plugins)
+
+
+def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation) -> list[str]:
+    """The run header: every setting that decides whether two runs are comparable."""
+    fields: dict[str, object] = {
+        "run_dir": run_dir, "op": plan.op, "node": plan.node.nodeid,
+        **settings.caliber(),
+        "devices": ",".join(settings.devices) or "all visible",
+        "device_names": "; ".join(f"{d.index}:{d.name}" for d in plan.devices) or "-",
+        "flaggems_dir": settings.flaggems_dir, "python": f"{plan.python} ({plan.python_version})",
+        "versions": " ".join(f"{k}={v}" for k, v in sorted(plan.versions.items())) or "-",
+        "plugins": " ".join(inv.plugins) or "-",
+        "command": shlex.join(inv.argv),
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return ["# harness run header"] + [f"# {k}: {v}" for k, v in fields.items()]
+
+
+def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path) -> list[str]:
+    """What a run would do, for --dry-run."""
+    inv = build_invocation(settings, plan, run_dir)
+    return [
+        f"run directory: {run_dir} (not created)",
+        f"cwd: {inv.cwd}",
+        f"pytest: {shlex.join(inv.argv)}",
+        "plugins: " + (" ".join(inv.plugins) or "-"),
+        "environment:",
+        *(f"  {k}={v}" for k, v in sorted(inv.env.items())),
+        *(f"  {line[2:]}" for line in header_lines(settings, plan, run_dir, inv)[1:]),
+    ]
+
+
+def _stream(inv: Invocation, log, echo: Callable[[bytes], None]) -> int:
+    env = {**os.environ, **inv.env}
+    proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(65536):
+            log.write(chunk)
+            log.flush()
+            echo(chunk)
+        return proc.wait()
+    except BaseException:
+        # Ctrl-C reaches the child too (same process group); reap it before propagating.
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _snapshot(directory: Path) -> dict[str, float]:
+    return {p.name: p.stat().st_mtime for p in directory.glob(RECORD_LOG_GLOB)}
+
+
+def _collect_record_logs(fg_dir: Path, before: dict[str, float], run_dir: Path) -> list[Path]:
+    """Move the record logs this run wrote in the FlagGems checkout into the run directory."""
+    moved = []
+    for path in sorted(fg_dir.glob(RECORD_LOG_GLOB)):
+        if before.get(path.name) != path.stat().st_mtime:
+            target = run_dir / path.name.replace("::", "__")
+            shutil.move(str(path), target)
+            moved.append(target)
+    return moved
+
+
+def _keep_tuner_cache(run_dir: Path) -> None:
+    """Keep FlagGems' tuner database under autotune_records/, then drop the private caches."""
+    cache = run_dir / "tuner_cache"
+    records = run_dir / "autotune_records"
+    for db in sorted((cache / "flaggems").glob("**/*.db")):
+        records.mkdir(exist_ok=True)
+        shutil.copy2(db, records / db.name)
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, object]:
+    """shapes.yaml: the shape source and the shapes actually measured, per op and dtype."""
+    source = settings.shape_file if settings.shape_mode == "file" else (
+        settings.flaggems_dir / "benchmark" / "core_shapes.yaml")
+    measured: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        shapes = measured.setdefault(row.op, {}).setdefault(row.dtype, [])
+        if row.shape not in shapes:
+            shapes.append(row.shape)
+    return {
+        "shape_mode": settings.shape_mode,
+        "level": settings.level,
+        "source": str(source),
+        "source_sha256": identity.sha256_file(source) if source.is_file() else None,
+        "measured": measured,
+    }
+
+
+def _read_runtime(run_dir: Path) -> dict[str, object]:
+    path = run_dir / "runtime.json"
+    if not path.is_file():
+        return {}
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    path.unlink()
+    return facts
+
+
+def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
+            echo: Callable[[bytes], None] | None = None,
+            now: Callable[[], dt.datetime] | None = None) -> tuple[int, Path]:
+    """Claim the run directory, run pytest, and write results and identity; return (rc, dir)."""
+    echo = echo or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.buffer.flush()))
+    run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
+    inv = build_invocation(settings, plan, run_dir)
+    header = header_lines(settings, plan, run_dir, inv)
+    devices_before = _visible_devices(settings)
+    before = _snapshot(inv.cwd)
+    started = time.monotonic()
+    with open(run_dir / "run.log", "wb") as log:
+        text = "\n".join(header) + "\n"
+        log.write(text.encode())
+        out(text.rstrip("\n"))
+        rc = _stream(inv, log, echo)
+        wall = time.monotonic() - started
+        log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
+    record_logs = _collect_record_logs(inv.cwd, before, run_dir)
+    record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in record_logs)
+    console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
+    rows, source = results.parse_run_output(record_text or None, console)
+    rows = [replace(r, timer=r.timer or settings.timer) for r in rows]
+    results.write_results(run_dir, rows)
+    with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
+        yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
+    os.replace(run_dir / "shapes.yaml.tmp", run_dir / "shapes.yaml")
+    if settings.isolate_tuner_cache:
+        _keep_tuner_cache(run_dir)
+    doc = identity.build_identity(
+        settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
+        backend=settings.backend.name, devices_before=devices_before,
+        devices_after=_visible_devices(settings),
+        versions={"python": plan.python_version, **plan.versions},
+        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
+    doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
+                "results_source": source})
+    atomic_write_json(run_dir / "run_identity.json", doc)
+    summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
+               f"wall_s={wall:.2f} dir={run_dir}")
+    out(summary)
+    with open(run_dir / "run.log", "a", encoding="utf-8") as log:
+        log.write(summary + "\n")
+    return rc, run_dir
+
+
+def _visible_devices(settings: Settings) -> list[Device]:
+    return visible_devices(settings.backend.enumerate_devices(), settings)

@@ -1,0 +1,29 @@
+"""nox sessions: tests (host-independent), lint, gpu (needs an accelerator; not run by default)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit, plugin and integration tests on the cpu backend."""
+    session.install("-r", "requirements/cpu.txt")
+    session.install("--no-deps", "-e", ".")
+    session.run("pytest", "-m", "not gpu", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the package, tests, examples and noxfile."""
+    session.install("ruff")
+    session.run("ruff", "check", "harness", "tests", "examples", "noxfile.py", *session.posargs)
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """Tests marked gpu, in the current interpreter (it must hold the vendor's torch)."""
+    session.run("python", "-m", "pytest", "-m", "gpu", *session.posargs, external=True)

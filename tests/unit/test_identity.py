@@ -1,0 +1,53 @@
+"""Identity: harness file hashes, git state, the run_identity document."""
+
+from __future__ import annotations
+
+import subprocess
+
+from harness import identity
+from harness.backends import Device
+
+
+def test_harness_files_cover_the_package_and_skip_caches(tmp_path):
+    (tmp_path / "harness" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "harness" / "a.py").write_text("x = 1\n")
+    (tmp_path / "harness" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "Makefile").write_text("all:\n")
+    (tmp_path / "README.md").write_text("docs are not code\n")
+    assert [p.as_posix() for p in identity.harness_files(tmp_path)] == ["Makefile", "harness/a.py"]
+
+
+def test_hash_changes_with_one_byte(tmp_path):
+    (tmp_path / "Makefile").write_text("all:\n")
+    before = identity.file_hashes(tmp_path)["Makefile"]
+    (tmp_path / "Makefile").write_text("all: \n")
+    assert identity.file_hashes(tmp_path)["Makefile"] != before
+
+
+def test_git_state_commit_and_dirty(tmp_path):
+    assert identity.git_state(tmp_path) == {"commit": None, "dirty": None}
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "f").write_text("1")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], check=True)
+    state = identity.git_state(tmp_path)
+    assert len(state["commit"]) == 40 and state["dirty"] is False
+    (tmp_path / "f").write_text("2")
+    assert identity.git_state(tmp_path)["dirty"] is True
+
+
+def test_identity_document_records_clocks_before_and_after_and_image_digest():
+    before = [Device(0, "NVIDIA H200", "GPU-1", "580.159.04", 143771, 345)]
+    after = [Device(0, "NVIDIA H200", "GPU-1", "580.159.04", 143771, 1980)]
+    doc = identity.build_identity(
+        settings_caliber={"timer": "graph", "level": "core"}, node="n", op="tanh",
+        backend="cuda", devices_before=before, devices_after=after,
+        versions={"torch": "2.11.0"}, flaggems_dir=None, runtime={"vendor_name": "nvidia"},
+        environ={identity.IMAGE_DIGEST_VAR: "sha256:abc"})
+    dev = doc["devices"][0]
+    assert (dev["name"], dev["driver"], dev["uuid"]) == ("NVIDIA H200", "580.159.04", "GPU-1")
+    assert (dev["sm_clock_mhz_before"], dev["sm_clock_mhz_after"]) == (345, 1980)
+    assert doc["image_digest"] == "sha256:abc" and doc["timer"] == "graph"
+    assert "harness/identity.py" in doc["harness"]["files"]
+    assert doc["versions"]["torch"] == "2.11.0" and doc["runtime"]["vendor_name"] == "nvidia"

@@ -1,0 +1,118 @@
+"""Run directories, the pytest invocation, record-log collection and the header."""
+
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing
+import os
+import shlex
+from pathlib import Path
+
+from harness import runner, spec
+from harness.preflight import Plan
+from harness.providers.flaggems import Node
+
+
+def _claim(args):
+    root, barrier = args
+    barrier.wait()
+    return str(runner.claim_run_dir(Path(root), "tanh", "20261129-120000"))
+
+
+def test_concurrent_claims_get_distinct_directories(tmp_path):
+    n = 8
+    with multiprocessing.Manager() as manager:
+        barrier = manager.Barrier(n)
+        with multiprocessing.Pool(n) as pool:
+            claimed = pool.map(_claim, [(str(tmp_path), barrier)] * n)
+    names = sorted(Path(p).name for p in claimed)
+    assert len(set(claimed)) == n
+    assert names == sorted(["20261129-120000"] + [f"20261129-120000-{i}" for i in range(2, n + 1)])
+
+
+def test_claim_retreats_past_an_existing_directory(tmp_path):
+    (tmp_path / "mm" / "20261129-120000").mkdir(parents=True)
+    assert runner.claim_run_dir(tmp_path, "mm", "20261129-120000").name == "20261129-120000-2"
+
+
+def test_utc_stamp_format():
+    when = dt.datetime(2026, 11, 29, 7, 5, 3, tzinfo=dt.timezone.utc)
+    assert runner.utc_stamp(when) == "20261129-070503"
+
+
+def _settings(tmp_path, **flags):
+    base = {"backend": "cpu", "flaggems_dir": str(tmp_path / "fg"), "out": str(tmp_path / "runs")}
+    return spec.resolve({**base, **flags}, {}, which=lambda _: None)
+
+
+def _plan():
+    return Plan(node=Node("benchmark/test_tanh.py", "test_tanh", ("tanh",)), op="tanh",
+                python="/usr/bin/python3", python_version="3.11.7")
+
+
+def test_invocation_runs_pytest_from_the_flaggems_dir_with_level_mode_record(tmp_path):
+    (tmp_path / "fg").mkdir()
+    inv = runner.build_invocation(_settings(tmp_path, level="comprehensive"), _plan(),
+                                  tmp_path / "runs" / "tanh" / "x")
+    argv = inv.argv
+    assert argv[:4] == ["/usr/bin/python3", "-m", "pytest", "benchmark/test_tanh.py::test_tanh"]
+    assert argv[argv.index("--level") + 1] == "comprehensive"
+    assert argv[argv.index("--mode") + 1] == "kernel"
+    assert argv[argv.index("--record") + 1] == "log"
+    assert "no:cacheprovider" in argv  # nothing written into the checkout
+    assert inv.cwd == (tmp_path / "fg").resolve()
+    assert str(runner.REPO_ROOT) in inv.env["PYTHONPATH"].split(os.pathsep)
+    assert inv.env["ZL_BACKEND"] == "cpu"
+    assert "FLAGGEMS_CACHE_DIR" not in inv.env
+
+
+def test_shape_file_and_isolated_caches(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("tanh: {shapes: [[4, 4]]}\n")
+    run_dir = tmp_path / "runs" / "tanh" / "x"
+    s = _settings(tmp_path, shape_mode="file", shape_file=str(shapes), isolate_tuner_cache="1")
+    inv = runner.build_invocation(s, _plan(), run_dir)
+    assert inv.argv[inv.argv.index("--shape_file") + 1] == str(shapes.resolve())
+    assert inv.env["FLAGGEMS_CACHE_DIR"].startswith(str(run_dir.resolve()))
+    assert inv.env["TRITON_CACHE_DIR"].startswith(str(run_dir.resolve()))
+
+
+def test_devices_map_to_the_backend_visibility_variable(tmp_path):
+    s = spec.resolve({"backend": "cuda", "runner": "host", "devices": "6,7",
+                      "flaggems_dir": str(tmp_path)}, {}, which=lambda _: None)
+    inv = runner.build_invocation(s, _plan(), tmp_path / "r")
+    assert inv.env["CUDA_VISIBLE_DEVICES"] == "6,7"
+
+
+def test_header_carries_every_caliber_setting(tmp_path):
+    s = _settings(tmp_path)
+    run_dir = tmp_path / "runs" / "tanh" / "x"
+    inv = runner.build_invocation(s, _plan(), run_dir)
+    text = "\n".join(runner.header_lines(s, _plan(), run_dir, inv))
+    for key in s.caliber():
+        assert f"# {key}: " in text
+    assert "# node: benchmark/test_tanh.py::test_tanh" in text
+    assert f"# command: {shlex.join(inv.argv)}" in text
+
+
+def test_dry_run_description_creates_nothing(tmp_path):
+    s = _settings(tmp_path)
+    run_dir = tmp_path / "runs" / "tanh" / "x"
+    lines = runner.describe_dry_run(s, _plan(), run_dir)
+    assert any(line.startswith("pytest: /usr/bin/python3 -m pytest") for line in lines)
+    assert any("ZL_RUN_DIR=" in line for line in lines)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_record_logs_written_by_the_run_are_moved_out_of_the_checkout(tmp_path):
+    fg, run_dir = tmp_path / "fg", tmp_path / "run"
+    fg.mkdir()
+    run_dir.mkdir()
+    old = fg / "result_old.log"
+    old.write_text("older run\n")
+    before = runner._snapshot(fg)
+    new = fg / "result_benchmark_test_tanh::test_tanh_--level_core.log"
+    new.write_text("[INFO] x\n")
+    moved = runner._collect_record_logs(fg, before, run_dir)
+    assert [p.name for p in moved] == ["result_benchmark_test_tanh__test_tanh_--level_core.log"]
+    assert not new.exists() and old.exists()  # someone else's log stays where it was
