@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.backends import Device
+from harness.backends import Backend, Device
 from harness.errors import PreflightError
 from harness.providers import flaggems
 from harness.spec import Settings
@@ -27,6 +28,7 @@ _PROBE = r"""
 import importlib.metadata as md, importlib.util as iu, json, platform, sys
 mods = sys.argv[1].split(",")
 dists = sys.argv[2].split(",")
+sys.path[:0] = [p for p in sys.argv[3].split("\n") if p]
 out = {"python": platform.python_version(), "missing": [], "versions": {}}
 for m in mods:
     try:
@@ -70,11 +72,16 @@ class Environment:
 
 
 def probe_python(python: str, modules: tuple[str, ...],
-                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> dict:
-    """Ask `python` which of `modules` it cannot find and which versions it has installed."""
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+                 extra_paths: tuple[Path, ...] = ()) -> dict:
+    """Ask `python` which of `modules` it cannot find and which versions it has installed.
+
+    `extra_paths` go first on its sys.path, as pytest's `pythonpath` setting puts them there.
+    """
     try:
         dists = dict.fromkeys((*VERSION_DISTS, *modules))
-        proc = run([python, "-c", _PROBE, ",".join(modules), ",".join(dists)],
+        paths = "\n".join(str(p) for p in extra_paths)
+        proc = run([python, "-c", _PROBE, ",".join(modules), ",".join(dists), paths],
                    capture_output=True, text=True, timeout=60)
     except OSError as exc:
         raise PreflightError("python_modules", f"cannot start {python}: {exc}") from None
@@ -83,11 +90,17 @@ def probe_python(python: str, modules: tuple[str, ...],
     return json.loads(proc.stdout)
 
 
+def _caller_selection(backend: Backend) -> list[str]:
+    value = os.environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def visible_devices(devices: list[Device], settings: Settings) -> list[Device]:
-    """The devices DEVICES selects (by index or UUID); all of them when DEVICES is unset."""
-    if not settings.devices:
+    """The devices DEVICES selects (by index or UUID); unset, those the caller's visibility
+    variable already selects; neither set, all of them."""
+    wanted = set(settings.devices or _caller_selection(settings.backend))
+    if not wanted:
         return devices
-    wanted = set(settings.devices)
     return [d for d in devices if str(d.index) in wanted or (d.uuid or "") in wanted]
 
 
@@ -126,14 +139,18 @@ def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str |
     elif name == "device":
         if not settings.backend.is_accelerator:
             return "no accelerator on this backend"
-        found = settings.backend.enumerate_devices(run=env.run)
+        try:
+            found = settings.backend.enumerate_devices(run=env.run)
+        except ValueError as exc:  # the tool answered in a format its parser does not know
+            raise PreflightError("device", str(exc)) from None
         plan.devices = visible_devices(found, settings)
         if not plan.devices:
             wanted = ",".join(settings.devices) or "any"
             raise PreflightError("device", f"no visible {settings.backend.name} device "
                                  f"(DEVICES={wanted}; found {len(found)})")
     elif name == "python_modules":
-        facts = probe_python(env.python, settings.backend.python_modules, env.run)
+        facts = probe_python(env.python, settings.backend.python_modules, env.run,
+                             flaggems.pytest_pythonpath(fg_dir))
         if facts["missing"]:
             raise PreflightError("python_modules", f"{env.python} cannot import "
                                  f"{', '.join(facts['missing'])}")

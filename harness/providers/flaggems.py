@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import configparser
 import difflib
 import logging
 from collections.abc import Iterable, Sequence
@@ -339,3 +340,21 @@ def op_name_for(node: Node, op: str | None = None) -> str:
         stem = PurePosixPath(node.path)
         return stem.stem.removeprefix("test_") if stem.suffix == ".py" else "suite"
     return node.marks[0] if node.marks else node.op_key
+
+
+def pytest_pythonpath(flaggems_dir: Path | None) -> tuple[Path, ...]:
+    """The `pythonpath` entries of the checkout's pytest.ini (FlagGems sets ``src``), resolved.
+
+    pytest puts them on sys.path when it runs from the checkout, so a preflight import check
+    must see them too; a checkout without pytest.ini (or without the key) gives ().
+    """
+    if flaggems_dir is None:
+        return ()
+    ini = Path(flaggems_dir) / "pytest.ini"
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(ini, encoding="utf-8")
+    except configparser.Error:
+        return ()
+    value = parser.get("pytest", "pythonpath", fallback="")
+    return tuple((Path(flaggems_dir) / entry).resolve() for entry in value.split())

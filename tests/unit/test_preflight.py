@@ -153,3 +153,27 @@ def test_failure_leaves_nothing_on_disk(tmp_path):
     out = tmp_path / "runs"
     failing_check(settings(tmp_path, flaggems_dir="/nope", out=str(out)))
     assert not out.exists()
+
+
+def test_probe_sees_the_pythonpath_pytest_will_add(tmp_path):
+    (tmp_path / "src" / "fakegems").mkdir(parents=True)
+    (tmp_path / "src" / "fakegems" / "__init__.py").write_text("")
+    assert probe_python(sys.executable, ("fakegems",))["missing"] == ["fakegems"]
+    facts = probe_python(sys.executable, ("fakegems",), extra_paths=(tmp_path / "src",))
+    assert facts["missing"] == []
+
+
+def test_caller_visibility_variable_narrows_devices_when_devices_unset(tmp_path, monkeypatch):
+    from harness.backends import Device
+    from harness.preflight import visible_devices
+
+    found = [Device(0, "a"), Device(1, "b"), Device(2, "c")]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
+    assert [d.index for d in visible_devices(found, cuda_settings(tmp_path))] == [1, 2]
+    assert [d.index for d in visible_devices(found, cuda_settings(tmp_path, devices="2"))] == [2]
+
+
+def test_unparseable_tool_output_is_a_device_failure(tmp_path):
+    make_tree(tmp_path / "fg")
+    check, detail = failing_check(cuda_settings(tmp_path), env(run=fake_run(stdout="garbage\n")))
+    assert check == "device" and "nvidia-smi" in detail

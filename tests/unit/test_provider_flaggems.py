@@ -16,6 +16,7 @@ from harness.providers.flaggems import (
     check_layout,
     load_nodes_tsv,
     op_name_for,
+    pytest_pythonpath,
     resolve_node,
     scan_benchmark,
     scan_tree,
@@ -462,3 +463,10 @@ def test_test_node_may_name_a_whole_directory_or_file(tmp_path):
     assert (one_file.nodeid, op_name_for(one_file)) == ("benchmark/test_mm.py", "mm")
     with pytest.raises(UsageError):  # without the checkout a bare path cannot be checked
         resolve_node(nodes, test_node="benchmark")
+
+
+def test_pytest_pythonpath_reads_the_checkout_ini(tmp_path):
+    assert pytest_pythonpath(tmp_path) == ()
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = tests\npythonpath = src lib\n")
+    assert pytest_pythonpath(tmp_path) == ((tmp_path / "src").resolve(),
+                                           (tmp_path / "lib").resolve())
