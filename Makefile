@@ -11,13 +11,15 @@ VENV := .venv
 PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
 HARNESS = PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m harness.cli
 
-# Make variable = subcommand flag.
+# Make variable = subcommand flag. Only variables given on the make command line become flags:
+# make would otherwise turn any environment variable (OUT, MODE, ...) into one, and the harness
+# reads the environment itself under the names of DESIGN.md.
 FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file MODE=mode REPEAT=repeat \
 	ISOLATE_TUNER_CACHE=isolate-tuner-cache REPLAY_FROM=replay-from USE_FLAGTUNE=use-flagtune \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
-flag = $(if $($(1)),--$(2)=$($(1)))
+flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
 ARGS = $(foreach p,$(FLAG_MAP),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
 
 .PHONY: help demo test lint preflight run backends venv
@@ -39,8 +41,9 @@ $(VENV)/.installed: requirements/cpu.txt pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the cpu stack (torch CPU build, pinned)
 
+demo: PYTHON = $(VENV)/bin/python
 demo: $(VENV)/.installed ## the embedded default: the whole cpu suite on the cpu backend
-	$(MAKE) --no-print-directory run PYTHON=$(VENV)/bin/python BACKEND=cpu TEST_NODE=benchmark
+	$(HARNESS) run --backend=cpu --node=benchmark $(ARGS)
 
 test: ## every host-independent test (nox -s tests; installs nox where missing)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox

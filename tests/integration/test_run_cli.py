@@ -168,3 +168,14 @@ def test_make_help_is_the_default_target():
     assert proc.returncode == 0
     for target in ("demo", "test", "preflight", "run"):
         assert f"  {target} " in proc.stdout
+
+
+def test_make_ignores_environment_variables_that_are_not_harness_names(tmp_path):
+    # Regression: make imported OUT from the environment and passed it as --out.
+    proc = make("run", "BACKEND=cpu", "OP=tanh", "DRY_RUN=1",
+                env={"OUT": str(tmp_path / "elsewhere"), "MODE": "graph", "ZL_OUT": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"run directory: {tmp_path}/tanh/" in proc.stdout
+    command = proc.stdout.splitlines()[0]  # the line make echoes
+    assert "--out" not in command and "--mode" not in command
+    assert "  mode: auto" in proc.stdout
