@@ -5,18 +5,25 @@ from __future__ import annotations
 from harness.backends import Backend
 
 DEVICE_SETUP = "harness.plugins.device_setup"
+CAPTURE = "harness.plugins.capture"
+TIMING = "harness.plugins.timing"
 
 
-def plan_plugins(backend: Backend) -> tuple[str, ...]:
-    """The ordered `-p` modules for a run on `backend`.
+def plan_plugins(backend: Backend, timer: str) -> tuple[str, ...]:
+    """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
     may read the item list before they have. device_setup follows wherever FlagGems dispatches
-    to a vendor, so that every later plugin runs on the pinned device.
+    to a vendor, so that every later plugin runs on the pinned device. capture applies only
+    where the backend can capture and the timer is graph; timing always runs, since it records
+    the timer of every row and applies REPEAT.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
         plugins.append(DEVICE_SETUP)
+    if timer == "graph" and backend.can_capture:
+        plugins.append(CAPTURE)
+    plugins.append(TIMING)
     return tuple(plugins)
 
 

@@ -8,7 +8,7 @@ import io
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,8 @@ class Row:
     error: str | None = None
     timer: str | None = None  # the harness's timer for this row ("graph", "direct")
     markers: tuple[str, ...] = ()
-    samples: tuple[float, ...] = ()
+    samples: tuple[float, ...] = ()  # every timing of latency_ms (REPEAT > 1: several)
+    samples_base: tuple[float, ...] = ()  # likewise of latency_base_ms
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -50,6 +51,7 @@ class Row:
         # Lists from JSON or callers would make a frozen row unhashable: store tuples.
         object.__setattr__(self, "markers", tuple(self.markers))
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
+        object.__setattr__(self, "samples_base", tuple(float(s) for s in self.samples_base))
 
     def key(self) -> tuple[str, str, str]:
         """The pairing key across runs and sources: (op, dtype, shape)."""
@@ -60,6 +62,7 @@ class Row:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["markers"] = list(self.markers)
         data["samples"] = list(self.samples)
+        data["samples_base"] = list(self.samples_base)
         return data
 
     @classmethod
@@ -281,6 +284,7 @@ CSV_FIELDS: tuple[str, ...] = (
     "level",
     "markers",  # ";"-joined
     "samples",  # ";"-joined
+    "samples_base",  # ";"-joined
     "error",
 )
 _LIST_SEPARATOR = ";"
@@ -331,3 +335,39 @@ def read_results(run_dir: Path) -> list[Row]:
         except (ValueError, TypeError, AttributeError) as exc:
             raise UsageError(f"{str(path)!r} line {number} is not a result row: {exc}") from None
     return rows
+
+
+def merge_timing(rows: Sequence[Row], timing: Sequence[Mapping[str, Any]],
+                 default_timer: str) -> list[Row]:
+    """Annotate parsed rows with the timing plugin's records (timer, markers, samples).
+
+    Records pair with rows by (op, dtype, shape) and occurrence, since one run may measure the
+    same key twice (mm's core shapes do). Partial records -- rows measured before a poisoned
+    capture stopped the operator, which FlagGems never printed -- become rows of their own.
+    Rows with no record keep `default_timer`.
+    """
+    queues: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    extra: list[Row] = []
+    for record in timing:
+        if record.get("partial"):
+            latency_base, latency = record.get("latency_base_ms"), record.get("latency_ms")
+            extra.append(Row(
+                op=record["op"], dtype=record["dtype"], shape=record["shape"],
+                status=record["status"], latency_base_ms=latency_base, latency_ms=latency,
+                speedup=latency_base / latency if latency_base and latency else None,
+                error=record.get("reason"), timer=record["timer"],
+                markers=record["markers"], samples=record["samples"],
+                samples_base=record["samples_base"]))
+        else:
+            queues.setdefault((record["op"], record["dtype"], record["shape"]), []).append(record)
+    merged = []
+    for row in rows:
+        queue = queues.get(row.key())
+        if not queue:
+            merged.append(replace(row, timer=row.timer or default_timer))
+            continue
+        record = queue.pop(0)
+        merged.append(replace(row, timer=record["timer"],
+                              markers=tuple(dict.fromkeys((*row.markers, *record["markers"]))),
+                              samples=record["samples"], samples_base=record["samples_base"]))
+    return merged + extra

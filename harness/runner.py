@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -20,10 +20,12 @@ from harness import identity, results
 from harness.backends import Device
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import plan_plugins, pytest_plugin_args
+from harness.plugins.timing import SIDECAR
 from harness.preflight import Plan, visible_devices
 from harness.spec import REPO_ROOT, Settings
 
-TIMER_TO_FLAGGEMS_MODE = {"graph": "cudagraph", "direct": "kernel"}
+# FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
+FLAGGEMS_MODE = "kernel"
 RECORD_LOG_GLOB = "result_*.log"
 
 
@@ -62,15 +64,17 @@ def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
 
 def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocation:
     """The pytest argv and the environment the harness adds for this run."""
-    plugins = plan_plugins(settings.backend)
+    plugins = plan_plugins(settings.backend, settings.timer)
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
-            "--level", settings.level, "--mode", TIMER_TO_FLAGGEMS_MODE[settings.timer],
+            "--level", settings.level, "--mode", FLAGGEMS_MODE,
             "--record", "log", "-s", *pytest_plugin_args(plugins)]
     if settings.shape_mode == "file":
         argv += ["--shape_file", str(settings.shape_file.resolve())]
     env = {
         "ZL_BACKEND": settings.backend.name,
         "ZL_RUN_DIR": str(run_dir.resolve()),
+        "ZL_TIMER": settings.timer,
+        "ZL_DIRECT_REPEAT": str(settings.repeat),
         "PYTHONUNBUFFERED": "1",
         # the -p plugins must import in the child whether or not the harness is installed
         "PYTHONPATH": os.pathsep.join(
@@ -180,6 +184,17 @@ def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, ob
     }
 
 
+def _read_timing(run_dir: Path) -> list[dict[str, object]]:
+    """The timing plugin's per-row records; the file is folded into results and removed."""
+    path = run_dir / SIDECAR
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    path.unlink()
+    return records
+
+
 def _read_runtime(run_dir: Path) -> dict[str, object]:
     path = run_dir / "runtime.json"
     if not path.is_file():
@@ -211,7 +226,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in record_logs)
     console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
     rows, source = results.parse_run_output(record_text or None, console)
-    rows = [replace(r, timer=r.timer or settings.timer) for r in rows]
+    rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
     results.write_results(run_dir, rows)
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)

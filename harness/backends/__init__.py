@@ -6,8 +6,8 @@ import enum
 import importlib
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from harness.errors import UsageError
 
@@ -59,13 +59,16 @@ class Backend:
     smi_command: tuple[str, ...] = ()
     parse_devices: Callable[[str], list[Device]] | None = None
     graph_class: str | None = None  # dotted path of the graph class; None: no capture
+    # A graph timer the vendor's Triton ships and FlagGems' own `--mode cudagraph` calls: used
+    # verbatim so the harness's numbers match FlagGems'; None: the harness's own algorithm
+    # through the device interface.
+    upstream_graph_bench: str | None = None
     capture_rules: tuple[CaptureRule, ...] = ()
     unknown_capture_verdict: Verdict = Verdict.FATAL
     capture_deny_ops: frozenset[str] = frozenset()
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
     is_accelerator: bool = True
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def can_capture(self) -> bool:
@@ -136,6 +139,7 @@ class Backend:
             "smi_command": list(self.smi_command),
             "graph_class": self.graph_class,
             "can_capture": self.can_capture,
+            "upstream_graph_bench": self.upstream_graph_bench,
             "capture_rules": [
                 {"pattern": r.pattern, "verdict": r.verdict.value} for r in self.capture_rules
             ],

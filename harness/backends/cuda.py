@@ -97,6 +97,7 @@ BACKEND = Backend(
     smi_command=SMI_COMMAND,
     parse_devices=parse_nvidia_smi_csv,
     graph_class="torch.cuda.CUDAGraph",
+    upstream_graph_bench="triton.testing.do_bench_cudagraph",
     capture_rules=CUDA_CAPTURE_RULES,
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),

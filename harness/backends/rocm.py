@@ -135,6 +135,7 @@ BACKEND = Backend(
     smi_command=SMI_COMMAND,
     parse_devices=parse_rocm_json,
     graph_class="torch.cuda.CUDAGraph",  # hipGraph behind torch.cuda's graph API
+    upstream_graph_bench="triton.testing.do_bench_cudagraph",
     capture_rules=ROCM_CAPTURE_RULES,
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),

@@ -223,8 +223,9 @@ def test_tanh_saturates_without_nan(suite):
 # --- the suite as a whole ------------------------------------------------------------------
 
 
-def test_suite_imports_no_accelerator_module():
-    pattern = re.compile(r"^\s*(import|from)\s+(flag_gems|triton|torch_musa|torch_npu)\b", re.M)
+def test_suite_imports_no_accelerator_module_at_module_level():
+    # Only --mode cudagraph reaches for triton (inside the call), as FlagGems does.
+    pattern = re.compile(r"^(import|from)\s+(flag_gems|triton|torch_musa|torch_npu)\b", re.M)
     offenders = [
         p.name for p in (SUITE / "benchmark").glob("*.py") if pattern.search(p.read_text())
     ]

@@ -7,13 +7,14 @@ import dataclasses
 import pytest
 
 from harness import backends
-from harness.plugin_plan import DEVICE_SETUP, plan_plugins, pytest_plugin_args
+from harness.plugin_plan import CAPTURE, DEVICE_SETUP, TIMING, plan_plugins, pytest_plugin_args
 
 
+@pytest.mark.parametrize("timer", ["graph", "direct"])
 @pytest.mark.parametrize("name", backends.registry().names())
-def test_compat_plugins_come_first_and_only_on_their_backend(name):
+def test_compat_plugins_come_first_and_only_on_their_backend(name, timer):
     backend = backends.get(name)
-    plan = plan_plugins(backend)
+    plan = plan_plugins(backend, timer)
     assert plan[: len(backend.compat_plugins)] == backend.compat_plugins
     others = {p for b in backends.registry().all() if b is not backend for p in b.compat_plugins}
     assert not (set(plan) & (others - set(backend.compat_plugins)))
@@ -22,15 +23,24 @@ def test_compat_plugins_come_first_and_only_on_their_backend(name):
 def test_compat_plugin_precedes_device_setup_even_when_added_later():
     musa = backends.get("musa")
     assert musa.compat_plugins, "musa carries a compat plugin"
-    plan = plan_plugins(musa)
+    plan = plan_plugins(musa, "graph")
     assert plan.index(musa.compat_plugins[0]) < plan.index(DEVICE_SETUP)
 
 
 def test_device_setup_only_where_flaggems_dispatches_to_a_vendor():
-    assert DEVICE_SETUP in plan_plugins(backends.get("cuda"))
-    assert DEVICE_SETUP not in plan_plugins(backends.get("cpu"))
+    assert DEVICE_SETUP in plan_plugins(backends.get("cuda"), "graph")
+    assert DEVICE_SETUP not in plan_plugins(backends.get("cpu"), "direct")
     fake = dataclasses.replace(backends.get("cpu"), compat_plugins=("x.compat",))
-    assert plan_plugins(fake) == ("x.compat",)
+    assert plan_plugins(fake, "direct") == ("x.compat", TIMING)
+
+
+def test_capture_only_for_the_graph_timer_on_a_capturing_backend():
+    cuda = backends.get("cuda")
+    assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING)
+    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING)
+    assert CAPTURE not in plan_plugins(backends.get("cpu"), "graph")
+    musa = backends.get("musa")
+    assert plan_plugins(musa, "graph") == (*musa.compat_plugins, DEVICE_SETUP, CAPTURE, TIMING)
 
 
 def test_pytest_args_disable_the_cache_and_keep_order():

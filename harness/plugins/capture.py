@@ -1,0 +1,153 @@
+"""Graph-captured timing through the backend's device interface, with a scratch-RNG guard.
+
+Registered by the harness when the timer is `graph`. It provides the graph timer that the timing
+plugin installs as `triton.testing.do_bench_cudagraph` while FlagGems' `--mode cudagraph` path
+runs: on a backend whose Triton ships one (`Backend.upstream_graph_bench`), upstream's function
+verbatim, so the numbers equal FlagGems' own; elsewhere the same algorithm with its stream,
+event, synchronize and graph class taken from
+`triton.runtime.driver.active.get_device_interface()` and the backend record. Failures are not
+handled here: they propagate to the timing plugin, which classifies them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from harness import backends
+from harness.backends import Backend
+
+GRAPH_BENCH = pytest.StashKey[Callable[..., Any]]()
+
+
+def _import_dotted(path: str) -> Any:
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+def device_interface() -> Any:
+    """The active Triton driver's device interface (torch.cuda on NVIDIA, torch.musa on MUSA)."""
+    from triton.runtime import driver
+
+    return driver.active.get_device_interface()
+
+
+def graph_class(backend: Backend, interface: Any) -> type:
+    """The backend's graph class, looked up on the device interface first (torch.musa.MUSAGraph
+    is `interface.MUSAGraph`), then by its dotted path."""
+    leaf = backend.graph_class.rpartition(".")[2]
+    found = getattr(interface, leaf, None)
+    return found if found is not None else _import_dotted(backend.graph_class)
+
+
+@contextlib.contextmanager
+def rng_guard(interface: Any) -> Iterator[None]:
+    """Keep every device generator's state across a capture and its replays.
+
+    Captured RNG ops advance the generator on each replay; restoring the state afterwards keeps
+    later shapes' inputs identical to an uncaptured run. Skipped where the interface exposes no
+    default_generators.
+    """
+    generators = getattr(interface, "default_generators", None)
+    states = [g.get_state() for g in generators] if generators else []
+    try:
+        yield
+    finally:
+        for generator, state in zip(generators or (), states, strict=True):
+            generator.set_state(state)
+
+
+def summarize(times: Sequence[float], quantiles: Sequence[float] | None,
+              return_mode: str) -> Any:
+    """Triton's summary of per-replay times: quantiles when asked, else min/max/mean/median/all."""
+    ordered = sorted(times)
+    if quantiles is not None:
+        def at(q: float) -> float:
+            pos = q * (len(ordered) - 1)
+            lo, hi = math.floor(pos), math.ceil(pos)
+            return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+        values = [at(q) for q in quantiles]
+        return values[0] if len(values) == 1 else values
+    if return_mode == "all":
+        return list(times)
+    if return_mode == "min":
+        return ordered[0]
+    if return_mode == "max":
+        return ordered[-1]
+    if return_mode == "mean":
+        return sum(times) / len(times)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def device_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
+    """do_bench_cudagraph's algorithm on any device interface with streams, events and graphs."""
+
+    def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
+              quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
+        def reset_grads() -> None:
+            for x in grad_to_none or ():
+                x.grad = None
+
+        with interface.stream(interface.Stream()):
+            fn()  # warm-up, also compiles
+            for x in grad_to_none or ():
+                x.detach_()
+                x.requires_grad_(True)
+                x.grad = None
+            start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+            start.record()
+            for _ in range(5):
+                fn()
+            end.record()
+            interface.synchronize()
+            estimate_ms = start.elapsed_time(end) / 5
+            n_repeat = 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
+            graph = graph_cls()
+            with interface.graph(graph):
+                for _ in range(n_repeat):
+                    reset_grads()
+                    fn()
+            interface.synchronize()
+            times = []
+            for _ in range(10):
+                start = interface.Event(enable_timing=True)
+                end = interface.Event(enable_timing=True)
+                start.record()
+                graph.replay()
+                end.record()
+                interface.synchronize()
+                times.append(start.elapsed_time(end) / n_repeat)
+        return summarize(times, quantiles, return_mode)
+
+    return bench
+
+
+def graph_bench_for(backend: Backend) -> Callable[..., Any]:
+    """The graph timer of `backend`, wrapped in the RNG guard."""
+    interface = device_interface()
+    if backend.upstream_graph_bench:
+        inner = _import_dotted(backend.upstream_graph_bench)
+    else:
+        inner = device_graph_bench(interface, graph_class(backend, interface))
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        with rng_guard(interface):
+            return inner(*args, **kwargs)
+
+    guarded.__wrapped__ = inner  # type: ignore[attr-defined]
+    return guarded
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    backend = backends.get(os.environ.get("ZL_BACKEND", "cpu"))
+    if not backend.can_capture:
+        raise pytest.UsageError(f"BACKEND={backend.name} cannot capture graphs; "
+                                "harness.plugins.capture does not apply")
+    config.stash[GRAPH_BENCH] = graph_bench_for(backend)

@@ -1,0 +1,300 @@
+"""Pick the timer, wrap FlagGems' Benchmark.get_latency from outside, record every measurement.
+
+The harness passes ZL_BACKEND, ZL_TIMER (graph or direct), ZL_DIRECT_REPEAT and ZL_RUN_DIR.
+FlagGems runs with `--mode kernel`; for each latency this plugin either calls FlagGems' own
+`get_latency` under `--mode cudagraph` with the capture plugin's graph timer installed as
+`triton.testing.do_bench_cudagraph`, or under `--mode kernel` (the direct timer). A capture
+failure is classified by the backend: recoverable -> that shape is timed directly and flagged;
+fatal -> re-raised; poisoned -> the operator stops, its measured rows are kept, later tests are
+skipped. Every row's timer, markers and samples go to ZL_RUN_DIR/timing.jsonl, which the
+harness merges into results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import backends
+from harness.backends import Backend, Verdict
+from harness.plugins.capture import GRAPH_BENCH
+from harness.results import canonical_shape
+
+CURRENT_OP_VAR = "FLAGGEMS_PERF_CURRENT_OP"
+SIDECAR = "timing.jsonl"
+BASE_MODULE = "benchmark.base"
+DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
+POISONED_MARKER = "BENCHMARK_CAPTURE_POISONED"
+DENIED_MARKER = "BENCHMARK_CAPTURE_DENIED"
+
+
+class CapturePoisoned(BaseException):
+    """Raised past FlagGems' `except Exception`: the device context is unusable."""
+
+
+@dataclass
+class Call:
+    """One get_latency call as measured."""
+
+    op: str
+    shape: str
+    latency: float | None
+    timer: str
+    samples: list[float]
+    arg_dtype: str | None
+    markers: list[str] = field(default_factory=list)
+    reason: str | None = None
+
+
+def op_key(function_name: str) -> str:
+    """The deny-list key of a test: its function name minus `test_` (unique2, perf_sort)."""
+    return function_name.removeprefix("test_")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
+
+
+def _arg_dtype(args: tuple[Any, ...]) -> str | None:
+    for arg in args:
+        dtype = getattr(arg, "dtype", None)
+        if dtype is not None:
+            return str(dtype)
+    return None
+
+
+class Timing:
+    """Per-session timing state: the patched methods, pending calls, the poisoned flag."""
+
+    def __init__(self, config: pytest.Config, backend: Backend, timer: str, repeat: int,
+                 run_dir: Path | None) -> None:
+        self.config = config
+        self.backend = backend
+        self.timer = timer
+        self.repeat = repeat
+        self.sidecar = run_dir / SIDECAR if run_dir else None
+        self.pending: list[Call] = []
+        self.denied: set[str] = set()
+        self.poisoned: str | None = None
+        self.base: Any = None
+        self._undo: list[Callable[[], None]] = []
+
+    @property
+    def graph_bench(self) -> Callable[..., Any]:
+        bench = self.config.stash.get(GRAPH_BENCH, None)
+        if bench is None:
+            raise pytest.UsageError("ZL_TIMER=graph needs -p harness.plugins.capture")
+        return bench
+
+    # -- output -----------------------------------------------------------------------------
+    def marker(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, flush=True)
+        else:
+            print(line, flush=True)
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        if self.sidecar is None or not rows:
+            return
+        with open(self.sidecar, "a", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, default=str) + "\n")
+
+    # -- patching FlagGems ------------------------------------------------------------------
+    def install(self) -> None:
+        """Wrap benchmark.base's Benchmark.get_latency and BenchmarkResult, once collected."""
+        base = sys.modules.get(BASE_MODULE)
+        if base is None or not hasattr(base, "Benchmark") or self.base is not None:
+            return
+        self.base = base
+        if self.timer == "graph":
+            self.graph_bench  # noqa: B018 -- fail at collection, not in the first test
+        original = base.Benchmark.get_latency
+        result_cls = base.BenchmarkResult
+        timing = self
+
+        def get_latency(bench: Any, op: Any, *args: Any, **kwargs: Any) -> float:
+            return timing.measure(original, bench, op, args, kwargs)
+
+        def benchmark_result(*args: Any, **kwargs: Any) -> Any:
+            result = result_cls(*args, **kwargs)
+            timing.on_result(result)
+            return result
+
+        base.Benchmark.get_latency = get_latency
+        base.BenchmarkResult = benchmark_result
+        self._undo += [lambda: setattr(base.Benchmark, "get_latency", original),
+                       lambda: setattr(base, "BenchmarkResult", result_cls)]
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    @contextlib.contextmanager
+    def _mode(self, name: str) -> Iterator[None]:
+        config = self.base.Config
+        saved = config.mode
+        config.mode = self.base.consts.BenchMode[name]
+        try:
+            yield
+        finally:
+            config.mode = saved
+
+    @contextlib.contextmanager
+    def _graph_timer(self) -> Iterator[None]:
+        import triton.testing
+
+        saved = triton.testing.do_bench_cudagraph
+        triton.testing.do_bench_cudagraph = self.graph_bench
+        try:
+            with self._mode("CUDAGRAPH"):
+                yield
+        finally:
+            triton.testing.do_bench_cudagraph = saved
+
+    # -- measuring --------------------------------------------------------------------------
+    def _times(self, timer: str, call: Callable[[], float]) -> list[float]:
+        samples = []
+        for _ in range(self.repeat):
+            with self._graph_timer() if timer == "graph" else self._mode("KERNEL"):
+                samples.append(float(call()))
+        return samples
+
+    def measure(self, original: Callable[..., float], bench: Any, op: Any,
+                args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+        name = str(getattr(bench, "op_name", "?"))
+        shape = canonical_shape(bench.record_shapes(*args, **kwargs))
+        record = Call(name, shape, None, self.timer, [], _arg_dtype(args))
+        current = os.environ.get(CURRENT_OP_VAR, "")
+
+        def call() -> float:
+            return original(bench, op, *args, **kwargs)
+
+        if self.timer == "graph" and current in self.backend.capture_deny_ops:
+            record.timer = "direct"
+            record.markers.append(DENIED_MARKER)
+            if current not in self.denied:
+                self.denied.add(current)
+                self.marker(f"{DENIED_MARKER} op={current}")
+        if record.timer == "graph":
+            try:
+                record.samples = self._times("graph", call)
+            except Exception as exc:
+                self._capture_failed(record, exc)
+        if record.timer == "direct":
+            record.samples = self._times("direct", call)
+        record.latency = statistics.median(record.samples)
+        self.pending.append(record)
+        return record.latency
+
+    def _capture_failed(self, record: Call, exc: Exception) -> None:
+        verdict = self.backend.classify_capture_exception(exc)
+        reason = _first_line(exc)
+        if verdict is Verdict.FATAL:
+            raise exc
+        if verdict is Verdict.POISONED:
+            self.marker(f"{POISONED_MARKER} op={record.op} reason={json.dumps(reason)}")
+            record.markers.append(POISONED_MARKER)
+            record.reason = reason
+            self.pending.append(record)
+            self.poisoned = record.op
+            self.flush_partial()
+            raise CapturePoisoned(f"{POISONED_MARKER} op={record.op}: {reason}") from exc
+        record.timer, record.reason = "direct", reason
+        record.markers.append(DIRECT_MARKER)
+        self.marker(f"{DIRECT_MARKER} op={record.op} dtype={record.arg_dtype} "
+                    f"shape={json.dumps(record.shape)} reason={json.dumps(reason)}")
+        self._synchronize()
+
+    def _synchronize(self) -> None:
+        device = getattr(sys.modules.get("torch"), self.backend.torch_device, None)
+        with contextlib.suppress(Exception):
+            device.synchronize()
+
+    # -- rows -------------------------------------------------------------------------------
+    def on_result(self, result: Any) -> None:
+        """FlagGems built the result of one dtype: pair its metrics with the pending calls."""
+        rows, calls = [], self.pending
+        for metric in result.result:
+            used = []
+            for value in (metric.latency_base, metric.latency):
+                if value is not None and calls:
+                    used.append(calls.pop(0))
+            rows.append(self._row(result.op_name, str(result.dtype),
+                                  canonical_shape(metric.shape_detail), used))
+        self.pending = []
+        self.write_rows(rows)
+
+    def _row(self, op: str, dtype: str, shape: str, used: list[Call],
+             **extra: Any) -> dict[str, Any]:
+        markers = sorted({m for c in used for m in c.markers})
+        timer = "graph" if used and all(c.timer == "graph" for c in used) else "direct"
+        return {"op": op, "dtype": dtype, "shape": shape, "timer": timer, "markers": markers,
+                "reason": next((c.reason for c in used if c.reason), None),
+                "samples": used[-1].samples if used else [],
+                "samples_base": used[0].samples if len(used) > 1 else [],
+                "calls": [asdict(c) for c in used], **extra}
+
+    def flush_partial(self) -> None:
+        """Poisoned before FlagGems printed this dtype: keep the rows measured so far."""
+        groups: list[list[Call]] = []
+        for record in self.pending:
+            if groups and groups[-1][-1].shape == record.shape and len(groups[-1]) < 2:
+                groups[-1].append(record)
+            else:
+                groups.append([record])
+        rows = []
+        for group in groups:
+            failed = any(POISONED_MARKER in c.markers for c in group)
+            complete = len(group) == 2 and not failed
+            rows.append(self._row(
+                group[0].op, group[0].arg_dtype or "?", group[0].shape, group, partial=True,
+                status="FAILED" if failed or not complete else "SUCCESS",
+                latency_base_ms=group[0].latency if complete else None,
+                latency_ms=group[1].latency if complete else None))
+        self.pending = []
+        self.write_rows(rows)
+
+
+TIMING = pytest.StashKey[Timing]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    backend = backends.get(os.environ.get("ZL_BACKEND", "cpu"))
+    timer = os.environ.get("ZL_TIMER", "direct")
+    if timer not in ("graph", "direct"):
+        raise pytest.UsageError(f"ZL_TIMER={timer!r} is not accepted; expected graph or direct")
+    repeat = int(os.environ.get("ZL_DIRECT_REPEAT", "1") or "1")
+    run_dir = os.environ.get("ZL_RUN_DIR")
+    config.stash[TIMING] = Timing(config, backend, timer, max(1, repeat),
+                                  Path(run_dir) if run_dir else None)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # trylast: FlagGems' test modules (which import benchmark.base) are all imported by now.
+    session.config.stash[TIMING].install()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    timing = item.config.stash[TIMING]
+    if timing.poisoned:
+        pytest.skip(f"{POISONED_MARKER}: {timing.poisoned} left the device context unusable")
+    os.environ[CURRENT_OP_VAR] = op_key(getattr(item, "originalname", item.name))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    timing = config.stash.get(TIMING, None)
+    if timing is not None:
+        timing.uninstall()
