@@ -17,6 +17,7 @@ from harness.results import (
     Row,
     canonical_shape,
     canonical_shape_text,
+    merge_timing,
     parse_console,
     parse_record_log,
     parse_run_output,
@@ -317,3 +318,33 @@ def test_read_results_errors_name_the_file(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_text(json.dumps(a_row().to_dict()) + '\n\n{"op": 1}\n')
     with pytest.raises(UsageError, match="line 3"):
         read_results(tmp_path)
+
+
+def _row(shape, latency=1.0):
+    return Row(op="mm", dtype="torch.float16", shape=shape, status="SUCCESS",
+               latency_base_ms=2.0, latency_ms=latency, speedup=2.0 / latency)
+
+
+def _record(shape, timer="graph", markers=(), samples=(1.0,), **extra):
+    return {"op": "mm", "dtype": "torch.float16", "shape": shape, "timer": timer,
+            "markers": list(markers), "samples": list(samples), "samples_base": [2.0], **extra}
+
+
+def test_merge_timing_pairs_repeated_keys_by_occurrence():
+    # mm's core shapes measure [4096, 4096] twice per dtype: each row gets its own record.
+    rows = [_row("[[4096, 4096]]", 0.25), _row("[[1024, 1024]]"), _row("[[4096, 4096]]", 0.22)]
+    timing = [_record("[[4096, 4096]]", samples=(0.25,)), _record("[[1024, 1024]]"),
+              _record("[[4096, 4096]]", "direct", ["BENCHMARK_DIRECT_NO_CUDAGRAPH"], (0.22,))]
+    merged = merge_timing(rows, timing, "graph")
+    assert [(r.timer, r.markers, r.samples) for r in merged] == [
+        ("graph", (), (0.25,)), ("graph", (), (1.0,)),
+        ("direct", ("BENCHMARK_DIRECT_NO_CUDAGRAPH",), (0.22,))]
+
+
+def test_merge_timing_defaults_and_partial_rows():
+    partial = _record("[[64, 64]]", markers=["BENCHMARK_CAPTURE_POISONED"], partial=True,
+                      status="FAILED", latency_base_ms=None, latency_ms=None, reason="dead")
+    merged = merge_timing([_row("[[8, 8]]")], [partial], "direct")
+    assert merged[0].timer == "direct" and merged[0].markers == ()
+    assert (merged[1].status, merged[1].markers, merged[1].error) == (
+        "FAILED", ("BENCHMARK_CAPTURE_POISONED",), "dead")
