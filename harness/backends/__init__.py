@@ -88,22 +88,28 @@ class Backend:
         return self.unknown_capture_verdict if verdict is None else verdict
 
     def classify_capture_exception(self, exc: BaseException) -> Verdict:
-        """Return the verdict for an exception and the ones it was raised from.
+        """Return the verdict for an exception and the ones it was raised from."""
+        return self.explain_capture_exception(exc)[0]
+
+    def explain_capture_exception(self, exc: BaseException) -> tuple[Verdict, str]:
+        """The verdict for an exception chain and the message that decided it.
 
         The innermost recognised cause decides, except that FATAL anywhere wins. torch's graph
         context manager reports its own capture_end failure ("operation failed due to a previous
-        error during capture") with the op's refusal only in `__context__`.
+        error during capture") with the op's refusal only in `__context__`, so the refusal is
+        also the reason worth reporting. Unrecognised: the outermost message.
         """
         chain: list[BaseException] = []
         current: BaseException | None = exc
         while current is not None and all(current is not seen for seen in chain):
             chain.append(current)
             current = current.__cause__ or current.__context__
-        matched = (self._match_capture_rule(str(e)) for e in reversed(chain))
-        verdicts = [v for v in matched if v is not None]
-        if Verdict.FATAL in verdicts:
-            return Verdict.FATAL
-        return verdicts[0] if verdicts else self.unknown_capture_verdict
+        matched = [(v, str(e)) for e in reversed(chain)
+                   if (v := self._match_capture_rule(str(e))) is not None]
+        fatal = [m for m in matched if m[0] is Verdict.FATAL]
+        if fatal:
+            return fatal[0]
+        return matched[0] if matched else (self.unknown_capture_verdict, str(exc))
 
     def visibility_env(self, devices: Sequence[str]) -> dict[str, str]:
         """Environment that makes exactly `devices` visible (empty: leave visibility alone)."""

@@ -32,15 +32,15 @@ def _import_dotted(path: str) -> Any:
 
 
 def device_interface() -> Any:
-    """The active Triton driver's device interface (torch.cuda on NVIDIA, torch.musa on MUSA)."""
+    """The active Triton driver's device interface: the torch device module of the vendor."""
     from triton.runtime import driver
 
     return driver.active.get_device_interface()
 
 
 def graph_class(backend: Backend, interface: Any) -> type:
-    """The backend's graph class, looked up on the device interface first (torch.musa.MUSAGraph
-    is `interface.MUSAGraph`), then by its dotted path."""
+    """The backend's graph class, looked up by its leaf name on the device interface first
+    (`torch.<device>.<Graph>` is `interface.<Graph>`), then by its dotted path."""
     leaf = backend.graph_class.rpartition(".")[2]
     found = getattr(interface, leaf, None)
     return found if found is not None else _import_dotted(backend.graph_class)

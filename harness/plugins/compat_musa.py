@@ -148,5 +148,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    # The terminal reporter prints these right after "collected N items", at any verbosity,
+    # so run.log records every dropped guard before the first result.
     return [f'COMPAT_SKIP_DROPPED file={guard.file} reason="{guard.reason}" marks={count}'
             for guard, count in config.stash.get(dropped_key, {}).items()]

@@ -60,9 +60,9 @@ def op_key(function_name: str) -> str:
     return function_name.removeprefix("test_")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:200]
+def _first_line(message: str) -> str:
+    lines = message.strip().splitlines()
+    return (lines[0] if lines else "unknown capture failure")[:200]
 
 
 def _arg_dtype(args: tuple[Any, ...]) -> str | None:
@@ -199,8 +199,8 @@ class Timing:
         return record.latency
 
     def _capture_failed(self, record: Call, exc: Exception) -> None:
-        verdict = self.backend.classify_capture_exception(exc)
-        reason = _first_line(exc)
+        verdict, message = self.backend.explain_capture_exception(exc)
+        reason = _first_line(message)
         if verdict is Verdict.FATAL:
             raise exc
         if verdict is Verdict.POISONED:

@@ -96,7 +96,8 @@ def test_refusal_in_the_exception_chain_decides_over_the_capture_end_error(
     monkeypatch.setenv("FAKE_CAPTURE_FAIL_AT", "1")
     result = run(pytester, TANH)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["BENCHMARK_DIRECT_NO_CUDAGRAPH op=tanh *"])
+    result.stdout.fnmatch_lines(["BENCHMARK_DIRECT_NO_CUDAGRAPH op=tanh *"
+                                 'reason="operation not permitted when stream is capturing"'])
     result.stdout.no_fnmatch_line("*BENCHMARK_CAPTURE_POISONED*")
 
 

@@ -513,3 +513,20 @@ def test_no_vendor_is_named_in_harness_outside_backends():
 
 def test_every_backend_is_a_backend_record():
     assert all(isinstance(b, Backend) for b in backends.registry().all())
+
+
+def test_explain_reports_the_deciding_message_of_the_chain():
+    cuda = backends.get("cuda")
+    try:
+        try:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        except RuntimeError:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture") from None
+    except RuntimeError as exc:
+        outer = exc
+    # `from None` hides the cause from tracebacks but keeps __context__, as torch's does not.
+    verdict, message = cuda.explain_capture_exception(outer)
+    assert verdict is Verdict.RECOVERABLE and "not permitted" in message
+    alone = RuntimeError("something nobody classified")
+    assert cuda.explain_capture_exception(alone) == (Verdict.FATAL, "something nobody classified")
