@@ -7,16 +7,18 @@ from harness.backends import Backend
 DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
 TIMING = "harness.plugins.timing"
+AUTOTUNE = "harness.plugins.autotune"
 
 
-def plan_plugins(backend: Backend, timer: str) -> tuple[str, ...]:
+def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[str, ...]:
     """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
     may read the item list before they have. device_setup follows wherever FlagGems dispatches
     to a vendor, so that every later plugin runs on the pinned device. capture applies only
     where the backend can capture and the timer is graph; timing always runs, since it records
-    the timer of every row and applies REPEAT.
+    the timer of every row and applies REPEAT. autotune applies when the run records or replays
+    winners (`tuning`) on a backend whose kernels are tuned by Triton.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
@@ -24,6 +26,8 @@ def plan_plugins(backend: Backend, timer: str) -> tuple[str, ...]:
     if timer == "graph" and backend.can_capture:
         plugins.append(CAPTURE)
     plugins.append(TIMING)
+    if tuning and "triton" in backend.python_modules:
+        plugins.append(AUTOTUNE)
     return tuple(plugins)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import identity, results
+from harness import autotune, identity, results
 from harness.backends import Device
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import plan_plugins, pytest_plugin_args
@@ -64,7 +65,8 @@ def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
 
 def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocation:
     """The pytest argv and the environment the harness adds for this run."""
-    plugins = plan_plugins(settings.backend, settings.timer)
+    plugins = plan_plugins(settings.backend, settings.timer,
+                           tuning=settings.record or settings.replay_from is not None)
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
             "--level", settings.level, "--mode", FLAGGEMS_MODE,
             "--record", "log", "-s", *pytest_plugin_args(plugins)]
@@ -87,6 +89,11 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocatio
         cache = run_dir / "tuner_cache"
         env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
         env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
+    if settings.use_flagtune:
+        env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
+    if settings.replay_from:
+        env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
+        env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
     return Invocation(argv=argv, cwd=settings.flaggems_dir.resolve(), env=env, plugins=plugins)
 
 
@@ -156,14 +163,24 @@ def _collect_record_logs(fg_dir: Path, before: dict[str, float], run_dir: Path) 
     return moved
 
 
-def _keep_tuner_cache(run_dir: Path) -> None:
-    """Keep FlagGems' tuner database under autotune_records/, then drop the private caches."""
-    cache = run_dir / "tuner_cache"
-    records = run_dir / "autotune_records"
-    for db in sorted((cache / "flaggems").glob("**/*.db")):
-        records.mkdir(exist_ok=True)
-        shutil.copy2(db, records / db.name)
-    shutil.rmtree(cache, ignore_errors=True)
+def _flaggems_cache(inv: Invocation) -> Path:
+    return autotune.default_flaggems_cache({**os.environ, **inv.env})
+
+
+def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
+                   ) -> autotune.TuningOutcome:
+    """Record winners, count replay fallbacks; keep a private cache's raw tuner database under
+    autotune_records/ and drop the private caches."""
+    outcome = autotune.finish_run(run_dir, _flaggems_cache(inv), settings.record)
+    if settings.isolate_tuner_cache:
+        cache = run_dir / "tuner_cache"
+        outcome = dataclasses.replace(
+            outcome, compiled_kernels=autotune.count_compiled_kernels(cache / "triton"))
+        for db in sorted((cache / "flaggems").glob("**/*.db")):
+            (run_dir / autotune.RECORDS_DIR).mkdir(exist_ok=True)
+            shutil.copy2(db, run_dir / autotune.RECORDS_DIR / db.name)
+        shutil.rmtree(cache, ignore_errors=True)
+    return outcome
 
 
 def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, object]:
@@ -212,6 +229,8 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
     inv = build_invocation(settings, plan, run_dir)
     header = header_lines(settings, plan, run_dir, inv)
+    if settings.replay_from:
+        autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
     devices_before = _visible_devices(settings)
     before = _snapshot(inv.cwd)
     started = time.monotonic()
@@ -231,8 +250,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
     os.replace(run_dir / "shapes.yaml.tmp", run_dir / "shapes.yaml")
-    if settings.isolate_tuner_cache:
-        _keep_tuner_cache(run_dir)
+    tuning = _finish_tuning(settings, inv, run_dir)
     doc = identity.build_identity(
         settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
         backend=settings.backend.name, devices_before=devices_before,
@@ -240,10 +258,14 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         versions={"python": plan.python_version, **plan.versions},
         flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
-                "results_source": source})
+                "results_source": source, "autotune_records": tuning.recorded,
+                "autotune_replay_fallbacks": len(tuning.fallbacks),
+                "autotune_replay_fallback_keys": list(tuning.fallbacks),
+                "compiled_kernels": tuning.compiled_kernels})
     atomic_write_json(run_dir / "run_identity.json", doc)
     summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
-               f"wall_s={wall:.2f} dir={run_dir}")
+               f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
+               f"dir={run_dir}")
     out(summary)
     with open(run_dir / "run.log", "a", encoding="utf-8") as log:
         log.write(summary + "\n")

@@ -57,7 +57,11 @@ VARS: tuple[Var, ...] = (
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
         "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
+    Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",
+        "0", ("0", "1")),
     Var("REPLAY_FROM", "REPLAY_FROM", "--replay-from", "run whose autotune winners are pinned"),
+    Var("REPLAY_STRICT", "REPLAY_STRICT", "--replay-strict",
+        "1: a key missing from the replayed records fails the operator", "0", ("0", "1")),
     Var("USE_FLAGTUNE", "USE_FLAGTUNE", "--use-flagtune", "1: FlagGems' exhaustive search",
         "0", ("0", "1")),
     Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
@@ -87,7 +91,9 @@ class Settings:
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
     repeat: int
     isolate_tuner_cache: bool
+    record: bool  # write autotune_records/ (always with a private tuner cache)
     replay_from: Path | None
+    replay_strict: bool
     use_flagtune: bool
     parallel_warmup_gpus: int | None
     devices: tuple[str, ...]
@@ -110,6 +116,7 @@ class Settings:
             "tuner_cache": "isolated" if self.isolate_tuner_cache else "shared",
             "autotune_mode": "flagtune" if self.use_flagtune else "default",
             "replay_from": str(self.replay_from) if self.replay_from else None,
+            "replay_strict": self.replay_strict,
         }
 
 
@@ -206,6 +213,12 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
     if shape_mode == "upstream" and shape_file is not None:
         raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file")
 
+    isolate = raw["ISOLATE_TUNER_CACHE"] == "1"
+    if raw["REPLAY_FROM"]:
+        if sources["ISOLATE_TUNER_CACHE"] != "default" and not isolate:
+            raise UsageError("REPLAY_FROM needs a private tuner cache; ISOLATE_TUNER_CACHE=0 "
+                             "would mix the replayed winners with the shared cache's")
+        isolate = True  # pinned winners go into a cache that holds nothing else
     pwg = raw["PARALLEL_WARMUP_GPUS"]
     flaggems_dir = raw["FLAGGEMS_DIR"]
     if flaggems_dir is None and not backend.is_accelerator:
@@ -221,8 +234,10 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         mode=mode,
         timer=timer,
         repeat=_positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
-        isolate_tuner_cache=raw["ISOLATE_TUNER_CACHE"] == "1",
+        isolate_tuner_cache=isolate,
+        record=isolate or raw["RECORD"] == "1",
         replay_from=Path(raw["REPLAY_FROM"]) if raw["REPLAY_FROM"] else None,
+        replay_strict=raw["REPLAY_STRICT"] == "1",
         use_flagtune=raw["USE_FLAGTUNE"] == "1",
         parallel_warmup_gpus=(_positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
                                             sources["PARALLEL_WARMUP_GPUS"]) if pwg else None),

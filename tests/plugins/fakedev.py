@@ -101,6 +101,50 @@ def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mod
     return 0.125
 '''
 
+FAKE_AUTOTUNER = '''
+class Config:
+    def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
+                 pre_hook=None):
+        self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
+        self.num_ctas, self.maxnreg, self.pre_hook = num_ctas, maxnreg, pre_hook
+
+    def all_kwargs(self):
+        extra = {"num_warps": self.num_warps, "num_ctas": self.num_ctas,
+                 "num_stages": self.num_stages, "maxnreg": self.maxnreg}
+        return {**self.kwargs, **{k: v for k, v in extra.items() if v is not None}}
+
+
+class Autotuner:
+    """Triton's lookup structure: a miss prunes the configs, benchmarks them, caches the best."""
+
+    BENCHED = []
+
+    def __init__(self, fn, arg_names, configs, key):
+        self.fn = self.base_fn = fn
+        self.arg_names, self.configs, self.keys = arg_names, configs, key
+        self.cache, self.nargs = {}, None
+
+    def prune_configs(self, kwargs):
+        return self.configs
+
+    def _bench(self, config):
+        Autotuner.BENCHED.append(config.kwargs["BLOCK"])
+        return abs(config.kwargs["BLOCK"] - 32)  # 32 wins when it is a candidate
+
+    def run(self, *args, **kwargs):
+        self.nargs = dict(zip(self.arg_names, args))
+        named = {k: v for k, v in {**self.nargs, **kwargs}.items() if k in self.arg_names}
+        key = [named[k] for k in self.keys if k in named]
+        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+        key = tuple(key)
+        if key not in self.cache:
+            timings = {c: self._bench(c) for c in self.prune_configs(kwargs)}
+            self.cache[key] = min(timings, key=timings.get)
+        config = self.cache[key]
+        self.nargs = None
+        return self.fn(*args, **config.all_kwargs())
+'''
+
 FAKE_DRIVER = '''
 class _Active:
     def get_device_interface(self):
@@ -120,6 +164,7 @@ def install(pytester, extra_tests: dict[str, str] | None = None) -> None:
     (pytester.path / "triton" / "testing.py").write_text(FAKE_TESTING)
     (pytester.path / "triton" / "runtime" / "__init__.py").write_text("")
     (pytester.path / "triton" / "runtime" / "driver.py").write_text(FAKE_DRIVER)
+    (pytester.path / "triton" / "runtime" / "autotuner.py").write_text(FAKE_AUTOTUNER)
     (pytester.path / "fake_di.py").write_text(FAKE_DI)
     for name, body in (extra_tests or {}).items():
         (pytester.path / "benchmark" / name).write_text(textwrap.dedent(body))

@@ -104,3 +104,12 @@ def test_caliber_names_the_comparability_settings():
     assert caliber["tuner_cache"] == "isolated"
     assert caliber["autotune_mode"] == "flagtune"
     assert {"backend", "level", "timer", "shape_mode"} <= caliber.keys()
+
+
+def test_replay_implies_a_private_recording_cache(tmp_path):
+    s = resolve({"replay_from": str(tmp_path)})
+    assert s.isolate_tuner_cache and s.record and not s.replay_strict
+    assert s.caliber()["replay_from"] == str(tmp_path)
+    with pytest.raises(UsageError, match="REPLAY_FROM needs a private tuner cache"):
+        resolve({"replay_from": str(tmp_path), "isolate_tuner_cache": "0"})
+    assert resolve({"record": "1"}).record and not resolve({}).record

@@ -1,0 +1,264 @@
+"""Autotune records: the winners a run used, as diffable text, and their replay into a cache.
+
+Format (`autotune_records/winners.jsonl`, one JSON object per line, sorted, UTF-8):
+
+    {"kind": "table", "source": "flaggems", "db": "TunedConfig_<vendor>_triton_3_6.db",
+     "table": "mm_kernel_<hash>-<md5>", "columns": [["key_0", "BIGINT", 1], ...,
+     ["BLOCK_M", "BIGINT", 0], ...]}
+    {"kind": "winner", "source": "flaggems", "kernel": "mm_kernel_<hash>-<md5>",
+     "key": [4096, 4096, 4096, "torch.float16"], "config": {"BLOCK_M": 128, "num_warps": 8}}
+    {"kind": "winner", "source": "triton", "kernel": "flag_gems.ops.x:kernel_fn",
+     "key": [1024, "torch.float32"], "config": {"BLOCK": 256, "num_warps": 4}}
+
+A "flaggems" winner is a row of FlagGems' libtuner database (sqlite under
+FLAGGEMS_CACHE_DIR/config_cache): `kernel` is its table, `key` its key columns in order and
+`config` the other columns; the table line keeps the column types so a replay can rebuild the
+database exactly. A "triton" winner is an entry of a Triton autotuner's in-memory cache, keyed by
+the kernel's module and qualified name. Keys are what the tuner looks up; one line per
+(kernel, key), so `diff` between two runs shows exactly which winners differ.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.fsutil import atomic_write_text
+
+RECORDS_DIR = "autotune_records"
+RECORDS_FILE = "winners.jsonl"
+BENCHMARK_TABLE_MARK = "_benchmark_v"  # libtuner's per-config timing tables: not winners
+
+
+@dataclass(frozen=True)
+class Table:
+    """One libtuner config table: its database file name and (name, sql type, is-key) columns."""
+
+    source: str
+    db: str
+    table: str
+    columns: tuple[tuple[str, str, int], ...]
+
+    @property
+    def key_columns(self) -> list[str]:
+        return [name for name, _, pk in self.columns if pk]
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The config a tuner settled on for one key of one kernel."""
+
+    source: str  # "flaggems" (libtuner database) or "triton" (Triton autotuner cache)
+    kernel: str
+    key: tuple[Any, ...]
+    config: dict[str, Any] = field(hash=False)
+
+    def ident(self) -> tuple[str, str, str]:
+        return (self.source, self.kernel, json.dumps(list(self.key)))
+
+
+@dataclass
+class Records:
+    """Tables and winners, as read from or written to winners.jsonl."""
+
+    tables: list[Table] = field(default_factory=list)
+    winners: list[Winner] = field(default_factory=list)
+
+    def index(self) -> dict[tuple[str, str, str], Winner]:
+        return {w.ident(): w for w in self.winners}
+
+
+def export_flaggems_db(db_path: Path, used: Iterable[tuple[str, Sequence[Any]]] | None = None
+                       ) -> Records:
+    """Read libtuner's winners from `db_path`; with `used`, only those (table prefix, key).
+
+    `used` names tables as libtuner's ConfigCache does (without the column-hash suffix the
+    database adds), so a table `t-<md5>` matches the name `t`.
+    """
+    wanted: dict[str, set[str]] | None = None
+    if used is not None:
+        wanted = {}
+        for name, key in used:
+            wanted.setdefault(name, set()).add(json.dumps(list(key)))
+    records = Records()
+    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        for name in names:
+            if BENCHMARK_TABLE_MARK in name:
+                continue
+            base = name.rsplit("-", 1)[0]
+            if wanted is not None and base not in wanted:
+                continue
+            info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
+            table = Table("flaggems", db_path.name, name,
+                          tuple((c[1], c[2], 1 if c[5] else 0) for c in info))
+            keys, cols = table.key_columns, [c[0] for c in table.columns]
+            rows = []
+            for values in conn.execute(f'SELECT * FROM "{name}"'):
+                row = dict(zip(cols, values, strict=True))
+                key = tuple(row[k] for k in keys)
+                if wanted is not None and json.dumps(list(key)) not in wanted[base]:
+                    continue
+                config = {k: v for k, v in row.items() if k not in keys}
+                rows.append(Winner("flaggems", name, key, config))
+            if rows:
+                records.tables.append(table)
+                records.winners.extend(rows)
+    return records
+
+
+def build_flaggems_db(config_cache_dir: Path, records: Records) -> list[Path]:
+    """Write the libtuner database(s) the records describe into `config_cache_dir`."""
+    config_cache_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    by_table: dict[str, list[Winner]] = {}
+    for winner in records.winners:
+        if winner.source == "flaggems":
+            by_table.setdefault(winner.kernel, []).append(winner)
+    for table in records.tables:
+        path = written.setdefault(table.db, config_cache_dir / table.db)
+        cols = ", ".join(f'"{n}" {t}' for n, t, _ in table.columns)
+        keys = ", ".join(f'"{k}"' for k in table.key_columns)
+        with sqlite3.connect(path) as conn:
+            conn.execute(f'CREATE TABLE IF NOT EXISTS "{table.table}" ({cols}, '
+                         f'PRIMARY KEY ({keys}))')
+            names = [n for n, _, _ in table.columns]
+            for winner in by_table.get(table.table, []):
+                row = {**dict(zip(table.key_columns, winner.key, strict=True)), **winner.config}
+                conn.execute(f'INSERT OR REPLACE INTO "{table.table}" '
+                             f'({", ".join(chr(34) + n + chr(34) for n in names)}) '
+                             f'VALUES ({", ".join("?" for _ in names)})',
+                             [row.get(n) for n in names])
+    return sorted(written.values())
+
+
+def to_text(records: Records) -> str:
+    """winners.jsonl text: tables first, then winners, each sorted, one JSON object per line."""
+    lines = [json.dumps({"kind": "table", "source": t.source, "db": t.db, "table": t.table,
+                         "columns": [list(c) for c in t.columns]}, sort_keys=True)
+             for t in sorted(records.tables, key=lambda t: (t.source, t.table))]
+    lines += [json.dumps({"kind": "winner", "source": w.source, "kernel": w.kernel,
+                          "key": list(w.key), "config": w.config}, sort_keys=True)
+              for w in sorted(records.winners, key=Winner.ident)]
+    return "".join(line + "\n" for line in lines)
+
+
+def from_text(text: str, origin: str = "records") -> Records:
+    records = Records()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            if item["kind"] == "table":
+                records.tables.append(Table(item["source"], item["db"], item["table"],
+                                            tuple(tuple(c) for c in item["columns"])))
+            else:
+                records.winners.append(Winner(item["source"], item["kernel"],
+                                              tuple(item["key"]), dict(item["config"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{origin}:{number}: not an autotune record ({exc})") from None
+    return records
+
+
+def records_path(run_or_records: Path) -> Path:
+    """winners.jsonl of a run directory, a records directory, or the file itself."""
+    for candidate in (run_or_records / RECORDS_DIR / RECORDS_FILE,
+                      run_or_records / RECORDS_FILE, run_or_records):
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"REPLAY_FROM={str(run_or_records)!r} holds no "
+                     f"{RECORDS_DIR}/{RECORDS_FILE}: was it recorded (ISOLATE_TUNER_CACHE=1 "
+                     "or RECORD=1)?")
+
+
+def read_records(run_or_records: Path) -> Records:
+    path = records_path(run_or_records)
+    return from_text(path.read_text(encoding="utf-8"), str(path))
+
+
+def write_records(run_dir: Path, records: Records) -> Path:
+    target = run_dir / RECORDS_DIR
+    target.mkdir(exist_ok=True)
+    return atomic_write_text(target / RECORDS_FILE, to_text(records))
+
+
+def merge(parts: Sequence[Records]) -> tuple[Records, int]:
+    """Union of several runs' records; a (kernel, key) whose winners differ keeps the first
+    part's config and counts once in the returned number of differing keys."""
+    merged = Records()
+    seen_tables: set[str] = set()
+    chosen: dict[tuple[str, str, str], Winner] = {}
+    differ: set[tuple[str, str, str]] = set()
+    for part in parts:
+        for table in part.tables:
+            if table.table not in seen_tables:
+                seen_tables.add(table.table)
+                merged.tables.append(table)
+        for winner in part.winners:
+            first = chosen.setdefault(winner.ident(), winner)
+            if first.config != winner.config:
+                differ.add(winner.ident())
+    merged.winners = list(chosen.values())
+    return merged, len(differ)
+
+
+USED_FILE = "autotune_used.jsonl"  # written by harness.plugins.autotune during the run
+REPLAYED_FILE = "replayed_winners.jsonl"
+
+
+def default_flaggems_cache(environ: dict[str, str]) -> Path:
+    """FlagGems' cache root as it resolves it: FLAGGEMS_CACHE_DIR, else ~/.flaggems."""
+    value = environ.get("FLAGGEMS_CACHE_DIR")
+    return Path(value) if value else Path.home() / ".flaggems"
+
+
+def prepare_replay(run_dir: Path, flaggems_cache: Path, replay_from: Path) -> Path:
+    """Before a replaying run: keep the records it pins beside its results and rebuild
+    FlagGems' libtuner database from them in the run's private cache. Returns the records
+    file the autotune plugin reads."""
+    records = read_records(replay_from)
+    pinned = atomic_write_text(run_dir / REPLAYED_FILE, to_text(records))
+    build_flaggems_db(flaggems_cache / "config_cache", records)
+    return pinned
+
+
+@dataclass(frozen=True)
+class TuningOutcome:
+    """What a run's tuners did: winners recorded, and replay keys that self-tuned."""
+
+    recorded: int | None  # None: recording was off
+    fallbacks: tuple[dict[str, Any], ...]
+    compiled_kernels: int | None = None  # binaries in a private Triton cache; None: shared
+
+
+def count_compiled_kernels(triton_cache: Path) -> int:
+    """Kernels Triton compiled into `triton_cache`: one `__grp__*.json` group per binary."""
+    return sum(1 for _ in triton_cache.glob("*/__grp__*.json"))
+
+
+def finish_run(run_dir: Path, flaggems_cache: Path, record: bool) -> TuningOutcome:
+    """After a run: fold the plugin's report into autotune_records/winners.jsonl (when
+    recording), count replay fallbacks. The plugin's file is removed either way."""
+    used_path = run_dir / USED_FILE
+    lines = used_path.read_text("utf-8").splitlines() if used_path.is_file() else []
+    items = [json.loads(line) for line in lines if line.strip()]
+    used_path.unlink(missing_ok=True)
+    fallbacks = tuple(i for i in items if i["kind"] == "fallback")
+    if not record:
+        return TuningOutcome(None, fallbacks)
+    used = [(i["table"], i["key"]) for i in items if i["kind"] == "used"]
+    records = Records(winners=[Winner(i["source"], i["kernel"], tuple(i["key"]), i["config"])
+                               for i in items if i["kind"] == "winner"])
+    for db in sorted((flaggems_cache / "config_cache").glob("*.db")):
+        part = export_flaggems_db(db, used)
+        records.tables += part.tables
+        records.winners += part.winners
+    write_records(run_dir, records)
+    return TuningOutcome(len(records.winners), fallbacks)

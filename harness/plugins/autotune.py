@@ -1,0 +1,185 @@
+"""Autotune record and replay inside FlagGems' run: pin recorded winners, show every miss.
+
+The harness passes ZL_RUN_DIR (where this plugin writes autotune_used.jsonl: the libtuner keys
+looked up, the Triton autotuner winners, the replay fallbacks), ZL_AUTOTUNE_REPLAY (a
+winners.jsonl to pin; FlagGems' libtuner database was already rebuilt from it) and
+ZL_REPLAY_STRICT=1 (a missing key fails the operator instead of self-tuning).
+
+A tuner only prunes its configs when its cache lacks the key, so `Autotuner.prune_configs` is
+where a miss shows for FlagGems' LibTuner and for plain Triton autotuners alike. There, a
+recorded winner is returned as the only candidate (one compile, no sweep); a key the records
+lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict, raises.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.autotune import USED_FILE, Records, Winner, from_text
+
+FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
+_SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
+
+
+def tuner_key(tuner: Any, kwargs: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+    """(kernel, key) as the tuner looks it up: libtuner's table and strategy-normalised key,
+    or a Triton autotuner's function name and key with the tensor dtypes appended."""
+    nargs = dict(tuner.nargs or {})
+    args = {k: v for k, v in {**nargs, **kwargs}.items() if k in tuner.arg_names}
+    if hasattr(tuner, "config_table_name") and hasattr(tuner, "get_key"):
+        return tuner.config_table_name, tuple(tuner.get_key(args))
+    key = [args[k] for k in tuner.keys if k in args]
+    key += [str(v.dtype) for v in args.values() if hasattr(v, "dtype")]
+    fn = tuner.base_fn
+    return f"{fn.__module__}:{fn.__qualname__}", tuple(key)
+
+
+def _jsonable(key: tuple[Any, ...]) -> list[Any]:
+    return [k if isinstance(k, (int, float, str, bool)) or k is None else str(k) for k in key]
+
+
+def matching_config(tuner: Any, recorded: dict[str, Any], config_cls: type) -> Any:
+    """The tuner's own config equal to `recorded` (keeps its pre_hook), else a new one."""
+    for config in tuner.configs:
+        if {k: v for k, v in config.all_kwargs().items() if k in recorded} == recorded:
+            return config
+    meta = {k: v for k, v in recorded.items() if k not in _SPECIAL}
+    special = {k: v for k, v in recorded.items() if k in _SPECIAL and v is not None}
+    return config_cls(meta, **special)
+
+
+class Autotune:
+    """Replay lookups, fallbacks and the record of what the run used."""
+
+    def __init__(self, config: pytest.Config, replay: Records | None, strict: bool,
+                 run_dir: Path | None) -> None:
+        self.config = config
+        self.replay = replay.index() if replay else None
+        self.strict = strict
+        self.run_dir = run_dir
+        self.fallbacks: list[dict[str, Any]] = []
+        self.used: set[tuple[str, str]] = set()
+        self._undo: list[Callable[[], None]] = []
+
+    def marker(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, flush=True)
+        else:
+            print(line, flush=True)
+
+    def install(self) -> None:
+        from triton.runtime.autotuner import Autotuner, Config
+
+        prune = Autotuner.prune_configs
+        state = self
+
+        def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
+            pinned = state.on_miss(tuner, kwargs, Config)
+            return [pinned] if pinned is not None else prune(tuner, kwargs)
+
+        Autotuner.prune_configs = prune_configs
+        self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
+        self._track_libtuner_lookups()
+
+    def _track_libtuner_lookups(self) -> None:
+        try:
+            from flag_gems.utils.libentry import ConfigCache
+        except ImportError:  # the embedded cpu suite has no libtuner
+            return
+        get = ConfigCache.get
+        used = self.used
+
+        def tracked_get(cache: Any, key: Any) -> Any:
+            found = get(cache, key)
+            if found is not None:
+                used.add((cache.table_name, json.dumps(_jsonable(tuple(key)))))
+            return found
+
+        ConfigCache.get = tracked_get
+        self._undo.append(lambda: setattr(ConfigCache, "get", get))
+
+    def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> Any:
+        """A tuner lacks a key: return the recorded winner to pin, or report the fallback."""
+        if self.replay is None:
+            return None
+        kernel, key = tuner_key(tuner, kwargs)
+        source = "flaggems" if hasattr(tuner, "config_table_name") else "triton"
+        for (src, name, text), winner in self.replay.items():
+            if src == source and text == json.dumps(_jsonable(key)) and (
+                    name == kernel or name.rsplit("-", 1)[0] == kernel):
+                return matching_config(tuner, winner.config, config_cls)
+        key_text = json.dumps(_jsonable(key))
+        self.fallbacks.append({"kind": "fallback", "kernel": kernel, "key": _jsonable(key)})
+        line = f"{FALLBACK_MARKER} reason=key_missing kernel={kernel} key={key_text}"
+        self.marker(line)
+        if self.strict:
+            raise RuntimeError(f"{line}: REPLAY_STRICT=1 forbids self-tuning a key the "
+                               "replayed records lack")
+        return None
+
+    def triton_winners(self) -> list[Winner]:
+        from triton.runtime.autotuner import Autotuner
+
+        winners = []
+        with warnings.catch_warnings():  # isinstance() on some lazy modules warns
+            warnings.simplefilter("ignore")
+            tuners = [o for o in gc.get_objects() if isinstance(o, Autotuner)]
+        for obj in tuners:
+            if isinstance(getattr(obj, "cache", None), dict):
+                fn = obj.base_fn
+                for key, config in obj.cache.items():
+                    winners.append(Winner("triton", f"{fn.__module__}:{fn.__qualname__}",
+                                          tuple(_jsonable(tuple(key))),
+                                          dict(config.all_kwargs())))
+        return winners
+
+    def write(self) -> None:
+        if self.run_dir is None:
+            return
+        lines = [json.dumps({"kind": "used", "table": t, "key": json.loads(k)})
+                 for t, k in sorted(self.used)]
+        lines += [json.dumps({"kind": "winner", "source": w.source, "kernel": w.kernel,
+                              "key": list(w.key), "config": w.config}, default=str)
+                  for w in self.triton_winners()]
+        lines += [json.dumps(f) for f in self.fallbacks]
+        (self.run_dir / USED_FILE).write_text("".join(x + "\n" for x in lines), "utf-8")
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+AUTOTUNE = pytest.StashKey[Autotune]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # trylast: device_setup (tryfirst) has imported flag_gems, so its tuners exist.
+    replay_path = os.environ.get("ZL_AUTOTUNE_REPLAY")
+    replay = from_text(Path(replay_path).read_text("utf-8"), replay_path) if replay_path else None
+    run_dir = os.environ.get("ZL_RUN_DIR")
+    state = Autotune(config, replay, os.environ.get("ZL_REPLAY_STRICT") == "1",
+                     Path(run_dir) if run_dir else None)
+    state.install()
+    config.stash[AUTOTUNE] = state
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(AUTOTUNE, None)
+    if state is not None:
+        state.write()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(AUTOTUNE, None)
+    if state is not None:
+        state.uninstall()

@@ -1,0 +1,97 @@
+"""autotune plugin: record on one run, replay on the next, every missing key shown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import autotune
+from tests.plugins import fakedev
+
+KERNELS = """
+from triton.runtime.autotuner import Autotuner, Config
+
+
+def _scale(x, n, **meta):
+    return x
+
+
+scale = Autotuner(_scale, ["x", "n"], [Config({"BLOCK": b}) for b in (16, 32, 64)], key=["n"])
+"""
+TEST = """
+import kernels
+from triton.runtime.autotuner import Autotuner
+
+
+class Tensor:
+    dtype = "torch.float32"
+
+
+def test_kernels():
+    for n in {sizes}:
+        kernels.scale.run(Tensor(), n)
+    print("BENCHED=" + ",".join(map(str, Autotuner.BENCHED)))
+"""
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch, tmp_path):
+    fakedev.install(pytester)
+    pytester.makepyfile(kernels=KERNELS)
+    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT"):
+        monkeypatch.delenv(name, raising=False)
+    return pytester
+
+
+def run(pytester, monkeypatch, run_dir, sizes, replay=None, strict=False):
+    run_dir.mkdir()
+    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    if replay:
+        monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(replay))
+        monkeypatch.setenv("ZL_REPLAY_STRICT", "1" if strict else "0")
+    pytester.makepyfile(test_kernels=TEST.format(sizes=sizes))
+    result = pytester.runpytest_subprocess("test_kernels.py", "-s", "-p",
+                                           "harness.plugins.autotune")
+    outcome = autotune.finish_run(run_dir, run_dir / "no-libtuner", record=True)
+    return result, outcome
+
+
+def test_record_then_replay_pins_winners_without_a_sweep(suite, monkeypatch, tmp_path):
+    first, outcome = run(suite, monkeypatch, tmp_path / "a", (8, 16))
+    first.assert_outcomes(passed=1)
+    first.stdout.fnmatch_lines(["*BENCHED=16,32,64,16,32,64"])  # a full sweep per key
+    assert outcome.recorded == 2
+    winners = autotune.read_records(tmp_path / "a").winners
+    assert {w.key: w.config["BLOCK"] for w in winners} == {(8, "torch.float32"): 32,
+                                                          (16, "torch.float32"): 32}
+    assert winners[0].kernel == "kernels:_scale"
+
+    second, outcome = run(suite, monkeypatch, tmp_path / "b", (8, 16),
+                          replay=autotune.records_path(tmp_path / "a"))
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*BENCHED=32,32"])  # only each pinned winner runs
+    second.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_FALLBACK*")
+    assert outcome.fallbacks == ()
+    assert autotune.read_records(tmp_path / "b").index().keys() == \
+        autotune.read_records(tmp_path / "a").index().keys()
+
+
+def test_a_missing_key_is_reported_exactly_and_self_tuned(suite, monkeypatch, tmp_path):
+    run(suite, monkeypatch, tmp_path / "a", (8,))
+    result, outcome = run(suite, monkeypatch, tmp_path / "b", (8, 24),
+                          replay=autotune.records_path(tmp_path / "a"))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(['AUTOTUNE_REPLAY_FALLBACK reason=key_missing '
+                                 'kernel=kernels:_scale key=*24, "torch.float32"*'])
+    assert [json.dumps(f["key"]) for f in outcome.fallbacks] == ['[24, "torch.float32"]']
+    result.stdout.fnmatch_lines(["*BENCHED=32,16,32,64"])
+
+
+def test_strict_replay_fails_the_operator_naming_the_key(suite, monkeypatch, tmp_path):
+    run(suite, monkeypatch, tmp_path / "a", (8,))
+    result, _ = run(suite, monkeypatch, tmp_path / "b", (24,),
+                    replay=autotune.records_path(tmp_path / "a"), strict=True)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AUTOTUNE_REPLAY_FALLBACK reason=key_missing *24*"
+                                 "REPLAY_STRICT=1 forbids self-tuning*"])
