@@ -8,6 +8,7 @@ DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
 TIMING = "harness.plugins.timing"
 AUTOTUNE = "harness.plugins.autotune"
+RECORD_LOG = "harness.plugins.record_log"
 
 
 def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[str, ...]:
@@ -18,14 +19,15 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[st
     to a vendor, so that every later plugin runs on the pinned device. capture applies only
     where the backend can capture and the timer is graph; timing always runs, since it records
     the timer of every row and applies REPEAT. autotune applies when the run records or replays
-    winners (`tuning`) on a backend whose kernels are tuned by Triton.
+    winners (`tuning`) on a backend whose kernels are tuned by Triton. record_log always runs:
+    it keeps FlagGems' record log in the run directory.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
         plugins.append(DEVICE_SETUP)
     if timer == "graph" and backend.can_capture:
         plugins.append(CAPTURE)
-    plugins.append(TIMING)
+    plugins += [TIMING, RECORD_LOG]
     if tuning and "triton" in backend.python_modules:
         plugins.append(AUTOTUNE)
     return tuple(plugins)

@@ -153,7 +153,9 @@ def _snapshot(directory: Path) -> dict[str, float]:
 
 
 def _collect_record_logs(fg_dir: Path, before: dict[str, float], run_dir: Path) -> list[Path]:
-    """Move the record logs this run wrote in the FlagGems checkout into the run directory."""
+    """Move record logs this run left in the FlagGems checkout into the run directory (the
+    record_log plugin normally writes them there directly; this catches a FlagGems that
+    records under another logger name)."""
     moved = []
     for path in sorted(fg_dir.glob(RECORD_LOG_GLOB)):
         if before.get(path.name) != path.stat().st_mtime:
@@ -241,7 +243,8 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         rc = _stream(inv, log, echo)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    record_logs = _collect_record_logs(inv.cwd, before, run_dir)
+    record_logs = [*sorted(run_dir.glob(RECORD_LOG_GLOB)),
+                   *_collect_record_logs(inv.cwd, before, run_dir)]
     record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in record_logs)
     console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
     rows, source = results.parse_run_output(record_text or None, console)

@@ -7,7 +7,14 @@ import dataclasses
 import pytest
 
 from harness import backends
-from harness.plugin_plan import CAPTURE, DEVICE_SETUP, TIMING, plan_plugins, pytest_plugin_args
+from harness.plugin_plan import (
+    CAPTURE,
+    DEVICE_SETUP,
+    RECORD_LOG,
+    TIMING,
+    plan_plugins,
+    pytest_plugin_args,
+)
 
 
 @pytest.mark.parametrize("timer", ["graph", "direct"])
@@ -31,16 +38,17 @@ def test_device_setup_only_where_flaggems_dispatches_to_a_vendor():
     assert DEVICE_SETUP in plan_plugins(backends.get("cuda"), "graph")
     assert DEVICE_SETUP not in plan_plugins(backends.get("cpu"), "direct")
     fake = dataclasses.replace(backends.get("cpu"), compat_plugins=("x.compat",))
-    assert plan_plugins(fake, "direct") == ("x.compat", TIMING)
+    assert plan_plugins(fake, "direct") == ("x.compat", TIMING, RECORD_LOG)
 
 
 def test_capture_only_for_the_graph_timer_on_a_capturing_backend():
     cuda = backends.get("cuda")
-    assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING)
-    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING)
+    assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING, RECORD_LOG)
+    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING, RECORD_LOG)
     assert CAPTURE not in plan_plugins(backends.get("cpu"), "graph")
     musa = backends.get("musa")
-    assert plan_plugins(musa, "graph") == (*musa.compat_plugins, DEVICE_SETUP, CAPTURE, TIMING)
+    assert plan_plugins(musa, "graph") == (*musa.compat_plugins, DEVICE_SETUP, CAPTURE, TIMING,
+                                           RECORD_LOG)
 
 
 def test_pytest_args_disable_the_cache_and_keep_order():
