@@ -1,0 +1,350 @@
+"""Tests for harness.summary: inputs, pairing by occurrence, caliber checks, the renderers, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import cli
+from harness.errors import UsageError
+from harness.results import Row, write_results
+from harness.stats import Verdict
+from harness.summary import (
+    AB_CSV_FIELDS,
+    DIRECT_MARKER,
+    REGIME,
+    REPLAY_FALLBACK_MARKER,
+    SELF_TUNED,
+    Source,
+    compare,
+    load_source,
+    render_ab_csv,
+    render_ab_json,
+    render_ab_md,
+    render_runs_csv,
+    render_runs_json,
+    render_runs_md,
+    run_groups,
+    summarize,
+)
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "results"
+KERNEL = DATA / "h200" / "tanh_core_kernel.log"
+GRAPH = DATA / "h200" / "tanh_core_cudagraph.log"
+MM = DATA / "h200" / "mm_core_kernel_coldcache.log"
+RECORD = DATA / "tanh_core_kernel.record.log"
+MM_4096 = "[[4096, 4096], [4096, 4096]]"
+CALIBER = {"backend": "cuda", "level": "core", "timer": "graph", "shape_mode": "upstream",
+           "autotune_mode": "default", "replay_from": None}
+
+
+def lines_of(render: Any, *args: Any) -> list[str]:
+    out: list[str] = []
+    render(*args, out.append)
+    return out
+
+
+def row(op: str = "tanh", shape: str = "[[64, 64]]", latency: float | None = 1.0,
+        status: str = "SUCCESS", **extra: Any) -> Row:
+    return Row(op=op, dtype="torch.float16", shape=shape, status=status, latency_base_ms=0.5,
+               latency_ms=latency, speedup=None if latency is None else 0.5 / latency, **extra)
+
+
+def run_dir(path: Path, rows: list[Row], **identity: Any) -> Path:
+    path.mkdir(parents=True)
+    write_results(path, rows)
+    (path / "run_identity.json").write_text(json.dumps({**CALIBER, **identity}))
+    return path
+
+
+def paired(report: Any) -> dict[tuple[str, str, str, int], Any]:
+    return {(r.op, r.dtype, r.shape, r.occurrence): r for r in report.rows}
+
+
+# ---------------------------------------------------------------- A/B of real H200 logs
+
+
+def test_tanh_kernel_against_cudagraph_pairs_every_row() -> None:
+    report = compare([load_source(KERNEL)], [load_source(GRAPH)])
+    assert len(report.rows) == 15 and report.unpaired == ()
+    rows = paired(report)
+    # Gems latencies by hand from the two logs: float16 64x64 direct 0.036992 ms, graph 0.001395.
+    f16 = rows[("tanh", "torch.float16", "[[64, 64]]", 1)].stats
+    assert f16.median_speedup_pct == pytest.approx((0.036992 / 0.001395 - 1) * 100)  # +2551.8%
+    assert (f16.a_ms, f16.b_ms) == (0.036992, 0.001395)
+    # bfloat16 [64, 512, 512]: 0.154048 against 0.023234 -> +563.0%.
+    bf16 = rows[("tanh", "torch.bfloat16", "[[64, 512, 512]]", 1)].stats
+    assert bf16.median_speedup_pct == pytest.approx((0.154048 / 0.023234 - 1) * 100)
+    # One round per side: no interval, so no verdict beyond SAME however large the effect.
+    assert {r.stats.verdict for r in report.rows} == {Verdict.SAME}
+    assert any("caliber not checked" in note for note in report.notes)
+
+
+def test_md_of_the_tanh_ab_shows_the_hand_checked_row() -> None:
+    out: list[str] = []
+    summarize([], ab=[str(KERNEL), str(GRAPH)], write_line=out.append)
+    text = "\n".join(out)
+    assert "| tanh | torch.float16 | [[64, 64]] | 1 | 0.036992 | 0.001395 | +2551.8 |" in text
+    assert "geomean speedup:" in text and "over 15 paired rows" in text
+    assert "one round per side" in text
+
+
+def test_record_log_and_console_of_one_run_pair_at_zero() -> None:
+    record, console = load_source(RECORD), load_source(KERNEL)
+    assert (record.kind, console.kind) == ("record_log", "console")
+    report = compare([record], [console])
+    assert len(report.rows) == 15 and report.unpaired == ()
+    assert all(r.stats.median_speedup_pct == 0.0 for r in report.rows)
+
+
+def test_mm_duplicated_key_pairs_by_occurrence(tmp_path: Path) -> None:
+    # mm core measures [4096, 4096] x [4096, 4096] twice per dtype. Halve the second float16
+    # measurement (0.234240 ms, the only cell with that value) on B: occurrence 1 stays at 0%
+    # (0.234944 / 0.234944), occurrence 2 becomes 0.234240 / 0.117120 - 1 = +100%.
+    text = MM.read_text(encoding="utf-8")
+    assert text.count("0.234240") == 1
+    changed = tmp_path / "mm_b.log"
+    changed.write_text(text.replace("0.234240", "0.117120"), encoding="utf-8")
+    report = compare([load_source(MM)], [load_source(changed)])
+    assert len(report.rows) == 15 and report.unpaired == ()
+    rows = paired(report)
+    assert rows[("mm", "torch.float16", MM_4096, 1)].stats.median_speedup_pct == 0.0
+    assert rows[("mm", "torch.float16", MM_4096, 2)].stats.median_speedup_pct == pytest.approx(
+        100.0)
+    assert rows[("mm", "torch.bfloat16", MM_4096, 2)].stats.a_ms == 0.225152
+
+
+# ---------------------------------------------------------------- caliber and tuning
+
+
+def test_caliber_difference_is_refused_naming_it(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row()])
+    b = run_dir(tmp_path / "b", [row(latency=0.5)], timer="direct")
+    with pytest.raises(UsageError, match=r"timer: A='graph' B='direct'.*--allow-mixed") as info:
+        compare([load_source(a)], [load_source(b)])
+    assert "level" not in str(info.value)
+    report = compare([load_source(a)], [load_source(b)], allow_mixed=True)
+    assert any("mixed calibers" in n and "timer" in n for n in report.notes)
+    assert report.rows[0].stats.median_speedup_pct == pytest.approx(100.0)
+
+
+def test_two_self_tuned_sides_are_flagged(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row()])
+    b = run_dir(tmp_path / "b", [row()])
+    assert SELF_TUNED in compare([load_source(a)], [load_source(b)]).notes
+    out: list[str] = []
+    render_ab_md(compare([load_source(a)], [load_source(b)]), out.append)
+    assert f"- FLAG: {SELF_TUNED}" in out
+
+
+@pytest.mark.parametrize("case", ["b_replays_a", "b_replays_a_records", "both_replay_x",
+                                  "flagtune"])
+def test_same_config_sides_are_not_flagged(tmp_path: Path, case: str) -> None:
+    a_dir = tmp_path / "a"
+    a_id: dict[str, Any] = {}
+    b_id: dict[str, Any] = {
+        "b_replays_a": {"replay_from": str(a_dir)},
+        "b_replays_a_records": {"replay_from": str(a_dir / "autotune_records")},
+        "both_replay_x": {"replay_from": str(tmp_path / "x")},
+        "flagtune": {"autotune_mode": "flagtune"},
+    }[case]
+    if case in ("both_replay_x", "flagtune"):
+        a_id = dict(b_id)
+    a = run_dir(a_dir, [row()], **a_id)
+    b = run_dir(tmp_path / "b", [row()], **b_id)
+    assert SELF_TUNED not in compare([load_source(a)], [load_source(b)]).notes
+
+
+def test_b_replaying_an_unrelated_run_is_still_flagged(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row()])
+    b = run_dir(tmp_path / "b", [row()], replay_from=str(tmp_path / "elsewhere"))
+    assert SELF_TUNED in compare([load_source(a)], [load_source(b)]).notes
+
+
+# ---------------------------------------------------------------- unpaired and flagged rows
+
+
+def test_unpaired_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row(), row(shape="[[8]]"), row(shape="[[9]]")])
+    b = run_dir(tmp_path / "b", [row(), row(shape="[[9]]", latency=None, status="FAILED"),
+                                 row(shape="[[7]]")])
+    report = compare([load_source(a)], [load_source(b)])
+    assert len(report.rows) == 1
+    assert [(u.shape, u.reason) for u in report.unpaired] == [
+        ("[[8]]", "only in A"), ("[[9]]", "FAILED in B"), ("[[7]]", "only in B")]
+    text = "\n".join(lines_of(render_ab_md, report))
+    assert "### unpaired rows (3)" in text
+    assert "| tanh | torch.float16 | [[9]] | 1 | FAILED in B |" in text
+
+
+def test_direct_timer_rows_are_flagged_and_annotated(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row(latency=2.0), row(shape="[[8]]", latency=2.0)])
+    b = run_dir(tmp_path / "b", [row(latency=1.0, markers=(DIRECT_MARKER,)),
+                                 row(shape="[[8]]", latency=1.0)])
+    report = compare([load_source(a)], [load_source(b)])
+    flagged = paired(report)[("tanh", "torch.float16", "[[64, 64]]", 1)]
+    assert flagged.flags == (f"B:{DIRECT_MARKER}",)
+    assert flagged.stats.verdict is Verdict.UNRELIABLE
+    assert report.direct_rows == 1
+    text = "\n".join(lines_of(render_ab_md, report))
+    assert "+100.0..+100.0 *" in text and "same (flagged)" in text
+    assert REGIME in text and "1 of them" in text
+
+
+def test_replay_fallback_rows_are_flagged_without_the_direct_annotation(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row(markers=(REPLAY_FALLBACK_MARKER,))])
+    b = run_dir(tmp_path / "b", [row()], replay_from=str(tmp_path / "a"))
+    report = compare([load_source(a)], [load_source(b)])
+    assert report.rows[0].stats.verdict is Verdict.UNRELIABLE
+    assert report.direct_rows == 0
+
+
+def test_rounds_give_an_interval_and_a_verdict(tmp_path: Path) -> None:
+    # Three rounds per side: A 2.00/2.02/1.98 ms, B 1.00/1.01/0.99 ms: every round near +100%.
+    sides = {name: [run_dir(tmp_path / f"{name}{i}", [row(latency=ms)])
+                    for i, ms in enumerate(values)]
+             for name, values in (("a", (2.0, 2.02, 1.98)), ("b", (1.0, 1.01, 0.99)))}
+    report = compare([load_source(p) for p in sides["a"]], [load_source(p) for p in sides["b"]])
+    stats = report.rows[0].stats
+    assert stats.rounds == 3 and stats.ci_low_pct is not None and stats.ci_low_pct > 0
+    assert stats.median_speedup_pct == pytest.approx(100.0)
+    assert stats.verdict is Verdict.FASTER
+
+
+# ---------------------------------------------------------------- one run
+
+
+def test_one_run_table_of_the_tanh_log() -> None:
+    groups = run_groups(load_source(KERNEL).rows)
+    assert [(g.op, g.dtype, g.rows, g.failed, g.fallback) for g in groups] == [
+        ("tanh", "torch.float16", 5, 0, 0), ("tanh", "torch.float32", 5, 0, 0),
+        ("tanh", "torch.bfloat16", 5, 0, 0)]
+    # float16's five "Gems Speedup" cells of the log.
+    assert groups[0].geomean_speedup == pytest.approx(
+        (0.824 * 0.131 * 0.193 * 0.406 * 0.868) ** (1 / 5))
+    text = "\n".join(lines_of(render_runs_md, [load_source(KERNEL)]))
+    assert "| tanh | torch.float16 | 5 | 0 | 0 | 0.374 |" in text
+
+
+def test_one_run_counts_failed_and_fallback_rows(tmp_path: Path) -> None:
+    rows = [row(latency=1.0), row(shape="[[8]]", latency=0.25, markers=(DIRECT_MARKER,)),
+            row(shape="[[9]]", latency=None, status="FAILED"), row(op="exp")]
+    source = load_source(run_dir(tmp_path / "r", rows))
+    tanh, exp = run_groups(source.rows)
+    assert (tanh.rows, tanh.failed, tanh.fallback) == (3, 1, 1)
+    # Speedups 0.5 / 1.0 and 0.5 / 0.25; the FAILED row does not count: sqrt(0.5 * 2) = 1.
+    assert tanh.geomean_speedup == pytest.approx(1.0)
+    assert (exp.op, exp.rows, exp.geomean_speedup) == ("exp", 1, pytest.approx(0.5))
+
+
+def test_batch_directory_reads_every_listed_run(tmp_path: Path) -> None:
+    one = run_dir(tmp_path / "runs" / "tanh" / "t1", [row()])
+    two = run_dir(tmp_path / "runs" / "exp" / "t1", [row(op="exp")])
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    (batch / "ops_status.csv").write_text(
+        "op,node,status,rc,rows,backend,device,timer,wall_s,run\n"
+        f"tanh,n,ok,0,1,cuda,H200,graph,1.0,{one}\n"
+        f"exp,n,ok,0,1,cuda,H200,graph,1.0,{two}\n"
+        "mm,n,preflight_failed,3,0,cuda,H200,graph,0.1,\n")
+    source = load_source(batch)
+    assert source.kind == "batch"
+    assert [r.op for r in source.rows] == ["tanh", "exp"]
+    assert len(source.identities) == 2
+    assert any("'mm'" in note for note in source.notes)
+
+
+@pytest.mark.parametrize("make", ["missing", "empty_dir", "no_results_log"])
+def test_bad_inputs_are_usage_errors(tmp_path: Path, make: str) -> None:
+    path = tmp_path / "x"
+    if make == "empty_dir":
+        path.mkdir()
+    elif make == "no_results_log":
+        path.write_text("collected 0 items\n\n1 passed\n")
+    with pytest.raises(UsageError, match=repr(str(path))):
+        load_source(path)
+
+
+# ---------------------------------------------------------------- renderers
+
+
+def tanh_report() -> Any:
+    return compare([load_source(KERNEL)], [load_source(GRAPH)])
+
+
+def test_csv_renderer_gives_one_parseable_line_per_row(tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row(latency=2.0), row(shape="[[8]]")])
+    b = run_dir(tmp_path / "b", [row(latency=1.0)])
+    records = list(csv.DictReader(lines_of(render_ab_csv, compare([load_source(a)],
+                                                                  [load_source(b)]))))
+    assert tuple(records[0]) == AB_CSV_FIELDS
+    assert float(records[0]["speedup_pct"]) == pytest.approx(100.0)
+    assert records[0]["verdict"] == "same" and records[0]["ci_low_pct"] == ""
+    assert (records[1]["shape"], records[1]["verdict"], records[1]["unpaired"]) == (
+        "[[8]]", "unpaired", "only in A")
+
+
+def test_json_renderer_round_trips_the_numbers() -> None:
+    document = json.loads("\n".join(lines_of(render_ab_json, tanh_report())))
+    assert document["speedup"] == "(A_ms / B_ms - 1) * 100"
+    assert len(document["rows"]) == 15 and document["unpaired"] == []
+    first = document["rows"][1]
+    assert (first["shape"], first["stats"]["verdict"]) == ("[[64, 64]]", "same")
+    assert first["stats"]["median_speedup_pct"] == pytest.approx((0.036992 / 0.001395 - 1) * 100)
+    assert document["self_tuned"] is False
+
+
+def test_run_renderers_csv_and_json() -> None:
+    source = load_source(KERNEL)
+    records = list(csv.DictReader(lines_of(render_runs_csv, [source])))
+    assert [r["dtype"] for r in records] == ["torch.float16", "torch.float32", "torch.bfloat16"]
+    assert float(records[1]["geomean_speedup"]) == pytest.approx(
+        (0.957 * 0.114 * 0.584 * 0.581 * 0.956) ** (1 / 5))  # float32's speedup cells
+    document = json.loads("\n".join(lines_of(render_runs_json, [source])))
+    assert document[0]["kind"] == "console" and document[0]["caliber"] is None
+    assert document[0]["groups"][2]["rows"] == 5
+
+
+def test_summarize_refuses_bad_arguments() -> None:
+    with pytest.raises(UsageError, match="--format"):
+        summarize([str(KERNEL)], fmt="html")
+    with pytest.raises(UsageError, match="not both"):
+        summarize([str(KERNEL)], ab=[str(KERNEL), str(GRAPH)])
+    with pytest.raises(UsageError, match="not both and not neither"):
+        summarize([])
+    with pytest.raises(UsageError, match="noise-floor"):
+        summarize([str(KERNEL)], noise_floor_pct=-1.0)
+
+
+def test_source_is_a_plain_record() -> None:
+    source = Source("x", "console", (row(),))
+    assert source.identities == () and source.notes == ()
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert cli.main(["summary", str(tmp_path / "missing")]) == 2
+    assert "error: no such run, batch or log" in capsys.readouterr().err
+    assert cli.main(["summary"]) == 2
+    capsys.readouterr()
+    assert cli.main(["summary", "--ab", str(KERNEL), str(GRAPH), "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["rows"]) == 15
+    with pytest.raises(SystemExit) as info:
+        cli.main(["summary", str(KERNEL), "--format", "html"])
+    assert info.value.code == 2
+
+
+def test_cli_caliber_refusal_and_allow_mixed(capsys: pytest.CaptureFixture[str],
+                                            tmp_path: Path) -> None:
+    a = run_dir(tmp_path / "a", [row()])
+    b = run_dir(tmp_path / "b", [row()], level="comprehensive")
+    assert cli.main(["summary", "--ab", str(a), str(b)]) == 2
+    assert "level: A='core' B='comprehensive'" in capsys.readouterr().err
+    assert cli.main(["summary", "--ab", str(a), str(b), "--allow-mixed", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith(",".join(AB_CSV_FIELDS))
