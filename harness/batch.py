@@ -1,0 +1,456 @@
+"""`harness batch`: many operators, one `harness run` process each, scheduled over DEVICES."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from harness import errors, runner, spec
+from harness.errors import PreflightError, UsageError
+from harness.fsutil import atomic_write_text
+from harness.preflight import visible_devices
+from harness.providers import flaggems
+from harness.spec import REPO_ROOT, Settings
+
+COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run")
+STATUSES = ("ok", "failed", "error", "not_run", "interrupted")
+# A batch takes every setting of `harness run` but these: what to run comes from OPS.
+NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
+# Every child gets the batch's settings flags but these: BACKEND goes resolved, DEVICES as the
+# child's one device, and a batch under DRY_RUN starts no child.
+NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
+# A child runs exactly its --op: these must not reach it from the caller's environment.
+CHILD_ENV_DROP = ("OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN")
+OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
+RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
+GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
+
+
+# --------------------------------------------------------------------------- what to run
+
+
+def add_arguments(parser: argparse.ArgumentParser, run_vars: Sequence[str]) -> None:
+    """The flags of `harness batch`: --ops/--ops-file and the settings of `harness run`
+    (`run_vars`, Make names) less OP, OP_FILE and TEST_NODE."""
+    group = parser.add_argument_group("operators (give one of the two)")
+    group.add_argument("--ops", dest="ops", default=None, metavar="OPS",
+                       help="comma-separated operators, e.g. tanh,add,mm [OPS]")
+    group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
+                       help="file with one operator per line, # comments [OPS_FILE]")
+    spec.add_arguments(parser, tuple(v for v in run_vars if v not in NOT_BATCH_VARS))
+
+
+def check_ops(items: Iterable[str], label: str) -> list[str]:
+    """Validate operator names: non-empty, safe as a file name, each listed once."""
+    ops: list[str] = []
+    for item in items:
+        if not OP_NAME.fullmatch(item):
+            raise UsageError(f"{label}: {item!r} is not an operator name; expected letters, "
+                             "digits, '_', '.', '-' (one operator per item)")
+        if item in ops:
+            raise UsageError(f"{label}: {item!r} is listed twice")
+        ops.append(item)
+    if not ops:
+        raise UsageError(f"{label} names no operator")
+    return ops
+
+
+def parse_ops(value: str, label: str = "OPS") -> list[str]:
+    """Operators of --ops: comma-separated, blanks around the commas ignored."""
+    return check_ops((item.strip() for item in value.split(",") if item.strip()), label)
+
+
+def parse_ops_file(text: str, label: str = "OPS_FILE") -> list[str]:
+    """Operators of an ops file: one per line; `#` starts a comment; blank lines are skipped."""
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return check_ops((line for line in lines if line), label)
+
+
+def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
+    """OPS or OPS_FILE from the flags, else from the environment (flags win as a pair)."""
+    ops, ops_file = flags.get("ops"), flags.get("ops_file")
+    if not (ops or ops_file):
+        ops, ops_file = env.get("OPS"), env.get("OPS_FILE")
+    if ops and ops_file:
+        raise UsageError("give OPS or OPS_FILE, not both")
+    if ops:
+        return parse_ops(str(ops))
+    if not ops_file:
+        raise UsageError("nothing to run: give OPS (--ops a,b,c) or OPS_FILE (--ops-file FILE)")
+    path = Path(str(ops_file))
+    if not path.is_file():
+        raise UsageError(f"OPS_FILE={str(path)!r} does not exist")
+    return parse_ops_file(path.read_text(encoding="utf-8"), f"OPS_FILE={str(path)!r}")
+
+
+def worker_devices(settings: Settings) -> list[str | None]:
+    """One entry per worker: the devices of DEVICES (else all visible), or [None] for one
+    unpinned worker where the backend has no accelerator or none is found."""
+    if not settings.backend.is_accelerator:
+        return [None]
+    if settings.devices:
+        return list(dict.fromkeys(settings.devices))  # a device listed twice is still one
+    found = visible_devices(settings.backend.enumerate_devices(), settings)
+    return [str(d.index) for d in found] or [None]
+
+
+def forwarded_flags(settings: Settings, flags: Mapping[str, object]) -> list[str]:
+    """The settings flags every child gets: the resolved backend and what was given as a flag
+    (values from the environment reach the child through its inherited environment)."""
+    argv = ["--backend", settings.backend.name]
+    for var in spec.VARS:
+        value = None if var.make in NOT_FORWARDED else flags.get(var.dest)
+        if value not in (None, ""):
+            argv += [var.flag, str(value)]
+    return argv
+
+
+def child_argv(forwarded: Sequence[str], op: str, device: str | None) -> list[str]:
+    """`harness run` for one operator, pinned to `device` when there is one."""
+    pin = ["--devices", device] if device is not None else []
+    return [sys.executable, "-m", "harness.cli", "run", "--op", op, *forwarded, *pin]
+
+
+def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if k not in CHILD_ENV_DROP}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"  # the log shows progress as it happens
+    return env
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class OpStatus:
+    """One line of ops_status.csv."""
+
+    op: str
+    status: str = "not_run"
+    node: str = ""
+    rc: int | None = None
+    rows: int | None = None
+    backend: str = ""
+    device: str = ""
+    timer: str = ""
+    wall_s: float | None = None
+    run: str = ""
+
+    def row(self) -> dict[str, str]:
+        return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
+
+
+def status_for(rc: int | None, *, interrupted: bool = False) -> str:
+    """ok (0), failed (1: a benchmark failed), error (2-5: usage, preflight, pytest's own; or a
+    crash or signal), not_run (never started), interrupted (stopped by the batch's Ctrl-C)."""
+    if interrupted:
+        return "interrupted"
+    if rc is None:
+        return "not_run"
+    return {0: "ok", 1: "failed"}.get(rc, "error")
+
+
+def render_csv(statuses: Iterable[OpStatus]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(s.row() for s in statuses)
+    return buf.getvalue()
+
+
+def run_dir_from_log(log: Path) -> Path | None:
+    """The run directory a child claimed, from its header; None when it claimed none."""
+    if not log.is_file():
+        return None
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.startswith(RUN_DIR_LINE):
+                return Path(line[len(RUN_DIR_LINE):].rstrip("\n"))
+    return None
+
+
+def last_line(log: Path, tail: int = 4096) -> str:
+    """The last non-blank line of a child's log: why an operator failed, most of the time."""
+    with open(log, "rb") as fh:
+        fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
+        lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines) if line.strip()), "(empty log)")
+
+
+def finished_status(op: str, device: str | None, rc: int | None, wall_s: float, log: Path,
+                    interrupted: bool = False) -> OpStatus:
+    """The status of a child that exited, read from its log and its run_identity.json."""
+    run_dir = run_dir_from_log(log)
+    ident: dict[str, object] = {}
+    if run_dir is not None and (run_dir / "run_identity.json").is_file():
+        ident = json.loads((run_dir / "run_identity.json").read_text(encoding="utf-8"))
+    return OpStatus(op=op, status=status_for(rc, interrupted=interrupted),
+                    node=str(ident.get("node") or ""), rc=rc, rows=ident.get("rows"),
+                    backend=str(ident.get("backend") or ""), device=device or "",
+                    timer=str(ident.get("timer") or ""), wall_s=round(wall_s, 2),
+                    run=str(run_dir) if run_dir else "")
+
+
+# --------------------------------------------------------------------------- scheduling
+
+
+class Child(Protocol):
+    pid: int
+
+    def poll(self) -> int | None: ...
+
+
+@dataclass
+class Running:
+    op: str
+    device: str | None
+    child: Child
+    started: float
+
+
+class Scheduler:
+    """One slot per device; a free slot takes the next queued operator.
+
+    One thread polls every child, and a slot starts its next operator only after its child
+    has exited, so two measurements never share a device. SIGINT and SIGTERM only set a flag
+    that the loop reads: no exception can land between starting a child and recording it.
+    """
+
+    def __init__(self, devices: Sequence[str | None], start: Callable[[str, str | None], Child],
+                 on_start: Callable[[Running], None],
+                 on_finish: Callable[[Running, int | None, bool], None],
+                 stop: Callable[[list[Child]], None], poll_s: float = 0.1) -> None:
+        self.devices = list(devices)
+        self.start, self.on_start, self.on_finish, self.stop = start, on_start, on_finish, stop
+        self.poll_s = poll_s
+        self.running: dict[int, Running] = {}  # slot -> its operator
+        self.signal: int | None = None
+
+    def request_stop(self, signum: int) -> None:
+        self.signal = signum
+
+    def run(self, ops: Sequence[str]) -> int | None:
+        """Run every operator; return the signal that stopped the batch, or None."""
+        queue = deque(ops)
+        try:
+            while (queue or self.running) and self.signal is None:
+                for slot, device in enumerate(self.devices):
+                    if slot not in self.running and queue:
+                        op, started = queue.popleft(), time.monotonic()
+                        job = Running(op, device, self.start(op, device), started)
+                        self.running[slot] = job
+                        self.on_start(job)
+                self._reap()
+                if self.running:
+                    time.sleep(self.poll_s)
+        finally:
+            self._stop_running()
+        return self.signal
+
+    def _reap(self) -> None:
+        for slot, job in list(self.running.items()):
+            rc = job.child.poll()
+            if rc is not None:
+                del self.running[slot]
+                self.on_finish(job, rc, False)
+
+    def _stop_running(self) -> None:
+        """Stop the children still running (those that already exited keep their status)."""
+        self._reap()
+        jobs = list(self.running.values())
+        if jobs:
+            self.stop([job.child for job in jobs])
+        for job in jobs:
+            self.on_finish(job, job.child.poll(), True)
+        self.running.clear()
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal a process group; False when it has no process left."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):  # EPERM: a recycled id, not ours: gone too
+        return False
+    return True
+
+
+def stop_children(children: Sequence[subprocess.Popen], grace_s: float = GRACE_S) -> None:
+    """SIGTERM each child's process group (each child leads its own session, so the group is
+    the child and its pytest), wait up to `grace_s` for the groups to empty, SIGKILL the rest."""
+    for child in children:
+        _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        for child in children:
+            child.poll()  # reap the leader: a zombie still counts as a member of its group
+        if not any(_signal_group(c.pid, 0) for c in children):
+            break
+        time.sleep(0.05)
+    for child in children:
+        _signal_group(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+@contextmanager
+def deferred_signals(handler: Callable[[int], None]) -> Iterator[None]:
+    """Route SIGINT, SIGTERM and SIGHUP (a closed terminal) to `handler` for the block (main
+    thread only; a signal the caller ignores stays ignored, as a background job's SIGINT does)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda s, _frame: handler(s))
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+class BatchRecord:
+    """A claimed batch directory: ops_status.csv, rewritten atomically on every change so that
+    a killed batch leaves a valid file, and one log per operator under logs/."""
+
+    def __init__(self, out_root: Path, ops: Sequence[str]) -> None:
+        self.dir = runner.claim_run_dir(out_root, "batch", runner.utc_stamp())
+        (self.dir / "logs").mkdir()
+        self.csv = self.dir / "ops_status.csv"
+        self.table = {op: OpStatus(op) for op in ops}
+        self._save()
+
+    def log(self, op: str) -> Path:
+        return self.dir / "logs" / f"{op}.log"
+
+    def record(self, status: OpStatus) -> int:
+        """Record an operator's outcome; return how many operators have one now."""
+        self.table[status.op] = status
+        self._save()
+        return sum(s.status != "not_run" for s in self.table.values())
+
+    def counts(self) -> str:
+        found = [s.status for s in self.table.values()]
+        return " ".join(f"{name}={found.count(name)}" for name in STATUSES)
+
+    def _save(self) -> None:
+        atomic_write_text(self.csv, render_csv(self.table.values()))
+
+
+def _progress(done: int, total: int, s: OpStatus) -> str:
+    rows = "-" if s.rows is None else s.rows
+    return (f"[{done}/{total}] {s.op} {s.status} rc={'' if s.rc is None else s.rc} rows={rows} "
+            f"wall={s.wall_s}s device={s.device or '-'} run={s.run or '-'}")
+
+
+def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str], *,
+              command: Callable[[str, str | None], list[str]] | None = None,
+              out: Callable[[str], None] = say, grace_s: float = GRACE_S,
+              poll_s: float = 0.1) -> int:
+    """Run every operator in its own process; exit code 0 all ok, 1 otherwise; on SIGINT or
+    SIGTERM stop every child, record the batch, and raise KeyboardInterrupt."""
+    build = command or (lambda op, device: child_argv(forwarded, op, device))
+    devices, record, env = worker_devices(settings), BatchRecord(settings.out, ops), child_env()
+    out(f"batch directory: {record.dir} ({len(ops)} operators, {len(devices)} worker(s) on "
+        f"devices {','.join(d or '-' for d in devices)})")
+
+    def start(op: str, device: str | None) -> subprocess.Popen:
+        with open(record.log(op), "wb") as log:  # the child holds its own copy of the fd
+            return subprocess.Popen(build(op, device), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def on_start(job: Running) -> None:
+        out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "
+            f"log={record.log(job.op)}")
+
+    def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
+        status = finished_status(job.op, job.device, rc, time.monotonic() - job.started,
+                                 record.log(job.op), interrupted)
+        out(_progress(record.record(status), len(ops), status))
+        if status.status in ("failed", "error"):
+            out(f"    {last_line(record.log(job.op))}")
+
+    scheduler = Scheduler(devices, start, on_start, on_finish,
+                          stop=lambda children: stop_children(children, grace_s), poll_s=poll_s)
+    with deferred_signals(scheduler.request_stop):
+        signum = scheduler.run(ops)
+    if signum is not None:
+        out(f"BATCH_INTERRUPTED signal={signal.Signals(signum).name} {record.counts()} "
+            f"status={record.csv}")
+        raise KeyboardInterrupt
+    out(f"BATCH_DONE {record.counts()} status={record.csv}")
+    all_ok = all(s.status == "ok" for s in record.table.values())
+    return errors.EXIT_OK if all_ok else errors.EXIT_BENCHMARK_FAILED
+
+
+def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
+    """Each operator's benchmark node, or the PREFLIGHT_FAILED line that says why it has none;
+    a FlagGems directory that cannot hold any node raises PreflightError."""
+    fg_dir = settings.flaggems_dir
+    if fg_dir is None:
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR is not set (BACKEND="
+                             f"{settings.backend.name} has no embedded suite)")
+    flaggems.check_layout(fg_dir)
+    nodes = flaggems.scan_tree(fg_dir)
+    found = {}
+    for op in ops:
+        try:
+            found[op] = flaggems.resolve_node(nodes, op=op, flaggems_dir=fg_dir).nodeid
+        except PreflightError as exc:
+            found[op] = str(exc)
+    return found
+
+
+def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence[str]
+                     ) -> tuple[list[str], int]:
+    """The plan of a batch, for --dry-run, and its exit code (3 when an operator has no node)."""
+    devices = worker_devices(settings)
+    nodes = resolve_nodes(settings, ops)
+    lines = [f"batch directory: {settings.out / 'batch' / runner.utc_stamp()} (not created)",
+             f"backend: {settings.backend.name}; {len(devices)} worker(s), one per device: "
+             f"{','.join(d or '-' for d in devices)} (no device: the host, unpinned)",
+             "each operator runs in its own process on the next free device; "
+             "shown: the assignment when every operator takes equally long"]
+    for i, op in enumerate(ops):
+        device = devices[i % len(devices)]
+        lines += [f"[{i + 1}/{len(ops)}] {op} device={device or '-'} node={nodes[op]}",
+                  f"    {shlex.join(child_argv(forwarded, op, device))}"]
+    failed = any(node.startswith("PREFLIGHT_FAILED") for node in nodes.values())
+    return lines, errors.EXIT_PREFLIGHT if failed else errors.EXIT_OK
+
+
+def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], None] = say
+         ) -> int:
+    """`harness batch`: validate, then print the plan (--dry-run) or run it."""
+    ops = ops_from(flags, os.environ)
+    forwarded = forwarded_flags(settings, flags)
+    if settings.dry_run:
+        lines, rc = describe_dry_run(settings, ops, forwarded)
+        for line in lines:
+            out(line)
+        return rc
+    return run_batch(settings, ops, forwarded, out=out)

@@ -1,0 +1,352 @@
+"""The batch: operator lists, status mapping, ops_status.csv, and the per-device scheduler."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from harness import batch, spec
+from harness.errors import UsageError
+from harness.spec import EMBEDDED_SUITE
+
+
+def _settings(tmp_path: Path, **flags) -> spec.Settings:
+    base = {"backend": "cpu", "out": str(tmp_path / "runs")}
+    return spec.resolve({**base, **flags}, {}, which=lambda _: None)
+
+
+def _accelerator(tmp_path: Path, devices: str) -> spec.Settings:
+    return spec.resolve({"backend": "cuda", "devices": devices, "runner": "host",
+                         "out": str(tmp_path / "runs")}, {}, which=lambda _: None)
+
+
+# --------------------------------------------------------------------------- operator lists
+
+
+def test_ops_are_comma_separated_and_blanks_are_ignored():
+    assert batch.parse_ops(" tanh, add ,mm,") == ["tanh", "add", "mm"]
+
+
+def test_ops_file_takes_one_op_per_line_with_comments_and_blank_lines():
+    text = "# pointwise\ntanh\n\n  add   # binary\n#mm\nlayer_norm\n"
+    assert batch.parse_ops_file(text) == ["tanh", "add", "layer_norm"]
+
+
+@pytest.mark.parametrize(("value", "needle"), [
+    ("tanh,tanh", "'tanh' is listed twice"),
+    ("../etc", "'../etc' is not an operator name"),
+    ("tanh add", "'tanh add' is not an operator name"),
+    (",", "names no operator"),
+])
+def test_bad_ops_name_the_value(value, needle):
+    with pytest.raises(UsageError, match=needle.replace(".", r"\.")):
+        batch.parse_ops(value)
+
+
+def test_ops_file_with_two_ops_on_a_line_is_refused():
+    with pytest.raises(UsageError, match="'tanh add' is not an operator name"):
+        batch.parse_ops_file("tanh add\n")
+
+
+def test_ops_from_flags_beat_the_environment(tmp_path):
+    env = {"OPS": "mm", "OPS_FILE": str(tmp_path / "nope")}
+    assert batch.ops_from({"ops": "tanh"}, env) == ["tanh"]
+    assert batch.ops_from({}, {"OPS": "mm"}) == ["mm"]
+
+
+def test_ops_from_reads_the_ops_file(tmp_path):
+    path = tmp_path / "ops.txt"
+    path.write_text("tanh\nadd\n")
+    assert batch.ops_from({"ops_file": str(path)}, {}) == ["tanh", "add"]
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    ({}, "nothing to run"),
+    ({"ops": "tanh", "ops_file": "x"}, "not both"),
+    ({"ops_file": "/does/not/exist"}, "OPS_FILE='/does/not/exist' does not exist"),
+])
+def test_ops_from_refuses(flags, needle):
+    with pytest.raises(UsageError, match=needle):
+        batch.ops_from(flags, {})
+
+
+# --------------------------------------------------------------------------- status and csv
+
+
+@pytest.mark.parametrize(("rc", "interrupted", "status"), [
+    (0, False, "ok"), (1, False, "failed"), (2, False, "error"), (3, False, "error"),
+    (4, False, "error"), (5, False, "error"), (-9, False, "error"), (-11, False, "error"),
+    (137, False, "error"), (None, False, "not_run"), (-15, True, "interrupted"),
+    (0, True, "interrupted"),
+])
+def test_status_mapping(rc, interrupted, status):
+    assert batch.status_for(rc, interrupted=interrupted) == status
+
+
+def test_csv_has_exactly_the_design_columns_in_order():
+    text = batch.render_csv([batch.OpStatus("tanh", "ok", "n", 0, 8, "cpu", "", "direct", 1.5,
+                                            "runs/tanh/x"), batch.OpStatus("mm")])
+    lines = text.splitlines()
+    assert lines[0] == "op,node,status,rc,rows,backend,device,timer,wall_s,run"
+    assert lines[1] == "tanh,n,ok,0,8,cpu,,direct,1.5,runs/tanh/x"
+    assert lines[2] == "mm,,not_run,,,,,,,"
+
+
+def _fake_run(tmp_path: Path, identity: dict | None) -> Path:
+    run_dir = tmp_path / "runs" / "tanh" / "20261129-120000"
+    run_dir.mkdir(parents=True)
+    if identity is not None:
+        (run_dir / "run_identity.json").write_text(json.dumps(identity))
+    log = tmp_path / "tanh.log"
+    log.write_text(f"preflight test_node: ok\n# harness run header\n# run_dir: {run_dir}\n"
+                   "# op: tanh\n...\nRUN_DONE op=tanh rc=0\n")
+    return log
+
+
+def test_finished_status_reads_the_childs_identity(tmp_path):
+    ident = {"node": "benchmark/test_tanh.py::test_tanh", "rows": 15, "backend": "cpu",
+             "timer": "direct"}
+    status = batch.finished_status("tanh", "3", 0, 41.234, _fake_run(tmp_path, ident))
+    assert status == batch.OpStatus("tanh", "ok", ident["node"], 0, 15, "cpu", "3", "direct",
+                                    41.23, str(tmp_path / "runs" / "tanh" / "20261129-120000"))
+
+
+def test_finished_status_of_a_child_that_never_claimed_a_run(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("PREFLIGHT_FAILED check=test_node detail=no benchmark node\n")
+    status = batch.finished_status("x", None, 3, 0.5, log)
+    assert (status.status, status.rc, status.run, status.node, status.rows) == (
+        "error", 3, "", "", None)
+    assert batch.last_line(log).startswith("PREFLIGHT_FAILED check=test_node")
+
+
+def test_interrupted_child_keeps_its_partial_run_directory(tmp_path):
+    status = batch.finished_status("tanh", None, -15, 2.0, _fake_run(tmp_path, None), True)
+    assert status.status == "interrupted" and status.run.endswith("20261129-120000")
+    assert status.rows is None
+
+
+# --------------------------------------------------------------------------- devices, children
+
+
+def test_cpu_has_one_unpinned_worker_whatever_devices_says(tmp_path):
+    assert batch.worker_devices(_settings(tmp_path, devices="0,1")) == [None]
+
+
+def test_accelerator_gets_one_worker_per_distinct_device(tmp_path):
+    assert batch.worker_devices(_accelerator(tmp_path, "2,0,2")) == ["2", "0"]
+
+
+def test_accelerator_without_a_device_tool_falls_back_to_one_unpinned_worker(tmp_path):
+    settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
+    backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
+    assert batch.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
+
+
+def test_children_get_the_resolved_backend_and_the_given_flags_but_not_devices(tmp_path):
+    flags = {"backend": "nvidia", "level": "core", "devices": "0,1", "dry_run": None,
+             "out": "x", "mode": ""}
+    forwarded = batch.forwarded_flags(_accelerator(tmp_path, "0,1"), flags)
+    assert forwarded == ["--backend", "cuda", "--level", "core", "--out", "x"]
+    argv = batch.child_argv(forwarded, "tanh", "1")
+    assert argv[:6] == [sys.executable, "-m", "harness.cli", "run", "--op", "tanh"]
+    assert argv[-2:] == ["--devices", "1"]
+    assert "--devices" not in batch.child_argv(forwarded, "tanh", None)
+
+
+def test_child_environment_cannot_redirect_the_child_to_another_node():
+    env = batch.child_env({"OP": "mm", "OP_FILE": "f", "TEST_NODE": "n", "ZL_DRY_RUN": "1",
+                           "ZL_LEVEL": "core", "PYTHONPATH": "/elsewhere"})
+    assert not {"OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN"} & set(env)
+    assert env["ZL_LEVEL"] == "core"
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(spec.REPO_ROOT), "/elsewhere"]
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+class FakeChild:
+    """A child that exits with `rc` after `duration` seconds of wall time."""
+
+    pids = iter(range(10_000, 20_000))
+
+    def __init__(self, duration: float, rc: int = 0) -> None:
+        self.pid = next(self.pids)
+        self.done_at = time.monotonic() + duration
+        self.rc = rc
+        self.stopped = False
+
+    def poll(self) -> int | None:
+        if self.stopped:
+            return -15
+        return self.rc if time.monotonic() >= self.done_at else None
+
+
+class Recorder:
+    """Start and finish callbacks that record (device, op, start, end) intervals."""
+
+    def __init__(self, durations: dict[str, float], rcs: dict[str, int] | None = None) -> None:
+        self.durations, self.rcs = durations, rcs or {}
+        self.started: dict[str, tuple[str | None, float]] = {}
+        self.intervals: list[tuple[str | None, str, float, float]] = []
+        self.finished: list[tuple[str, int | None, bool]] = []
+        self.stopped: list[FakeChild] = []
+
+    def start(self, op: str, device: str | None) -> FakeChild:
+        self.started[op] = (device, time.monotonic())
+        return FakeChild(self.durations[op], self.rcs.get(op, 0))
+
+    def on_finish(self, job: batch.Running, rc: int | None, interrupted: bool) -> None:
+        device, began = self.started[job.op]
+        assert device == job.device
+        self.intervals.append((device, job.op, began, time.monotonic()))
+        self.finished.append((job.op, rc, interrupted))
+
+    def stop(self, children: list) -> None:
+        for child in children:
+            child.stopped = True
+        self.stopped.extend(children)
+
+
+def _scheduler(rec: Recorder, devices, on_start=lambda job: None) -> batch.Scheduler:
+    return batch.Scheduler(devices, rec.start, on_start, rec.on_finish, rec.stop, poll_s=0.002)
+
+
+def test_scheduler_never_runs_two_ops_on_one_device_at_once():
+    durations = {f"op{i}": 0.01 + 0.015 * (i % 4) for i in range(14)}
+    rec = Recorder(durations)
+    assert _scheduler(rec, ["0", "1", "2"]).run(list(durations)) is None
+    assert sorted(op for _, op, _, _ in rec.intervals) == sorted(durations)
+    for device in ("0", "1", "2"):
+        spans = sorted((s, e) for d, _, s, e in rec.intervals if d == device)
+        assert spans, device  # every device took work
+        assert all(prev_end <= start for (_, prev_end), (start, _) in pairwise(spans))
+    # and the devices did work side by side: the batch took well under the serial time
+    total = max(e for *_, e in rec.intervals) - min(s for _, _, s, _ in rec.intervals)
+    assert total < 0.7 * sum(durations.values())
+
+
+def test_scheduler_takes_ops_in_queue_order_and_a_failure_does_not_stop_it():
+    rec = Recorder({"a": 0.01, "b": 0.01, "c": 0.01}, rcs={"a": 1, "b": -11})
+    _scheduler(rec, [None]).run(["a", "b", "c"])
+    assert rec.finished == [("a", 1, False), ("b", -11, False), ("c", 0, False)]
+
+
+def test_scheduler_stop_marks_running_interrupted_and_starts_nothing_more():
+    rec = Recorder({"a": 0.01, "b": 30, "c": 30, "d": 0.01})
+    holder: list[batch.Scheduler] = []
+
+    def on_start(job):
+        if job.op == "c":  # both devices are busy with long ops now
+            holder[0].request_stop(signal.SIGINT)
+
+    holder.append(_scheduler(rec, ["0", "1"], on_start))
+    assert holder[0].run(["a", "b", "c", "d"]) == signal.SIGINT
+    assert ("a", 0, False) in rec.finished
+    assert sorted(f for f in rec.finished if f[2]) == [("b", -15, True), ("c", -15, True)]
+    assert "d" not in rec.started and len(rec.stopped) == 2
+
+
+def test_scheduler_stops_its_children_when_a_callback_raises():
+    rec = Recorder({"a": 30, "b": 30})
+
+    def on_start(job):
+        if job.op == "b":
+            raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        _scheduler(rec, ["0", "1"], on_start).run(["a", "b"])
+    assert {op for op, _, interrupted in rec.finished if interrupted} == {"a", "b"}
+
+
+def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
+    seen: list[int] = []
+    before = signal.getsignal(signal.SIGINT)
+    with batch.deferred_signals(seen.append):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs between bytecodes of the main thread
+    assert seen == [signal.SIGINT]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+# --------------------------------------------------------------------------- the batch itself
+
+_CHILD = r"""
+import json, os, sys
+op, rc, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+run = os.path.join(out, op, "20261129-120000")
+os.makedirs(run)
+print("# run_dir:", run)
+json.dump({"node": "benchmark/test_%s.py::test_%s" % (op, op), "rows": 4, "backend": "cpu",
+           "timer": "direct"},
+          open(os.path.join(run, "run_identity.json"), "w"))
+print("the last words of", op)
+sys.exit(rc)
+"""
+
+
+def test_run_batch_writes_status_logs_and_progress(tmp_path):
+    settings = _settings(tmp_path)
+    rcs = {"tanh": 0, "mm": 1, "add": 0}
+    lines: list[str] = []
+
+    def command(op, device):
+        return [sys.executable, "-c", _CHILD, op, str(rcs[op]), str(settings.out)]
+
+    rc = batch.run_batch(settings, list(rcs), [], command=command, out=lines.append,
+                         poll_s=0.01)
+    assert rc == 1
+    (batch_dir,) = (settings.out / "batch").iterdir()
+    with open(batch_dir / "ops_status.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["op"], r["status"], r["rc"], r["rows"]) for r in rows] == [
+        ("tanh", "ok", "0", "4"), ("mm", "failed", "1", "4"), ("add", "ok", "0", "4")]
+    assert rows[1]["node"] == "benchmark/test_mm.py::test_mm"
+    assert "the last words of mm" in (batch_dir / "logs" / "mm.log").read_text()
+    assert sum(line.startswith("[start] ") for line in lines) == 3
+    assert any(line.startswith("[2/3] mm failed rc=1 rows=4") for line in lines)
+    assert "    the last words of mm" in lines  # why it failed, under its progress line
+    assert lines[-1].startswith("BATCH_DONE ok=2 failed=1 error=0 not_run=0 interrupted=0")
+    assert not list(batch_dir.glob(".*.tmp"))
+
+
+def test_run_batch_all_ok_exits_zero(tmp_path):
+    settings = _settings(tmp_path)
+    rc = batch.run_batch(settings, ["tanh"], [], out=lambda _: None, poll_s=0.01,
+                         command=lambda op, _: [sys.executable, "-c", _CHILD, op, "0",
+                                                str(settings.out)])
+    assert rc == 0
+
+
+def test_dry_run_resolves_every_node_and_prints_each_child_command(tmp_path):
+    settings = _settings(tmp_path, flaggems_dir=str(EMBEDDED_SUITE))
+    forwarded = batch.forwarded_flags(settings, {"level": "core"})
+    lines, rc = batch.describe_dry_run(settings, ["tanh", "add"], forwarded)
+    assert rc == 0
+    text = "\n".join(lines)
+    assert "[1/2] tanh device=- node=benchmark/test_tanh.py::test_tanh" in text
+    assert "-m harness.cli run --op add --backend cpu --level core" in text
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_with_an_unknown_op_exits_3_naming_it(tmp_path):
+    settings = _settings(tmp_path, flaggems_dir=str(EMBEDDED_SUITE))
+    lines, rc = batch.describe_dry_run(settings, ["tanh", "nope"], [])
+    assert rc == 3
+    assert any("nope" in line and "PREFLIGHT_FAILED check=test_node" in line for line in lines)
+
+
+def test_batch_subcommand_takes_gpus_as_an_alias_of_devices():
+    from harness.cli import build_parser
+
+    args = build_parser().parse_args(["batch", "--ops", "tanh", "--gpus", "0,1"])
+    assert (args.ops, args.devices, args.func.__name__) == ("tanh", "0,1", "_cmd_batch")
