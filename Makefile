@@ -16,7 +16,8 @@ HARNESS = PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m harness
 # reads the environment itself under the names of DESIGN.md.
 FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file MODE=mode REPEAT=repeat \
-	ISOLATE_TUNER_CACHE=isolate-tuner-cache REPLAY_FROM=replay-from USE_FLAGTUNE=use-flagtune \
+	ISOLATE_TUNER_CACHE=isolate-tuner-cache RECORD=record REPLAY_FROM=replay-from \
+	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
 flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
@@ -61,3 +62,28 @@ preflight: ## run the preflight checks of a run (exit 3 on a broken environment)
 
 run: ## run one benchmark node: make run BACKEND=cuda OP=mm RUNNER=host
 	$(HARNESS) run $(ARGS)
+
+.PHONY: batch
+batch: ## many operators over DEVICES, one process each: make batch OPS=tanh,mm | OPS_FILE=f
+	$(HARNESS) batch $(ARGS) $(call flag,OPS,ops) $(call flag,OPS_FILE,ops-file)
+
+.PHONY: summary
+summary: ## tables of a run, batch or log: make summary RUN=<dir|log> [SUMMARY_ARGS="--ab A B"]
+	$(HARNESS) summary $(RUN) $(SUMMARY_ARGS)
+
+.PHONY: report receipt
+report: ## ab.md and ab.png of a campaign from its ab.json: make report RUN=runs/ab/<axis>-<op>/<ts>
+	$(HARNESS) report $(RUN)
+
+receipt: ## check a receipt against this checkout: make receipt RUN=<campaign dir|receipt.json>
+	$(HARNESS) receipt verify $(RUN)
+
+.PHONY: image pin shell
+image: ## build BACKEND's pinned image (containers/pins.yaml); ALLOW_UNPINNED=1 for a tag
+	$(HARNESS) image $(call flag,BACKEND,backend) $(call flag,RUNNER,runner) $(call flag,DRY_RUN,dry-run)
+
+pin: ## resolve the base tags of containers/pins.yaml to digests and rewrite it [BACKEND=]
+	$(HARNESS) pin $(call flag,BACKEND,backend) $(call flag,DRY_RUN,dry-run)
+
+shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make run
+	$(HARNESS) shell $(ARGS)

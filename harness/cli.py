@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
-from harness import __version__, backends, runner, spec
+from harness import __version__, backends, batch, container, receipt, report, runner, spec
 from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
 from harness.preflight import run_preflight
+from harness.summary import FORMATS, summarize
 
 RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "MODE",
-            "REPEAT", "ISOLATE_TUNER_CACHE", "REPLAY_FROM", "USE_FLAGTUNE",
+            "REPEAT", "ISOLATE_TUNER_CACHE", "RECORD", "REPLAY_FROM", "REPLAY_STRICT",
+            "USE_FLAGTUNE",
             "PARALLEL_WARMUP_GPUS", "DEVICES", "FLAGGEMS_DIR", "RUNNER", "OUT", "DRY_RUN")
 
 
@@ -39,8 +42,18 @@ def _report(line: str) -> None:
     print(line, flush=True)
 
 
+def _in_image(settings: spec.Settings, args: argparse.Namespace) -> int | None:
+    """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image
+    (or, under DRY_RUN, 0 after printing the container command line); None on the host."""
+    if settings.runner == "host":
+        return None
+    return container.run_in_image(settings, args.argv)
+
+
 def _cmd_preflight(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
+    if (rc := _in_image(settings, args)) is not None:
+        return rc
     plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
     print(f"PREFLIGHT_OK node={plan.node.nodeid} backend={settings.backend.name}")
     return EXIT_OK
@@ -48,9 +61,8 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
-    if settings.runner != "host":
-        raise HarnessError(f"RUNNER={settings.runner!r}: running inside the vendor image is "
-                           "not available yet; set RUNNER=host to run on this host")
+    if (rc := _in_image(settings, args)) is not None:
+        return rc
     plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
     if settings.dry_run:
         stamp = runner.utc_stamp()
@@ -59,6 +71,88 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     rc, _ = runner.execute(settings, plan)
     return rc
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    summarize(args.runs, ab=args.ab, fmt=args.format, allow_mixed=args.allow_mixed,
+              noise_floor_pct=args.noise_floor, seed=args.seed, write_line=print)
+    return EXIT_OK
+
+
+def _add_summary(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("summary", help="tables of runs, batches or FlagGems logs; --ab A B")
+    p.add_argument("runs", nargs="*", metavar="RUN",
+                   help="a run directory, a batch directory (ops_status.csv) or a FlagGems log")
+    p.add_argument("--ab", nargs=2, metavar=("A", "B"), dest="ab",
+                   help="compare B against A: speedup %% = (A_ms / B_ms - 1) * 100")
+    p.add_argument("--format", choices=FORMATS, default="md", dest="format")
+    p.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
+                   help="compare runs of different calibers (level, timer, backend, shape mode)")
+    p.add_argument("--noise-floor", type=float, default=1.0, dest="noise_floor", metavar="PCT",
+                   help="smallest effect called faster/slower, in %% (an A/A campaign's spread)")
+    p.add_argument("--seed", type=int, default=0, dest="seed", help="bootstrap seed")
+    p.set_defaults(func=_cmd_summary)
+
+
+def _cmd_batch(args: argparse.Namespace) -> int:
+    settings = spec.resolve(vars(args))
+    if (rc := _in_image(settings, args)) is not None:
+        return rc
+    return batch.main(settings, vars(args))
+
+
+def _cmd_image(args: argparse.Namespace) -> int:
+    return container.build_image(spec.resolve(vars(args)))
+
+
+def _cmd_shell(args: argparse.Namespace) -> int:
+    return container.run_in_image(spec.resolve(vars(args)), [], shell=True)
+
+
+def _cmd_pin(args: argparse.Namespace) -> int:
+    name = args.backend or os.environ.get(spec.VARS_BY_MAKE["BACKEND"].env)
+    chosen = [backends.get(name).name] if name else None
+    dry = (args.dry_run or os.environ.get(spec.VARS_BY_MAKE["DRY_RUN"].env)) == "1"
+    return container.pin(chosen, dry_run=dry)
+
+
+def _add_image_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("image", help="build the backend's pinned image (containers/pins.yaml)")
+    spec.add_arguments(p, ("BACKEND", "RUNNER", "DRY_RUN"))
+    p.set_defaults(func=_cmd_image)
+    p = sub.add_parser("pin", help="resolve the base image tags of pins.yaml to digests")
+    spec.add_arguments(p, ("BACKEND", "DRY_RUN"))
+    p.set_defaults(func=_cmd_pin)
+    p = sub.add_parser("shell", help="an interactive shell in the backend's image")
+    spec.add_arguments(p, RUN_VARS)
+    p.set_defaults(func=_cmd_shell)
+
+
+def _cmd_receipt_verify(args: argparse.Namespace) -> int:
+    result = receipt.verify(args.path, root=args.root or spec.REPO_ROOT)
+    for line in receipt.verify_lines(result):
+        print(line)
+    return EXIT_OK if result.ok else 1  # a file differs: the receipt no longer describes this
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    md, png = report.write_report(args.path)
+    print(md)
+    print(png if png else f"{report.AB_PNG} not written: {report.NO_PLOT}")
+    return EXIT_OK
+
+
+def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("receipt", help="receipts of A/B campaigns")
+    verbs = p.add_subparsers(dest="receipt_command", required=True, parser_class=_Parser)
+    v = verbs.add_parser("verify", help="recompute the sha256 of every harness file it lists")
+    v.add_argument("path", metavar="PATH", help="receipt.json, or the campaign directory")
+    v.add_argument("--root", default=None, dest="root", metavar="DIR",
+                   help="the harness checkout to check (default: this one)")
+    v.set_defaults(func=_cmd_receipt_verify)
+    p = sub.add_parser("report", help="ab.md and ab.png of a campaign, from its ab.json")
+    p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")
+    p.set_defaults(func=_cmd_report)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,11 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one benchmark node in a new run directory")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
+    batch.add_arguments(p, RUN_VARS)
+    p.set_defaults(func=_cmd_batch)
+    _add_summary(sub)
+    _add_image_commands(sub)
+    _add_receipt_report(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the run inside an image
     try:
         return args.func(args)
     except PreflightError as exc:
