@@ -1,0 +1,248 @@
+"""Tests for harness.report: ab.md from ab.json or an AbReport, ab.png, and `harness report`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import cli
+from harness.errors import UsageError
+from harness.report import (
+    AB_JSON,
+    AB_MD,
+    AB_PNG,
+    SCHEMA,
+    ab_document,
+    as_report,
+    render_markdown,
+    render_png,
+    write_report,
+)
+from harness.results import Row
+from harness.summary import DIRECT_MARKER, Source, compare
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",
+           "variable": "FLAGTREE_CUDA_RLC_ENHANCE", "a": "0", "b": "1", "level": "core",
+           "timer": "graph", "shape_mode": "upstream", "rounds": 3, "noise_floor_pct": 1.5,
+           "noise_floor_source": "A/A campaign runs/ab/none-tanh/20250101-000000",
+           "image_digests": {"A": ["sha256:aaa"], "B": ["sha256:bbb"]},
+           "harness_commit": "c0ffee" * 6 + "ab", "harness_dirty": True}
+
+
+def ab_row(shape: str, a_ms: float, b_ms: float, pct: float, verdict: str,
+           ci: tuple[float, float] | None = (1.0, 2.0), flags: tuple[str, ...] = (),
+           **extra: Any) -> dict[str, Any]:
+    return {"op": "tanh", "dtype": "torch.float16", "shape": shape, "occurrence": 1,
+            "a_ms": a_ms, "b_ms": b_ms, "speedup_pct": pct,
+            "ci_low_pct": ci[0] if ci else None, "ci_high_pct": ci[1] if ci else None,
+            "min_pct": pct - 1, "max_pct": pct + 1, "rounds": 3, "verdict": verdict,
+            "flags": list(flags), **extra}
+
+
+def document(**overrides: Any) -> dict[str, Any]:
+    doc = {"schema": SCHEMA, "caliber": CALIBER,
+           "rows": [ab_row("[[64, 64]]", 0.0014, 0.0010, 40.0, "faster", (30.0, 50.0)),
+                    ab_row("[[4096, 4096]]", 237.5, 237.0, 0.2, "same", (-0.5, 0.9)),
+                    ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "same (flagged)",
+                           flags=(f"A:{DIRECT_MARKER}",))],
+           "unpaired": [{"op": "tanh", "dtype": "torch.bfloat16", "shape": "[[8, 8]]",
+                         "occurrence": 1, "reason": "FAILED in B"}],
+           "geomean_speedup_pct": 123.4,
+           "liveness": {"status": "live", "detail": "axis live: compiled artifacts differ"},
+           "notes": ["something the reader must know"]}
+    return {**doc, **overrides}
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """The cells of the main table's body rows (skipping header and rule)."""
+    lines = [ln for ln in markdown.splitlines() if ln.startswith("| ")]
+    header = lines.index(next(ln for ln in lines if ln.startswith("| operator | dtype | shape |")))
+    body = []
+    for line in lines[header + 2:]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if cells[0] == "operator":
+            break  # the unpaired table's header
+        body.append(cells)
+    return body
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def test_markdown_states_the_caliber_above_the_table() -> None:
+    md = render_markdown(document(), CALIBER)
+    for line in ("- backend: cuda",
+                 "- axis: RLC_ENHANCE (FLAGTREE_CUDA_RLC_ENHANCE): A=0 (off), B=1 (on)",
+                 "- level: core", "- timer: graph", "- shape mode: upstream",
+                 "- rounds: 3 per side, interleaved A B B A ...",
+                 "- noise floor: 1.5% (A/A campaign runs/ab/none-tanh/20250101-000000)",
+                 "- image digest: A sha256:aaa; B sha256:bbb",
+                 f"- harness commit: {CALIBER['harness_commit']} (dirty: uncommitted changes)"):
+        assert line in md.splitlines(), line
+    assert md.index("- backend: cuda") < md.index("| operator |")
+    assert md.startswith("# A/B: RLC_ENHANCE on tanh\n")
+
+
+def test_one_table_row_per_input_row_with_verdict_and_flags() -> None:
+    rows = table_rows(render_markdown(document(), CALIBER))
+    assert [r[2] for r in rows] == ["[[64, 64]]", "[[4096, 4096]]", "[[1, 1]]"]
+    faster, same, flagged = rows
+    assert faster == ["tanh", "torch.float16", "[[64, 64]]", "0.001400", "0.001000", "+40.0",
+                      "+39.0..+41.0", "[+30.0, +50.0]", "**faster**", "-"]
+    assert same[3:5] == ["237.5", "237.0"] and same[8] == "same"
+    assert flagged[8] == "same (flagged)" and flagged[9] == f"A:{DIRECT_MARKER}"
+
+
+def test_geomean_unpaired_rows_and_notes() -> None:
+    md = render_markdown(document(), CALIBER, notes=["axis live: compiled artifacts differ"])
+    assert "geometric mean speedup: +123.4% over 3 paired rows (1 flagged)" in md
+    assert "## Unpaired rows (1)" in md
+    assert "| tanh | torch.bfloat16 | [[8, 8]] | FAILED in B |" in md
+    assert "- axis live: compiled artifacts differ" in md
+    assert md.index("## Notes") < md.index("| operator |")
+
+
+def test_geomean_is_computed_when_absent_and_no_unpaired_is_said() -> None:
+    doc = document(geomean_speedup_pct=None, unpaired=[],
+                   rows=[ab_row("[[1]]", 2.0, 1.0, 100.0, "faster"),
+                         ab_row("[[2]]", 1.0, 2.0, -50.0, "slower", (-60.0, -40.0))])
+    md = render_markdown(doc, CALIBER)
+    assert "geometric mean speedup: +0.0% over 2 paired rows (0 flagged)" in md
+    assert "unpaired rows: none" in md and "**slower**" in md
+
+
+def test_not_live_axis_is_said_before_the_table() -> None:
+    md = render_markdown(document(), CALIBER,
+                         notes=["AXIS_NOT_LIVE axis=RLC_ENHANCE: equal artifacts, name not found"])
+    assert "no row below says anything about the switch" in md
+    assert md.index("AXIS_NOT_LIVE") < md.index("| operator |")
+
+
+def test_an_aa_campaign_and_an_unrecorded_caliber_read_plainly() -> None:
+    md = render_markdown(document(caliber={}), {"axis": "none"})
+    assert "- axis: none (an A/A campaign: both sides identical; it measures the noise floor)" in md
+    assert "- backend: not recorded" in md and "- noise floor: not recorded" in md
+    assert "- image digest: none recorded" in md
+    assert render_markdown(document(), CALIBER, noise_floor=3.0).count("- noise floor: 3.0%") == 1
+
+
+def test_one_round_has_no_interval() -> None:
+    row = ab_row("[[1]]", 1.0, 0.5, 100.0, "same", ci=None, rounds=1)
+    md = render_markdown([row], {})
+    assert table_rows(md)[0][7] == "-"
+    assert "one round per side: no interval" in md
+
+
+def test_bad_rows_are_refused_naming_what_is_wrong() -> None:
+    with pytest.raises(UsageError, match="verdict='better'; expected one of: faster, slower"):
+        render_markdown([ab_row("[[1]]", 1.0, 1.0, 0.0, "better")], {})
+    bad = ab_row("[[1]]", 1.0, 1.0, 0.0, "same")
+    del bad["b_ms"]
+    with pytest.raises(UsageError, match="row 0 of the A/B lacks b_ms"):
+        render_markdown([bad], {})
+
+
+def measured(shape: str, latency: float, markers: tuple[str, ...] = ()) -> Row:
+    return Row(op="tanh", dtype="torch.float16", shape=shape, status="SUCCESS",
+               latency_base_ms=1.0, latency_ms=latency, speedup=1.0 / latency, markers=markers)
+
+
+def test_an_ab_report_from_summary_renders_as_its_ab_json_does() -> None:
+    a = [Source(f"A/r{i}", "run", (measured("[[1]]", 2.0 + i / 100),
+                                   measured("[[2]]", 1.0, (DIRECT_MARKER,)))) for i in range(3)]
+    b = [Source(f"B/r{i}", "run", (measured("[[1]]", 1.0 + i / 100), measured("[[2]]", 0.5),
+                                   measured("[[3]]", 1.0))) for i in range(3)]
+    report = compare(a, b, noise_floor_pct=2.0)
+    caliber = {k: v for k, v in CALIBER.items() if k != "noise_floor_pct"}
+    md = render_markdown(report, caliber)
+    rows = table_rows(md)
+    assert [(r[2], r[8]) for r in rows] == [("[[1]]", "**faster**"), ("[[2]]", "same (flagged)")]
+    assert rows[1][9] == f"A:{DIRECT_MARKER}" and "- noise floor: 2.0%" in md
+    assert "| tanh | torch.float16 | [[3]] | only in B |" in md
+    doc = json.loads(json.dumps(ab_document(report, caliber)))
+    assert render_markdown(doc, caliber) == md
+    assert as_report(doc).rows == report.rows
+
+
+# ---------------------------------------------------------------- PNG
+
+
+def test_png_is_written(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    assert render_png(document(), tmp_path / AB_PNG) is True
+    assert (tmp_path / AB_PNG).read_bytes().startswith(PNG_MAGIC)
+    assert [p.name for p in tmp_path.iterdir()] == [AB_PNG]  # no temporary left behind
+    assert render_png([], tmp_path / "empty.png") is True
+
+
+def hide_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes `import` raise ImportError, even where it is installed.
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_png_without_matplotlib_returns_false_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hide_matplotlib(monkeypatch)
+    assert render_png(document(), tmp_path / AB_PNG) is False
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- files and CLI
+
+
+def campaign(tmp_path: Path, **overrides: Any) -> Path:
+    (tmp_path / AB_JSON).write_text(json.dumps(document(**overrides)))
+    return tmp_path
+
+
+def test_cli_writes_ab_md_and_says_why_there_is_no_png(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    hide_matplotlib(monkeypatch)
+    assert cli.main(["report", str(campaign(tmp_path))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == str(tmp_path / AB_MD)
+    assert out[1].startswith("ab.png not written: matplotlib is not installed")
+    md = (tmp_path / AB_MD).read_text()
+    assert "- axis live: compiled artifacts differ" in md  # the liveness of ab.json
+    assert "- something the reader must know" in md and not (tmp_path / AB_PNG).exists()
+
+
+def test_cli_writes_the_png_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    assert cli.main(["report", str(campaign(tmp_path) / AB_JSON)]) == 0
+    assert capsys.readouterr().out.splitlines() == [str(tmp_path / AB_MD), str(tmp_path / AB_PNG)]
+    assert (tmp_path / AB_PNG).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_not_live_liveness_reads_as_the_marker(tmp_path: Path) -> None:
+    path = campaign(tmp_path, liveness={"status": "not_live", "detail": "equal artifacts"})
+    md_path, _ = write_report(path)
+    assert "- AXIS_NOT_LIVE axis=RLC_ENHANCE: equal artifacts" in md_path.read_text()
+    assert "no row below says anything about the switch" in md_path.read_text()
+    # The campaign may give [status, detail], its detail already the whole note.
+    write_report(campaign(tmp_path, liveness=["unknown", "liveness unknown: artifacts equal"]))
+    assert "- liveness unknown: artifacts equal" in md_path.read_text()
+    with pytest.raises(UsageError, match="liveness status='dead'"):
+        write_report(campaign(tmp_path, liveness={"status": "dead"}))
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no ab.json"),
+    ("{oops", "is not JSON"),
+    (json.dumps({"schema": "harness-receipt/1", "files": {}}), "is not an A/B result"),
+])
+def test_cli_exit_2_for_a_directory_without_an_ab_result(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
+        message: str) -> None:
+    if content is not None:
+        (tmp_path / AB_JSON).write_text(content)
+    assert cli.main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0]
