@@ -20,10 +20,12 @@ FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
+AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from
 flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
-ARGS = $(foreach p,$(FLAG_MAP),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
+flags = $(foreach p,$(1),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
+ARGS = $(call flags,$(FLAG_MAP))
 
-.PHONY: help demo test lint preflight run backends venv
+.PHONY: help demo test lint preflight run backends venv ab
 
 help: ## list the targets and variables
 	@echo "usage: make <target> [VARIABLE=value ...]"
@@ -42,9 +44,12 @@ $(VENV)/.installed: requirements/cpu.txt pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the cpu stack (torch CPU build, pinned)
 
+# The demo's switch really changes CPU timings: BLAS threads for mm, 1 against 2.
+DEMO_AB = --backend=cpu --op=mm --axis=OMP_NUM_THREADS --a=1 --b=2 --rounds=3
+
 demo: PYTHON = $(VENV)/bin/python
-demo: $(VENV)/.installed ## the embedded default: the whole cpu suite on the cpu backend
-	$(HARNESS) run --backend=cpu --node=benchmark $(ARGS)
+demo: $(VENV)/.installed ## the embedded default: an A/B on the cpu backend, with its report
+	$(HARNESS) ab $(DEMO_AB) $(ARGS)
 
 test: ## every host-independent test (nox -s tests; installs nox where missing)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
@@ -87,3 +92,6 @@ pin: ## resolve the base tags of containers/pins.yaml to digests and rewrite it 
 
 shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make run
 	$(HARNESS) shell $(ARGS)
+
+ab: ## an A/B campaign: make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm [A= B= ROUNDS=]
+	$(HARNESS) ab $(ARGS) $(call flags,$(AB_FLAG_MAP))

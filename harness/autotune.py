@@ -20,6 +20,7 @@ the kernel's module and qualified name. Keys are what the tuner looks up; one li
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -236,6 +237,17 @@ class TuningOutcome:
     recorded: int | None  # None: recording was off
     fallbacks: tuple[dict[str, Any], ...]
     compiled_kernels: int | None = None  # binaries in a private Triton cache; None: shared
+    artifacts: tuple[str, ...] = ()  # sha256 of each compiled artifact, sorted
+
+
+def artifact_hashes(triton_cache: Path) -> tuple[str, ...]:
+    """sha256 of every compiled artifact in a Triton cache, sorted; the JSON metadata (which
+    names paths and cache keys) is left out, so equal code gives equal fingerprints."""
+    hashes = set()
+    for path in triton_cache.glob("*/*"):
+        if path.is_file() and path.suffix != ".json":
+            hashes.add(hashlib.sha256(path.read_bytes()).hexdigest())
+    return tuple(sorted(hashes))
 
 
 def count_compiled_kernels(triton_cache: Path) -> int:

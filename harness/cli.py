@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from harness import __version__, backends, batch, container, receipt, report, runner, spec
+from harness import __version__, ab, backends, batch, container, receipt, report, runner, spec
 from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
@@ -71,6 +71,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     rc, _ = runner.execute(settings, plan)
     return rc
+
+
+def _cmd_ab(args: argparse.Namespace) -> int:
+    settings = spec.resolve(vars(args))
+    campaign = spec.resolve_ab(vars(args))
+    axis = ab.resolve_axis(campaign.axis, settings.backend)
+    if (rc := _in_image(settings, args)) is not None:
+        if settings.dry_run:  # the container line shows only the inner command
+            where = settings.out / "ab" / f"{axis.name}-{settings.op or 'node'}" / "<ts>"
+            for line in ab.describe(settings, axis, ab.schedule(campaign.rounds, campaign.a,
+                                                                campaign.b), where):
+                print(line)
+        return rc
+    plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
+    return ab.command(settings, plan, axis, campaign, out=print)
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
@@ -168,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one benchmark node in a new run directory")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_run)
+    p = sub.add_parser("ab", help="an A/B campaign of one switch: AXIS, A, B, ROUNDS")
+    spec.add_arguments(p, (*RUN_VARS, "AXIS", "A", "B", "ROUNDS", "NOISE_FROM"))
+    p.set_defaults(func=_cmd_ab)
     p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
     batch.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_batch)

@@ -63,8 +63,10 @@ def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
     raise RuntimeError(f"could not claim a run directory under {parent}")
 
 
-def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocation:
-    """The pytest argv and the environment the harness adds for this run."""
+def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
+                     extra_env: dict[str, str] | None = None) -> Invocation:
+    """The pytest argv and the environment the harness adds for this run (`extra_env` last:
+    an A/B side's switch)."""
     plugins = plan_plugins(settings.backend, settings.timer,
                            tuning=settings.record or settings.replay_from is not None)
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
@@ -94,6 +96,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path) -> Invocatio
     if settings.replay_from:
         env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
         env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
+    env.update(extra_env or {})
     return Invocation(argv=argv, cwd=settings.flaggems_dir.resolve(), env=env, plugins=plugins)
 
 
@@ -177,7 +180,8 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
     if settings.isolate_tuner_cache:
         cache = run_dir / "tuner_cache"
         outcome = dataclasses.replace(
-            outcome, compiled_kernels=autotune.count_compiled_kernels(cache / "triton"))
+            outcome, compiled_kernels=autotune.count_compiled_kernels(cache / "triton"),
+            artifacts=autotune.artifact_hashes(cache / "triton"))
         for db in sorted((cache / "flaggems").glob("**/*.db")):
             (run_dir / autotune.RECORDS_DIR).mkdir(exist_ok=True)
             shutil.copy2(db, run_dir / autotune.RECORDS_DIR / db.name)
@@ -225,11 +229,16 @@ def _read_runtime(run_dir: Path) -> dict[str, object]:
 
 def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
             echo: Callable[[bytes], None] | None = None,
-            now: Callable[[], dt.datetime] | None = None) -> tuple[int, Path]:
-    """Claim the run directory, run pytest, and write results and identity; return (rc, dir)."""
+            now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
+            extra_env: dict[str, str] | None = None) -> tuple[int, Path]:
+    """Claim the run directory (or create the given one, which must not exist), run pytest,
+    and write results and identity; return (rc, dir)."""
     echo = echo or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.buffer.flush()))
-    run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
-    inv = build_invocation(settings, plan, run_dir)
+    if run_dir is None:
+        run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
+    else:
+        run_dir.mkdir(parents=True)
+    inv = build_invocation(settings, plan, run_dir, extra_env)
     header = header_lines(settings, plan, run_dir, inv)
     if settings.replay_from:
         autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
@@ -260,11 +269,14 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         devices_after=_visible_devices(settings),
         versions={"python": plan.python_version, **plan.versions},
         flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
-    doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
+    doc.update({"command": inv.argv, "pytest_exit_code": rc, "wall_s": round(wall, 3),
+                "rows": len(rows),
                 "results_source": source, "autotune_records": tuning.recorded,
                 "autotune_replay_fallbacks": len(tuning.fallbacks),
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),
-                "compiled_kernels": tuning.compiled_kernels})
+                "compiled_kernels": tuning.compiled_kernels,
+                "compiled_artifacts": list(tuning.artifacts),
+                "extra_env": extra_env or {}})
     atomic_write_json(run_dir / "run_identity.json", doc)
     summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
                f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "

@@ -69,6 +69,12 @@ VARS: tuple[Var, ...] = (
     Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use (default: all visible)",
         aliases=("--gpus",)),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/"),
+    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name, or none)"),
+    Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0"),
+    Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1"),
+    Var("ROUNDS", "ZL_ROUNDS", "--rounds", "ab: interleaved rounds", "3"),
+    Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
+        "ab: an A/A campaign whose measured noise floor applies"),
     Var("RUNNER", "ZL_RUNNER", "--runner", "docker, podman or host", None, RUNNERS),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0", ("0", "1")),
@@ -167,6 +173,32 @@ def _devices(var: Var, value: str | None, source: str) -> tuple[str, ...]:
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected "
                          "comma-separated device indices or UUIDs, e.g. 0,1")
     return items
+
+
+@dataclass(frozen=True)
+class AbSpec:
+    """The campaign variables of `harness ab`, validated."""
+
+    axis: str
+    a: str
+    b: str
+    rounds: int
+    noise_from: Path | None
+
+
+def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
+    """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
+    env = os.environ if env is None else env
+    values = {name: _raw(VARS_BY_MAKE[name], flags, env)
+              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM")}
+    axis, _ = values["AXIS"]
+    if not axis:
+        raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
+                         "variable name, or none for an A/A campaign")
+    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"])
+    noise = values["NOISE_FROM"][0]
+    return AbSpec(axis, values["A"][0] or "0", values["B"][0] or "1", rounds,
+                  Path(noise) if noise else None)
 
 
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],

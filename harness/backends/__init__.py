@@ -6,8 +6,8 @@ import enum
 import importlib
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from harness.errors import UsageError
 
@@ -69,6 +69,8 @@ class Backend:
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
     is_accelerator: bool = True
+    # Compiler switches by short AXIS name -> the environment variable this stack reads.
+    switches: Mapping[str, str] = field(default_factory=dict)
     # Engine flags (`docker`/`podman` first) that give a container exactly the DEVICES given, or
     # every device when none is; inside, they are numbered from 0. None: no vendor image.
     container_device_args: Callable[[str, Sequence[str]], tuple[str, ...]] | None = None
@@ -157,6 +159,7 @@ class Backend:
             "compat_plugins": list(self.compat_plugins),
             "python_modules": list(self.python_modules),
             "is_accelerator": self.is_accelerator,
+            "switches": dict(self.switches),
         }
 
 

@@ -111,4 +111,6 @@ BACKEND = Backend(
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),
     container_device_args=gpu_container_args,
+    # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).
+    switches={"RLC_ENHANCE": "FLAGTREE_RLC_ENHANCE"},
 )

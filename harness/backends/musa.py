@@ -79,4 +79,6 @@ BACKEND = Backend(
     compat_plugins=("harness.plugins.compat_musa",),
     python_modules=("torch", "triton", "flag_gems", "torch_musa"),
     container_device_args=mthreads_container_args,
+    # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).
+    switches={"RLC_ENHANCE": "FLAGTREE_MUSA_RLC_ENHANCE"},
 )

@@ -118,3 +118,13 @@ def test_compiled_kernels_are_counted_by_triton_group_files(tmp_path):
         (tmp_path / name / f"k_{name}.bin").write_text("")
     (tmp_path / "cc").mkdir()
     assert autotune.count_compiled_kernels(tmp_path) == 2
+
+
+def test_artifact_hashes_ignore_metadata_and_match_equal_code(tmp_path):
+    for root, code in ((tmp_path / "a", b"\x7fELF one"), (tmp_path / "b", b"\x7fELF one")):
+        (root / "h1").mkdir(parents=True)
+        (root / "h1" / "k.cubin").write_bytes(code)
+        (root / "h1" / "k.json").write_text(f'{{"path": "{root}"}}')
+    assert autotune.artifact_hashes(tmp_path / "a") == autotune.artifact_hashes(tmp_path / "b")
+    (tmp_path / "b" / "h1" / "k.cubin").write_bytes(b"\x7fELF two")
+    assert autotune.artifact_hashes(tmp_path / "a") != autotune.artifact_hashes(tmp_path / "b")

@@ -1,0 +1,230 @@
+"""A/B campaigns of one switch: interleaved rounds, same configs on both sides, liveness.
+
+Side A runs with the switch off and records its autotune winners (round 0); every later run, A
+or B, replays those winners strictly from a private cache, so both sides run the same kernel
+configurations. Rounds are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs
+an A/A campaign whose spread is the noise floor of later campaigns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import identity, receipt, report, runner, stats, summary
+from harness.backends import Backend
+from harness.errors import EXIT_AXIS_NOT_LIVE, EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
+from harness.fsutil import atomic_write_json
+from harness.preflight import Plan
+from harness.spec import REPO_ROOT, AbSpec, Settings
+
+# Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
+COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
+AXIS_NONE = "none"
+NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The switch under test: the name the user gave and the variable it sets (None: A/A)."""
+
+    name: str
+    variable: str | None
+
+    def env(self, value: str) -> dict[str, str]:
+        return {self.variable: value} if self.variable else {}
+
+
+def resolve_axis(name: str, backend: Backend) -> Axis:
+    """A known short name, a full environment variable name, or `none`."""
+    known = {**COMMON_AXES, **backend.switches}
+    if name == AXIS_NONE:
+        return Axis(name, None)
+    if name in known:
+        return Axis(name, known[name])
+    # A short name another backend knows is not a variable: it has no spelling here.
+    if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
+        return Axis(name, name)
+    accepted = ", ".join([AXIS_NONE, *sorted(known), "or a full variable name"])
+    raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
+                     f"of: {accepted}")
+
+
+def _short_names() -> set[str]:
+    from harness import backends
+
+    return {*COMMON_AXES, *(k for b in backends.registry().all() for k in b.switches)}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One run of the campaign."""
+
+    side: str  # "A" or "B"
+    round: int
+    value: str | None  # the axis value on this side
+
+    @property
+    def rel(self) -> str:
+        return f"{self.side}/r{self.round}"
+
+
+def schedule(rounds: int, a: str, b: str) -> list[Step]:
+    """A B, B A, A B ...: round 0 starts with A, whose winners every later run replays."""
+    steps = []
+    for r in range(rounds):
+        order = ("A", "B") if r % 2 == 0 else ("B", "A")
+        steps += [Step(side, r, a if side == "A" else b) for side in order]
+    return steps
+
+
+def side_settings(settings: Settings, step: Step, campaign: Path) -> Settings:
+    """A private cache for every run; A/r0 records, every other run replays A/r0 strictly."""
+    first = step.side == "A" and step.round == 0
+    return dataclasses.replace(
+        settings, isolate_tuner_cache=True, record=True, dry_run=False,
+        replay_from=None if first else campaign / "A" / "r0", replay_strict=not first)
+
+
+def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) -> list[str]:
+    """The campaign plan, for --dry-run."""
+    lines = [f"campaign: {campaign} (not created)", f"axis: {axis.name} -> "
+             f"{axis.variable or 'no variable (A/A: both sides identical)'}"]
+    for step in steps:
+        env = " ".join(f"{k}={v}" for k, v in axis.env(step.value or "").items()) or "-"
+        mode = "record" if step.rel == "A/r0" else "replay A/r0 (strict)"
+        lines.append(f"  {step.rel}: {env}  tuner cache private, {mode}")
+    return lines
+
+
+def compiler_mentions(python: str, variable: str) -> bool | None:
+    """Whether the installed Triton (or FlagTree) mentions `variable` anywhere in its files;
+    None when the interpreter has no Triton."""
+    script = (
+        "import importlib.util, pathlib, sys\n"
+        "spec = importlib.util.find_spec('triton')\n"
+        "if spec is None: print('none'); sys.exit()\n"
+        "needle = sys.argv[1].encode()\n"
+        "for root in spec.submodule_search_locations:\n"
+        "    for p in pathlib.Path(root).rglob('*'):\n"
+        "        if p.is_file() and p.suffix in ('.py', '.so', '.json') and "
+        "needle in p.read_bytes(): print('yes'); sys.exit()\n"
+        "print('no')\n")
+    proc = subprocess.run([python, "-c", script, variable], capture_output=True, text=True,
+                          timeout=600)
+    answer = proc.stdout.strip()
+    return None if answer in ("none", "") else answer == "yes"
+
+
+def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -> tuple[str, str]:
+    """DESIGN.md's liveness check: ("live" | "unknown" | "not_live" | "unchecked", note)."""
+    a = {h for doc in identities["A"] for h in doc.get("compiled_artifacts") or ()}
+    b = {h for doc in identities["B"] for h in doc.get("compiled_artifacts") or ()}
+    if not a and not b:
+        return "unchecked", "liveness not checked: this backend compiled no kernels"
+    if not b <= a:
+        return "live", "axis live: side B compiled artifacts side A never produced"
+    found = compiler_mentions(python, axis.variable or "")
+    if found:
+        return "unknown", (f"liveness unknown: compiled artifacts are equal, but the compiler "
+                           f"mentions {axis.variable}")
+    return "not_live", (f"{NOT_LIVE_MARKER} axis={axis.name}: compiled artifacts are equal and "
+                        f"the installed compiler never mentions {axis.variable}")
+
+
+def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
+                 noise_floor_pct: float, campaign: Path,
+                 out: Callable[[str], None] = print) -> tuple[dict, list[int]]:
+    """Run every step, then pair, classify and check liveness: (ab.json document, step rcs)."""
+    steps = schedule(spec.rounds, spec.a, spec.b)
+    codes, commands = [], []
+    for number, step in enumerate(steps, start=1):
+        env = axis.env(step.value or "")
+        out(f"AB_STEP {number}/{len(steps)} {step.rel} "
+            f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
+        rc, run_dir = runner.execute(side_settings(settings, step, campaign), plan,
+                                     run_dir=campaign / step.rel, extra_env=env)
+        codes.append(rc)
+        commands.append([f"{k}={v}" for k, v in env.items()] +
+                        json.loads((run_dir / "run_identity.json").read_text())["command"])
+    sources = {side: [summary.load_source(campaign / side / f"r{r}")
+                      for r in range(spec.rounds)] for side in ("A", "B")}
+    result = summary.compare(sources["A"], sources["B"], noise_floor_pct=noise_floor_pct)
+    caliber = {**settings.caliber(), "op": plan.op, "node": plan.node.nodeid,
+               "axis": axis.name, "axis_var": axis.variable, "a": spec.a, "b": spec.b,
+               "rounds": spec.rounds,
+               "noise_floor_source": str(spec.noise_from) if spec.noise_from else None,
+               "image_digests": {side: sorted({doc.get("image_digest") or "none"
+                                               for s in srcs for _, doc in s.identities})
+                                 for side, srcs in sources.items()},
+               "harness_commit": identity.git_state(REPO_ROOT)["commit"],
+               "harness_dirty": identity.git_state(REPO_ROOT)["dirty"]}
+    notes: list[str] = []
+    live = None
+    if axis.variable is None:
+        floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
+        caliber["measured_noise_floor_pct"] = floor
+        notes.append(f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
+                     "NOISE_FROM to later campaigns)")
+    elif any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER)
+             for r in result.rows):
+        live = {"status": "live", "detail": "rows differ beyond the noise floor"}
+    else:
+        identities = {side: [doc for s in srcs for _, doc in s.identities]
+                      for side, srcs in sources.items()}
+        status, detail = liveness(identities, axis, plan.python)
+        if status == "unchecked":
+            notes.append(detail)
+        else:
+            live = {"status": status, "detail": detail}
+    doc = report.ab_document(result, caliber, liveness=live, notes=notes)
+    doc["commands"] = commands
+    doc["sides"] = {side: [str(campaign / side / f"r{r}") for r in range(spec.rounds)]
+                    for side in ("A", "B")}
+    return doc, codes
+
+
+def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
+            out: Callable[[str], None] = print) -> int:
+    """`harness ab`: the campaign end to end; exit 0, 1 (a run failed) or 6 (axis not live)."""
+    floor = noise_floor_from(spec.noise_from) if spec.noise_from else stats.MIN_NOISE_FLOOR_PCT
+    steps = schedule(spec.rounds, spec.a, spec.b)
+    parent = settings.out / "ab" / f"{axis.name}-{plan.op}"
+    if settings.dry_run:
+        for line in describe(settings, axis, steps, parent / runner.utc_stamp()):
+            out(line)
+        for line in runner.describe_dry_run(settings, plan, parent / "<ts>" / "A" / "r0"):
+            out(line)
+        return EXIT_OK
+    campaign = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{plan.op}",
+                                    runner.utc_stamp())
+    doc, codes = run_campaign(settings, plan, axis, spec, noise_floor_pct=floor,
+                              campaign=campaign, out=out)
+    atomic_write_json(campaign / report.AB_JSON, doc)
+    md, png = report.write_report(campaign)
+    receipt.write_receipt(campaign, receipt.build_receipt(
+        campaign={"dir": str(campaign), "axis": axis.name, "variable": axis.variable,
+                  "steps": [s.rel for s in steps]},
+        sides={side: {"runs": doc["sides"][side]} for side in ("A", "B")},
+        rows=doc["rows"], commands=doc["commands"], caliber=doc["caliber"]))
+    out(f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} "
+        f"geomean={doc['geomean_speedup_pct']} report={md}" + (f" plot={png}" if png else ""))
+    if (doc.get("liveness") or {}).get("status") == "not_live":
+        out(f"{NOT_LIVE_MARKER} axis={axis.name}")
+        return EXIT_AXIS_NOT_LIVE
+    return EXIT_OK if all(rc == 0 for rc in codes) else EXIT_BENCHMARK_FAILED
+
+
+def noise_floor_from(path: Path) -> float:
+    """The noise floor an A/A campaign measured (its ab.json)."""
+    try:
+        doc = json.loads((path / report.AB_JSON).read_text(encoding="utf-8"))
+        return float(doc["caliber"]["measured_noise_floor_pct"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign "
+                         f"(no measured_noise_floor_pct in {report.AB_JSON})") from None

@@ -1,0 +1,68 @@
+"""`harness ab` and `make demo` end to end on the cpu backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.spec import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+SHAPES = "add:\n  shapes:\n    - [64, 64]\n    - [256, 256]\n"
+
+
+def harness(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})},
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text(SHAPES)
+    proc = harness("ab", "--backend", "cpu", "--op", "add", "--axis", "none", "--rounds", "2",
+                   "--shape-mode", "file", "--shape-file", str(shapes), "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (campaign,) = (tmp_path / "ab" / "none-add").iterdir()
+    assert sorted(p.name for p in (campaign / "A").iterdir()) == ["r0", "r1"]
+    doc = json.loads((campaign / "ab.json").read_text())
+    assert doc["schema"] == "harness-ab/1" and len(doc["rows"]) == 4  # 2 shapes x 2 dtypes
+    assert doc["caliber"]["measured_noise_floor_pct"] >= 1.0
+    assert {r["verdict"] for r in doc["rows"]} <= {"same", "faster", "slower"}
+    md = (campaign / "ab.md").read_text()
+    assert "- axis: none (an A/A campaign" in md and "| add | torch.float32 |" in md
+    identity = json.loads((campaign / "B" / "r1" / "run_identity.json").read_text())
+    assert identity["replay_from"] == str(campaign / "A" / "r0") and identity["replay_strict"]
+    verify = harness("receipt", "verify", str(campaign))
+    assert verify.returncode == 0 and "RECEIPT_OK" in verify.stdout
+    steps = [line for line in proc.stdout.splitlines() if line.startswith("AB_STEP")]
+    assert [s.split()[2] for s in steps] == ["A/r0", "B/r0", "B/r1", "A/r1"]
+
+
+def test_ab_dry_run_shows_both_sides_and_runs_nothing(tmp_path):
+    proc = harness("ab", "--backend", "cpu", "--op", "mm", "--axis", "OMP_NUM_THREADS",
+                   "--a", "1", "--b", "2", "--rounds", "2", "--out", str(tmp_path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "A/r0: OMP_NUM_THREADS=1" in proc.stdout and "B/r1: OMP_NUM_THREADS=2" in proc.stdout
+    assert not any(tmp_path.iterdir())
+
+
+def test_ab_requires_an_axis(tmp_path):
+    proc = harness("ab", "--backend", "cpu", "--op", "mm", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "AXIS is required" in proc.stderr
+
+
+def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
+    # The README's first command, as a new user runs it (it builds .venv on first use).
+    proc = subprocess.run(["make", "--no-print-directory", "demo", "OUT=runs/demo-test"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    done = [line for line in proc.stdout.splitlines() if line.startswith("AB_DONE")]
+    assert done and "report=" in done[0]
+    report = done[0].split("report=")[1].split()[0]
+    text = open(report).read()
+    assert "OMP_NUM_THREADS: A=1 (off), B=2 (on)" in text and "| mm | torch.float32 |" in text

@@ -1,0 +1,87 @@
+"""A/B campaign planning: axis names, interleaving, same configs on both sides, liveness."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import ab, backends, spec
+from harness.errors import UsageError
+
+
+def settings(**flags):
+    return spec.resolve({"backend": "cpu", **flags}, {}, which=lambda _: None)
+
+
+@pytest.mark.parametrize(("backend", "name", "variable"), [
+    ("musa", "RLC_ENHANCE", "FLAGTREE_MUSA_RLC_ENHANCE"),
+    ("cuda", "RLC_ENHANCE", "FLAGTREE_RLC_ENHANCE"),
+    ("cuda", "FOLDSCALE", "FLAGGEMS_MXFP4_FOLDSCALE"),
+    ("cpu", "OMP_NUM_THREADS", "OMP_NUM_THREADS"),
+    ("cpu", "none", None),
+])
+def test_axis_resolves_as_the_backend_spells_it(backend, name, variable):
+    assert ab.resolve_axis(name, backends.get(backend)).variable == variable
+
+
+def test_a_short_name_the_backend_cannot_spell_is_refused_with_the_accepted_names():
+    with pytest.raises(UsageError) as info:
+        ab.resolve_axis("RLC_ENHANCE", backends.get("rocm"))
+    assert "AXIS='RLC_ENHANCE'" in str(info.value) and "FOLDSCALE" in str(info.value)
+    with pytest.raises(UsageError):
+        ab.resolve_axis("rlc", backends.get("cuda"))
+
+
+def test_rounds_interleave_and_start_with_the_recording_side():
+    steps = ab.schedule(3, "0", "1")
+    assert [s.rel for s in steps] == ["A/r0", "B/r0", "B/r1", "A/r1", "A/r2", "B/r2"]
+    assert {s.value for s in steps if s.side == "A"} == {"0"}
+
+
+def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
+    base = settings()
+    first, later = ab.schedule(2, "0", "1")[0], ab.schedule(2, "0", "1")[2]
+    s0 = ab.side_settings(base, first, tmp_path)
+    assert s0.isolate_tuner_cache and s0.record and s0.replay_from is None
+    s1 = ab.side_settings(base, later, tmp_path)
+    assert s1.replay_from == tmp_path / "A" / "r0" and s1.replay_strict and s1.isolate_tuner_cache
+
+
+def test_dry_run_plan_shows_each_sides_switch(tmp_path):
+    axis = ab.resolve_axis("RLC_ENHANCE", backends.get("musa"))
+    lines = ab.describe(settings(), axis, ab.schedule(1, "0", "1"), tmp_path)
+    assert any("A/r0: FLAGTREE_MUSA_RLC_ENHANCE=0" in line for line in lines)
+    assert any("B/r0: FLAGTREE_MUSA_RLC_ENHANCE=1" in line for line in lines)
+
+
+def doc(*hashes):
+    return {"compiled_artifacts": list(hashes)}
+
+
+def test_liveness_from_artifacts_then_from_the_compilers_own_files(tmp_path):
+    axis = ab.Axis("X", "SOME_SWITCH_NOBODY_READS")
+    live = ab.liveness({"A": [doc("a", "b")], "B": [doc("a", "c")]}, axis, sys.executable)
+    assert live[0] == "live"
+    # no triton in this interpreter: the name cannot be found, so equal artifacts mean dead
+    dead = ab.liveness({"A": [doc("a", "b")], "B": [doc("a")]}, axis, sys.executable)
+    assert dead[0] == "not_live" and dead[1].startswith("AXIS_NOT_LIVE axis=X")
+    assert ab.liveness({"A": [doc()], "B": [doc()]}, axis, sys.executable)[0] == "unchecked"
+
+
+def test_compiler_mentions_scans_the_installed_package(tmp_path, monkeypatch):
+    package = tmp_path / "triton"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "knobs.py").write_text('RLC = env("FLAGTREE_RLC_ENHANCE")\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert ab.compiler_mentions(sys.executable, "FLAGTREE_RLC_ENHANCE") is True
+    assert ab.compiler_mentions(sys.executable, "FLAGTREE_NOT_THERE") is False
+
+
+def test_noise_floor_comes_from_an_aa_campaign(tmp_path):
+    (tmp_path / "ab.json").write_text('{"caliber": {"measured_noise_floor_pct": 2.5}}')
+    assert ab.noise_floor_from(tmp_path) == 2.5
+    with pytest.raises(UsageError, match="not an A/A campaign"):
+        ab.noise_floor_from(Path(tmp_path / "nothing"))
