@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from harness.autotune import USED_FILE, Records, Winner, from_text
+from harness.plugins.markers import write_marker
 
 FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
@@ -70,11 +71,7 @@ class Autotune:
         self._undo: list[Callable[[], None]] = []
 
     def marker(self, line: str) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line, flush=True)
-        else:
-            print(line, flush=True)
+        write_marker(self.config, line)
 
     def install(self) -> None:
         from triton.runtime.autotuner import Autotuner, Config

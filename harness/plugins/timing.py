@@ -27,6 +27,7 @@ import pytest
 from harness import backends
 from harness.backends import Backend, Verdict
 from harness.plugins.capture import GRAPH_BENCH
+from harness.plugins.markers import write_marker
 from harness.results import canonical_shape
 
 CURRENT_OP_VAR = "FLAGGEMS_PERF_CURRENT_OP"
@@ -98,11 +99,7 @@ class Timing:
 
     # -- output -----------------------------------------------------------------------------
     def marker(self, line: str) -> None:
-        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line, flush=True)
-        else:
-            print(line, flush=True)
+        write_marker(self.config, line)
 
     def write_rows(self, rows: list[dict[str, Any]]) -> None:
         if self.sidecar is None or not rows:
