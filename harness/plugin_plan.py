@@ -33,9 +33,18 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[st
     return tuple(plugins)
 
 
-def pytest_plugin_args(plugins: tuple[str, ...]) -> list[str]:
-    """`-p` arguments for pytest: the harness plugins, and no cache written into the checkout."""
-    args = ["-p", "no:cacheprovider"]
-    for plugin in plugins:
-        args += ["-p", plugin]
-    return args
+# FlagGems names its record log after every pytest argument; a GPU run with five `-p`
+# plugins and an absolute --shape_file passed 255 bytes and FlagGems' configure failed. pytest
+# reads the same plugins, in the same order, from PYTEST_PLUGINS.
+PLUGINS_VAR = "PYTEST_PLUGINS"
+
+
+def pytest_plugin_args() -> list[str]:
+    """pytest arguments of every run: no cache written into the checkout."""
+    return ["-p", "no:cacheprovider"]
+
+
+def pytest_plugin_env(plugins: tuple[str, ...], caller: str = "") -> dict[str, str]:
+    """The PYTEST_PLUGINS value that loads `plugins` in order, after the caller's own."""
+    names = [p for p in caller.split(",") if p.strip()] + list(plugins)
+    return {PLUGINS_VAR: ",".join(names)} if names else {}

@@ -20,7 +20,12 @@ import yaml
 from harness import autotune, identity, results
 from harness.backends import Device
 from harness.fsutil import atomic_write_json
-from harness.plugin_plan import plan_plugins, pytest_plugin_args
+from harness.plugin_plan import (
+    PLUGINS_VAR,
+    plan_plugins,
+    pytest_plugin_args,
+    pytest_plugin_env,
+)
 from harness.plugins.timing import SIDECAR
 from harness.preflight import Plan, visible_devices
 from harness.spec import REPO_ROOT, Settings
@@ -71,7 +76,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
                            tuning=settings.record or settings.replay_from is not None)
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
             "--level", settings.level, "--mode", FLAGGEMS_MODE,
-            "--record", "log", "-s", *pytest_plugin_args(plugins)]
+            "--record", "log", "-s", *pytest_plugin_args()]
     if settings.shape_mode == "file":
         argv += ["--shape_file", str(settings.shape_file.resolve())]
     env = {
@@ -86,6 +91,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         # bytecode goes beside the run outputs, never into the FlagGems checkout
         "PYTHONPYCACHEPREFIX": str((settings.out / ".pycache").resolve()),
         **settings.backend.visibility_env(settings.devices),
+        **pytest_plugin_env(plugins, os.environ.get(PLUGINS_VAR, "")),
     }
     if settings.isolate_tuner_cache:
         cache = run_dir / "tuner_cache"
@@ -230,14 +236,16 @@ def _read_runtime(run_dir: Path) -> dict[str, object]:
 def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
-            extra_env: dict[str, str] | None = None) -> tuple[int, Path]:
-    """Claim the run directory (or create the given one, which must not exist), run pytest,
+            extra_env: dict[str, str] | None = None, claimed: bool = False
+            ) -> tuple[int, Path]:
+    """Claim the run directory (or create the given one, which must not exist, unless
+    `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
     and write results and identity; return (rc, dir)."""
     echo = echo or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.buffer.flush()))
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
     else:
-        run_dir.mkdir(parents=True)
+        run_dir.mkdir(parents=True, exist_ok=claimed)
     inv = build_invocation(settings, plan, run_dir, extra_env)
     header = header_lines(settings, plan, run_dir, inv)
     if settings.replay_from:
@@ -245,7 +253,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     devices_before = _visible_devices(settings)
     before = _snapshot(inv.cwd)
     started = time.monotonic()
-    with open(run_dir / "run.log", "wb") as log:
+    with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
         log.write(text.encode())
         out(text.rstrip("\n"))

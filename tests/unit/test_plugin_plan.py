@@ -14,6 +14,7 @@ from harness.plugin_plan import (
     TIMING,
     plan_plugins,
     pytest_plugin_args,
+    pytest_plugin_env,
 )
 
 
@@ -51,6 +52,10 @@ def test_capture_only_for_the_graph_timer_on_a_capturing_backend():
                                            RECORD_LOG)
 
 
-def test_pytest_args_disable_the_cache_and_keep_order():
-    args = pytest_plugin_args(("a.one", "b.two"))
-    assert args == ["-p", "no:cacheprovider", "-p", "a.one", "-p", "b.two"]
+def test_plugins_load_in_order_through_the_environment_after_the_callers_own():
+    # Regression: with five -p arguments and an absolute --shape_file, FlagGems' record-log
+    # file name (built from every argument) passed 255 bytes and its configure failed.
+    assert pytest_plugin_args() == ["-p", "no:cacheprovider"]
+    assert pytest_plugin_env(("a.one", "b.two")) == {"PYTEST_PLUGINS": "a.one,b.two"}
+    assert pytest_plugin_env(("a.one",), "mine") == {"PYTEST_PLUGINS": "mine,a.one"}
+    assert pytest_plugin_env(()) == {}

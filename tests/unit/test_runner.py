@@ -116,3 +116,24 @@ def test_record_logs_written_by_the_run_are_moved_out_of_the_checkout(tmp_path):
     moved = runner._collect_record_logs(fg, before, run_dir)
     assert [p.name for p in moved] == ["result_benchmark_test_tanh__test_tanh_--level_core.log"]
     assert not new.exists() and old.exists()  # someone else's log stays where it was
+
+
+def flaggems_record_log_name(pytest_args):
+    """The file name FlagGems' benchmark conftest builds from pytest's arguments (ed2508bc)."""
+    parts = [a.replace(".py", "").replace("=", "_").replace("/", "_") for a in pytest_args]
+    return "result_{}.log".format("_".join(parts)).replace("_-", "-")
+
+
+def test_flaggems_record_log_name_stays_within_the_file_name_limit(tmp_path):
+    # Regression: a cuda mm run with every plugin as -p and an absolute shape file made a
+    # 276-byte name, and FlagGems' configure failed with rc 3.
+    deep = tmp_path / ("d" * 60) / "warmup" / "shard-0.yaml"
+    deep.parent.mkdir(parents=True)
+    deep.write_text("mm: {shapes: [[1, 2, 3, 4]]}\n")
+    s = spec.resolve({"backend": "cuda", "runner": "host", "flaggems_dir": str(tmp_path),
+                      "shape_mode": "file", "shape_file": str(deep), "replay_from": str(tmp_path)},
+                     {}, which=lambda _: None)
+    plan = Plan(node=Node("benchmark/test_mm.py", "test_mm", ("mm",)), op="mm", python="py")
+    inv = runner.build_invocation(s, plan, tmp_path / "run")
+    assert len(flaggems_record_log_name(inv.argv[3:]).encode()) < 255
+    assert inv.env["PYTEST_PLUGINS"].split(",") == list(inv.plugins)
