@@ -8,7 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from harness import __version__, ab, backends, batch, container, receipt, report, runner, spec
+from harness import (
+    __version__,
+    ab,
+    backends,
+    batch,
+    container,
+    receipt,
+    report,
+    runner,
+    spec,
+    warmup,
+)
 from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
@@ -66,10 +77,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
     if settings.dry_run:
         stamp = runner.utc_stamp()
-        for line in runner.describe_dry_run(settings, plan, settings.out / plan.op / stamp):
+        for line in [*warmup.describe_dry_run(settings, plan),
+                     *runner.describe_dry_run(settings, plan, settings.out / plan.op / stamp)]:
             print(line)
         return EXIT_OK
-    rc, _ = runner.execute(settings, plan)
+    settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: the sweep first
+    rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
     return rc
 
 

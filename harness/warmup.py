@@ -1,0 +1,336 @@
+"""Parallel warmup: shard the autotune sweep over N devices, merge the winners, measure serially.
+
+With PARALLEL_WARMUP_GPUS=N a run first resolves its benchmark's shapes statically (the shape
+file's entry FlagGems' set_shapes would use), deals them round-robin into N shard files, and
+runs N `harness run` children at once, one per device of the caller's selection, each with an
+isolated tuner cache so that it records its winners. The shards' records are merged into
+`<run_dir>/warmup/autotune_records/`, and the measured run then replays them (not strictly)
+serially on one device, so that its timings stay comparable with a serial run: N processes
+loading one box couple through its power budget.
+
+It refuses, and the serial sweep runs instead, with one `PARALLEL_WARMUP_SERIAL` line saying
+why: at --level comprehensive (set_more_shapes() is arbitrary Python), when the shapes cannot
+be resolved, when REPLAY_FROM already pins the winners, when the selection holds fewer devices
+than N, when there is only one shape, and after any shard exits non-zero (the whole sweep is
+discarded; its logs stay under warmup/). On a backend without an accelerator (cpu) devices
+mean nothing: the shards run unpinned, side by side on the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness import autotune, batch, runner
+from harness.errors import UsageError
+from harness.fsutil import atomic_write_text
+from harness.preflight import Plan
+from harness.providers import flaggems
+from harness.spec import Settings
+
+WARMUP_DIR = "warmup"
+SERIAL_MARKER = "PARALLEL_WARMUP_SERIAL"
+DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
+# A shard runs exactly its node, shard file and device: none of these may reach it from the
+# caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
+SHARD_ENV_DROP = ("PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
+                  "SHAPE_MODE", "SHAPE_FILE")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One child of the sweep: its shapes and the device it is pinned to (None: unpinned)."""
+
+    index: int
+    device: str | None
+    shapes: tuple[object, ...]
+
+    @property
+    def name(self) -> str:
+        return f"shard-{self.index}"
+
+
+@dataclass(frozen=True)
+class WarmupPlan:
+    """The shards to run, or why the serial sweep runs instead (`refused`, a slug and a
+    sentence); `measure_device` is where the measured run goes (None: unpinned)."""
+
+    requested: int
+    resolution: flaggems.ShapeResolution | None = None
+    shards: tuple[Shard, ...] = ()
+    refused: tuple[str, str] | None = None
+    measure_device: str | None = None
+
+    def serial_line(self) -> str:
+        assert self.refused is not None
+        reason, detail = self.refused
+        return f"{SERIAL_MARKER} reason={reason} detail={detail}"
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def selected_devices(settings: Settings, environ: Mapping[str, str] | None = None,
+                     enumerate_devices: Callable[[], list] | None = None) -> list[str] | None:
+    """The caller's selection, in order: DEVICES if given, else the backend's visibility
+    variable, else every device the backend enumerates; None where the backend has no
+    accelerator (its shards run unpinned)."""
+    backend = settings.backend
+    if not backend.is_accelerator:
+        return None
+    if settings.devices:
+        return list(dict.fromkeys(settings.devices))
+    environ = os.environ if environ is None else environ
+    visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
+    chosen = [item.strip() for item in visible.split(",") if item.strip()]
+    if chosen:
+        return list(dict.fromkeys(chosen))
+    found = (enumerate_devices or backend.enumerate_devices)()
+    return [str(d.index) for d in found]
+
+
+def round_robin(shapes: Sequence[object], n: int) -> list[tuple[object, ...]]:
+    """Shape i goes to shard i mod n: big and small shapes spread evenly when the file lists
+    them by size."""
+    return [tuple(shapes[i::n]) for i in range(n)]
+
+
+def shape_source(settings: Settings) -> Path:
+    """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
+    if settings.shape_mode == "file" and settings.shape_file is not None:
+        return settings.shape_file
+    assert settings.flaggems_dir is not None  # preflight has checked it
+    return settings.flaggems_dir / flaggems.BENCHMARK_DIR / "core_shapes.yaml"
+
+
+def plan_warmup(settings: Settings, node: flaggems.Node,
+                environ: Mapping[str, str] | None = None,
+                enumerate_devices: Callable[[], list] | None = None) -> WarmupPlan:
+    """Decide the sweep: refuse (and say why) or deal the resolved shapes into shards."""
+    n = settings.parallel_warmup_gpus or 0
+    if n < 2:
+        return WarmupPlan(n, refused=("one_shard", f"PARALLEL_WARMUP_GPUS={n}: one shard "
+                                      "is the serial sweep"))
+    if settings.level == "comprehensive":
+        return WarmupPlan(n, refused=("comprehensive", "--level comprehensive adds "
+                                      "set_more_shapes(), arbitrary Python the static shape "
+                                      "resolution cannot see"))
+    if settings.replay_from is not None:
+        return WarmupPlan(n, refused=("replay_from", "REPLAY_FROM pins the winners: there "
+                                      "is no sweep to shard"))
+    resolution = flaggems.resolve_shape_keys(settings.flaggems_dir, node, shape_source(settings))
+    if resolution.key is None:
+        return WarmupPlan(n, resolution, refused=("unresolved_shapes",
+                                                  resolution.describe()))
+    devices = selected_devices(settings, environ, enumerate_devices)
+    if devices is not None and len(devices) < n:
+        return WarmupPlan(n, resolution, refused=(
+            "too_few_devices", f"PARALLEL_WARMUP_GPUS={n} needs {n} devices; the selection "
+            f"holds {len(devices)} ({','.join(devices) or 'none found'})"))
+    count = min(n, len(resolution.shapes))
+    if count < 2:
+        return WarmupPlan(n, resolution, refused=(
+            "too_few_shapes", f"{resolution.key} has {len(resolution.shapes)} shape(s): "
+            "nothing to share"))
+    pinned = devices[:count] if devices is not None else [None] * count
+    shards = tuple(Shard(i, device, shapes) for i, (device, shapes)
+                   in enumerate(zip(pinned, round_robin(resolution.shapes, count), strict=True)))
+    return WarmupPlan(n, resolution, shards, measure_device=pinned[0])
+
+
+def shard_document(resolution: flaggems.ShapeResolution, shard: Shard) -> dict[str, object]:
+    """A shard's shape file: the resolved key alone, with the shard's shapes. FlagGems looks
+    the op_name up first, so the file holds no other key that could win."""
+    entry: dict[str, object] = {"shapes": [list(s) if isinstance(s, tuple) else s
+                                           for s in shard.shapes]}
+    if resolution.shape_desc:
+        entry["shape_desc"] = resolution.shape_desc
+    return {resolution.key: entry}
+
+
+def shard_argv(settings: Settings, node: flaggems.Node, shard_file: Path, device: str | None,
+               out_dir: Path) -> list[str]:
+    """`harness run` of the same node on the shard's shapes, recording its winners."""
+    argv = [sys.executable, "-m", "harness.cli", "run", "--backend", settings.backend.name,
+            "--node", node.nodeid, "--level", settings.level, "--mode", settings.mode,
+            "--repeat", str(settings.repeat),
+            "--use-flagtune", "1" if settings.use_flagtune else "0",
+            "--shape-mode", "file", "--shape-file", str(shard_file.resolve()),
+            "--isolate-tuner-cache", "1", "--runner", "host", "--dry-run", "0",
+            "--out", str(out_dir.resolve())]
+    if settings.flaggems_dir is not None:
+        argv += ["--flaggems-dir", str(settings.flaggems_dir.resolve())]
+    if device is not None:
+        argv += ["--devices", device]
+    return argv
+
+
+def shard_env(settings: Settings, device: str | None,
+              environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in batch.child_env(environ).items() if k not in SHARD_ENV_DROP}
+    if device is not None:
+        env.update(settings.backend.visibility_env([device]))
+    return env
+
+
+def measured_settings(settings: Settings, records: Path, device: str | None) -> Settings:
+    """The measured run: the merged winners replayed (not strictly: a key no shard tuned
+    self-tunes and is reported) into a private cache, on one device."""
+    return dataclasses.replace(
+        settings, replay_from=records, replay_strict=False, isolate_tuner_cache=True,
+        record=True, devices=(device,) if device is not None else settings.devices)
+
+
+def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
+               node: flaggems.Node) -> list[str]:
+    """The resolved key and the shard plan, as logged and as --dry-run shows them."""
+    pinning = ("shards run unpinned: the backend has no devices"
+               if not settings.backend.is_accelerator else "one device per shard")
+    lines = [f"parallel warmup: PARALLEL_WARMUP_GPUS={plan.requested} on "
+             f"{settings.backend.name} ({pinning}); shapes from {shape_source(settings)}"]
+    if plan.resolution is not None:
+        lines.append(plan.resolution.describe())
+    if plan.refused is not None:
+        return [*lines, plan.serial_line()]
+    for shard in plan.shards:
+        shard_file = warm_dir / f"{shard.name}.yaml"
+        lines += [f"{shard.name}: device={shard.device or '-'} shapes={len(shard.shapes)} "
+                  f"{' '.join(str(list(s) if isinstance(s, tuple) else s) for s in shard.shapes)}",
+                  "    " + shlex.join(shard_argv(settings, node, shard_file, shard.device,
+                                                 warm_dir / shard.name))]
+    lines.append(f"measured run: serial on device {plan.measure_device or '-'}, replaying the "
+                 f"merged winners of {warm_dir} (REPLAY_STRICT=0)")
+    return lines
+
+
+def describe_dry_run(settings: Settings, plan: Plan,
+                     environ: Mapping[str, str] | None = None) -> list[str]:
+    """What PARALLEL_WARMUP_GPUS would do, for --dry-run; [] when it is unset."""
+    if settings.parallel_warmup_gpus is None:
+        return []
+    decision = plan_warmup(settings, plan.node, environ)
+    warm_dir = settings.out / plan.op / runner.utc_stamp() / WARMUP_DIR
+    return plan_lines(decision, settings, warm_dir, plan.node)
+
+
+# --------------------------------------------------------------------------- the sweep
+
+ShardCommand = Callable[[Shard, Path, Path], list[str]]  # (shard, shard file, out) -> argv
+
+
+def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
+               command: ShardCommand, *, out: Callable[[str], None],
+               environ: Mapping[str, str] | None = None, grace_s: float = batch.GRACE_S,
+               poll_s: float = 0.1) -> dict[int, int | None]:
+    """Run every shard at once, each in its own session with its log under `warm_dir`;
+    return each shard's exit code. SIGINT or SIGTERM stops and reaps every shard (and its
+    pytest), then raises KeyboardInterrupt."""
+    by_name = {s.name: s for s in shards}
+    rcs: dict[int, int | None] = {}
+
+    def start(name: str, device: str | None) -> subprocess.Popen:
+        shard = by_name[name]
+        argv = command(shard, warm_dir / f"{name}.yaml", warm_dir / name)
+        with open(warm_dir / f"{name}.log", "wb") as log:  # the child holds its own copy
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=shard_env(settings, device, environ))
+
+    def on_start(job: batch.Running) -> None:
+        out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "
+            f"log={warm_dir / (job.op + '.log')}")
+
+    def on_finish(job: batch.Running, rc: int | None, interrupted: bool) -> None:
+        rcs[by_name[job.op].index] = rc
+        out(f"[done] {job.op} rc={rc}{' interrupted' if interrupted else ''} "
+            f"wall={time.monotonic() - job.started:.1f}s")
+
+    scheduler = batch.Scheduler([s.device for s in shards], start, on_start, on_finish,
+                                stop=lambda children: batch.stop_children(children, grace_s),
+                                poll_s=poll_s)
+    with batch.deferred_signals(scheduler.request_stop):
+        signum = scheduler.run([s.name for s in shards])
+    if signum is not None:
+        out(f"PARALLEL_WARMUP_INTERRUPTED signal={signal.Signals(signum).name} every shard "
+            f"stopped; logs under {warm_dir}")
+        raise KeyboardInterrupt
+    return rcs
+
+
+def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[autotune.Records, int]:
+    """The union of the shards' recorded winners and how many keys' winners differ; a shard
+    without a run or records raises UsageError."""
+    parts = []
+    for shard in shards:
+        run_dir = batch.run_dir_from_log(warm_dir / f"{shard.name}.log")
+        if run_dir is None:
+            raise UsageError(f"{shard.name} claimed no run directory")
+        parts.append(autotune.read_records(run_dir))
+    return autotune.merge(parts)
+
+
+class _Log:
+    """Lines printed and kept at the head of the run's run.log (the run appends to it)."""
+
+    def __init__(self, run_dir: Path, out: Callable[[str], None]) -> None:
+        self.path, self.out = run_dir / "run.log", out
+
+    def __call__(self, line: str) -> None:
+        self.out(line)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batch.say,
+            command: ShardCommand | None = None, environ: Mapping[str, str] | None = None,
+            grace_s: float = batch.GRACE_S, poll_s: float = 0.1
+            ) -> tuple[Settings, Path | None]:
+    """Run the parallel warmup when PARALLEL_WARMUP_GPUS is set; return the settings of the
+    measured run and its claimed run directory (None: PARALLEL_WARMUP_GPUS unset, the run
+    claims its own). After a refusal or a failed shard the settings are unchanged: the
+    measured run is the serial sweep."""
+    if settings.parallel_warmup_gpus is None:
+        return settings, None
+    decision = plan_warmup(settings, plan.node, environ)
+    run_dir = runner.claim_run_dir(settings.out, plan.op, runner.utc_stamp())
+    warm_dir = run_dir / WARMUP_DIR
+    log = _Log(run_dir, out)
+    for line in plan_lines(decision, settings, warm_dir, plan.node):
+        log(line)
+    if decision.refused is not None:
+        return settings, run_dir
+    warm_dir.mkdir()
+    for shard in decision.shards:
+        text = yaml.safe_dump(shard_document(decision.resolution, shard), sort_keys=False,
+                              default_flow_style=None)  # one shape a line: - [64, 64]
+        atomic_write_text(warm_dir / f"{shard.name}.yaml", text)
+    build = command or (lambda shard, shard_file, shard_out: shard_argv(
+        settings, plan.node, shard_file, shard.device, shard_out))
+    started = time.monotonic()
+    rcs = run_shards(settings, decision.shards, warm_dir, build, out=log, environ=environ,
+                     grace_s=grace_s, poll_s=poll_s)
+    failed = [f"shard-{i} rc={rc}" for i, rc in sorted(rcs.items()) if rc != 0]
+    try:
+        if failed:
+            raise UsageError(f"{', '.join(failed)}")
+        merged, differ = merge_shards(warm_dir, decision.shards)
+    except UsageError as exc:
+        log(f"{SERIAL_MARKER} reason=shard_failed detail={exc}: the sweep is discarded "
+            f"(logs under {warm_dir}); the serial sweep runs")
+        return settings, run_dir
+    if differ:
+        log(f"{DIFFER_MARKER} count={differ}")
+    records = autotune.write_records(warm_dir, merged)
+    log(f"PARALLEL_WARMUP_DONE shards={len(decision.shards)} winners={len(merged.winners)} "
+        f"wall_s={time.monotonic() - started:.2f} records={records}")
+    return measured_settings(settings, warm_dir, decision.measure_device), run_dir

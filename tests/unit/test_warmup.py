@@ -1,0 +1,333 @@
+"""Parallel warmup: the shard plan, its refusals, the sweep with fake children, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import autotune, spec, warmup
+from harness.backends import Device
+from harness.preflight import Plan
+from harness.providers.flaggems import Node, resolve_shape_keys
+from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+
+TANH = Node("benchmark/test_tanh.py", "test_tanh", ("tanh",))
+SUITE_TANH_SHAPES = ([1048576], [64, 64], [1024, 1024], [32, 256, 256])
+
+
+def settings(tmp_path: Path, **flags) -> spec.Settings:
+    base = {"backend": "cpu", "out": str(tmp_path / "runs"), "parallel_warmup_gpus": "2"}
+    return spec.resolve({**base, **flags}, {}, which=lambda _: None)
+
+
+def cuda(tmp_path: Path, **flags) -> spec.Settings:
+    return settings(tmp_path, backend="cuda", runner="host",
+                    flaggems_dir=str(EMBEDDED_SUITE), **flags)
+
+
+def no_enumeration() -> list[Device]:
+    raise AssertionError("the caller's selection was given: nothing needs enumerating")
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def test_round_robin_deals_shapes_in_turn():
+    assert warmup.round_robin(list("abcdefg"), 3) == [("a", "d", "g"), ("b", "e"), ("c", "f")]
+    assert warmup.round_robin(["a"], 2) == [("a",), ()]
+
+
+def test_cpu_shards_run_unpinned_and_split_the_suite_shapes(tmp_path):
+    plan = warmup.plan_warmup(settings(tmp_path), TANH)
+    assert plan.refused is None and plan.resolution.key == "UnaryPointwiseBenchmark"
+    assert [(s.index, s.device, s.shapes) for s in plan.shards] == [
+        (0, None, ([1048576], [1024, 1024])), (1, None, ([64, 64], [32, 256, 256]))]
+    assert plan.measure_device is None
+
+
+def test_devices_given_pin_shard_i_to_the_ith_device(tmp_path):
+    plan = warmup.plan_warmup(cuda(tmp_path, devices="6,7"), TANH,
+                              environ={"CUDA_VISIBLE_DEVICES": "0,1"},
+                              enumerate_devices=no_enumeration)
+    assert [s.device for s in plan.shards] == ["6", "7"] and plan.measure_device == "6"
+
+
+def test_a_visibility_selection_of_6_7_gets_shards_on_6_and_7_never_0_and_1(tmp_path):
+    s = cuda(tmp_path)
+    env = {"CUDA_VISIBLE_DEVICES": "6,7"}
+    plan = warmup.plan_warmup(s, TANH, environ=env, enumerate_devices=no_enumeration)
+    assert [sh.device for sh in plan.shards] == ["6", "7"]
+    for shard in plan.shards:
+        argv = warmup.shard_argv(s, TANH, tmp_path / "f.yaml", shard.device, tmp_path)
+        assert argv[argv.index("--devices") + 1] == shard.device
+        assert warmup.shard_env(s, shard.device, env)["CUDA_VISIBLE_DEVICES"] == shard.device
+
+
+def test_without_a_selection_the_enumerated_devices_are_used_in_order(tmp_path):
+    found = [Device(3, "H200"), Device(5, "H200"), Device(6, "H200")]
+    plan = warmup.plan_warmup(cuda(tmp_path), TANH, environ={},
+                              enumerate_devices=lambda: found)
+    assert [s.device for s in plan.shards] == ["3", "5"]
+
+
+def test_fewer_shapes_than_devices_makes_fewer_shards(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("tanh:\n  shapes: [[8, 8], [16, 16]]\n")
+    plan = warmup.plan_warmup(cuda(tmp_path, devices="0,1,2,3", parallel_warmup_gpus="4",
+                                   shape_mode="file", shape_file=str(shapes)), TANH)
+    assert [(s.device, s.shapes) for s in plan.shards] == [("0", ([8, 8],)), ("1", ([16, 16],))]
+    assert plan.resolution.key == "tanh"
+
+
+def test_shard_file_holds_only_the_resolved_key_and_resolves_back_to_its_shapes(tmp_path):
+    plan = warmup.plan_warmup(settings(tmp_path), TANH)
+    shard = plan.shards[1]
+    path = tmp_path / "shard.yaml"
+    path.write_text(yaml.safe_dump(warmup.shard_document(plan.resolution, shard)))
+    assert list(yaml.safe_load(path.read_text())) == ["UnaryPointwiseBenchmark"]
+    again = resolve_shape_keys(EMBEDDED_SUITE, TANH, path)
+    assert (again.key, again.shapes, again.shape_desc) == (
+        "UnaryPointwiseBenchmark", shard.shapes, plan.resolution.shape_desc)
+
+
+def test_shard_child_is_a_recording_run_of_the_same_node_on_its_shard(tmp_path):
+    s = settings(tmp_path, level="core", mode="direct", repeat="3")
+    argv = warmup.shard_argv(s, TANH, tmp_path / "w" / "shard-0.yaml", None, tmp_path / "w")
+    flags = dict(zip(argv[4::2], argv[5::2], strict=False))
+    assert argv[1:4] == ["-m", "harness.cli", "run"]
+    assert flags["--node"] == TANH.nodeid and flags["--shape-mode"] == "file"
+    assert flags["--shape-file"] == str((tmp_path / "w" / "shard-0.yaml").resolve())
+    assert flags["--isolate-tuner-cache"] == "1" and flags["--out"] == str(tmp_path / "w")
+    assert (flags["--mode"], flags["--repeat"], flags["--level"]) == ("direct", "3", "core")
+    assert "--devices" not in flags  # cpu: unpinned
+
+
+def test_shard_environment_cannot_make_a_shard_shard_again():
+    env = warmup.shard_env(spec.resolve({"backend": "cpu"}, {}),
+                           None, {"PARALLEL_WARMUP_GPUS": "2", "REPLAY_FROM": "x", "OP": "mm",
+                                  "KEEP": "1"})
+    assert env["KEEP"] == "1" and not {"PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "OP"} & set(env)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(("flags", "reason", "needle"), [
+    ({"level": "comprehensive"}, "comprehensive", "set_more_shapes()"),
+    ({"parallel_warmup_gpus": "1"}, "one_shard", "PARALLEL_WARMUP_GPUS=1"),
+    ({"replay_from": "somewhere"}, "replay_from", "REPLAY_FROM pins the winners"),
+])
+def test_refusals_name_their_reason(tmp_path, flags, reason, needle):
+    plan = warmup.plan_warmup(settings(tmp_path, **flags), TANH)
+    assert plan.refused[0] == reason and needle in plan.refused[1] and not plan.shards
+    assert plan.serial_line().startswith(f"PARALLEL_WARMUP_SERIAL reason={reason} detail=")
+
+
+def test_unresolved_shapes_refuse_and_list_the_candidates(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("BlasBenchmark:\n  shapes: [[1, 2, 3, 4]]\n")
+    plan = warmup.plan_warmup(settings(tmp_path, shape_mode="file", shape_file=str(shapes)), TANH)
+    assert plan.refused[0] == "unresolved_shapes"
+    assert "tried=tanh,UnaryPointwiseBenchmark,Benchmark" in plan.refused[1]
+
+
+def test_too_few_devices_in_the_selection_refuse(tmp_path):
+    plan = warmup.plan_warmup(cuda(tmp_path, devices="6,7", parallel_warmup_gpus="3"), TANH)
+    assert plan.refused == ("too_few_devices", "PARALLEL_WARMUP_GPUS=3 needs 3 devices; the "
+                            "selection holds 2 (6,7)")
+
+
+def test_a_single_shape_refuses(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("tanh:\n  shapes: [[8, 8]]\n")
+    plan = warmup.plan_warmup(settings(tmp_path, shape_mode="file", shape_file=str(shapes)), TANH)
+    assert plan.refused[0] == "too_few_shapes"
+
+
+# --------------------------------------------------------------------------- the sweep
+
+# A fake `harness run`: claims a run directory under --out, prints its header line, records
+# the winners given as JSON, exits with the given code.
+FAKE_SHARD = r"""
+import json, os, sys
+out, rc, winners = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+run = os.path.join(out, "tanh", "20261129-120000")
+os.makedirs(os.path.join(run, "autotune_records"))
+print("# run_dir: " + run, flush=True)
+with open(os.path.join(run, "autotune_records", "winners.jsonl"), "w") as fh:
+    for kernel, key, config in winners:
+        fh.write(json.dumps({"kind": "winner", "source": "triton", "kernel": kernel,
+                             "key": key, "config": config}) + "\n")
+print("shard says goodbye")
+sys.exit(rc)
+"""
+
+
+def fake_shards(rcs: dict[int, int], winners: dict[int, list]):
+    def command(shard, shard_file, shard_out):
+        assert shard_file.is_file()  # written before the child starts
+        return [sys.executable, "-c", FAKE_SHARD, str(shard_out), str(rcs.get(shard.index, 0)),
+                json.dumps(winners.get(shard.index, []))]
+    return command
+
+
+def prepared(tmp_path, command, **flags):
+    s = settings(tmp_path, **flags)
+    lines: list[str] = []
+    result = warmup.prepare(s, Plan(node=TANH, op="tanh"), out=lines.append, command=command,
+                            poll_s=0.01)
+    return s, result, lines
+
+
+def test_sweep_merges_the_shards_winners_and_counts_those_that_differ(tmp_path):
+    winners = {0: [["k", [1], {"BLOCK": 64}], ["k", [2], {"BLOCK": 32}]],
+               1: [["k", [1], {"BLOCK": 128}], ["k", [3], {"BLOCK": 16}]]}
+    s, (measured, run_dir), lines = prepared(tmp_path, fake_shards({}, winners))
+    warm = run_dir / "warmup"
+    assert run_dir.parent == s.out / "tanh"
+    assert "PARALLEL_WARMUP_WINNERS_DIFFER count=1" in lines
+    merged = autotune.read_records(warm)
+    assert sorted((w.key, w.config["BLOCK"]) for w in merged.winners) == [
+        ((1,), 64), ((2,), 32), ((3,), 16)]  # a differing key keeps shard 0's winner
+    assert (measured.replay_from, measured.replay_strict, measured.isolate_tuner_cache,
+            measured.record) == (warm, False, True, True)
+    assert measured.shape_mode == s.shape_mode and measured.devices == s.devices
+    log = (run_dir / "run.log").read_text()
+    for needle in ("shape key: UnaryPointwiseBenchmark", "shard-0: device=- shapes=2",
+                   "PARALLEL_WARMUP_WINNERS_DIFFER count=1", "PARALLEL_WARMUP_DONE shards=2"):
+        assert needle in log
+    assert "shard says goodbye" in (warm / "shard-1.log").read_text()
+    assert yaml.safe_load((warm / "shard-1.yaml").read_text()) == {
+        "UnaryPointwiseBenchmark": {"shapes": [[64, 64], [32, 256, 256]],
+                                    "shape_desc": "(B), M, N"}}
+
+
+def test_equal_winners_print_no_differ_marker(tmp_path):
+    same = [["k", [1], {"BLOCK": 64}]]
+    _, (measured, _), lines = prepared(tmp_path, fake_shards({}, {0: same, 1: same}))
+    assert not any(line.startswith("PARALLEL_WARMUP_WINNERS_DIFFER") for line in lines)
+    assert measured.replay_from is not None
+
+
+def test_one_failing_shard_discards_the_sweep_and_keeps_the_logs(tmp_path):
+    s, (measured, run_dir), lines = prepared(
+        tmp_path, fake_shards({1: 3}, {0: [["k", [1], {"B": 1}]]}))
+    assert measured == s  # the serial sweep: nothing replayed
+    assert any(line.startswith("PARALLEL_WARMUP_SERIAL reason=shard_failed detail=shard-1 "
+                               "rc=3") for line in lines)
+    warm = run_dir / "warmup"
+    assert not (warm / "autotune_records").exists()
+    assert "shard says goodbye" in (warm / "shard-0.log").read_text()
+    assert "PARALLEL_WARMUP_SERIAL reason=shard_failed" in (run_dir / "run.log").read_text()
+
+
+def test_a_shard_that_recorded_nothing_discards_the_sweep(tmp_path):
+    def command(shard, shard_file, shard_out):
+        return [sys.executable, "-c", "print('no run directory')"]
+    s, (measured, _), lines = prepared(tmp_path, command)
+    assert measured == s and "claimed no run directory" in lines[-1]
+
+
+def test_refusal_claims_the_run_directory_and_logs_why(tmp_path):
+    def command(*_):
+        raise AssertionError("a refused sweep starts no shard")
+    s, (measured, run_dir), lines = prepared(tmp_path, command, level="comprehensive")
+    assert measured == s and lines[-1].startswith("PARALLEL_WARMUP_SERIAL reason=comprehensive")
+    assert lines[-1] in (run_dir / "run.log").read_text()
+    assert not (run_dir / "warmup").exists()
+
+
+def test_unset_parallel_warmup_does_nothing(tmp_path):
+    s = spec.resolve({"backend": "cpu", "out": str(tmp_path / "runs")}, {})
+    assert warmup.prepare(s, Plan(node=TANH, op="tanh"), out=print) == (s, None)
+    assert warmup.describe_dry_run(s, Plan(node=TANH, op="tanh")) == []
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_shows_the_keys_and_the_plan_and_creates_nothing(tmp_path):
+    s = cuda(tmp_path, devices="6,7")
+    lines = warmup.describe_dry_run(s, Plan(node=TANH, op="tanh"))
+    text = "\n".join(lines)
+    assert "shape key: UnaryPointwiseBenchmark" in text
+    assert "shard-0: device=6 shapes=2 [1048576] [1024, 1024]" in text
+    assert "shard-1: device=7 shapes=2 [64, 64] [32, 256, 256]" in text
+    assert "measured run: serial on device 6" in text
+    assert not (tmp_path / "runs").exists()
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+_DRIVER = """
+import sys
+from harness import spec, warmup
+from harness.preflight import Plan
+from harness.providers.flaggems import Node
+
+out, pids = sys.argv[1], sys.argv[2]
+settings = spec.resolve({"backend": "cpu", "out": out, "parallel_warmup_gpus": "2"}, {})
+# each shard starts a grandchild in its group, then ignores SIGTERM: only SIGKILL ends it
+child = ("import os, signal, subprocess, sys, time; "
+         "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+         "open(sys.argv[1], 'a').write('%d %d\\\\n' % (os.getpid(), g.pid)); "
+         "time.sleep(300)")
+try:
+    warmup.prepare(settings, Plan(node=Node("benchmark/test_tanh.py", "test_tanh"), op="tanh"),
+                   grace_s=1.0, poll_s=0.02,
+                   command=lambda shard, f, o: [sys.executable, "-c", child, pids])
+except KeyboardInterrupt:
+    print("interrupt propagated", flush=True)
+    sys.exit(130)
+print("not interrupted", flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
+def test_ctrl_c_stops_and_reaps_every_shard_and_grandchild_before_it_propagates(tmp_path):
+    pids = tmp_path / "pids.txt"
+    driver = tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(_DRIVER))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30,
+                  "two shards, each with a grandchild")
+        started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "PARALLEL_WARMUP_INTERRUPTED signal=SIGINT" in output
+    assert "interrupt propagated" in output and "not interrupted" not in output
+    shards, grandchildren = started[0::2], started[1::2]
+    assert not [p for p in shards if _alive(p)]  # reaped before the interrupt propagated
+    # SIGKILLed with their group; reparented, they may take a moment to be collected
+    _wait_for(lambda: not any(_alive(p) for p in grandchildren), 5, "grandchildren gone")
+    assert output.count("interrupted wall=") == 2  # each shard reported as stopped
