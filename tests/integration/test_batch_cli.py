@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from tests.procs import alive, wait_for
 
 from .test_run_cli import harness, make
 
@@ -48,19 +48,8 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_batch_runs_each_op_in_its_own_process_and_records_every_outcome(tmp_path):

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from harness.backends import Device
 from harness.preflight import Plan
 from harness.providers.flaggems import Node, resolve_shape_keys
 from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from tests.procs import alive, wait_for
 
 TANH = Node("benchmark/test_tanh.py", "test_tanh", ("tanh",))
 SUITE_TANH_SHAPES = ([1048576], [64, 64], [1024, 1024], [32, 256, 256])
@@ -291,19 +291,8 @@ print("not interrupted", flush=True)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
@@ -315,7 +304,7 @@ def test_ctrl_c_stops_and_reaps_every_shard_and_grandchild_before_it_propagates(
     proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30,
+        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30,
                   "two shards, each with a grandchild")
         started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
         proc.send_signal(signal.SIGINT)
@@ -327,7 +316,7 @@ def test_ctrl_c_stops_and_reaps_every_shard_and_grandchild_before_it_propagates(
     assert "PARALLEL_WARMUP_INTERRUPTED signal=SIGINT" in output
     assert "interrupt propagated" in output and "not interrupted" not in output
     shards, grandchildren = started[0::2], started[1::2]
-    assert not [p for p in shards if _alive(p)]  # reaped before the interrupt propagated
+    assert not [p for p in shards if alive(p)]  # reaped before the interrupt propagated
     # SIGKILLed with their group; reparented, they may take a moment to be collected
-    _wait_for(lambda: not any(_alive(p) for p in grandchildren), 5, "grandchildren gone")
+    wait_for(lambda: not any(alive(p) for p in grandchildren), 5, "grandchildren gone")
     assert output.count("interrupted wall=") == 2  # each shard reported as stopped
