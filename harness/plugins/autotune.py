@@ -28,6 +28,9 @@ from harness.plugins.markers import write_marker
 
 FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
+# Triton's compile failures by exception class, named by the stage that raised them.
+COMPILE_STAGES = {"CompilationError": "frontend", "CompileTimeAssertionFailure": "frontend",
+                  "PTXASError": "assembler", "OutOfResources": "resources"}
 
 
 def tuner_key(tuner: Any, kwargs: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
@@ -68,6 +71,7 @@ class Autotune:
         self.run_dir = run_dir
         self.fallbacks: list[dict[str, Any]] = []
         self.used: set[tuple[str, str]] = set()
+        self.evicted: set[tuple[str, str]] = set()
         self._undo: list[Callable[[], None]] = []
 
     def marker(self, line: str) -> None:
@@ -85,13 +89,31 @@ class Autotune:
 
         Autotuner.prune_configs = prune_configs
         self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
+        self._guard_run(Autotuner)
         self._track_libtuner_lookups()
+
+    def _guard_run(self, cls: type) -> None:
+        """Route `cls.run`'s failures through on_failure (libtuner overrides Triton's run)."""
+        run = cls.run
+        state = self
+
+        def guarded_run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return run(tuner, *args, **kwargs)
+            except Exception as exc:
+                state.on_failure(tuner, kwargs, exc)
+                raise
+
+        cls.run = guarded_run
+        self._undo.append(lambda: setattr(cls, "run", run))
 
     def _track_libtuner_lookups(self) -> None:
         try:
-            from flag_gems.utils.libentry import ConfigCache
+            from flag_gems.utils.libentry import ConfigCache, LibTuner
         except ImportError:  # the embedded cpu suite has no libtuner
             return
+        if "run" in vars(LibTuner):
+            self._guard_run(LibTuner)
         get = ConfigCache.get
         used = self.used
 
@@ -104,23 +126,49 @@ class Autotune:
         ConfigCache.get = tracked_get
         self._undo.append(lambda: setattr(ConfigCache, "get", get))
 
+    def on_failure(self, tuner: Any, kwargs: dict[str, Any], exc: Exception) -> None:
+        """A replayed config failed to compile: evict it where the cache allows, else say so.
+
+        A Triton autotuner's dict cache drops the entry and the key is not pinned again, so a
+        retry self-tunes (and reports its fallback then); libtuner's cache cannot delete, so
+        `compile_<stage>_no_evict` is printed and no fallback is claimed.
+        """
+        stage = COMPILE_STAGES.get(type(exc).__name__)
+        if self.replay is None or stage is None or tuner.nargs is None:
+            return
+        kernel, key = tuner_key(tuner, kwargs)
+        key_text = json.dumps(_jsonable(key))
+        cache = getattr(tuner, "cache", None)
+        if isinstance(cache, dict) and tuple(key) in cache:
+            del cache[tuple(key)]
+            self.evicted.add((kernel, key_text))
+            self.marker(f"AUTOTUNE_REPLAY_EVICTED stage={stage} kernel={kernel} key={key_text}")
+        else:
+            self.marker(f"compile_{stage}_no_evict kernel={kernel} key={key_text}")
+
     def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> Any:
         """A tuner lacks a key: return the recorded winner to pin, or report the fallback."""
         if self.replay is None:
             return None
         kernel, key = tuner_key(tuner, kwargs)
+        if (kernel, json.dumps(_jsonable(key))) in self.evicted:
+            return self._fallback(kernel, key, "evicted")
         source = "flaggems" if hasattr(tuner, "config_table_name") else "triton"
         for (src, name, text), winner in self.replay.items():
             if src == source and text == json.dumps(_jsonable(key)) and (
                     name == kernel or name.rsplit("-", 1)[0] == kernel):
                 return matching_config(tuner, winner.config, config_cls)
+        return self._fallback(kernel, key, "key_missing")
+
+    def _fallback(self, kernel: str, key: tuple[Any, ...], reason: str) -> None:
         key_text = json.dumps(_jsonable(key))
-        self.fallbacks.append({"kind": "fallback", "kernel": kernel, "key": _jsonable(key)})
-        line = f"{FALLBACK_MARKER} reason=key_missing kernel={kernel} key={key_text}"
+        self.fallbacks.append({"kind": "fallback", "kernel": kernel, "key": _jsonable(key),
+                               "reason": reason})
+        line = f"{FALLBACK_MARKER} reason={reason} kernel={kernel} key={key_text}"
         self.marker(line)
         if self.strict:
             raise RuntimeError(f"{line}: REPLAY_STRICT=1 forbids self-tuning a key the "
-                               "replayed records lack")
+                               "replay does not pin")
         return None
 
     def triton_winners(self) -> list[Winner]:

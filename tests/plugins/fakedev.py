@@ -141,8 +141,9 @@ class Autotuner:
             timings = {c: self._bench(c) for c in self.prune_configs(kwargs)}
             self.cache[key] = min(timings, key=timings.get)
         config = self.cache[key]
-        self.nargs = None
-        return self.fn(*args, **config.all_kwargs())
+        ret = self.fn(*args, **config.all_kwargs())
+        self.nargs = None  # as Triton: only after the launch returns
+        return ret
 '''
 
 FAKE_DRIVER = '''

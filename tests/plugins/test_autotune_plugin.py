@@ -95,3 +95,95 @@ def test_strict_replay_fails_the_operator_naming_the_key(suite, monkeypatch, tmp
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AUTOTUNE_REPLAY_FALLBACK reason=key_missing *24*"
                                  "REPLAY_STRICT=1 forbids self-tuning*"])
+
+
+FAILING = """
+from triton.runtime.autotuner import Autotuner, Config
+
+
+class OutOfResources(Exception):  # named as Triton's: the plugin knows it by its class name
+    pass
+
+
+FAILED = []
+
+
+def _scale(x, n, **meta):
+    if not FAILED:
+        FAILED.append(n)
+        raise OutOfResources("shared memory exceeds the device's limit")
+    return x
+
+
+class NoDeleteCache:  # libtuner's ConfigCache: lookups and stores, no way to delete
+    def __init__(self):
+        self.rows = {}
+
+    def __contains__(self, key):
+        return key in self.rows
+
+    def __getitem__(self, key):
+        return self.rows[key]
+
+    def __setitem__(self, key, config):
+        self.rows[key] = config
+
+
+class LibTunerLike(Autotuner):
+    config_table_name = "scale_table"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cache = NoDeleteCache()
+
+    def get_key(self, args):
+        return (args["n"],)
+
+
+configs = [Config({"BLOCK": b}) for b in (16, 32, 64)]
+scale = Autotuner(_scale, ["x", "n"], configs, key=["n"])
+"""
+RETRY = """
+import pytest
+
+import kernels
+
+
+class Tensor:
+    dtype = "torch.float32"
+
+
+def test_kernels():
+    with pytest.raises(kernels.OutOfResources):
+        kernels.scale.run(Tensor(), 8)
+    kernels.scale.run(Tensor(), 8)
+"""
+
+
+def test_a_replayed_config_that_fails_to_compile_is_evicted_then_retuned(
+        suite, monkeypatch, tmp_path):
+    run(suite, monkeypatch, tmp_path / "a", (8,))
+    suite.makepyfile(kernels=FAILING, test_retry=RETRY)
+    monkeypatch.setenv("ZL_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(autotune.records_path(tmp_path / "a")))
+    result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*AUTOTUNE_REPLAY_EVICTED stage=resources kernel=kernels:_scale key=*8*",
+        "*AUTOTUNE_REPLAY_FALLBACK reason=evicted kernel=kernels:_scale key=*8*"])
+
+
+def test_a_cache_that_cannot_delete_says_so_and_claims_no_fallback(suite, monkeypatch, tmp_path):
+    suite.makepyfile(kernels=FAILING.replace("scale = Autotuner(", "scale = LibTunerLike("),
+                     test_retry=RETRY.rsplit("\n    kernels.scale.run(Tensor(), 8)", 1)[0])
+    records = tmp_path / "winners.jsonl"
+    records.write_text('{"config": {"BLOCK": 32, "num_ctas": 1, "num_stages": 3, '
+                       '"num_warps": 4}, "kernel": "scale_table", "key": [8], '
+                       '"kind": "winner", "source": "flaggems"}\n')
+    monkeypatch.setenv("ZL_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records))
+    result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*compile_resources_no_evict kernel=scale_table key=*8*"])
+    result.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_FALLBACK*")
+    result.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_EVICTED*")
