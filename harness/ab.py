@@ -151,7 +151,7 @@ def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
                                      run_dir=campaign / step.rel, extra_env=env)
         codes.append(rc)
         commands.append([f"{k}={v}" for k, v in env.items()] +
-                        json.loads((run_dir / "run_identity.json").read_text())["command"])
+                        (identity.read_identity(run_dir) or {}).get("command", []))
     sources = {side: [summary.load_source(campaign / side / f"r{r}")
                       for r in range(spec.rounds)] for side in ("A", "B")}
     result = summary.compare(sources["A"], sources["B"], noise_floor_pct=noise_floor_pct)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import re
 import shlex
@@ -24,6 +23,7 @@ from typing import Protocol
 from harness import errors, runner, spec
 from harness.errors import PreflightError, UsageError
 from harness.fsutil import atomic_write_text
+from harness.identity import read_identity
 from harness.preflight import visible_devices
 from harness.providers import flaggems
 from harness.spec import REPO_ROOT, Settings
@@ -198,9 +198,7 @@ def finished_status(op: str, device: str | None, rc: int | None, wall_s: float, 
                     interrupted: bool = False) -> OpStatus:
     """The status of a child that exited, read from its log and its run_identity.json."""
     run_dir = run_dir_from_log(log)
-    ident: dict[str, object] = {}
-    if run_dir is not None and (run_dir / "run_identity.json").is_file():
-        ident = json.loads((run_dir / "run_identity.json").read_text(encoding="utf-8"))
+    ident: dict[str, object] = (read_identity(run_dir) if run_dir is not None else None) or {}
     return OpStatus(op=op, status=status_for(rc, interrupted=interrupted),
                     node=str(ident.get("node") or ""), rc=rc, rows=ident.get("rows"),
                     backend=str(ident.get("backend") or ""), device=device or "",

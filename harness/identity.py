@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from harness import __version__
 from harness.backends import Device
+from harness.errors import UsageError
 from harness.spec import REPO_ROOT
 
 # The files whose bytes decide what a run does; receipts pin each one's sha256.
 HARNESS_GLOBS = ("harness/**/*.py", "examples/**/*", "containers/**/*", "scripts/**/*",
                  "Makefile", "pyproject.toml", "noxfile.py")
 IMAGE_DIGEST_VAR = "ZL_IMAGE_DIGEST"
+IDENTITY_FILE = "run_identity.json"
 
 
 def harness_files(root: Path = REPO_ROOT) -> list[Path]:
@@ -67,6 +71,21 @@ def harness_identity(root: Path = REPO_ROOT) -> dict[str, object]:
 
 def device_dicts(devices: Iterable[Device]) -> list[dict[str, object]]:
     return [asdict(d) for d in devices]
+
+
+def read_identity(run_dir: Path) -> dict[str, Any] | None:
+    """A run directory's run_identity.json; None when the run left none. A file that is not a
+    JSON object is a UsageError naming it."""
+    path = Path(run_dir) / IDENTITY_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise UsageError(f"{str(path)!r} is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{str(path)!r} is not a JSON object")
+    return data
 
 
 def build_identity(*, settings_caliber: dict[str, object], node: str, op: str,

@@ -36,7 +36,6 @@ from harness.spec import REPO_ROOT
 SCHEMA = "harness-receipt/1"
 SCHEMA_PREFIX = "harness-receipt/"
 RECEIPT_JSON = "receipt.json"
-IDENTITY_JSON = "run_identity.json"  # written by harness.runner
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -60,10 +59,9 @@ class VerifyResult:
 
 def _read_identity(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / IDENTITY_JSON).read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None  # recorded as null: the receipt says the run left no identity
-    return data if isinstance(data, dict) else None
+        return identity.read_identity(run_dir)
+    except UsageError:
+        return None  # recorded as null: the receipt says the run left no usable identity
 
 
 def _run_entry(run: str | Path | Mapping[str, Any]) -> dict[str, Any]:

@@ -285,7 +285,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
                 "compiled_kernels": tuning.compiled_kernels,
                 "compiled_artifacts": list(tuning.artifacts),
                 "extra_env": extra_env or {}})
-    atomic_write_json(run_dir / "run_identity.json", doc)
+    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
     summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
                f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
                f"dir={run_dir}")

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from harness import stats
 from harness.errors import UsageError, choice_error
+from harness.identity import IDENTITY_FILE, read_identity
 from harness.results import RESULTS_JSONL, SUCCESS, Row, parse_run_output, read_results
 
 # The plugins' marker names, spelled here: importing harness.plugins would pull in pytest.
@@ -22,7 +23,6 @@ DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)
 CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")
-IDENTITY_JSON = "run_identity.json"
 OPS_STATUS_CSV = "ops_status.csv"
 FORMATS = ("md", "csv", "json")
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
@@ -46,24 +46,11 @@ class Source:
 # ---------------------------------------------------------------- inputs
 
 
-def _read_identity(run_dir: Path) -> Mapping[str, Any] | None:
-    path = run_dir / IDENTITY_JSON
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise UsageError(f"{str(path)!r} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{str(path)!r} is not a JSON object")
-    return data
-
-
 def _load_run(run_dir: Path) -> Source:
-    identity = _read_identity(run_dir)
+    identity = read_identity(run_dir)
     if identity is None:
         return Source(str(run_dir), "run", tuple(read_results(run_dir)),
-                      notes=(f"{run_dir}: no {IDENTITY_JSON}; caliber not known",))
+                      notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
     return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity),))
 
 
