@@ -2,7 +2,8 @@
 
 Side A runs with the switch off and records its autotune winners (round 0); every later run, A
 or B, replays those winners strictly from a private cache, so both sides run the same kernel
-configurations. Rounds are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs
+configurations. With REPLAY_FROM every run, A/r0 included, replays that earlier run's records
+instead: the campaign skips the tuning sweep and its table is pinned to known configs. Rounds are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs
 an A/A campaign whose spread is the noise floor of later campaigns.
 """
 
@@ -83,12 +84,20 @@ def schedule(rounds: int, a: str, b: str) -> list[Step]:
     return steps
 
 
+def replay_source(settings: Settings, step: Step, campaign: Path) -> Path | None:
+    """The records `step` replays: REPLAY_FROM for every run when given, else A/r0's for every
+    run after A/r0 (None: A/r0 tunes and records)."""
+    if settings.replay_from is not None:
+        return settings.replay_from
+    return None if step.rel == "A/r0" else campaign / "A" / "r0"
+
+
 def side_settings(settings: Settings, step: Step, campaign: Path) -> Settings:
-    """A private cache for every run; A/r0 records, every other run replays A/r0 strictly."""
-    first = step.side == "A" and step.round == 0
+    """A private cache for every run, each recording what it used; replays are strict."""
+    source = replay_source(settings, step, campaign)
     return dataclasses.replace(
         settings, isolate_tuner_cache=True, record=True, dry_run=False,
-        replay_from=None if first else campaign / "A" / "r0", replay_strict=not first)
+        replay_from=source, replay_strict=source is not None)
 
 
 def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) -> list[str]:
@@ -97,7 +106,9 @@ def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) 
              f"{axis.variable or 'no variable (A/A: both sides identical)'}"]
     for step in steps:
         env = " ".join(f"{k}={v}" for k, v in axis.env(step.value or "").items()) or "-"
-        mode = "record" if step.rel == "A/r0" else "replay A/r0 (strict)"
+        source = replay_source(settings, step, campaign)
+        mode = "record" if source is None else (
+            f"replay {source if settings.replay_from else 'A/r0'} (strict)")
         lines.append(f"  {step.rel}: {env}  tuner cache private, {mode}")
     return lines
 

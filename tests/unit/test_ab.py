@@ -49,6 +49,18 @@ def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
     assert s1.replay_from == tmp_path / "A" / "r0" and s1.replay_strict and s1.isolate_tuner_cache
 
 
+def test_replay_from_pins_every_run_a_r0_included_to_the_earlier_records(tmp_path):
+    records = tmp_path / "earlier"
+    base = settings(replay_from=str(records))
+    for step in ab.schedule(2, "0", "1"):
+        pinned = ab.side_settings(base, step, tmp_path / "campaign")
+        assert pinned.replay_from == records and pinned.replay_strict and pinned.record
+    lines = ab.describe(base, ab.resolve_axis("none", backends.get("cpu")),
+                        ab.schedule(1, "0", "1"), tmp_path / "campaign")
+    steps = lines[2:]
+    assert len(steps) == 2 and all(line.endswith(f"replay {records} (strict)") for line in steps)
+
+
 def test_dry_run_plan_shows_each_sides_switch(tmp_path):
     axis = ab.resolve_axis("RLC_ENHANCE", backends.get("musa"))
     lines = ab.describe(settings(), axis, ab.schedule(1, "0", "1"), tmp_path)
