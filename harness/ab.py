@@ -132,10 +132,28 @@ def compiler_mentions(python: str, variable: str) -> bool | None:
     return None if answer in ("none", "") else answer == "yes"
 
 
+def artifacts(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[str]]:
+    """Fingerprints of everything each side compiled, over all its rounds: (A, B)."""
+    return tuple({h for doc in identities[side] for h in doc.get("compiled_artifacts") or ()}
+                 for side in ("A", "B"))
+
+
+def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:
+    """An A/A campaign also tests the fingerprint that liveness relies on: identical sides must
+    compile identical artifacts. None when nothing was compiled."""
+    a, b = artifacts(identities)
+    if not a and not b:
+        return None
+    if a == b:
+        return (f"A/A: both sides compiled the same {len(a)} artifacts, so compiled code "
+                "fingerprints can tell a live switch on this stack")
+    return (f"A/A: identical sides compiled different artifacts ({len(a ^ b)} of "
+            f"{len(a | b)} differ): compiled-code liveness is unreliable on this stack")
+
+
 def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -> tuple[str, str]:
     """DESIGN.md's liveness check: ("live" | "unknown" | "not_live" | "unchecked", note)."""
-    a = {h for doc in identities["A"] for h in doc.get("compiled_artifacts") or ()}
-    b = {h for doc in identities["B"] for h in doc.get("compiled_artifacts") or ()}
+    a, b = artifacts(identities)
     if not a and not b:
         return "unchecked", "liveness not checked: this backend compiled no kernels"
     if not b <= a:
@@ -177,17 +195,18 @@ def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
                "harness_dirty": identity.git_state(REPO_ROOT)["dirty"]}
     notes: list[str] = []
     live = None
+    identities = {side: [doc for s in srcs for _, doc in s.identities]
+                  for side, srcs in sources.items()}
     if axis.variable is None:
         floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
         caliber["measured_noise_floor_pct"] = floor
         notes.append(f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
                      "NOISE_FROM to later campaigns)")
+        notes += filter(None, [aa_artifact_note(identities)])
     elif any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER)
              for r in result.rows):
         live = {"status": "live", "detail": "rows differ beyond the noise floor"}
     else:
-        identities = {side: [doc for s in srcs for _, doc in s.identities]
-                      for side, srcs in sources.items()}
         status, detail = liveness(identities, axis, plan.python)
         if status == "unchecked":
             notes.append(detail)

@@ -240,13 +240,25 @@ class TuningOutcome:
     artifacts: tuple[str, ...] = ()  # sha256 of each compiled artifact, sorted
 
 
-def artifact_hashes(triton_cache: Path) -> tuple[str, ...]:
-    """sha256 of every compiled artifact in a Triton cache, sorted; the JSON metadata (which
-    names paths and cache keys) is left out, so equal code gives equal fingerprints."""
+# What a run's private cache root is replaced with before an artifact is hashed.
+PRIVATE_ROOT_TOKEN = b"<private-cache>"
+
+
+def artifact_hashes(triton_cache: Path, private_root: Path | None = None) -> tuple[str, ...]:
+    """sha256 of every compiled artifact in a Triton cache, sorted; equal code gives equal
+    fingerprints across runs. The JSON metadata (paths, cache keys) is left out, and every
+    occurrence of `private_root` is replaced by one token first: kernels FlagGems generates
+    live under the run's private FLAGGEMS_CACHE_DIR, and their line info carries that path
+    into every IR and binary. Paths of equal length keep binary offsets equal, which holds
+    for A/rN and B/rN of one campaign."""
+    needle = str(private_root).encode() if private_root else None
     hashes = set()
     for path in triton_cache.glob("*/*"):
         if path.is_file() and path.suffix != ".json":
-            hashes.add(hashlib.sha256(path.read_bytes()).hexdigest())
+            data = path.read_bytes()
+            if needle:
+                data = data.replace(needle, PRIVATE_ROOT_TOKEN)
+            hashes.add(hashlib.sha256(data).hexdigest())
     return tuple(sorted(hashes))
 
 

@@ -187,7 +187,7 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
         cache = run_dir / "tuner_cache"
         outcome = dataclasses.replace(
             outcome, compiled_kernels=autotune.count_compiled_kernels(cache / "triton"),
-            artifacts=autotune.artifact_hashes(cache / "triton"))
+            artifacts=autotune.artifact_hashes(cache / "triton", cache.resolve()))
         for db in sorted((cache / "flaggems").glob("**/*.db")):
             (run_dir / autotune.RECORDS_DIR).mkdir(exist_ok=True)
             shutil.copy2(db, run_dir / autotune.RECORDS_DIR / db.name)

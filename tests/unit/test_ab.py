@@ -97,3 +97,11 @@ def test_noise_floor_comes_from_an_aa_campaign(tmp_path):
     assert ab.noise_floor_from(tmp_path) == 2.5
     with pytest.raises(UsageError, match="not an A/A campaign"):
         ab.noise_floor_from(Path(tmp_path / "nothing"))
+
+
+def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():
+    same = ab.aa_artifact_note({"A": [doc("x", "y"), doc("y")], "B": [doc("y", "x")]})
+    assert same.startswith("A/A: both sides compiled the same 2 artifacts")
+    differ = ab.aa_artifact_note({"A": [doc("x", "y")], "B": [doc("x", "z")]})
+    assert "unreliable" in differ and "(2 of 3 differ)" in differ
+    assert ab.aa_artifact_note({"A": [doc()], "B": [doc()]}) is None
