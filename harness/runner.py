@@ -74,11 +74,14 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     an A/B side's switch)."""
     plugins = plan_plugins(settings.backend, settings.timer,
                            tuning=settings.record or settings.replay_from is not None)
+    # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
+    # names an existing path as a test path when it chooses its rootdir and ini file, and a
+    # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
-            "--level", settings.level, "--mode", FLAGGEMS_MODE,
-            "--record", "log", "-s", *pytest_plugin_args()]
+            f"--level={settings.level}", f"--mode={FLAGGEMS_MODE}",
+            "--record=log", "-s", *pytest_plugin_args()]
     if settings.shape_mode == "file":
-        argv += ["--shape_file", str(settings.shape_file.resolve())]
+        argv.append(f"--shape_file={settings.shape_file.resolve()}")
     env = {
         "ZL_BACKEND": settings.backend.name,
         "ZL_RUN_DIR": str(run_dir.resolve()),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -127,6 +128,32 @@ def test_shape_file_mode_archives_the_file_and_measures_only_its_shapes(tmp_path
     assert {r["shape"] for r in rows} == {"[[8, 8]]", "[[16, 16]]"}
     doc = yaml.safe_load((run_dir / "shapes.yaml").read_text())
     assert doc["shape_mode"] == "file" and doc["source"] == str(shapes)
+
+
+def test_a_shape_file_outside_the_checkout_keeps_the_checkouts_pytest_ini(tmp_path):
+    """FlagGems finds its own package through its pytest.ini (`pythonpath = src`); a shape file
+    elsewhere must not move pytest's rootdir and ini file off the checkout (seen on an H200:
+    every parallel-warmup shard failed to import flag_gems: its shape file lay under the
+    harness's runs/, and pytest took the harness's own pyproject.toml)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")  # the harness's
+    checkout = tmp_path / "checkout"
+    shutil.copytree(EMBEDDED_SUITE, checkout, ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "helpers").mkdir()
+    (checkout / "helpers" / "suite_needs.py").write_text("READY = True\n")
+    with open(checkout / "pytest.ini", "a") as ini:
+        ini.write("pythonpath = helpers\n")
+    conftest = checkout / "benchmark" / "conftest.py"
+    conftest.write_text(conftest.read_text() + "\nimport suite_needs  # through pytest.ini only\n")
+    shapes = tmp_path / "elsewhere" / "shapes.yaml"
+    shapes.parent.mkdir()
+    shapes.write_text("UnaryPointwiseBenchmark:\n  shapes:\n    - [8, 8]\n")
+    proc = harness("run", "--backend", "cpu", "--op", "tanh", "--out", str(tmp_path / "r"),
+                   "--flaggems-dir", str(checkout), "--shape-mode", "file",
+                   "--shape-file", str(shapes))
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    rows = [json.loads(line) for line in open(only_run_dir(tmp_path / "r", "tanh")
+                                              / "results.jsonl")]
+    assert {r["shape"] for r in rows} == {"[[8, 8]]"}
 
 
 def test_dry_run_prints_argv_plugins_environment_and_creates_nothing(tmp_path):
