@@ -3,8 +3,9 @@
 Side A runs with the switch off and records its autotune winners (round 0); every later run, A
 or B, replays those winners strictly from a private cache, so both sides run the same kernel
 configurations. With REPLAY_FROM every run, A/r0 included, replays that earlier run's records
-instead: the campaign skips the tuning sweep and its table is pinned to known configs. Rounds are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs
-an A/A campaign whose spread is the noise floor of later campaigns.
+instead: the campaign skips the tuning sweep and its table is pinned to known configs. Rounds
+are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs an A/A campaign whose
+spread is the noise floor of later campaigns.
 """
 
 from __future__ import annotations

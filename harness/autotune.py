@@ -20,7 +20,6 @@ the kernel's module and qualified name. Keys are what the tuner looks up; one li
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -238,33 +237,6 @@ class TuningOutcome:
     fallbacks: tuple[dict[str, Any], ...]
     compiled_kernels: int | None = None  # binaries in a private Triton cache; None: shared
     artifacts: tuple[str, ...] = ()  # sha256 of each compiled artifact, sorted
-
-
-# What a run's private cache root is replaced with before an artifact is hashed.
-PRIVATE_ROOT_TOKEN = b"<private-cache>"
-
-
-def artifact_hashes(triton_cache: Path, private_root: Path | None = None) -> tuple[str, ...]:
-    """sha256 of every compiled artifact in a Triton cache, sorted; equal code gives equal
-    fingerprints across runs. The JSON metadata (paths, cache keys) is left out, and every
-    occurrence of `private_root` is replaced by one token first: kernels FlagGems generates
-    live under the run's private FLAGGEMS_CACHE_DIR, and their line info carries that path
-    into every IR and binary. Paths of equal length keep binary offsets equal, which holds
-    for A/rN and B/rN of one campaign."""
-    needle = str(private_root).encode() if private_root else None
-    hashes = set()
-    for path in triton_cache.glob("*/*"):
-        if path.is_file() and path.suffix != ".json":
-            data = path.read_bytes()
-            if needle:
-                data = data.replace(needle, PRIVATE_ROOT_TOKEN)
-            hashes.add(hashlib.sha256(data).hexdigest())
-    return tuple(sorted(hashes))
-
-
-def count_compiled_kernels(triton_cache: Path) -> int:
-    """Kernels Triton compiled into `triton_cache`: one `__grp__*.json` group per binary."""
-    return sum(1 for _ in triton_cache.glob("*/__grp__*.json"))
 
 
 def finish_run(run_dir: Path, flaggems_cache: Path, record: bool) -> TuningOutcome:

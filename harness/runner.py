@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import autotune, identity, results
+from harness import artifacts, autotune, identity, results
 from harness.backends import Device
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
@@ -189,8 +189,8 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
     if settings.isolate_tuner_cache:
         cache = run_dir / "tuner_cache"
         outcome = dataclasses.replace(
-            outcome, compiled_kernels=autotune.count_compiled_kernels(cache / "triton"),
-            artifacts=autotune.artifact_hashes(cache / "triton", cache.resolve()))
+            outcome, compiled_kernels=artifacts.count_compiled_kernels(cache / "triton"),
+            artifacts=artifacts.artifact_hashes(cache / "triton", cache.resolve()))
         for db in sorted((cache / "flaggems").glob("**/*.db")):
             (run_dir / autotune.RECORDS_DIR).mkdir(exist_ok=True)
             shutil.copy2(db, run_dir / autotune.RECORDS_DIR / db.name)

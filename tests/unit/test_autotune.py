@@ -109,38 +109,3 @@ def test_finish_run_records_used_winners_and_counts_fallbacks(tmp_path):
     sources = sorted(w.source for w in autotune.read_records(run).winners)
     assert sources == ["flaggems", "triton"]
     assert autotune.finish_run(run, cache, record=False).recorded is None
-
-
-def test_compiled_kernels_are_counted_by_triton_group_files(tmp_path):
-    for name in ("aa", "bb"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / f"__grp__k_{name}.json").write_text("{}")
-        (tmp_path / name / f"k_{name}.bin").write_text("")
-    (tmp_path / "cc").mkdir()
-    assert autotune.count_compiled_kernels(tmp_path) == 2
-
-
-def test_artifact_hashes_ignore_metadata_and_match_equal_code(tmp_path):
-    for root, code in ((tmp_path / "a", b"\x7fELF one"), (tmp_path / "b", b"\x7fELF one")):
-        (root / "h1").mkdir(parents=True)
-        (root / "h1" / "k.cubin").write_bytes(code)
-        (root / "h1" / "k.json").write_text(f'{{"path": "{root}"}}')
-    assert autotune.artifact_hashes(tmp_path / "a") == autotune.artifact_hashes(tmp_path / "b")
-    (tmp_path / "b" / "h1" / "k.cubin").write_bytes(b"\x7fELF two")
-    assert autotune.artifact_hashes(tmp_path / "a") != autotune.artifact_hashes(tmp_path / "b")
-
-
-def test_artifact_hashes_ignore_the_private_cache_path_that_line_info_carries(tmp_path):
-    """Generated kernels live in each run's private cache; their path is in every artifact."""
-    roots = [tmp_path / "ab" / side / "r0" / "tuner_cache" for side in ("A", "B")]
-    for root, op in zip(roots, ("tanh", "tanh")):
-        (root / "triton" / "h1").mkdir(parents=True)
-        (root / "triton" / "h1" / "k.ptx").write_bytes(
-            f'.file 1 "{root}/flaggems/code_cache/{op}.py"\nmul.f32'.encode())
-    a, b = (autotune.artifact_hashes(root / "triton", root) for root in roots)
-    assert a == b
-    assert autotune.artifact_hashes(roots[0] / "triton") != \
-        autotune.artifact_hashes(roots[1] / "triton")
-    (roots[1] / "triton" / "h1" / "k.ptx").write_bytes(
-        f'.file 1 "{roots[1]}/flaggems/code_cache/tanh.py"\nfma.rn.f32'.encode())
-    assert autotune.artifact_hashes(roots[1] / "triton", roots[1]) != a
