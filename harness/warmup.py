@@ -36,6 +36,7 @@ from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 from harness.preflight import Plan
 from harness.providers import flaggems
+from harness.providers.benchmark_classes import ShapeResolution, resolve_shape_keys
 from harness.spec import Settings
 
 WARMUP_DIR = "warmup"
@@ -66,7 +67,7 @@ class WarmupPlan:
     sentence); `measure_device` is where the measured run goes (None: unpinned)."""
 
     requested: int
-    resolution: flaggems.ShapeResolution | None = None
+    resolution: ShapeResolution | None = None
     shards: tuple[Shard, ...] = ()
     refused: tuple[str, str] | None = None
     measure_device: str | None = None
@@ -128,7 +129,7 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
     if settings.replay_from is not None:
         return WarmupPlan(n, refused=("replay_from", "REPLAY_FROM pins the winners: there "
                                       "is no sweep to shard"))
-    resolution = flaggems.resolve_shape_keys(settings.flaggems_dir, node, shape_source(settings))
+    resolution = resolve_shape_keys(settings.flaggems_dir, node, shape_source(settings))
     if resolution.key is None:
         return WarmupPlan(n, resolution, refused=("unresolved_shapes",
                                                   resolution.describe()))
@@ -148,7 +149,7 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
     return WarmupPlan(n, resolution, shards, measure_device=pinned[0])
 
 
-def shard_document(resolution: flaggems.ShapeResolution, shard: Shard) -> dict[str, object]:
+def shard_document(resolution: ShapeResolution, shard: Shard) -> dict[str, object]:
     """A shard's shape file: the resolved key alone, with the shard's shapes. FlagGems looks
     the op_name up first, so the file holds no other key that could win."""
     entry: dict[str, object] = {"shapes": [list(s) if isinstance(s, tuple) else s

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UsageError
-from harness.providers.flaggems import Node, resolve_shape_keys, scan_tree
+from harness.providers.benchmark_classes import resolve_shape_keys
+from harness.providers.flaggems import Node, scan_tree
 from harness.spec import EMBEDDED_SUITE
 
 CORE = EMBEDDED_SUITE / "benchmark" / "core_shapes.yaml"

@@ -16,7 +16,8 @@ import yaml
 from harness import autotune, spec, warmup
 from harness.backends import Device
 from harness.preflight import Plan
-from harness.providers.flaggems import Node, resolve_shape_keys
+from harness.providers.benchmark_classes import resolve_shape_keys
+from harness.providers.flaggems import Node
 from harness.spec import EMBEDDED_SUITE, REPO_ROOT
 from tests.procs import alive, wait_for
 
