@@ -15,7 +15,7 @@ HARNESS = PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m harness
 # make would otherwise turn any environment variable (OUT, MODE, ...) into one, and the harness
 # reads the environment itself under the names of DESIGN.md.
 FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
-	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file MODE=mode REPEAT=repeat \
+	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file DTYPES=dtypes MODE=mode REPEAT=repeat \
 	ISOLATE_TUNER_CACHE=isolate-tuner-cache RECORD=record REPLAY_FROM=replay-from \
 	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
@@ -32,7 +32,7 @@ help: ## list the targets and variables
 	@echo
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
-	@echo "variables: BACKEND OP OP_FILE TEST_NODE LEVEL SHAPE_MODE SHAPE_FILE MODE REPEAT"
+	@echo "variables: BACKEND OP OP_FILE TEST_NODE LEVEL SHAPE_MODE SHAPE_FILE DTYPES MODE REPEAT"
 	@echo "  ISOLATE_TUNER_CACHE REPLAY_FROM USE_FLAGTUNE PARALLEL_WARMUP_GPUS DEVICES"
 	@echo "  FLAGGEMS_DIR RUNNER OUT DRY_RUN PYTHON   (harness run --help describes each)"
 

@@ -24,8 +24,8 @@ from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
 
-RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "MODE",
-            "REPEAT", "ISOLATE_TUNER_CACHE", "RECORD", "REPLAY_FROM", "REPLAY_STRICT",
+RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "DTYPES",
+            "MODE", "REPEAT", "ISOLATE_TUNER_CACHE", "RECORD", "REPLAY_FROM", "REPLAY_STRICT",
             "USE_FLAGTUNE",
             "PARALLEL_WARMUP_GPUS", "DEVICES", "FLAGGEMS_DIR", "RUNNER", "OUT", "DRY_RUN")
 

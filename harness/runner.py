@@ -82,6 +82,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
             "--record=log", "-s", *pytest_plugin_args()]
     if settings.shape_mode == "file":
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
+    argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
     env = {
         "ZL_BACKEND": settings.backend.name,
         "ZL_RUN_DIR": str(run_dir.resolve()),

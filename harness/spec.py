@@ -53,6 +53,8 @@ VARS: tuple[Var, ...] = (
     Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS),
     Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source", "upstream", SHAPE_MODES),
     Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
+    Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
+        "(FlagGems' --dtypes); default: the benchmark's own"),
     Var("MODE", "ZL_TIMER", "--mode", "timer: graph, direct or auto", "auto", MODES),
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
@@ -93,6 +95,7 @@ class Settings:
     level: str
     shape_mode: str
     shape_file: Path | None
+    dtypes: tuple[str, ...]  # () : the benchmark's own
     mode: str
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
     repeat: int
@@ -116,6 +119,7 @@ class Settings:
             "level": self.level,
             "shape_mode": self.shape_mode,
             "shape_file": str(self.shape_file) if self.shape_file else None,
+            "dtypes": ",".join(self.dtypes) or None,
             "timer": self.timer,
             "mode": self.mode,
             "repeat": self.repeat,
@@ -163,6 +167,14 @@ def _positive_int(var: Var, value: str, source: str) -> int:
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; "
                          "expected a whole number of at least 1")
     return int(value)
+
+
+def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
+    items = tuple(item.strip() for item in (value or "").split(",") if item.strip())
+    if not all(re.fullmatch(r"[a-z][a-z0-9_]*", item) for item in items):
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected "
+                         "comma-separated torch dtype names, e.g. float16,bfloat16")
+    return tuple(dict.fromkeys(items))
 
 
 def _devices(var: Var, value: str | None, source: str) -> tuple[str, ...]:
@@ -263,6 +275,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         level=raw["LEVEL"] or "core",
         shape_mode=shape_mode,
         shape_file=shape_file,
+        dtypes=_dtypes(VARS_BY_MAKE["DTYPES"], raw["DTYPES"], sources["DTYPES"]),
         mode=mode,
         timer=timer,
         repeat=_positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),

@@ -1,19 +1,19 @@
 """Parallel warmup: shard the autotune sweep over N devices, merge the winners, measure serially.
 
-With PARALLEL_WARMUP_GPUS=N a run first resolves its benchmark's shapes statically (the shape
-file's entry FlagGems' set_shapes would use), deals them round-robin into N shard files, and
-runs N `harness run` children at once, one per device of the caller's selection, each with an
-isolated tuner cache so that it records its winners. The shards' records are merged into
-`<run_dir>/warmup/autotune_records/`, and the measured run then replays them (not strictly)
-serially on one device, so that its timings stay comparable with a serial run: N processes
-loading one box couple through its power budget.
+With PARALLEL_WARMUP_GPUS=N a run first resolves its benchmark's shapes and dtypes statically
+(the shape file's entry FlagGems' set_shapes would use, the dtypes its constructor gets), deals
+them into at most N shards (see `deal`), and runs the shards' `harness run` children at once,
+one per device of the caller's selection, each with an isolated tuner cache so that it records
+its winners. The shards' records are merged into `<run_dir>/warmup/autotune_records/`, and the
+measured run then replays them (not strictly) serially on one device, so that its timings stay
+comparable with a serial run: N processes loading one box couple through its power budget.
 
 It refuses, and the serial sweep runs instead, with one `PARALLEL_WARMUP_SERIAL` line saying
 why: at --level comprehensive (set_more_shapes() is arbitrary Python), when the shapes cannot
 be resolved, when REPLAY_FROM already pins the winners, when the selection holds fewer devices
-than N, when there is only one shape, and after any shard exits non-zero (the whole sweep is
-discarded; its logs stay under warmup/). On a backend without an accelerator (cpu) devices
-mean nothing: the shards run unpinned, side by side on the host.
+than N, when one shape of one dtype leaves nothing to share, and after any shard exits non-zero
+(the whole sweep is discarded; its logs stay under warmup/). On a backend without an
+accelerator (cpu) devices mean nothing: the shards run unpinned, side by side on the host.
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 from harness.preflight import Plan
 from harness.providers import flaggems
-from harness.providers.benchmark_classes import ShapeResolution, resolve_shape_keys
+from harness.providers.benchmark_classes import (
+    SELECTABLE_DTYPES,
+    ShapeResolution,
+    resolve_shape_keys,
+)
 from harness.spec import Settings
 
 WARMUP_DIR = "warmup"
@@ -55,6 +59,7 @@ class Shard:
     index: int
     device: str | None
     shapes: tuple[object, ...]
+    dtypes: tuple[str, ...] = ()  # (): every dtype the benchmark measures
 
     @property
     def name(self) -> str:
@@ -106,6 +111,27 @@ def round_robin(shapes: Sequence[object], n: int) -> list[tuple[object, ...]]:
     return [tuple(shapes[i::n]) for i in range(n)]
 
 
+def deal(shapes: Sequence[object], dtypes: Sequence[str], n: int
+         ) -> list[tuple[tuple[str, ...], tuple[object, ...]]]:
+    """(dtypes, shapes) of each of at most n shards, none empty.
+
+    Compiling dominates a sweep, and Triton compiles each config once per dtype, not per shape:
+    on an H200 each of two shape shards of mm compiled all 488 kernels the serial sweep did, and
+    the sweep took longer than the serial one. So dtypes are dealt first, every shard taking all
+    the shapes of its dtypes; only shards beyond the dtypes split a dtype's shapes. With fewer
+    than two dtypes known, the shapes are dealt round-robin.
+    """
+    if len(dtypes) < 2:
+        return [((), part) for part in round_robin(shapes, min(n, len(shapes))) if part]
+    if len(dtypes) >= n:
+        return [(tuple(dtypes[i::n]), tuple(shapes)) for i in range(n)]
+    dealt = []
+    for j, dtype in enumerate(dtypes):
+        mine = len(range(j, n, len(dtypes)))  # shards j, j + D, ... serve this dtype
+        dealt += [((dtype,), part) for part in round_robin(shapes, min(mine, len(shapes)))]
+    return dealt
+
+
 def shape_source(settings: Settings) -> Path:
     """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
     if settings.shape_mode == "file" and settings.shape_file is not None:
@@ -138,14 +164,18 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
         return WarmupPlan(n, resolution, refused=(
             "too_few_devices", f"PARALLEL_WARMUP_GPUS={n} needs {n} devices; the selection "
             f"holds {len(devices)} ({','.join(devices) or 'none found'})"))
-    count = min(n, len(resolution.shapes))
-    if count < 2:
+    dtypes = settings.dtypes or resolution.dtypes
+    if not set(dtypes) <= SELECTABLE_DTYPES:
+        dtypes = ()  # a shard could not be restricted to them: the shapes are dealt instead
+    dealt = deal(resolution.shapes, dtypes, n)
+    if len(dealt) < 2:
         return WarmupPlan(n, resolution, refused=(
-            "too_few_shapes", f"{resolution.key} has {len(resolution.shapes)} shape(s): "
-            "nothing to share"))
-    pinned = devices[:count] if devices is not None else [None] * count
-    shards = tuple(Shard(i, device, shapes) for i, (device, shapes)
-                   in enumerate(zip(pinned, round_robin(resolution.shapes, count), strict=True)))
+            "too_few_shapes", f"{resolution.key} has {len(resolution.shapes)} shape(s) and "
+            f"{len(dtypes) or 'unknown'} dtype(s): nothing to "
+            "share"))
+    pinned = devices[:len(dealt)] if devices is not None else [None] * len(dealt)
+    shards = tuple(Shard(i, device, shapes, dtypes) for i, (device, (dtypes, shapes))
+                   in enumerate(zip(pinned, dealt, strict=True)))
     return WarmupPlan(n, resolution, shards, measure_device=pinned[0])
 
 
@@ -159,9 +189,10 @@ def shard_document(resolution: ShapeResolution, shard: Shard) -> dict[str, objec
     return {resolution.key: entry}
 
 
-def shard_argv(settings: Settings, node: flaggems.Node, shard_file: Path, device: str | None,
+def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, shard_file: Path,
                out_dir: Path) -> list[str]:
-    """`harness run` of the same node on the shard's shapes, recording its winners."""
+    """`harness run` of the same node on the shard's shapes and dtypes, recording its
+    winners."""
     argv = [sys.executable, "-m", "harness.cli", "run", "--backend", settings.backend.name,
             "--node", node.nodeid, "--level", settings.level, "--mode", settings.mode,
             "--repeat", str(settings.repeat),
@@ -171,8 +202,10 @@ def shard_argv(settings: Settings, node: flaggems.Node, shard_file: Path, device
             "--out", str(out_dir.resolve())]
     if settings.flaggems_dir is not None:
         argv += ["--flaggems-dir", str(settings.flaggems_dir.resolve())]
-    if device is not None:
-        argv += ["--devices", device]
+    if shard.dtypes or settings.dtypes:
+        argv += ["--dtypes", ",".join(shard.dtypes or settings.dtypes)]
+    if shard.device is not None:
+        argv += ["--devices", shard.device]
     return argv
 
 
@@ -205,9 +238,11 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
         return [*lines, plan.serial_line()]
     for shard in plan.shards:
         shard_file = warm_dir / f"{shard.name}.yaml"
-        lines += [f"{shard.name}: device={shard.device or '-'} shapes={len(shard.shapes)} "
+        lines += [f"{shard.name}: device={shard.device or '-'} "
+                  f"dtypes={','.join(shard.dtypes or settings.dtypes) or 'all'} "
+                  f"shapes={len(shard.shapes)} "
                   f"{' '.join(str(list(s) if isinstance(s, tuple) else s) for s in shard.shapes)}",
-                  "    " + shlex.join(shard_argv(settings, node, shard_file, shard.device,
+                  "    " + shlex.join(shard_argv(settings, node, shard, shard_file,
                                                  warm_dir / shard.name))]
     lines.append(f"measured run: serial on device {plan.measure_device or '-'}, replaying the "
                  f"merged winners of {warm_dir} (REPLAY_STRICT=0)")
@@ -316,7 +351,7 @@ def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batc
                               default_flow_style=None)  # one shape a line: - [64, 64]
         atomic_write_text(warm_dir / f"{shard.name}.yaml", text)
     build = command or (lambda shard, shard_file, shard_out: shard_argv(
-        settings, plan.node, shard_file, shard.device, shard_out))
+        settings, plan.node, shard, shard_file, shard_out))
     started = time.monotonic()
     rcs = run_shards(settings, decision.shards, warm_dir, build, out=log, environ=environ,
                      grace_s=grace_s, poll_s=poll_s)

@@ -20,6 +20,10 @@ from harness.errors import UsageError
 from harness.providers.flaggems import Node
 
 SHAPES_KEY = "shapes"
+# What FlagGems' `--dtypes` accepts (benchmark/conftest.py: FLOAT_DTYPES + INT_DTYPES +
+# BOOL_DTYPES + complex64); a run can be restricted to these and no others.
+SELECTABLE_DTYPES = frozenset({"float16", "float32", "bfloat16", "int16", "int32", "bool",
+                               "complex64"})
 ROOT_CLASS = "Benchmark"  # benchmark/base.py's base of every benchmark
 
 
@@ -39,6 +43,7 @@ class ShapeResolution:
     shapes: tuple[object, ...] = ()  # the entry's shapes, as the YAML holds them
     shape_desc: str | None = None
     problem: str | None = None  # why key is None
+    dtypes: tuple[str, ...] = ()  # torch names of the benchmark's dtypes; (): not known
 
     def describe(self) -> str:
         """One line for logs: the key found, or the candidates a miss tried."""
@@ -47,7 +52,8 @@ class ShapeResolution:
             return (f"shape key: none (op_name={self.op_name!r} classes={chain} "
                     f"tried={','.join(self.tried) or '-'}): {self.problem}")
         return (f"shape key: {self.key} (op_name={self.op_name!r} classes={chain} "
-                f"tried={','.join(self.tried)}; {len(self.shapes)} shapes)")
+                f"tried={','.join(self.tried)}; {len(self.shapes)} shapes; dtypes "
+                f"{','.join(self.dtypes) or 'not known statically'})")
 
 
 def resolve_shape_keys(flaggems_dir: Path, node: Node, shape_file: Path) -> ShapeResolution:
@@ -69,7 +75,7 @@ def resolve_shape_keys(flaggems_dir: Path, node: Node, shape_file: Path) -> Shap
     found = _constructor_call(modules, node)
     if isinstance(found, str):
         return _miss(None, (), (), found)
-    mro, op_name, why = found
+    mro, op_name, why, dtypes = found
     chain = tuple(_short(name) for _, name in mro)
     tried = tuple(dict.fromkeys(([op_name] if op_name else []) + list(chain)))
     custom = modules.custom_set_shapes(mro)
@@ -88,7 +94,7 @@ def resolve_shape_keys(flaggems_dir: Path, node: Node, shape_file: Path) -> Shap
                          f"'{SHAPES_KEY}' list; FlagGems would use the class's DEFAULT_SHAPES")
         desc = entry.get("shape_desc")
         return ShapeResolution(op_name, chain, tried[:n], key, tuple(entry[SHAPES_KEY]),
-                               str(desc) if desc else None)
+                               str(desc) if desc else None, dtypes=dtypes or ())
     return _miss(op_name, chain, tried, f"no entry in {shape_file} for any of "
                  f"{', '.join(tried)}; FlagGems would use the class's DEFAULT_SHAPES")
 
@@ -269,6 +275,79 @@ class _Modules:
         return None
 
 
+    def dtype_names(self, path: Path, expr: ast.expr, function: ast.FunctionDef | None = None,
+                    bound: dict[str, ast.expr] | None = None, depth: int = 0
+                    ) -> tuple[str, ...] | None:
+        """The torch dtype names a dtypes expression of module `path` stands for: a list of
+        ``torch.X``, a name or ``consts.NAME`` bound to one at module level (here or where it is
+        imported from), a local or helper parameter, or a sum of those; None otherwise."""
+        if depth > 8:
+            return None
+        if isinstance(expr, (ast.List, ast.Tuple)):
+            names = [e.attr for e in expr.elts if isinstance(e, ast.Attribute)
+                     and isinstance(e.value, ast.Name) and e.value.id == "torch"]
+            return tuple(names) if len(names) == len(expr.elts) else None
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+            parts = [self.dtype_names(path, e, function, bound, depth + 1)
+                     for e in (expr.left, expr.right)]
+            return None if None in parts else parts[0] + parts[1]
+        value: tuple[Path, ast.expr] | None = None
+        if isinstance(expr, ast.Name) and bound and expr.id in bound:
+            return self.dtype_names(path, bound[expr.id], None, None, depth + 1)
+        if isinstance(expr, ast.Name) and function is not None and (
+                local := _assigned(function.body, expr.id, walk=True)) is not None:
+            value = (path, local)
+        elif isinstance(expr, ast.Name):
+            value = self.module_value(path, expr.id)
+        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            owner = self.binding(path, expr.value.id)
+            if owner and owner[0] == "module":
+                value = self.module_value(owner[1], expr.attr)
+        return self.dtype_names(value[0], value[1], None, None, depth + 1) if value else None
+
+    def module_value(self, path: Path, name: str) -> tuple[Path, ast.expr] | None:
+        """(module, expression) of the module-level assignment that binds `name` in `path`,
+        following ``from x import name``."""
+        tree = self.tree(path)
+        found = _assigned(tree.body if tree else [], name)
+        if found is not None:
+            return path, found
+        for stmt in reversed(tree.body if tree else []):
+            if isinstance(stmt, ast.ImportFrom) and any(
+                    (a.asname or a.name) == name for a in stmt.names):
+                alias = next(a for a in stmt.names if (a.asname or a.name) == name)
+                owner = self._as_module(self._module_file(path, stmt.module, stmt.level))
+                return self.module_value(owner, alias.name) if owner not in (None, path) else None
+        return None
+
+    def default_dtypes(self, mro: _Mro) -> tuple[str, ...] | None:
+        """DEFAULT_DTYPES of the nearest class that sets it; None when a class between has an
+        __init__ that handles dtypes itself (its value is then decided in Python)."""
+        for path, qualname in mro:
+            if path is None:
+                continue
+            body = self.classes(path)[qualname].body
+            if _short(qualname) != ROOT_CLASS and any(
+                    isinstance(s, ast.FunctionDef) and s.name == "__init__" and any(
+                        "dtypes" in (getattr(n, "id", None), getattr(n, "arg", None),
+                                     getattr(n, "attr", None)) for n in ast.walk(s))
+                    for s in body):
+                return None
+            found = _assigned(body, "DEFAULT_DTYPES")
+            if found is not None:
+                return self.dtype_names(path, found)
+        return None
+
+
+def _assigned(body: list[ast.stmt], name: str, walk: bool = False) -> ast.expr | None:
+    """The value of the one assignment to `name` in `body` (all of it when `walk`); None when
+    there is none or more than one."""
+    nodes = [n for stmt in body for n in (ast.walk(stmt) if walk else (stmt,))]
+    values = [n.value for n in nodes if isinstance(n, ast.Assign)
+              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    return values[0] if len(values) == 1 else None
+
+
 def _c3_merge(lines: list[_Mro], name: str) -> _Mro:
     lines = [list(line) for line in lines if line]
     result: _Mro = []
@@ -282,9 +361,11 @@ def _c3_merge(lines: list[_Mro], name: str) -> _Mro:
     return result
 
 
-def _constructor_call(modules: _Modules, node: Node) -> tuple[_Mro, str | None, str | None] | str:
-    """(class chain, op_name, problem) of the benchmark the test function constructs, or a str
-    saying why none was found; `problem` is set when the class is known but op_name is not."""
+def _constructor_call(modules: _Modules, node: Node
+                      ) -> tuple[_Mro, str | None, str | None, tuple[str, ...] | None] | str:
+    """(class chain, op_name, problem, dtypes) of the benchmark the test function constructs,
+    or a str saying why none was found; `problem` is set when the class is known but op_name
+    is not, dtypes is None when they are not known statically."""
     path = (modules.root / node.path).resolve()
     tree = modules.tree(path)
     if tree is None:
@@ -304,10 +385,10 @@ def _constructor_call(modules: _Modules, node: Node) -> tuple[_Mro, str | None, 
     if not distinct:
         return f"{node.nodeid}: no benchmark constructor call found"
     if len(distinct) > 1:
-        names = ", ".join(f"{_short(ref[1])}(op_name={op!r})" for ref, op, _ in distinct)
+        names = ", ".join(f"{_short(ref[1])}(op_name={op!r})" for ref, op, _, _ in distinct)
         return f"{node.nodeid} constructs several benchmarks: {names}"
-    ref, op_name, why = distinct[0]
-    return modules.mro(ref), op_name, why
+    ref, op_name, why, dtypes = distinct[0]
+    return modules.mro(ref), op_name, why, dtypes
 
 
 def _bind(helper: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
@@ -318,9 +399,12 @@ def _bind(helper: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
     return bound
 
 
+_Call = tuple[_ClassRef, str | None, str | None, tuple[str, ...] | None]
+
+
 def _benchmark_calls(modules: _Modules, path: Path, function: ast.FunctionDef,
-                     bound: dict[str, ast.expr]) -> list[tuple[_ClassRef, str | None, str | None]]:
-    found = []
+                     bound: dict[str, ast.expr]) -> list[_Call]:
+    found: list[_Call] = []
     for call in ast.walk(function):
         if not isinstance(call, ast.Call):
             continue
@@ -328,17 +412,20 @@ def _benchmark_calls(modules: _Modules, path: Path, function: ast.FunctionDef,
         if isinstance(ref, str) or not modules.is_benchmark(ref):
             continue
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        dtypes = (modules.dtype_names(path, keywords["dtypes"], function, bound)
+                  if "dtypes" in keywords else modules.default_dtypes(modules.mro(ref)))
         expr = keywords.get("op_name", call.args[0] if call.args else None)
         op_name = (_literal(expr, function, bound) if expr is not None
                    else modules.init_op_name(modules.mro(ref)))
         if not isinstance(op_name, str):
             text = "not passed" if expr is None else ast.unparse(expr)
-            found.append((ref, None, f"op_name ({text}) is not a string known statically"))
+            found.append((ref, None, f"op_name ({text}) is not a string known statically",
+                          dtypes))
             continue
         if _literal(keywords.get("is_backward"), function, bound) is True and (
                 "_backward" not in op_name):
             op_name += "_backward"  # as Benchmark.__init__ does
-        found.append((ref, op_name, None))
+        found.append((ref, op_name, None, dtypes))
     return found
 
 

@@ -64,6 +64,16 @@ def test_invocation_runs_pytest_from_the_flaggems_dir_with_level_mode_record(tmp
     assert "FLAGGEMS_CACHE_DIR" not in inv.env
 
 
+def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path):
+    s = _settings(tmp_path, dtypes="bfloat16, float16,bfloat16")
+    inv = runner.build_invocation(s, _plan(), tmp_path / "runs" / "tanh" / "x")
+    assert [a for a in inv.argv if a.startswith("--dtypes")] == [
+        "--dtypes=bfloat16", "--dtypes=float16"]
+    assert s.caliber()["dtypes"] == "bfloat16,float16"
+    assert not [a for a in runner.build_invocation(_settings(tmp_path), _plan(), tmp_path).argv
+                if a.startswith("--dtypes")]
+
+
 def test_shape_file_and_isolated_caches(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("tanh: {shapes: [[4, 4]]}\n")

@@ -75,6 +75,23 @@ def test_cpu_suite_keys_match_what_the_suite_itself_looks_up():
             assert tuple(c.__name__ for c in cls.__mro__[:-1]) == res.class_chain
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnknownMarkWarning")  # the suite's own marks
+def test_cpu_suite_dtypes_match_what_each_benchmark_is_constructed_with(monkeypatch):
+    """Each test function of the suite, called with Benchmark.run captured, builds a benchmark
+    whose dtypes are the ones read statically."""
+    pytest.importorskip("torch")
+    with imported_from(EMBEDDED_SUITE):
+        base = importlib.import_module("benchmark.base")
+        built: list[tuple[str, ...]] = []
+        monkeypatch.setattr(base.Benchmark, "run", lambda self: built.append(
+            tuple(str(d).removeprefix("torch.") for d in self.dtypes)))
+        for node in scan_tree(EMBEDDED_SUITE):
+            module = importlib.import_module(node.path.removesuffix(".py").replace("/", "."))
+            built.clear()
+            getattr(module, node.function)()
+            assert built == [resolve_shape_keys(EMBEDDED_SUITE, node, CORE).dtypes], node.nodeid
+
+
 # --------------------------------------------------------------------------- synthetic trees
 
 BASE = """
@@ -325,3 +342,43 @@ def test_a_shape_file_that_is_not_a_mapping_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="not a mapping"):
         resolve(tmp_path, "from . import base\ndef test_x():\n"
                 "    base.BlasBenchmark(op_name='mm')\n", "- [1, 2]\n")
+
+
+CONSTS = "import torch\nFLOATS = [torch.float16, torch.float32]\nINTS = [torch.int32]\n"
+
+
+@pytest.mark.parametrize(("call", "dtypes"), [
+    ('base.BlasBenchmark(op_name="mm", dtypes=consts.FLOATS)', ("float16", "float32")),
+    ('base.BlasBenchmark(op_name="mm", dtypes=FLOATS + consts.INTS)',
+     ("float16", "float32", "int32")),
+    ('base.BlasBenchmark(op_name="mm", dtypes=[torch.bfloat16])', ("bfloat16",)),
+    ('base.BlasBenchmark(op_name="mm")', ("float16", "float32")),  # Benchmark.DEFAULT_DTYPES
+    ('base.BlasBenchmark(op_name="mm", dtypes=pick())', ()),  # Python decides: not known
+])
+def test_dtypes_are_read_from_the_call_the_consts_module_or_the_class_default(
+        tmp_path, call, dtypes):
+    root, shape_file = tree(tmp_path, f"""
+        import torch
+        from . import base, consts
+        from .consts import FLOATS
+        def test_x():
+            {call}.run()
+        """, ENTRIES, base="from . import consts\n" + BASE.replace(
+            "class Benchmark:\n", "class Benchmark:\n    DEFAULT_DTYPES = consts.FLOATS\n"))
+    (root / "benchmark" / "consts.py").write_text(CONSTS)
+    res = resolve_shape_keys(root, Node("benchmark/test_x.py", "test_x"), shape_file)
+    assert res.key == "BlasBenchmark" and res.dtypes == dtypes
+
+
+def test_a_class_whose_init_handles_dtypes_leaves_them_unknown(tmp_path):
+    res = resolve(tmp_path, """
+        import torch
+        from . import base
+        class Mine(base.BlasBenchmark):
+            DEFAULT_DTYPES = [torch.float32]
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, dtypes=self.pick(), **kwargs)
+        def test_x():
+            Mine(op_name="mm").run()
+        """, ENTRIES)
+    assert res.key == "BlasBenchmark" and res.dtypes == ()

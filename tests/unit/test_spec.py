@@ -50,6 +50,7 @@ def test_empty_value_counts_as_unset():
         ({"repeat": "two"}, {}, ["REPEAT (--repeat)='two'"]),
         ({}, {"ZL_RUNNER": "lxc"}, ["ZL_RUNNER='lxc'", "docker, podman"]),
         ({}, {"ZL_DEVICES": "0;1"}, ["ZL_DEVICES='0;1'", "comma-separated"]),
+        ({"dtypes": "torch.float16"}, {}, ["DTYPES (--dtypes)='torch.float16'", "float16,"]),
         ({}, {"ZL_ISOLATE_TUNER_CACHE": "yes"}, ["ZL_ISOLATE_TUNER_CACHE='yes'", "0, 1"]),
         ({"backend": "foo"}, {}, ["BACKEND='foo'", "cpu", "cuda", "musa", "mthreads", "npu"]),
         ({}, {"SHAPE_MODE": "file"}, ["SHAPE_MODE='file' needs SHAPE_FILE"]),

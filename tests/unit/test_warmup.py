@@ -47,12 +47,42 @@ def test_round_robin_deals_shapes_in_turn():
     assert warmup.round_robin(["a"], 2) == [("a",), ()]
 
 
-def test_cpu_shards_run_unpinned_and_split_the_suite_shapes(tmp_path):
+def test_deal_gives_each_shard_whole_dtypes_before_splitting_shapes():
+    shapes = ["s1", "s2", "s3"]
+    assert warmup.deal(shapes, ["f16", "f32", "bf16"], 2) == [
+        (("f16", "bf16"), ("s1", "s2", "s3")), (("f32",), ("s1", "s2", "s3"))]
+    assert warmup.deal(shapes, ["f32", "bf16"], 4) == [
+        (("f32",), ("s1", "s3")), (("f32",), ("s2",)),
+        (("bf16",), ("s1", "s3")), (("bf16",), ("s2",))]
+    # dtypes not known (or one): the shapes are dealt, and no shard is left empty
+    assert warmup.deal(shapes, [], 2) == [((), ("s1", "s3")), ((), ("s2",))]
+    assert warmup.deal(["s1"], ["f32"], 2) == [((), ("s1",))]
+
+
+def test_cpu_shards_run_unpinned_one_dtype_each_with_every_shape(tmp_path):
     plan = warmup.plan_warmup(settings(tmp_path), TANH)
     assert plan.refused is None and plan.resolution.key == "UnaryPointwiseBenchmark"
-    assert [(s.index, s.device, s.shapes) for s in plan.shards] == [
-        (0, None, ([1048576], [1024, 1024])), (1, None, ([64, 64], [32, 256, 256]))]
+    assert plan.resolution.dtypes == ("float32", "bfloat16")  # the suite's test_tanh.py
+    assert [(s.index, s.device, s.dtypes, s.shapes) for s in plan.shards] == [
+        (0, None, ("float32",), SUITE_TANH_SHAPES), (1, None, ("bfloat16",), SUITE_TANH_SHAPES)]
     assert plan.measure_device is None
+
+
+def test_dtypes_flaggems_cannot_select_are_not_dealt(tmp_path):
+    s = settings(tmp_path, dtypes="float64,float32")
+    plan = warmup.plan_warmup(s, TANH)
+    assert [sh.dtypes for sh in plan.shards] == [(), ()]  # the shapes are dealt instead
+    argv = warmup.shard_argv(s, TANH, plan.shards[1], tmp_path / "f.yaml", tmp_path)
+    assert argv[argv.index("--dtypes") + 1] == "float64,float32"  # the caller's own choice
+
+
+def test_dtypes_given_by_the_caller_are_what_gets_dealt(tmp_path):
+    plan = warmup.plan_warmup(settings(tmp_path, dtypes="bfloat16"), TANH)
+    assert [(s.dtypes, s.shapes) for s in plan.shards] == [
+        ((), ([1048576], [1024, 1024])), ((), ([64, 64], [32, 256, 256]))]
+    argv = warmup.shard_argv(settings(tmp_path, dtypes="bfloat16"), TANH, plan.shards[0],
+                             tmp_path / "f.yaml", tmp_path)
+    assert argv[argv.index("--dtypes") + 1] == "bfloat16"
 
 
 def test_devices_given_pin_shard_i_to_the_ith_device(tmp_path):
@@ -68,8 +98,9 @@ def test_a_visibility_selection_of_6_7_gets_shards_on_6_and_7_never_0_and_1(tmp_
     plan = warmup.plan_warmup(s, TANH, environ=env, enumerate_devices=no_enumeration)
     assert [sh.device for sh in plan.shards] == ["6", "7"]
     for shard in plan.shards:
-        argv = warmup.shard_argv(s, TANH, tmp_path / "f.yaml", shard.device, tmp_path)
+        argv = warmup.shard_argv(s, TANH, shard, tmp_path / "f.yaml", tmp_path)
         assert argv[argv.index("--devices") + 1] == shard.device
+        assert argv[argv.index("--dtypes") + 1] == ",".join(shard.dtypes)
         assert warmup.shard_env(s, shard.device, env)["CUDA_VISIBLE_DEVICES"] == shard.device
 
 
@@ -83,9 +114,11 @@ def test_without_a_selection_the_enumerated_devices_are_used_in_order(tmp_path):
 def test_fewer_shapes_than_devices_makes_fewer_shards(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("tanh:\n  shapes: [[8, 8], [16, 16]]\n")
-    plan = warmup.plan_warmup(cuda(tmp_path, devices="0,1,2,3", parallel_warmup_gpus="4",
+    plan = warmup.plan_warmup(cuda(tmp_path, devices="0,1,2,3,4,5", parallel_warmup_gpus="6",
                                    shape_mode="file", shape_file=str(shapes)), TANH)
-    assert [(s.device, s.shapes) for s in plan.shards] == [("0", ([8, 8],)), ("1", ([16, 16],))]
+    assert [(s.device, s.dtypes, s.shapes) for s in plan.shards] == [
+        ("0", ("float32",), ([8, 8],)), ("1", ("float32",), ([16, 16],)),
+        ("2", ("bfloat16",), ([8, 8],)), ("3", ("bfloat16",), ([16, 16],))]
     assert plan.resolution.key == "tanh"
 
 
@@ -102,14 +135,15 @@ def test_shard_file_holds_only_the_resolved_key_and_resolves_back_to_its_shapes(
 
 def test_shard_child_is_a_recording_run_of_the_same_node_on_its_shard(tmp_path):
     s = settings(tmp_path, level="core", mode="direct", repeat="3")
-    argv = warmup.shard_argv(s, TANH, tmp_path / "w" / "shard-0.yaml", None, tmp_path / "w")
+    shard = warmup.Shard(0, None, ([8, 8],), ("float32",))
+    argv = warmup.shard_argv(s, TANH, shard, tmp_path / "w" / "shard-0.yaml", tmp_path / "w")
     flags = dict(zip(argv[4::2], argv[5::2], strict=False))
     assert argv[1:4] == ["-m", "harness.cli", "run"]
     assert flags["--node"] == TANH.nodeid and flags["--shape-mode"] == "file"
     assert flags["--shape-file"] == str((tmp_path / "w" / "shard-0.yaml").resolve())
     assert flags["--isolate-tuner-cache"] == "1" and flags["--out"] == str(tmp_path / "w")
     assert (flags["--mode"], flags["--repeat"], flags["--level"]) == ("direct", "3", "core")
-    assert "--devices" not in flags  # cpu: unpinned
+    assert "--devices" not in flags and flags["--dtypes"] == "float32"  # cpu: unpinned
 
 
 def test_shard_environment_cannot_make_a_shard_shard_again():
@@ -150,7 +184,8 @@ def test_too_few_devices_in_the_selection_refuse(tmp_path):
 def test_a_single_shape_refuses(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("tanh:\n  shapes: [[8, 8]]\n")
-    plan = warmup.plan_warmup(settings(tmp_path, shape_mode="file", shape_file=str(shapes)), TANH)
+    plan = warmup.plan_warmup(settings(tmp_path, shape_mode="file", shape_file=str(shapes),
+                                       dtypes="float32"), TANH)
     assert plan.refused[0] == "too_few_shapes"
 
 
@@ -203,12 +238,13 @@ def test_sweep_merges_the_shards_winners_and_counts_those_that_differ(tmp_path):
             measured.record) == (warm, False, True, True)
     assert measured.shape_mode == s.shape_mode and measured.devices == s.devices
     log = (run_dir / "run.log").read_text()
-    for needle in ("shape key: UnaryPointwiseBenchmark", "shard-0: device=- shapes=2",
+    for needle in ("shape key: UnaryPointwiseBenchmark",
+                   "shard-0: device=- dtypes=float32 shapes=4",
                    "PARALLEL_WARMUP_WINNERS_DIFFER count=1", "PARALLEL_WARMUP_DONE shards=2"):
         assert needle in log
     assert "shard says goodbye" in (warm / "shard-1.log").read_text()
     assert yaml.safe_load((warm / "shard-1.yaml").read_text()) == {
-        "UnaryPointwiseBenchmark": {"shapes": [[64, 64], [32, 256, 256]],
+        "UnaryPointwiseBenchmark": {"shapes": [list(s) for s in SUITE_TANH_SHAPES],
                                     "shape_desc": "(B), M, N"}}
 
 
@@ -259,8 +295,9 @@ def test_dry_run_shows_the_keys_and_the_plan_and_creates_nothing(tmp_path):
     lines = warmup.describe_dry_run(s, Plan(node=TANH, op="tanh"))
     text = "\n".join(lines)
     assert "shape key: UnaryPointwiseBenchmark" in text
-    assert "shard-0: device=6 shapes=2 [1048576] [1024, 1024]" in text
-    assert "shard-1: device=7 shapes=2 [64, 64] [32, 256, 256]" in text
+    assert "shard-0: device=6 dtypes=float32 shapes=4 [1048576] [64, 64] [1024, 1024]" in text
+    assert "shard-1: device=7 dtypes=bfloat16 shapes=4" in text
+    assert "--dtypes bfloat16 --devices 7" in text
     assert "measured run: serial on device 6" in text
     assert not (tmp_path / "runs").exists()
 
