@@ -90,8 +90,9 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         "ZL_DIRECT_REPEAT": str(settings.repeat),
         "PYTHONUNBUFFERED": "1",
         # the -p plugins must import in the child whether or not the harness is installed
-        "PYTHONPATH": os.pathsep.join(
-            p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(
+            p for p in (str(REPO_ROOT), *os.environ.get("PYTHONPATH", "").split(os.pathsep))
+            if p)),
         # bytecode goes beside the run outputs, never into the FlagGems checkout
         "PYTHONPYCACHEPREFIX": str((settings.out / ".pycache").resolve()),
         **settings.backend.visibility_env(settings.devices),

@@ -64,6 +64,12 @@ def test_invocation_runs_pytest_from_the_flaggems_dir_with_level_mode_record(tmp
     assert "FLAGGEMS_CACHE_DIR" not in inv.env
 
 
+def test_the_harness_is_on_the_childs_path_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(runner.REPO_ROOT), "/site"]))
+    inv = runner.build_invocation(_settings(tmp_path), _plan(), tmp_path / "runs" / "tanh" / "x")
+    assert inv.env["PYTHONPATH"].split(os.pathsep) == [str(runner.REPO_ROOT), "/site"]
+
+
 def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path):
     s = _settings(tmp_path, dtypes="bfloat16, float16,bfloat16")
     inv = runner.build_invocation(s, _plan(), tmp_path / "runs" / "tanh" / "x")
