@@ -57,7 +57,12 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def git_state(root: Path) -> dict[str, object]:
-    """Commit and dirty flag of the checkout at `root` (both None outside a git work tree)."""
+    """Commit and dirty flag of the checkout whose top is `root`; both None when `root` is not
+    the top of a git work tree. A folder inside another repository (a FlagGems archive unpacked
+    in some project) must not be given that project's commit."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != Path(root).resolve():
+        return {"commit": None, "dirty": None}
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}

@@ -35,6 +35,9 @@ def test_git_state_commit_and_dirty(tmp_path):
     assert len(state["commit"]) == 40 and state["dirty"] is False
     (tmp_path / "f").write_text("2")
     assert identity.git_state(tmp_path)["dirty"] is True
+    # a checkout unpacked inside this repository is not this repository's commit
+    (tmp_path / "flaggems" / "src").mkdir(parents=True)
+    assert identity.git_state(tmp_path / "flaggems") == {"commit": None, "dirty": None}
 
 
 def test_identity_document_records_clocks_before_and_after_and_image_digest():
