@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
+
+from harness.spec import REPO_ROOT
 
 
 def alive(pid: int) -> bool:
@@ -21,3 +27,23 @@ def wait_for(predicate, timeout: float, what: str, poll: float = 0.05) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(poll)
+
+
+def interrupt_driver(source: str, tmp_path: Path, signum: int, what: str
+                     ) -> tuple[int, str, list[int]]:
+    """Run the driver script `source` (argv: a runs directory, a pids file) until it has written
+    two lines of pids, send it `signum`; return its exit code, its output and those pids."""
+    pids, driver = tmp_path / "pids.txt", tmp_path / "driver.py"
+    driver.write_text(textwrap.dedent(source))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30, what)
+        proc.send_signal(signum)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, output, [int(p) for line in pids.read_text().splitlines()
+                                     for p in line.split()]

@@ -8,13 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from harness.spec import EMBEDDED_SUITE, REPO_ROOT
-from tests.procs import alive, wait_for
+from tests.procs import alive, interrupt_driver, wait_for
 
 from .test_run_cli import harness, make
 
@@ -134,22 +133,9 @@ except KeyboardInterrupt:
 
 
 def test_sigterm_kills_children_that_ignore_sigterm_and_their_grandchildren(tmp_path):
-    pids = tmp_path / "pids.txt"
-    driver = tmp_path / "driver.py"
-    driver.write_text(textwrap.dedent(_DRIVER))
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30,
-                 "two children on two devices")
-        proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, output
-    started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
+    rc, output, started = interrupt_driver(_DRIVER, tmp_path, signal.SIGTERM,
+                                           "two children on two devices")
+    assert rc == 130, output
     assert len(started) == 4
     wait_for(lambda: not any(alive(p) for p in started), 5, "every child and grandchild gone")
     rows = status_rows(tmp_path / "runs")

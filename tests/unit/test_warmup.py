@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,8 +15,8 @@ from harness.backends import Device
 from harness.preflight import Plan
 from harness.providers.benchmark_classes import resolve_shape_keys
 from harness.providers.flaggems import Node
-from harness.spec import EMBEDDED_SUITE, REPO_ROOT
-from tests.procs import alive, wait_for
+from harness.spec import EMBEDDED_SUITE
+from tests.procs import alive, interrupt_driver, wait_for
 
 TANH = Node("benchmark/test_tanh.py", "test_tanh", ("tanh",))
 SUITE_TANH_SHAPES = ([1048576], [64, 64], [1024, 1024], [32, 256, 256])
@@ -335,22 +332,9 @@ print("not interrupted", flush=True)
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 def test_ctrl_c_stops_and_reaps_every_shard_and_grandchild_before_it_propagates(tmp_path):
-    pids = tmp_path / "pids.txt"
-    driver = tmp_path / "driver.py"
-    driver.write_text(textwrap.dedent(_DRIVER))
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30,
-                  "two shards, each with a grandchild")
-        started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, output
+    rc, output, started = interrupt_driver(_DRIVER, tmp_path, signal.SIGINT,
+                                           "two shards, each with a grandchild")
+    assert rc == 130, output
     assert "PARALLEL_WARMUP_INTERRUPTED signal=SIGINT" in output
     assert "interrupt propagated" in output and "not interrupted" not in output
     shards, grandchildren = started[0::2], started[1::2]
