@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import autotune, batch, runner
+from harness import autotune, batch, runner, supervise
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 from harness.preflight import Plan
@@ -266,7 +266,7 @@ ShardCommand = Callable[[Shard, Path, Path], list[str]]  # (shard, shard file, o
 
 def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
                command: ShardCommand, *, out: Callable[[str], None],
-               environ: Mapping[str, str] | None = None, grace_s: float = batch.GRACE_S,
+               environ: Mapping[str, str] | None = None, grace_s: float = supervise.GRACE_S,
                poll_s: float = 0.1) -> dict[int, int | None]:
     """Run every shard at once, each in its own session with its log under `warm_dir`;
     return each shard's exit code. SIGINT or SIGTERM stops and reaps every shard (and its
@@ -282,19 +282,19 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     env=shard_env(settings, device, environ))
 
-    def on_start(job: batch.Running) -> None:
+    def on_start(job: supervise.Running) -> None:
         out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "
             f"log={warm_dir / (job.op + '.log')}")
 
-    def on_finish(job: batch.Running, rc: int | None, interrupted: bool) -> None:
+    def on_finish(job: supervise.Running, rc: int | None, interrupted: bool) -> None:
         rcs[by_name[job.op].index] = rc
         out(f"[done] {job.op} rc={rc}{' interrupted' if interrupted else ''} "
             f"wall={time.monotonic() - job.started:.1f}s")
 
-    scheduler = batch.Scheduler([s.device for s in shards], start, on_start, on_finish,
-                                stop=lambda children: batch.stop_children(children, grace_s),
+    scheduler = supervise.Scheduler([s.device for s in shards], start, on_start, on_finish,
+                                stop=lambda children: supervise.stop_children(children, grace_s),
                                 poll_s=poll_s)
-    with batch.deferred_signals(scheduler.request_stop):
+    with supervise.deferred_signals(scheduler.request_stop):
         signum = scheduler.run([s.name for s in shards])
     if signum is not None:
         out(f"PARALLEL_WARMUP_INTERRUPTED signal={signal.Signals(signum).name} every shard "
@@ -329,7 +329,7 @@ class _Log:
 
 def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batch.say,
             command: ShardCommand | None = None, environ: Mapping[str, str] | None = None,
-            grace_s: float = batch.GRACE_S, poll_s: float = 0.1
+            grace_s: float = supervise.GRACE_S, poll_s: float = 0.1
             ) -> tuple[Settings, Path | None]:
     """Run the parallel warmup when PARALLEL_WARMUP_GPUS is set; return the settings of the
     measured run and its claimed run directory (None: PARALLEL_WARMUP_GPUS unset, the run
