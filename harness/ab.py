@@ -108,8 +108,8 @@ def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) 
     for step in steps:
         env = " ".join(f"{k}={v}" for k, v in axis.env(step.value or "").items()) or "-"
         source = replay_source(settings, step, campaign)
-        mode = "record" if source is None else (
-            f"replay {source if settings.replay_from else 'A/r0'} (strict)")
+        label = source if settings.replay_from else "A/r0"
+        mode = "record" if source is None else f"replay {label} (strict)"
         lines.append(f"  {step.rel}: {env}  tuner cache private, {mode}")
     return lines
 
@@ -133,7 +133,7 @@ def compiler_mentions(python: str, variable: str) -> bool | None:
     return None if answer in ("none", "") else answer == "yes"
 
 
-def artifacts(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[str]]:
+def compiled_sets(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[str]]:
     """Fingerprints of everything each side compiled, over all its rounds: (A, B)."""
     return tuple({h for doc in identities[side] for h in doc.get("compiled_artifacts") or ()}
                  for side in ("A", "B"))
@@ -142,7 +142,7 @@ def artifacts(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[st
 def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:
     """An A/A campaign also tests the fingerprint that liveness relies on: identical sides must
     compile identical artifacts. None when nothing was compiled."""
-    a, b = artifacts(identities)
+    a, b = compiled_sets(identities)
     if not a and not b:
         return None
     if a == b:
@@ -154,7 +154,7 @@ def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:
 
 def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -> tuple[str, str]:
     """DESIGN.md's liveness check: ("live" | "unknown" | "not_live" | "unchecked", note)."""
-    a, b = artifacts(identities)
+    a, b = compiled_sets(identities)
     if not a and not b:
         return "unchecked", "liveness not checked: this backend compiled no kernels"
     if not b <= a:
@@ -192,8 +192,7 @@ def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
                "image_digests": {side: sorted({doc.get("image_digest") or "none"
                                                for s in srcs for _, doc in s.identities})
                                  for side, srcs in sources.items()},
-               "harness_commit": identity.git_state(REPO_ROOT)["commit"],
-               "harness_dirty": identity.git_state(REPO_ROOT)["dirty"]}
+               **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
     notes: list[str] = []
     live = None
     identities = {side: [doc for s in srcs for _, doc in s.identities]

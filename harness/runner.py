@@ -33,6 +33,7 @@ from harness.spec import REPO_ROOT, Settings
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
 RECORD_LOG_GLOB = "result_*.log"
+TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         **pytest_plugin_env(plugins, os.environ.get(PLUGINS_VAR, "")),
     }
     if settings.isolate_tuner_cache:
-        cache = run_dir / "tuner_cache"
+        cache = run_dir / TUNER_CACHE_DIR
         env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
         env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
     if settings.use_flagtune:
@@ -189,7 +190,7 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
     autotune_records/ and drop the private caches."""
     outcome = autotune.finish_run(run_dir, _flaggems_cache(inv), settings.record)
     if settings.isolate_tuner_cache:
-        cache = run_dir / "tuner_cache"
+        cache = run_dir / TUNER_CACHE_DIR
         outcome = dataclasses.replace(
             outcome, compiled_kernels=artifacts.count_compiled_kernels(cache / "triton"),
             artifacts=artifacts.artifact_hashes(cache / "triton", cache.resolve()))

@@ -122,7 +122,7 @@ def deal(shapes: Sequence[object], dtypes: Sequence[str], n: int
     than two dtypes known, the shapes are dealt round-robin.
     """
     if len(dtypes) < 2:
-        return [((), part) for part in round_robin(shapes, min(n, len(shapes))) if part]
+        return [((), part) for part in round_robin(shapes, min(n, len(shapes)))]
     if len(dtypes) >= n:
         return [(tuple(dtypes[i::n]), tuple(shapes)) for i in range(n)]
     dealt = []

@@ -328,15 +328,19 @@ class _Modules:
                 continue
             body = self.classes(path)[qualname].body
             if _short(qualname) != ROOT_CLASS and any(
-                    isinstance(s, ast.FunctionDef) and s.name == "__init__" and any(
-                        "dtypes" in (getattr(n, "id", None), getattr(n, "arg", None),
-                                     getattr(n, "attr", None)) for n in ast.walk(s))
+                    isinstance(s, ast.FunctionDef) and s.name == "__init__" and _names(s, "dtypes")
                     for s in body):
                 return None
             found = _assigned(body, "DEFAULT_DTYPES")
             if found is not None:
                 return self.dtype_names(path, found)
         return None
+
+
+def _names(node: ast.AST, name: str) -> bool:
+    """Whether `name` appears in `node` as a variable, a keyword, a parameter or an attribute."""
+    return any(name in (getattr(n, "id", None), getattr(n, "arg", None), getattr(n, "attr", None))
+               for n in ast.walk(node))
 
 
 def _assigned(body: list[ast.stmt], name: str, walk: bool = False) -> ast.expr | None:
@@ -438,8 +442,7 @@ def _literal(expr: ast.expr | None, function: ast.FunctionDef, bound: dict[str, 
     if isinstance(expr, ast.Name):
         if expr.id in bound:
             return _literal(bound[expr.id], function, {})
-        values = [s.value for s in ast.walk(function) if isinstance(s, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == expr.id for t in s.targets)]
-        if len(values) == 1 and isinstance(values[0], ast.Constant):
-            return values[0].value
+        value = _assigned(function.body, expr.id, walk=True)
+        if isinstance(value, ast.Constant):
+            return value.value
     return None
