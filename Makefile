@@ -18,7 +18,8 @@ FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file DTYPES=dtypes MODE=mode REPEAT=repeat \
 	ISOLATE_TUNER_CACHE=isolate-tuner-cache RECORD=record REPLAY_FROM=replay-from \
 	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
-	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus DEVICES=devices FLAGGEMS_DIR=flaggems-dir \
+	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus WARMUP_SHARE=warmup-share DEVICES=devices \
+	FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
 AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from
 flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))

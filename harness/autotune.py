@@ -16,6 +16,11 @@ FLAGGEMS_CACHE_DIR/config_cache): `kernel` is its table, `key` its key columns i
 database exactly. A "triton" winner is an entry of a Triton autotuner's in-memory cache, keyed by
 the kernel's module and qualified name. Keys are what the tuner looks up; one line per
 (kernel, key), so `diff` between two runs shows exactly which winners differ.
+
+Beside it, `winner_times.jsonl` holds, for each winner the run swept itself, its median time
+in that sweep: `{"source": ..., "kernel": ..., "key": [...], "ms": 0.0123}`. Timings differ
+from run to run, so they stay out of winners.jsonl; a parallel warmup's merge reads them to
+pick the fastest of its shards' winners for one key.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from harness.fsutil import atomic_write_text
 
 RECORDS_DIR = "autotune_records"
 RECORDS_FILE = "winners.jsonl"
+TIMES_FILE = "winner_times.jsonl"
 BENCHMARK_TABLE_MARK = "_benchmark_v"  # libtuner's per-config timing tables: not winners
 
 
@@ -68,6 +74,7 @@ class Records:
 
     tables: list[Table] = field(default_factory=list)
     winners: list[Winner] = field(default_factory=list)
+    times: dict[tuple[str, str, str], float] = field(default_factory=dict)  # ident -> ms
 
     def index(self) -> dict[tuple[str, str, str], Winner]:
         return {w.ident(): w for w in self.winners}
@@ -178,35 +185,76 @@ def records_path(run_or_records: Path) -> Path:
                      "or RECORD=1)?")
 
 
+def times_to_text(records: Records) -> str:
+    return "".join(json.dumps({"source": s, "kernel": k, "key": json.loads(key), "ms": ms},
+                              sort_keys=True) + "\n"
+                   for (s, k, key), ms in sorted(records.times.items()))
+
+
 def read_records(run_or_records: Path) -> Records:
+    """winners.jsonl, with the winner_times.jsonl beside it when there is one."""
     path = records_path(run_or_records)
-    return from_text(path.read_text(encoding="utf-8"), str(path))
+    records = from_text(path.read_text(encoding="utf-8"), str(path))
+    times = path.parent / TIMES_FILE
+    if times.is_file():
+        for number, line in enumerate(times.read_text("utf-8").splitlines(), start=1):
+            try:
+                item = json.loads(line)
+                records.times[(item["source"], item["kernel"],
+                               json.dumps(item["key"]))] = float(item["ms"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise UsageError(f"{times}:{number}: not a winner time ({exc})") from None
+    return records
 
 
 def write_records(run_dir: Path, records: Records) -> Path:
     target = run_dir / RECORDS_DIR
     target.mkdir(exist_ok=True)
+    if records.times:
+        atomic_write_text(target / TIMES_FILE, times_to_text(records))
     return atomic_write_text(target / RECORDS_FILE, to_text(records))
 
 
 def merge(parts: Sequence[Records]) -> tuple[Records, int]:
-    """Union of several runs' records; a (kernel, key) whose winners differ keeps the first
-    part's config and counts once in the returned number of differing keys."""
+    """Union of several runs' records, and how many (kernel, key)s got differing winners.
+
+    Where parts disagree on a key, the winner with the smallest recorded time is kept (the
+    parts swept different configs of it: a parallel warmup's shares); without a time for each
+    of them, the first part's winner is kept.
+    """
     merged = Records()
     seen_tables: set[str] = set()
-    chosen: dict[tuple[str, str, str], Winner] = {}
-    differ: set[tuple[str, str, str]] = set()
+    found: dict[tuple[str, str, str], list[tuple[Winner, float | None]]] = {}
     for part in parts:
         for table in part.tables:
             if table.table not in seen_tables:
                 seen_tables.add(table.table)
                 merged.tables.append(table)
         for winner in part.winners:
-            first = chosen.setdefault(winner.ident(), winner)
-            if first.config != winner.config:
-                differ.add(winner.ident())
-    merged.winners = list(chosen.values())
-    return merged, len(differ)
+            found.setdefault(winner.ident(), []).append((winner, part.times.get(winner.ident())))
+    differ = 0
+    for ident, candidates in found.items():
+        winner, ms = candidates[0]
+        if any(c.config != winner.config for c, _ in candidates):
+            differ += 1
+            if all(t is not None for _, t in candidates):
+                winner, ms = min(candidates, key=lambda c: c[1])
+        merged.winners.append(winner)
+        if ms is not None:
+            merged.times[ident] = ms
+    return merged, differ
+
+
+def parse_share(text: str) -> tuple[int, int] | None:
+    """ZL_WARMUP_SHARE / --warmup-share: "I/N" with 0 <= I < N (0/1: every config); "" is
+    None."""
+    if not text:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and int(index) < int(count)):
+        raise UsageError(f"WARMUP_SHARE={text!r} is not accepted; expected I/N with "
+                         "0 <= I < N, e.g. 0/2 (0/1: every config)")
+    return int(index), int(count)
 
 
 USED_FILE = "autotune_used.jsonl"  # written by harness.plugins.autotune during the run
@@ -239,6 +287,24 @@ class TuningOutcome:
     artifacts: tuple[str, ...] = ()  # sha256 of each compiled artifact, sorted
 
 
+def winner_times(winners: Sequence[Winner], swept: Sequence[dict[str, Any]]
+                 ) -> dict[tuple[str, str, str], float]:
+    """Each recorded winner's time in the sweep that chose it, from the plugin's "time"
+    items; libtuner's items name the table without the suffix its database adds."""
+    by_key: dict[tuple[str, str, str], float] = {}
+    for item in swept:  # a key swept twice (after an eviction): the last sweep chose it
+        by_key[(item["source"], item["kernel"], json.dumps(item["key"]))] = float(item["ms"])
+    times = {}
+    for winner in winners:
+        source, kernel, key = winner.ident()
+        ms = by_key.get((source, kernel, key))
+        if ms is None and source == "flaggems":
+            ms = by_key.get((source, kernel.rsplit("-", 1)[0], key))
+        if ms is not None:
+            times[winner.ident()] = ms
+    return times
+
+
 def finish_run(run_dir: Path, flaggems_cache: Path, record: bool) -> TuningOutcome:
     """After a run: fold the plugin's report into autotune_records/winners.jsonl (when
     recording), count replay fallbacks. The plugin's file is removed either way."""
@@ -256,5 +322,6 @@ def finish_run(run_dir: Path, flaggems_cache: Path, record: bool) -> TuningOutco
         part = export_flaggems_db(db, used)
         records.tables += part.tables
         records.winners += part.winners
+    records.times = winner_times(records.winners, [i for i in items if i["kind"] == "time"])
     write_records(run_dir, records)
     return TuningOutcome(len(records.winners), fallbacks)

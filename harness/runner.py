@@ -74,7 +74,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     """The pytest argv and the environment the harness adds for this run (`extra_env` last:
     an A/B side's switch)."""
     plugins = plan_plugins(settings.backend, settings.timer,
-                           tuning=settings.record or settings.replay_from is not None)
+                           tuning=settings.record or settings.replay_from is not None
+                           or settings.warmup_share is not None)
     # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
     # names an existing path as a test path when it chooses its rootdir and ini file, and a
     # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.
@@ -105,6 +106,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
     if settings.use_flagtune:
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
+    if settings.warmup_share:
+        env["ZL_WARMUP_SHARE"] = "{}/{}".format(*settings.warmup_share)
     if settings.replay_from:
         env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
         env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
@@ -122,6 +125,8 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "flaggems_dir": settings.flaggems_dir, "python": f"{plan.python} ({plan.python_version})",
         "versions": " ".join(f"{k}={v}" for k, v in sorted(plan.versions.items())) or "-",
         "plugins": " ".join(inv.plugins) or "-",
+        **({"warmup_share": "{}/{} (tunes its share of the configs, times nothing)".format(
+            *settings.warmup_share)} if settings.warmup_share else {}),
         "command": shlex.join(inv.argv),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -272,6 +277,8 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
     rows, source = results.parse_run_output(record_text or None, console)
     rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
+    if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
+        rows, source = [], "warmup_share"
     results.write_results(run_dir, rows)
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
@@ -290,6 +297,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),
                 "compiled_kernels": tuning.compiled_kernels,
                 "compiled_artifacts": list(tuning.artifacts),
+                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
                 "extra_env": extra_env or {}})
     atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
     summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "

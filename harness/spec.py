@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import backends
+from harness.autotune import parse_share
 from harness.backends import Backend
 from harness.errors import UsageError
 
@@ -68,6 +69,9 @@ VARS: tuple[Var, ...] = (
         "0", ("0", "1")),
     Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
         "shard the autotune sweep over N devices"),
+    Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share",
+        "I/N: this run is share I of a parallel warmup's N: it tunes configs I, I+N, ... of "
+        "each tuner and times nothing (set by the warmup for its shards)"),
     Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use (default: all visible)",
         aliases=("--gpus",)),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/"),
@@ -105,6 +109,7 @@ class Settings:
     replay_strict: bool
     use_flagtune: bool
     parallel_warmup_gpus: int | None
+    warmup_share: tuple[int, int] | None  # (I, N): a parallel warmup's shard; see WARMUP_SHARE
     devices: tuple[str, ...]
     flaggems_dir: Path | None
     runner: str
@@ -264,6 +269,9 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
                              "would mix the replayed winners with the shared cache's")
         isolate = True  # pinned winners go into a cache that holds nothing else
     pwg = raw["PARALLEL_WARMUP_GPUS"]
+    if pwg and raw["WARMUP_SHARE"]:
+        raise UsageError(f"WARMUP_SHARE={raw['WARMUP_SHARE']!r} marks a parallel warmup's "
+                         "shard, which cannot shard again; unset PARALLEL_WARMUP_GPUS or it")
     flaggems_dir = raw["FLAGGEMS_DIR"]
     if flaggems_dir is None and not backend.is_accelerator:
         flaggems_dir = str(EMBEDDED_SUITE)
@@ -286,6 +294,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         use_flagtune=raw["USE_FLAGTUNE"] == "1",
         parallel_warmup_gpus=(_positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
                                             sources["PARALLEL_WARMUP_GPUS"]) if pwg else None),
+        warmup_share=parse_share(raw["WARMUP_SHARE"] or ""),
         devices=_devices(VARS_BY_MAKE["DEVICES"], raw["DEVICES"], sources["DEVICES"]),
         flaggems_dir=Path(flaggems_dir) if flaggems_dir else None,
         runner=resolve_runner(raw["RUNNER"], backend, env, which),

@@ -2,23 +2,25 @@
 
 With PARALLEL_WARMUP_GPUS=N a run first resolves its benchmark's shapes and dtypes statically
 (the shape file's entry FlagGems' set_shapes would use, the dtypes its constructor gets), deals
-them into at most N shards (see `deal`), and runs the shards' `harness run` children at once,
-one per device of the caller's selection, each with an isolated tuner cache so that it records
-its winners. The shards' records are merged into `<run_dir>/warmup/autotune_records/`, and the
-measured run then replays them (not strictly) serially on one device, so that its timings stay
-comparable with a serial run: N processes loading one box couple through its power budget.
+the sweep into N shards (see `deal`), and runs the shards' `harness run` children at once, one
+per device of the caller's selection, each with an isolated tuner cache so that it records its
+winners and their times. The shards' records are merged into
+`<run_dir>/warmup/autotune_records/` (for a key several shards swept, the fastest winner), and
+the measured run then replays them (not strictly) serially on one device, so that its timings
+stay comparable with a serial run: N processes loading one box couple through its power budget.
 
 It refuses, and the serial sweep runs instead, with one `PARALLEL_WARMUP_SERIAL` line saying
 why: at --level comprehensive (set_more_shapes() is arbitrary Python), when the shapes cannot
 be resolved, when REPLAY_FROM already pins the winners, when the selection holds fewer devices
-than N, when one shape of one dtype leaves nothing to share, and after any shard exits non-zero
-(the whole sweep is discarded; its logs stay under warmup/). On a backend without an
-accelerator (cpu) devices mean nothing: the shards run unpinned, side by side on the host.
+than N, and after any shard exits non-zero (the whole sweep is discarded; its logs stay under
+warmup/). On a backend without an accelerator (cpu) devices mean nothing: the shards run
+unpinned, side by side on the host.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shlex
 import signal
@@ -29,11 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from harness import autotune, batch, runner, supervise
 from harness.errors import UsageError
-from harness.fsutil import atomic_write_text
 from harness.preflight import Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
@@ -54,16 +53,22 @@ SHARD_ENV_DROP = ("PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DE
 
 @dataclass(frozen=True)
 class Shard:
-    """One child of the sweep: its shapes and the device it is pinned to (None: unpinned)."""
+    """One child of the sweep: the dtypes it runs (every shape of each), its share of every
+    tuner's configs, and the device it is pinned to (None: unpinned)."""
 
     index: int
     device: str | None
-    shapes: tuple[object, ...]
     dtypes: tuple[str, ...] = ()  # (): every dtype the benchmark measures
+    share: tuple[int, int] = (0, 1)  # (I, K): configs I, I+K, ... of every tuner
 
     @property
     def name(self) -> str:
         return f"shard-{self.index}"
+
+    def describe(self, settings_dtypes: tuple[str, ...]) -> str:
+        configs = "all" if self.share[1] == 1 else "{}/{}".format(*self.share)
+        return (f"{self.name}: device={self.device or '-'} "
+                f"dtypes={','.join(self.dtypes or settings_dtypes) or 'all'} configs={configs}")
 
 
 @dataclass(frozen=True)
@@ -105,30 +110,22 @@ def selected_devices(settings: Settings, environ: Mapping[str, str] | None = Non
     return [str(d.index) for d in found]
 
 
-def round_robin(shapes: Sequence[object], n: int) -> list[tuple[object, ...]]:
-    """Shape i goes to shard i mod n: big and small shapes spread evenly when the file lists
-    them by size."""
-    return [tuple(shapes[i::n]) for i in range(n)]
-
-
-def deal(shapes: Sequence[object], dtypes: Sequence[str], n: int
-         ) -> list[tuple[tuple[str, ...], tuple[object, ...]]]:
-    """(dtypes, shapes) of each of at most n shards, none empty.
+def deal(dtypes: Sequence[str], n: int) -> list[tuple[tuple[str, ...], tuple[int, int]]]:
+    """(dtypes, config share) of each of n shards, every shard running all the shapes.
 
     Compiling dominates a sweep, and Triton compiles each config once per dtype, not per shape:
-    on an H200 each of two shape shards of mm compiled all 488 kernels the serial sweep did, and
-    the sweep took longer than the serial one. So dtypes are dealt first, every shard taking all
-    the shapes of its dtypes; only shards beyond the dtypes split a dtype's shapes. With fewer
-    than two dtypes known, the shapes are dealt round-robin.
+    on an H200 two shards of mm that split its shapes each compiled all 488 kernels the serial
+    sweep did. So what is dealt is (dtype, config) work: the dtypes go in g = gcd(n, D) equal
+    groups, and each group's n/g shards split every tuner's configs between them. Each shard
+    gets 1/n of the work; a dtype whose configs are not split is tuned exactly as in a serial
+    sweep, on one device. With no dtype known, all n shards split the configs.
     """
-    if len(dtypes) < 2:
-        return [((), part) for part in round_robin(shapes, min(n, len(shapes)))]
-    if len(dtypes) >= n:
-        return [(tuple(dtypes[i::n]), tuple(shapes)) for i in range(n)]
+    groups = math.gcd(n, len(dtypes)) if dtypes else 1
+    per_group = n // groups
     dealt = []
-    for j, dtype in enumerate(dtypes):
-        mine = len(range(j, n, len(dtypes)))  # shards j, j + D, ... serve this dtype
-        dealt += [((dtype,), part) for part in round_robin(shapes, min(mine, len(shapes)))]
+    for g in range(groups):
+        mine = tuple(dtypes[g::groups])
+        dealt += [(mine, (k, per_group)) for k in range(per_group)]
     return dealt
 
 
@@ -166,40 +163,28 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
             f"holds {len(devices)} ({','.join(devices) or 'none found'})"))
     dtypes = settings.dtypes or resolution.dtypes
     if not set(dtypes) <= SELECTABLE_DTYPES:
-        dtypes = ()  # a shard could not be restricted to them: the shapes are dealt instead
-    dealt = deal(resolution.shapes, dtypes, n)
-    if len(dealt) < 2:
-        return WarmupPlan(n, resolution, refused=(
-            "too_few_shapes", f"{resolution.key} has {len(resolution.shapes)} shape(s) and "
-            f"{len(dtypes) or 'unknown'} dtype(s): nothing to "
-            "share"))
-    pinned = devices[:len(dealt)] if devices is not None else [None] * len(dealt)
-    shards = tuple(Shard(i, device, shapes, dtypes) for i, (device, (dtypes, shapes))
-                   in enumerate(zip(pinned, dealt, strict=True)))
+        dtypes = ()  # a shard could not be restricted to them: the configs are split instead
+    pinned = devices[:n] if devices is not None else [None] * n
+    shards = tuple(Shard(i, device, mine, share) for i, (device, (mine, share))
+                   in enumerate(zip(pinned, deal(dtypes, n), strict=True)))
     return WarmupPlan(n, resolution, shards, measure_device=pinned[0])
 
 
-def shard_document(resolution: ShapeResolution, shard: Shard) -> dict[str, object]:
-    """A shard's shape file: the resolved key alone, with the shard's shapes. FlagGems looks
-    the op_name up first, so the file holds no other key that could win."""
-    entry: dict[str, object] = {"shapes": [list(s) if isinstance(s, tuple) else s
-                                           for s in shard.shapes]}
-    if resolution.shape_desc:
-        entry["shape_desc"] = resolution.shape_desc
-    return {resolution.key: entry}
-
-
-def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, shard_file: Path,
-               out_dir: Path) -> list[str]:
-    """`harness run` of the same node on the shard's shapes and dtypes, recording its
-    winners."""
+def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, out_dir: Path
+               ) -> list[str]:
+    """`harness run` of the same node and shapes on the shard's dtypes and share of the
+    configs, recording its winners and timing nothing (WARMUP_SHARE, 0/1 for all the
+    configs)."""
     argv = [sys.executable, "-m", "harness.cli", "run", "--backend", settings.backend.name,
             "--node", node.nodeid, "--level", settings.level, "--mode", settings.mode,
             "--repeat", str(settings.repeat),
             "--use-flagtune", "1" if settings.use_flagtune else "0",
-            "--shape-mode", "file", "--shape-file", str(shard_file.resolve()),
+            "--shape-mode", settings.shape_mode,
+            "--warmup-share", "{}/{}".format(*shard.share),
             "--isolate-tuner-cache", "1", "--runner", "host", "--dry-run", "0",
             "--out", str(out_dir.resolve())]
+    if settings.shape_mode == "file" and settings.shape_file is not None:
+        argv += ["--shape-file", str(settings.shape_file.resolve())]
     if settings.flaggems_dir is not None:
         argv += ["--flaggems-dir", str(settings.flaggems_dir.resolve())]
     if shard.dtypes or settings.dtypes:
@@ -234,16 +219,15 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
              f"{settings.backend.name} ({pinning}); shapes from {shape_source(settings)}"]
     if plan.resolution is not None:
         lines.append(plan.resolution.describe())
+        if plan.resolution.key is not None:
+            lines.append(f"shapes={len(plan.resolution.shapes)}: every shard runs each: "
+                         + " ".join(str(list(s) if isinstance(s, tuple) else s)
+                                    for s in plan.resolution.shapes))
     if plan.refused is not None:
         return [*lines, plan.serial_line()]
     for shard in plan.shards:
-        shard_file = warm_dir / f"{shard.name}.yaml"
-        lines += [f"{shard.name}: device={shard.device or '-'} "
-                  f"dtypes={','.join(shard.dtypes or settings.dtypes) or 'all'} "
-                  f"shapes={len(shard.shapes)} "
-                  f"{' '.join(str(list(s) if isinstance(s, tuple) else s) for s in shard.shapes)}",
-                  "    " + shlex.join(shard_argv(settings, node, shard, shard_file,
-                                                 warm_dir / shard.name))]
+        lines += [shard.describe(settings.dtypes),
+                  "    " + shlex.join(shard_argv(settings, node, shard, warm_dir / shard.name))]
     lines.append(f"measured run: serial on device {plan.measure_device or '-'}, replaying the "
                  f"merged winners of {warm_dir} (REPLAY_STRICT=0)")
     return lines
@@ -261,7 +245,7 @@ def describe_dry_run(settings: Settings, plan: Plan,
 
 # --------------------------------------------------------------------------- the sweep
 
-ShardCommand = Callable[[Shard, Path, Path], list[str]]  # (shard, shard file, out) -> argv
+ShardCommand = Callable[[Shard, Path], list[str]]  # (shard, its out root) -> argv
 
 
 def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
@@ -276,7 +260,7 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
 
     def start(name: str, device: str | None) -> subprocess.Popen:
         shard = by_name[name]
-        argv = command(shard, warm_dir / f"{name}.yaml", warm_dir / name)
+        argv = command(shard, warm_dir / name)
         with open(warm_dir / f"{name}.log", "wb") as log:  # the child holds its own copy
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
@@ -346,12 +330,8 @@ def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batc
     if decision.refused is not None:
         return settings, run_dir
     warm_dir.mkdir()
-    for shard in decision.shards:
-        text = yaml.safe_dump(shard_document(decision.resolution, shard), sort_keys=False,
-                              default_flow_style=None)  # one shape a line: - [64, 64]
-        atomic_write_text(warm_dir / f"{shard.name}.yaml", text)
-    build = command or (lambda shard, shard_file, shard_out: shard_argv(
-        settings, plan.node, shard, shard_file, shard_out))
+    build = command or (lambda shard, shard_out: shard_argv(settings, plan.node, shard,
+                                                            shard_out))
     started = time.monotonic()
     rcs = run_shards(settings, decision.shards, warm_dir, build, out=log, environ=environ,
                      grace_s=grace_s, poll_s=poll_s)

@@ -3,12 +3,16 @@
 The harness passes ZL_RUN_DIR (where this plugin writes autotune_used.jsonl: the libtuner keys
 looked up, the Triton autotuner winners, the replay fallbacks), ZL_AUTOTUNE_REPLAY (a
 winners.jsonl to pin; FlagGems' libtuner database was already rebuilt from it) and
-ZL_REPLAY_STRICT=1 (a missing key fails the operator instead of self-tuning).
+ZL_REPLAY_STRICT=1 (a missing key fails the operator instead of self-tuning) and, in a
+parallel warmup's shard, ZL_WARMUP_SHARE=I/N (tune only configs I, I+N, ... of each tuner).
 
 A tuner only prunes its configs when its cache lacks the key, so `Autotuner.prune_configs` is
 where a miss shows for FlagGems' LibTuner and for plain Triton autotuners alike. There, a
 recorded winner is returned as the only candidate (one compile, no sweep); a key the records
 lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict, raises.
+A share keeps its part of the pruned configs. After a tuner has swept a key, the time its
+winner took there is reported too: a parallel warmup picks, among its shards' winners of one
+key, the fastest.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.autotune import USED_FILE, Records, Winner, from_text
+from harness.autotune import USED_FILE, Records, Winner, from_text, parse_share
 from harness.plugins.markers import write_marker
 
 FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
@@ -46,8 +50,34 @@ def tuner_key(tuner: Any, kwargs: dict[str, Any]) -> tuple[str, tuple[Any, ...]]
     return f"{fn.__module__}:{fn.__qualname__}", tuple(key)
 
 
+def _source(tuner: Any) -> str:
+    return "flaggems" if hasattr(tuner, "config_table_name") else "triton"
+
+
 def _jsonable(key: tuple[Any, ...]) -> list[Any]:
     return [k if isinstance(k, (int, float, str, bool)) or k is None else str(k) for k in key]
+
+
+def share_of(configs: list[Any], share: tuple[int, int] | None) -> list[Any]:
+    """Share I of N of a tuner's pruned configs: I, I+N, ...; a share left empty (fewer
+    configs than shares) takes config I mod len, so every share still tunes the key."""
+    if share is None or not configs:
+        return configs
+    index, count = share
+    return list(configs[index::count]) or [configs[index % len(configs)]]
+
+
+def winner_ms(tuner: Any) -> float | None:
+    """The median time, in the sweep it just ran, of the config a tuner chose (Triton's and
+    libtuner's `configs_timings`, each a float or [p50, p20, p80]); None when unknown."""
+    best, timings = getattr(tuner, "best_config", None), getattr(tuner, "configs_timings", None)
+    if best is None or not isinstance(timings, dict):
+        return None
+    for config, timing in timings.items():
+        if config.all_kwargs() == best.all_kwargs():
+            value = timing[0] if isinstance(timing, (list, tuple)) else timing
+            return float(value)
+    return None
 
 
 def matching_config(tuner: Any, recorded: dict[str, Any], config_cls: type) -> Any:
@@ -64,8 +94,11 @@ class Autotune:
     """Replay lookups, fallbacks and the record of what the run used."""
 
     def __init__(self, config: pytest.Config, replay: Records | None, strict: bool,
-                 run_dir: Path | None) -> None:
+                 run_dir: Path | None, share: tuple[int, int] | None = None) -> None:
         self.config = config
+        self.share = share
+        self.sweeping: dict[int, tuple[str, str, tuple[Any, ...]]] = {}  # id(tuner) -> key
+        self.times: list[dict[str, Any]] = []
         self.replay = replay.index() if replay else None
         self.strict = strict
         self.run_dir = run_dir
@@ -85,7 +118,11 @@ class Autotune:
 
         def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
             pinned = state.on_miss(tuner, kwargs, Config)
-            return [pinned] if pinned is not None else prune(tuner, kwargs)
+            if tuner.nargs is not None:  # inside run(): the sweep of this key follows
+                kernel, key = tuner_key(tuner, kwargs)
+                state.sweeping[id(tuner)] = (_source(tuner), kernel, key)
+            return [pinned] if pinned is not None else share_of(prune(tuner, kwargs),
+                                                                 state.share)
 
         Autotuner.prune_configs = prune_configs
         self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
@@ -98,11 +135,14 @@ class Autotune:
         state = self
 
         def guarded_run(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            state.sweeping.pop(id(tuner), None)
             try:
-                return run(tuner, *args, **kwargs)
+                result = run(tuner, *args, **kwargs)
             except Exception as exc:
                 state.on_failure(tuner, kwargs, exc)
                 raise
+            state.on_swept(tuner)
+            return result
 
         cls.run = guarded_run
         self._undo.append(lambda: setattr(cls, "run", run))
@@ -146,6 +186,15 @@ class Autotune:
         else:
             self.marker(f"compile_{stage}_no_evict kernel={kernel} key={key_text}")
 
+    def on_swept(self, tuner: Any) -> None:
+        """The run that just returned swept a key: note its winner's time."""
+        swept = self.sweeping.pop(id(tuner), None)
+        ms = winner_ms(tuner) if swept is not None else None
+        if ms is not None:
+            source, kernel, key = swept
+            self.times.append({"kind": "time", "source": source, "kernel": kernel,
+                               "key": _jsonable(key), "ms": ms})
+
     def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> Any:
         """A tuner lacks a key: return the recorded winner to pin, or report the fallback."""
         if self.replay is None:
@@ -153,7 +202,7 @@ class Autotune:
         kernel, key = tuner_key(tuner, kwargs)
         if (kernel, json.dumps(_jsonable(key))) in self.evicted:
             return self._fallback(kernel, key, "evicted")
-        source = "flaggems" if hasattr(tuner, "config_table_name") else "triton"
+        source = _source(tuner)
         for (src, name, text), winner in self.replay.items():
             if src == source and text == json.dumps(_jsonable(key)) and (
                     name == kernel or name.rsplit("-", 1)[0] == kernel):
@@ -196,6 +245,7 @@ class Autotune:
                               "key": list(w.key), "config": w.config}, default=str)
                   for w in self.triton_winners()]
         lines += [json.dumps(f) for f in self.fallbacks]
+        lines += [json.dumps(t, default=str) for t in self.times]
         (self.run_dir / USED_FILE).write_text("".join(x + "\n" for x in lines), "utf-8")
 
     def uninstall(self) -> None:
@@ -213,7 +263,8 @@ def pytest_configure(config: pytest.Config) -> None:
     replay = from_text(Path(replay_path).read_text("utf-8"), replay_path) if replay_path else None
     run_dir = os.environ.get("ZL_RUN_DIR")
     state = Autotune(config, replay, os.environ.get("ZL_REPLAY_STRICT") == "1",
-                     Path(run_dir) if run_dir else None)
+                     Path(run_dir) if run_dir else None,
+                     parse_share(os.environ.get("ZL_WARMUP_SHARE", "")))
     state.install()
     config.stash[AUTOTUNE] = state
 

@@ -43,10 +43,10 @@ def test_dry_run_prints_the_shape_keys_and_the_shard_plan(tmp_path):
     assert ("shape key: UnaryPointwiseBenchmark (op_name='tanh' classes=UnaryPointwiseBenchmark"
             ">Benchmark tried=tanh,UnaryPointwiseBenchmark; 4 shapes; dtypes float32,bfloat16)"
             ) in lines
-    assert "shard-0: device=- dtypes=float32 shapes=4 [1048576] [64, 64] [1024, 1024] " \
+    assert "shapes=4: every shard runs each: [1048576] [64, 64] [1024, 1024] " \
            "[32, 256, 256]" in lines
-    assert "shard-1: device=- dtypes=bfloat16 shapes=4 [1048576] [64, 64] [1024, 1024] " \
-           "[32, 256, 256]" in lines
+    assert "shard-0: device=- dtypes=float32 configs=all" in lines
+    assert "shard-1: device=- dtypes=bfloat16 configs=all" in lines
     assert any("shards run unpinned" in line for line in lines)
     assert any(line.startswith("pytest: ") for line in lines)  # the measured run's command
     assert not out.exists()
@@ -72,16 +72,17 @@ def test_two_shards_sweep_then_one_serial_run_measures_every_shape_replaying(tmp
     (run_dir,) = (out / "tanh").iterdir()  # the shards' runs live inside it, not beside it
     warm = run_dir / "warmup"
     # the plan: one dtype per shard (the suite's tanh has two), each with every shape of the
-    # op-name entry; the shard measures its dtype alone (FlagGems' --dtypes reached it)
-    every = {"[[8, 8]]", "[[16, 16]]", "[[32, 32]]"}
-    for i, dtype in ((0, "float32"), (1, "bfloat16")):
-        assert yaml.safe_load((warm / f"shard-{i}.yaml").read_text()) == {
-            "tanh": {"shapes": [[8, 8], [16, 16], [32, 32]]}}
+    # caller's file; the shard runs its dtype alone (FlagGems' --dtypes reached it) and,
+    # a warmup share, reports no row
+    for i, dtype, other in ((0, "float32", "bfloat16"), (1, "bfloat16", "float32")):
         (shard_run,) = (warm / f"shard-{i}" / "tanh").iterdir()
         ident = json.loads((shard_run / "run_identity.json").read_text())
         assert ident["pytest_exit_code"] == 0 and ident["autotune_records"] == 0  # no tuner
-        measured = yaml.safe_load((shard_run / "shapes.yaml").read_text())["measured"]["tanh"]
-        assert {d: set(s) for d, s in measured.items()} == {f"torch.{dtype}": every}
+        assert (ident["warmup_share"], ident["rows"], ident["results_source"]) == (
+            [0, 1], 0, "warmup_share")
+        printed = (shard_run / "run.log").read_text()
+        assert f"(dtype=torch.{dtype}," in printed and f"(dtype=torch.{other}," not in printed
+        assert "# warmup_share: 0/1 (tunes its share of the configs, times nothing)" in printed
         assert (shard_run / "autotune_records" / "winners.jsonl").is_file()
         assert "[start] " not in (warm / f"shard-{i}.log").read_text()  # a plain run, no sweep
     assert (warm / "autotune_records" / "winners.jsonl").read_text() == ""  # merged, empty

@@ -39,7 +39,7 @@ def test_kernels():
 def suite(pytester, monkeypatch, tmp_path):
     fakedev.install(pytester)
     pytester.makepyfile(kernels=KERNELS)
-    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT"):
+    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE"):
         monkeypatch.delenv(name, raising=False)
     return pytester
 
@@ -187,3 +187,34 @@ def test_a_cache_that_cannot_delete_says_so_and_claims_no_fallback(suite, monkey
     result.stdout.fnmatch_lines(["*compile_resources_no_evict kernel=scale_table key=*8*"])
     result.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_FALLBACK*")
     result.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_EVICTED*")
+
+
+def test_each_share_sweeps_its_part_of_the_configs_and_records_its_winners_time(
+        suite, monkeypatch, tmp_path):
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
+    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8,))
+    first.stdout.fnmatch_lines(["*BENCHED=16,64"])  # configs 0 and 2 of (16, 32, 64)
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8,))
+    second.stdout.fnmatch_lines(["*BENCHED=32"])
+    parts = [autotune.read_records(tmp_path / name) for name in ("s0", "s1")]
+    ident = ("triton", "kernels:_scale", '[8, "torch.float32"]')
+    assert [p.index()[ident].config["BLOCK"] for p in parts] == [16, 32]
+    assert [p.times[ident] for p in parts] == [0.16, 0.0]  # each winner's p50 in its sweep
+    merged, differ = autotune.merge(parts)
+    assert differ == 1 and merged.index()[ident].config["BLOCK"] == 32
+
+
+def test_more_shares_than_configs_still_sweep_every_key(suite, monkeypatch, tmp_path):
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "4/5")
+    result, outcome = run(suite, monkeypatch, tmp_path / "s4", (8,))
+    result.stdout.fnmatch_lines(["*BENCHED=32"])  # share 4 of 3 configs: config 4 mod 3
+    assert outcome.recorded == 1
+
+
+def test_a_replayed_key_is_pinned_whatever_the_share(suite, monkeypatch, tmp_path):
+    run(suite, monkeypatch, tmp_path / "a", (8,))
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
+    result, _ = run(suite, monkeypatch, tmp_path / "b", (8,),
+                    replay=autotune.records_path(tmp_path / "a"))
+    result.stdout.fnmatch_lines(["*BENCHED=32"])  # the pinned winner, not share 0's 16, 64

@@ -31,18 +31,39 @@ UNIQUE2 = """
         bench.run()
 """
 
+TUNE_ONLY = """
+    import torch
+
+    from . import base
+
+    SEEN = []
+
+
+    def op(x):
+        SEEN.append((base.Config.mode.name, base.Config.warm_up, base.Config.repetition))
+        return torch.tanh(x)
+
+
+    def test_tune_only():
+        bench = base.UnaryPointwiseBenchmark(op_name="tanh", torch_op=op, gems_op=op,
+                                             dtypes=[torch.float32])
+        bench.run()
+        print("SEEN=" + repr(sorted(set(SEEN))))
+"""
+
 
 @pytest.fixture
 def device(pytester, monkeypatch, tmp_path):
     """A simulated MUSA host: fake triton, device interface, and flag_gems on mthreads."""
-    fakedev.install(pytester, {"test_unique.py": UNIQUE2})
+    fakedev.install(pytester, {"test_unique.py": UNIQUE2, "test_tune_only.py": TUNE_ONLY})
     pytester.makepyfile(flag_gems="vendor_name = 'mthreads'\n__version__ = '0'\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     for name, value in {"ZL_BACKEND": "musa", "ZL_TIMER": "graph", "ZL_RUN_DIR": str(run_dir),
                         "ZL_DIRECT_REPEAT": "1"}.items():
         monkeypatch.setenv(name, value)
-    for name in ("FAKE_CAPTURE_ERROR", "FAKE_CAPTURE_FAIL_AT", "FAKE_CAPTURE_REFUSAL"):
+    for name in ("FAKE_CAPTURE_ERROR", "FAKE_CAPTURE_FAIL_AT", "FAKE_CAPTURE_REFUSAL",
+                 "ZL_WARMUP_SHARE"):
         monkeypatch.delenv(name, raising=False)
     return run_dir
 
@@ -199,3 +220,13 @@ def test_deny_keys_name_real_flaggems_nodes():
     assert op_key("test_perf_sort") == "perf_sort" and "unique2" in keys
     for backend in backends.registry().all():
         assert backend.capture_deny_ops <= keys, backend.name
+
+
+def test_a_warmup_share_calls_each_op_briefly_in_kernel_mode_and_times_nothing(
+        pytester, device, monkeypatch):
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    monkeypatch.setenv("FAKE_CAPTURE_ERROR", "an unknown kernel fault nobody has classified")
+    result = run(pytester, "benchmark/test_tune_only.py")
+    result.assert_outcomes(passed=1)  # no capture was attempted, so the fault never fired
+    result.stdout.fnmatch_lines(["SEEN=[('KERNEL', 1, 1)]"])
+    assert records(device) == []

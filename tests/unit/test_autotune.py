@@ -109,3 +109,46 @@ def test_finish_run_records_used_winners_and_counts_fallbacks(tmp_path):
     sources = sorted(w.source for w in autotune.read_records(run).winners)
     assert sources == ["flaggems", "triton"]
     assert autotune.finish_run(run, cache, record=False).recorded is None
+
+
+def test_finish_run_keeps_each_swept_winners_time_beside_the_records(tmp_path):
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    run.mkdir()
+    (cache / "config_cache").mkdir(parents=True)
+    make_libtuner_db(cache / "config_cache" / "T.db", ROWS)
+    table = TABLE.rsplit("-", 1)[0]  # libtuner names the table without the database's suffix
+    (run / autotune.USED_FILE).write_text(
+        f'{{"kind": "used", "table": "{table}", "key": [4096, 4096, "torch.float16"]}}\n'
+        f'{{"kind": "time", "source": "flaggems", "kernel": "{table}", '
+        '"key": [4096, 4096, "torch.float16"], "ms": 0.5}\n'
+        '{"kind": "winner", "source": "triton", "kernel": "m:k", "key": [8], '
+        '"config": {"BLOCK": 16}}\n'
+        '{"kind": "time", "source": "triton", "kernel": "m:k", "key": [8], "ms": 0.25}\n'
+        '{"kind": "time", "source": "triton", "kernel": "m:k", "key": [8], "ms": 0.125}\n'
+        '{"kind": "time", "source": "triton", "kernel": "m:other", "key": [8], "ms": 9.0}\n')
+    autotune.finish_run(run, cache, record=True)
+    records = autotune.read_records(run)
+    assert records.times == {
+        ("flaggems", TABLE, '[4096, 4096, "torch.float16"]'): 0.5,
+        ("triton", "m:k", "[8]"): 0.125}  # the last sweep of a key chose its winner
+    text = (run / autotune.RECORDS_DIR / autotune.RECORDS_FILE).read_text()
+    assert '"ms"' not in text  # winners.jsonl stays diffable between runs
+
+
+def test_merge_without_times_keeps_the_first_parts_winner():
+    one = Records(winners=[Winner("triton", "k", (1,), {"B": 64})],
+                  times={("triton", "k", "[1]"): 0.9})
+    two = Records(winners=[Winner("triton", "k", (1,), {"B": 32})])
+    merged, differ = autotune.merge([one, two])
+    assert differ == 1 and merged.winners[0].config == {"B": 64}
+
+
+@pytest.mark.parametrize("text", ["1/1", "2/2", "x/2", "0/0", "1", "-1/2"])
+def test_a_bad_warmup_share_names_the_value_and_the_form(text):
+    with pytest.raises(UsageError, match=f"WARMUP_SHARE={text!r} is not accepted; expected I/N"):
+        autotune.parse_share(text)
+
+
+def test_warmup_shares_parse():
+    assert autotune.parse_share("") is None
+    assert autotune.parse_share("0/1") == (0, 1) and autotune.parse_share("3/4") == (3, 4)

@@ -100,6 +100,19 @@ def test_devices_map_to_the_backend_visibility_variable(tmp_path):
     assert inv.env["CUDA_VISIBLE_DEVICES"] == "6,7"
 
 
+def test_a_warmup_share_reaches_the_plugins_and_loads_autotune_even_unrecorded(tmp_path):
+    s = spec.resolve({"backend": "cuda", "runner": "host", "warmup_share": "1/3",
+                      "flaggems_dir": str(tmp_path)}, {}, which=lambda _: None)
+    inv = runner.build_invocation(s, _plan(), tmp_path / "r")
+    assert inv.env["ZL_WARMUP_SHARE"] == "1/3" and "harness.plugins.autotune" in inv.plugins
+    header = runner.header_lines(s, _plan(), tmp_path / "r", inv)
+    assert "# warmup_share: 1/3 (tunes its share of the configs, times nothing)" in header
+    plain = spec.resolve({"backend": "cuda", "runner": "host", "flaggems_dir": str(tmp_path)},
+                         {}, which=lambda _: None)
+    inv = runner.build_invocation(plain, _plan(), tmp_path / "r")
+    assert "ZL_WARMUP_SHARE" not in inv.env and "harness.plugins.autotune" not in inv.plugins
+
+
 def test_header_carries_every_caliber_setting(tmp_path):
     s = _settings(tmp_path)
     run_dir = tmp_path / "runs" / "tanh" / "x"

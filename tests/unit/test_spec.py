@@ -89,7 +89,13 @@ def test_runner_defaults():
 
 def test_devices_and_parallel_warmup():
     s = resolve({"devices": "6, 7", "parallel_warmup_gpus": "2"})
-    assert s.devices == ("6", "7") and s.parallel_warmup_gpus == 2
+    assert s.devices == ("6", "7") and s.parallel_warmup_gpus == 2 and s.warmup_share is None
+
+
+def test_a_warmup_share_is_read_and_cannot_shard_again():
+    assert resolve({}, {"ZL_WARMUP_SHARE": "1/2"}).warmup_share == (1, 2)
+    with pytest.raises(UsageError, match="WARMUP_SHARE='0/2' marks a parallel warmup's shard"):
+        resolve({"warmup_share": "0/2", "parallel_warmup_gpus": "2"})
 
 
 def test_gpus_is_an_alias_of_devices_and_dry_run_takes_no_value():

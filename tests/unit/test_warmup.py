@@ -8,12 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness import autotune, spec, warmup
 from harness.backends import Device
 from harness.preflight import Plan
-from harness.providers.benchmark_classes import resolve_shape_keys
 from harness.providers.flaggems import Node
 from harness.spec import EMBEDDED_SUITE
 from tests.procs import alive, interrupt_driver, wait_for
@@ -39,46 +37,46 @@ def no_enumeration() -> list[Device]:
 # --------------------------------------------------------------------------- the plan
 
 
-def test_round_robin_deals_shapes_in_turn():
-    assert warmup.round_robin(list("abcdefg"), 3) == [("a", "d", "g"), ("b", "e"), ("c", "f")]
-    assert warmup.round_robin(["a"], 2) == [("a",), ()]
+def test_deal_gives_every_shard_one_nth_of_the_dtype_config_work():
+    # gcd(2, 3) = 1: one group of three dtypes, its configs split in two
+    assert warmup.deal(["f16", "f32", "bf16"], 2) == [
+        (("f16", "f32", "bf16"), (0, 2)), (("f16", "f32", "bf16"), (1, 2))]
+    # gcd(3, 3) = 3: a dtype per shard, each tuned whole as a serial sweep would
+    assert warmup.deal(["f16", "f32", "bf16"], 3) == [
+        (("f16",), (0, 1)), (("f32",), (0, 1)), (("bf16",), (0, 1))]
+    # gcd(4, 2) = 2: each dtype on two shards, splitting its configs
+    assert warmup.deal(["f32", "bf16"], 4) == [
+        (("f32",), (0, 2)), (("f32",), (1, 2)), (("bf16",), (0, 2)), (("bf16",), (1, 2))]
+    assert warmup.deal(["f16", "f32", "bf16", "f64"], 2) == [
+        (("f16", "bf16"), (0, 1)), (("f32", "f64"), (0, 1))]
+    assert warmup.deal([], 3) == [((), (0, 3)), ((), (1, 3)), ((), (2, 3))]  # dtypes unknown
 
 
-def test_deal_gives_each_shard_whole_dtypes_before_splitting_shapes():
-    shapes = ["s1", "s2", "s3"]
-    assert warmup.deal(shapes, ["f16", "f32", "bf16"], 2) == [
-        (("f16", "bf16"), ("s1", "s2", "s3")), (("f32",), ("s1", "s2", "s3"))]
-    assert warmup.deal(shapes, ["f32", "bf16"], 4) == [
-        (("f32",), ("s1", "s3")), (("f32",), ("s2",)),
-        (("bf16",), ("s1", "s3")), (("bf16",), ("s2",))]
-    # dtypes not known (or one): the shapes are dealt, and no shard is left empty
-    assert warmup.deal(shapes, [], 2) == [((), ("s1", "s3")), ((), ("s2",))]
-    assert warmup.deal(["s1"], ["f32"], 2) == [((), ("s1",))]
-
-
-def test_cpu_shards_run_unpinned_one_dtype_each_with_every_shape(tmp_path):
+def test_cpu_shards_run_unpinned_one_dtype_each_with_every_config(tmp_path):
     plan = warmup.plan_warmup(settings(tmp_path), TANH)
     assert plan.refused is None and plan.resolution.key == "UnaryPointwiseBenchmark"
     assert plan.resolution.dtypes == ("float32", "bfloat16")  # the suite's test_tanh.py
-    assert [(s.index, s.device, s.dtypes, s.shapes) for s in plan.shards] == [
-        (0, None, ("float32",), SUITE_TANH_SHAPES), (1, None, ("bfloat16",), SUITE_TANH_SHAPES)]
+    assert plan.resolution.shapes == SUITE_TANH_SHAPES
+    assert [(s.index, s.device, s.dtypes, s.share) for s in plan.shards] == [
+        (0, None, ("float32",), (0, 1)), (1, None, ("bfloat16",), (0, 1))]
     assert plan.measure_device is None
 
 
 def test_dtypes_flaggems_cannot_select_are_not_dealt(tmp_path):
     s = settings(tmp_path, dtypes="float64,float32")
     plan = warmup.plan_warmup(s, TANH)
-    assert [sh.dtypes for sh in plan.shards] == [(), ()]  # the shapes are dealt instead
-    argv = warmup.shard_argv(s, TANH, plan.shards[1], tmp_path / "f.yaml", tmp_path)
+    assert [(sh.dtypes, sh.share) for sh in plan.shards] == [((), (0, 2)), ((), (1, 2))]
+    argv = warmup.shard_argv(s, TANH, plan.shards[1], tmp_path)
     assert argv[argv.index("--dtypes") + 1] == "float64,float32"  # the caller's own choice
+    assert argv[argv.index("--warmup-share") + 1] == "1/2"
 
 
-def test_dtypes_given_by_the_caller_are_what_gets_dealt(tmp_path):
+def test_one_dtype_given_by_the_caller_splits_its_configs(tmp_path):
     plan = warmup.plan_warmup(settings(tmp_path, dtypes="bfloat16"), TANH)
-    assert [(s.dtypes, s.shapes) for s in plan.shards] == [
-        ((), ([1048576], [1024, 1024])), ((), ([64, 64], [32, 256, 256]))]
+    assert [(s.dtypes, s.share) for s in plan.shards] == [
+        (("bfloat16",), (0, 2)), (("bfloat16",), (1, 2))]
     argv = warmup.shard_argv(settings(tmp_path, dtypes="bfloat16"), TANH, plan.shards[0],
-                             tmp_path / "f.yaml", tmp_path)
+                             tmp_path)
     assert argv[argv.index("--dtypes") + 1] == "bfloat16"
 
 
@@ -95,7 +93,7 @@ def test_a_visibility_selection_of_6_7_gets_shards_on_6_and_7_never_0_and_1(tmp_
     plan = warmup.plan_warmup(s, TANH, environ=env, enumerate_devices=no_enumeration)
     assert [sh.device for sh in plan.shards] == ["6", "7"]
     for shard in plan.shards:
-        argv = warmup.shard_argv(s, TANH, shard, tmp_path / "f.yaml", tmp_path)
+        argv = warmup.shard_argv(s, TANH, shard, tmp_path)
         assert argv[argv.index("--devices") + 1] == shard.device
         assert argv[argv.index("--dtypes") + 1] == ",".join(shard.dtypes)
         assert warmup.shard_env(s, shard.device, env)["CUDA_VISIBLE_DEVICES"] == shard.device
@@ -108,39 +106,24 @@ def test_without_a_selection_the_enumerated_devices_are_used_in_order(tmp_path):
     assert [s.device for s in plan.shards] == ["3", "5"]
 
 
-def test_fewer_shapes_than_devices_makes_fewer_shards(tmp_path):
+def test_shard_child_is_a_tune_only_recording_run_of_the_same_node_and_shapes(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("tanh:\n  shapes: [[8, 8], [16, 16]]\n")
-    plan = warmup.plan_warmup(cuda(tmp_path, devices="0,1,2,3,4,5", parallel_warmup_gpus="6",
-                                   shape_mode="file", shape_file=str(shapes)), TANH)
-    assert [(s.device, s.dtypes, s.shapes) for s in plan.shards] == [
-        ("0", ("float32",), ([8, 8],)), ("1", ("float32",), ([16, 16],)),
-        ("2", ("bfloat16",), ([8, 8],)), ("3", ("bfloat16",), ([16, 16],))]
-    assert plan.resolution.key == "tanh"
-
-
-def test_shard_file_holds_only_the_resolved_key_and_resolves_back_to_its_shapes(tmp_path):
-    plan = warmup.plan_warmup(settings(tmp_path), TANH)
-    shard = plan.shards[1]
-    path = tmp_path / "shard.yaml"
-    path.write_text(yaml.safe_dump(warmup.shard_document(plan.resolution, shard)))
-    assert list(yaml.safe_load(path.read_text())) == ["UnaryPointwiseBenchmark"]
-    again = resolve_shape_keys(EMBEDDED_SUITE, TANH, path)
-    assert (again.key, again.shapes, again.shape_desc) == (
-        "UnaryPointwiseBenchmark", shard.shapes, plan.resolution.shape_desc)
-
-
-def test_shard_child_is_a_recording_run_of_the_same_node_on_its_shard(tmp_path):
-    s = settings(tmp_path, level="core", mode="direct", repeat="3")
-    shard = warmup.Shard(0, None, ([8, 8],), ("float32",))
-    argv = warmup.shard_argv(s, TANH, shard, tmp_path / "w" / "shard-0.yaml", tmp_path / "w")
+    s = settings(tmp_path, level="core", mode="direct", repeat="3", shape_mode="file",
+                 shape_file=str(shapes))
+    shard = warmup.Shard(0, None, ("float32",), (1, 2))
+    argv = warmup.shard_argv(s, TANH, shard, tmp_path / "w")
     flags = dict(zip(argv[4::2], argv[5::2], strict=False))
     assert argv[1:4] == ["-m", "harness.cli", "run"]
     assert flags["--node"] == TANH.nodeid and flags["--shape-mode"] == "file"
-    assert flags["--shape-file"] == str((tmp_path / "w" / "shard-0.yaml").resolve())
+    assert flags["--shape-file"] == str(shapes.resolve())
     assert flags["--isolate-tuner-cache"] == "1" and flags["--out"] == str(tmp_path / "w")
     assert (flags["--mode"], flags["--repeat"], flags["--level"]) == ("direct", "3", "core")
+    assert flags["--warmup-share"] == "1/2"
     assert "--devices" not in flags and flags["--dtypes"] == "float32"  # cpu: unpinned
+    upstream = warmup.shard_argv(settings(tmp_path), TANH, shard, tmp_path / "w")
+    assert "--shape-file" not in upstream
+    assert upstream[upstream.index("--shape-mode") + 1] == "upstream"
 
 
 def test_shard_environment_cannot_make_a_shard_shard_again():
@@ -178,36 +161,40 @@ def test_too_few_devices_in_the_selection_refuse(tmp_path):
                             "selection holds 2 (6,7)")
 
 
-def test_a_single_shape_refuses(tmp_path):
+def test_a_single_shape_and_dtype_still_shares_the_configs(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("tanh:\n  shapes: [[8, 8]]\n")
     plan = warmup.plan_warmup(settings(tmp_path, shape_mode="file", shape_file=str(shapes),
                                        dtypes="float32"), TANH)
-    assert plan.refused[0] == "too_few_shapes"
+    assert plan.refused is None and [s.share for s in plan.shards] == [(0, 2), (1, 2)]
 
 
 # --------------------------------------------------------------------------- the sweep
 
 # A fake `harness run`: claims a run directory under --out, prints its header line, records
-# the winners given as JSON, exits with the given code.
+# the winners given as JSON (with their times, when given), exits with the given code.
 FAKE_SHARD = r"""
 import json, os, sys
 out, rc, winners = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-run = os.path.join(out, "tanh", "20261129-120000")
-os.makedirs(os.path.join(run, "autotune_records"))
-print("# run_dir: " + run, flush=True)
-with open(os.path.join(run, "autotune_records", "winners.jsonl"), "w") as fh:
-    for kernel, key, config in winners:
+records = os.path.join(out, "tanh", "20261129-120000", "autotune_records")
+os.makedirs(records)
+print("# run_dir: " + os.path.dirname(records), flush=True)
+with open(os.path.join(records, "winners.jsonl"), "w") as fh:
+    for kernel, key, config, *_ in winners:
         fh.write(json.dumps({"kind": "winner", "source": "triton", "kernel": kernel,
                              "key": key, "config": config}) + "\n")
+with open(os.path.join(records, "winner_times.jsonl"), "w") as fh:
+    for kernel, key, _, *ms in winners:
+        if ms:
+            fh.write(json.dumps({"source": "triton", "kernel": kernel, "key": key,
+                                 "ms": ms[0]}) + "\n")
 print("shard says goodbye")
 sys.exit(rc)
 """
 
 
 def fake_shards(rcs: dict[int, int], winners: dict[int, list]):
-    def command(shard, shard_file, shard_out):
-        assert shard_file.is_file()  # written before the child starts
+    def command(shard, shard_out):
         return [sys.executable, "-c", FAKE_SHARD, str(shard_out), str(rcs.get(shard.index, 0)),
                 json.dumps(winners.get(shard.index, []))]
     return command
@@ -221,28 +208,30 @@ def prepared(tmp_path, command, **flags):
     return s, result, lines
 
 
-def test_sweep_merges_the_shards_winners_and_counts_those_that_differ(tmp_path):
-    winners = {0: [["k", [1], {"BLOCK": 64}], ["k", [2], {"BLOCK": 32}]],
-               1: [["k", [1], {"BLOCK": 128}], ["k", [3], {"BLOCK": 16}]]}
+def test_sweep_merges_the_shards_winners_keeping_the_fastest_and_counts_differing_keys(
+        tmp_path):
+    winners = {0: [["k", [1], {"BLOCK": 64}, 0.5], ["k", [2], {"BLOCK": 32}, 0.1],
+                   ["k", [4], {"BLOCK": 8}]],
+               1: [["k", [1], {"BLOCK": 128}, 0.25], ["k", [3], {"BLOCK": 16}, 0.2],
+                   ["k", [4], {"BLOCK": 4}]]}
     s, (measured, run_dir), lines = prepared(tmp_path, fake_shards({}, winners))
     warm = run_dir / "warmup"
     assert run_dir.parent == s.out / "tanh"
-    assert "PARALLEL_WARMUP_WINNERS_DIFFER count=1" in lines
+    assert "PARALLEL_WARMUP_WINNERS_DIFFER count=2" in lines
     merged = autotune.read_records(warm)
+    # key 1: shard 1's winner was faster; key 4 has no times, so shard 0's is kept
     assert sorted((w.key, w.config["BLOCK"]) for w in merged.winners) == [
-        ((1,), 64), ((2,), 32), ((3,), 16)]  # a differing key keeps shard 0's winner
+        ((1,), 128), ((2,), 32), ((3,), 16), ((4,), 8)]
+    assert merged.times[("triton", "k", "[1]")] == 0.25
     assert (measured.replay_from, measured.replay_strict, measured.isolate_tuner_cache,
             measured.record) == (warm, False, True, True)
     assert measured.shape_mode == s.shape_mode and measured.devices == s.devices
     log = (run_dir / "run.log").read_text()
     for needle in ("shape key: UnaryPointwiseBenchmark",
-                   "shard-0: device=- dtypes=float32 shapes=4",
-                   "PARALLEL_WARMUP_WINNERS_DIFFER count=1", "PARALLEL_WARMUP_DONE shards=2"):
+                   "shard-0: device=- dtypes=float32 configs=all",
+                   "PARALLEL_WARMUP_WINNERS_DIFFER count=2", "PARALLEL_WARMUP_DONE shards=2"):
         assert needle in log
     assert "shard says goodbye" in (warm / "shard-1.log").read_text()
-    assert yaml.safe_load((warm / "shard-1.yaml").read_text()) == {
-        "UnaryPointwiseBenchmark": {"shapes": [list(s) for s in SUITE_TANH_SHAPES],
-                                    "shape_desc": "(B), M, N"}}
 
 
 def test_equal_winners_print_no_differ_marker(tmp_path):
@@ -265,7 +254,7 @@ def test_one_failing_shard_discards_the_sweep_and_keeps_the_logs(tmp_path):
 
 
 def test_a_shard_that_recorded_nothing_discards_the_sweep(tmp_path):
-    def command(shard, shard_file, shard_out):
+    def command(shard, shard_out):
         return [sys.executable, "-c", "print('no run directory')"]
     s, (measured, _), lines = prepared(tmp_path, command)
     assert measured == s and "claimed no run directory" in lines[-1]
@@ -292,9 +281,11 @@ def test_dry_run_shows_the_keys_and_the_plan_and_creates_nothing(tmp_path):
     lines = warmup.describe_dry_run(s, Plan(node=TANH, op="tanh"))
     text = "\n".join(lines)
     assert "shape key: UnaryPointwiseBenchmark" in text
-    assert "shard-0: device=6 dtypes=float32 shapes=4 [1048576] [64, 64] [1024, 1024]" in text
-    assert "shard-1: device=7 dtypes=bfloat16 shapes=4" in text
-    assert "--dtypes bfloat16 --devices 7" in text
+    assert "shapes=4: every shard runs each: [1048576] [64, 64] [1024, 1024] [32, 256, 256]" \
+        in text
+    assert "shard-0: device=6 dtypes=float32 configs=all" in text
+    assert "shard-1: device=7 dtypes=bfloat16 configs=all" in text
+    assert "--warmup-share 0/1" in text and "--dtypes bfloat16 --devices 7" in text
     assert "measured run: serial on device 6" in text
     assert not (tmp_path / "runs").exists()
 
@@ -318,7 +309,7 @@ child = ("import os, signal, subprocess, sys, time; "
 try:
     warmup.prepare(settings, Plan(node=Node("benchmark/test_tanh.py", "test_tanh"), op="tanh"),
                    grace_s=1.0, poll_s=0.02,
-                   command=lambda shard, f, o: [sys.executable, "-c", child, pids])
+                   command=lambda shard, o: [sys.executable, "-c", child, pids])
 except KeyboardInterrupt:
     print("interrupt propagated", flush=True)
     sys.exit(130)
