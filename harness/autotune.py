@@ -219,8 +219,9 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
     """Union of several runs' records, and how many (kernel, key)s got differing winners.
 
     Where parts disagree on a key, the winner with the smallest recorded time is kept (the
-    parts swept different configs of it: a parallel warmup's shares); without a time for each
-    of them, the first part's winner is kept.
+    parts swept different configs of it: a parallel warmup's shares). A part without a time
+    for the key (none of the configs it ran could run) is passed over; with no time at all,
+    the first part's winner is kept.
     """
     merged = Records()
     seen_tables: set[str] = set()
@@ -237,8 +238,9 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
         winner, ms = candidates[0]
         if any(c.config != winner.config for c, _ in candidates):
             differ += 1
-            if all(t is not None for _, t in candidates):
-                winner, ms = min(candidates, key=lambda c: c[1])
+            timed = [c for c in candidates if c[1] is not None]
+            if timed:
+                winner, ms = min(timed, key=lambda c: c[1])
         merged.winners.append(winner)
         if ms is not None:
             merged.times[ident] = ms

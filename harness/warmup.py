@@ -33,6 +33,7 @@ from pathlib import Path
 
 from harness import autotune, batch, runner, supervise
 from harness.errors import UsageError
+from harness.plugins.autotune import CLAIMS_VAR
 from harness.preflight import Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
@@ -45,9 +46,10 @@ from harness.spec import Settings
 WARMUP_DIR = "warmup"
 SERIAL_MARKER = "PARALLEL_WARMUP_SERIAL"
 DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
-# A shard runs exactly its node, shard file and device: none of these may reach it from the
-# caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
+# A shard runs exactly its node, shapes, dtypes, share and device: none of these may reach it
+# from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = ("PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
+                  "ZL_WARMUP_SHARE", CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
@@ -194,11 +196,22 @@ def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, out_dir: P
     return argv
 
 
+def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
+    """Where the shards of one dtype group claim the configs they tune (None: the shard
+    tunes all of them)."""
+    if shard.share[1] == 1:
+        return None
+    return warm_dir / "claims" / (",".join(shard.dtypes) or "all")
+
+
 def shard_env(settings: Settings, device: str | None,
-              environ: Mapping[str, str] | None = None) -> dict[str, str]:
+              environ: Mapping[str, str] | None = None,
+              claims: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in batch.child_env(environ).items() if k not in SHARD_ENV_DROP}
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
+    if claims is not None:
+        env[CLAIMS_VAR] = str(claims.resolve())
     return env
 
 
@@ -226,7 +239,9 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
     if plan.refused is not None:
         return [*lines, plan.serial_line()]
     for shard in plan.shards:
-        lines += [shard.describe(settings.dtypes),
+        claims = claims_dir(warm_dir, shard)
+        lines += [shard.describe(settings.dtypes)
+                  + (f" (claimed first come, first served in {claims})" if claims else ""),
                   "    " + shlex.join(shard_argv(settings, node, shard, warm_dir / shard.name))]
     lines.append(f"measured run: serial on device {plan.measure_device or '-'}, replaying the "
                  f"merged winners of {warm_dir} (REPLAY_STRICT=0)")
@@ -261,10 +276,13 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
     def start(name: str, device: str | None) -> subprocess.Popen:
         shard = by_name[name]
         argv = command(shard, warm_dir / name)
+        claims = claims_dir(warm_dir, shard)
+        if claims is not None:
+            claims.mkdir(parents=True, exist_ok=True)
         with open(warm_dir / f"{name}.log", "wb") as log:  # the child holds its own copy
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=shard_env(settings, device, environ))
+                                    env=shard_env(settings, device, environ, claims))
 
     def on_start(job: supervise.Running) -> None:
         out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "

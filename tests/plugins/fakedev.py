@@ -127,7 +127,7 @@ class Autotuner:
     def prune_configs(self, kwargs):
         return self.configs
 
-    def _bench(self, config):
+    def _bench(self, *args, config, **meta):
         Autotuner.BENCHED.append(config.kwargs["BLOCK"])
         ms = abs(config.kwargs["BLOCK"] - 32) / 100  # 32 wins when it is a candidate
         return [ms, ms * 0.9, ms * 1.1]  # Triton's (p50, p20, p80)
@@ -139,7 +139,8 @@ class Autotuner:
         key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
         key = tuple(key)
         if key not in self.cache:
-            timings = {c: self._bench(c) for c in self.prune_configs(kwargs)}
+            timings = {c: self._bench(*args, config=c, **kwargs)
+                       for c in self.prune_configs(kwargs)}
             self.cache[key] = min(timings, key=timings.get)
             self.configs_timings = timings
         config = self.best_config = self.cache[key]

@@ -39,7 +39,7 @@ def test_kernels():
 def suite(pytester, monkeypatch, tmp_path):
     fakedev.install(pytester)
     pytester.makepyfile(kernels=KERNELS)
-    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE"):
+    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE", "ZL_WARMUP_CLAIMS"):
         monkeypatch.delenv(name, raising=False)
     return pytester
 
@@ -218,3 +218,22 @@ def test_a_replayed_key_is_pinned_whatever_the_share(suite, monkeypatch, tmp_pat
     result, _ = run(suite, monkeypatch, tmp_path / "b", (8,),
                     replay=autotune.records_path(tmp_path / "a"))
     result.stdout.fnmatch_lines(["*BENCHED=32"])  # the pinned winner, not share 0's 16, 64
+
+
+def test_shares_with_a_claims_directory_never_sweep_the_same_config_twice(
+        suite, monkeypatch, tmp_path):
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    monkeypatch.setenv("ZL_WARMUP_CLAIMS", str(claims))
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
+    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8, 16))
+    # alone so far, it claims every config at key 8, then sweeps its own again at key 16
+    first.stdout.fnmatch_lines(["*BENCHED=16,32,64,16,32,64"])
+    assert len(list(claims.iterdir())) == 3  # one claim per (kernel, dtypes, config)
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8, 16))
+    second.stdout.fnmatch_lines(["*BENCHED="])  # everything was claimed: nothing ran here
+    late = autotune.read_records(tmp_path / "s1")
+    assert late.times == {} and len(late.winners) == 2  # winners, but none of its own
+    merged, _ = autotune.merge([late, autotune.read_records(tmp_path / "s0")])
+    assert {w.key[0]: w.config["BLOCK"] for w in merged.winners} == {8: 32, 16: 32}

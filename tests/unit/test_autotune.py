@@ -135,12 +135,14 @@ def test_finish_run_keeps_each_swept_winners_time_beside_the_records(tmp_path):
     assert '"ms"' not in text  # winners.jsonl stays diffable between runs
 
 
-def test_merge_without_times_keeps_the_first_parts_winner():
-    one = Records(winners=[Winner("triton", "k", (1,), {"B": 64})],
+def test_merge_passes_over_untimed_winners_and_without_times_keeps_the_first():
+    one = Records(winners=[Winner("triton", "k", (1,), {"B": 64})])
+    two = Records(winners=[Winner("triton", "k", (1,), {"B": 32})],
                   times={("triton", "k", "[1]"): 0.9})
-    two = Records(winners=[Winner("triton", "k", (1,), {"B": 32})])
     merged, differ = autotune.merge([one, two])
-    assert differ == 1 and merged.winners[0].config == {"B": 64}
+    assert differ == 1 and merged.winners[0].config == {"B": 32}
+    merged, _ = autotune.merge([one, Records(winners=[Winner("triton", "k", (1,), {"B": 8})])])
+    assert merged.winners[0].config == {"B": 64} and merged.times == {}
 
 
 @pytest.mark.parametrize("text", ["1/1", "2/2", "x/2", "0/0", "1", "-1/2"])

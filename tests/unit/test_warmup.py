@@ -188,6 +188,7 @@ with open(os.path.join(records, "winner_times.jsonl"), "w") as fh:
         if ms:
             fh.write(json.dumps({"source": "triton", "kernel": kernel, "key": key,
                                  "ms": ms[0]}) + "\n")
+print("claims=" + os.environ.get("ZL_WARMUP_CLAIMS", "-"))
 print("shard says goodbye")
 sys.exit(rc)
 """
@@ -232,6 +233,19 @@ def test_sweep_merges_the_shards_winners_keeping_the_fastest_and_counts_differin
                    "PARALLEL_WARMUP_WINNERS_DIFFER count=2", "PARALLEL_WARMUP_DONE shards=2"):
         assert needle in log
     assert "shard says goodbye" in (warm / "shard-1.log").read_text()
+
+
+def test_shards_that_split_configs_claim_them_in_one_directory_per_dtype_group(tmp_path):
+    _, (_, run_dir), lines = prepared(tmp_path, fake_shards({}, {}), dtypes="bfloat16")
+    claims = (run_dir / "warmup" / "claims" / "bfloat16").resolve()
+    assert claims.is_dir()
+    for i in (0, 1):
+        assert f"claims={claims}" in (run_dir / "warmup" / f"shard-{i}.log").read_text()
+    assert any(line.startswith("shard-1: device=- dtypes=bfloat16 configs=1/2 (claimed first "
+                               "come, first served in ") for line in lines)
+    whole, (_, run_dir), _ = prepared(tmp_path / "w", fake_shards({}, {}))
+    assert "claims=-" in (run_dir / "warmup" / "shard-0.log").read_text()  # a dtype each
+    assert not (run_dir / "warmup" / "claims").exists()
 
 
 def test_equal_winners_print_no_differ_marker(tmp_path):
