@@ -17,6 +17,12 @@ database exactly. A "triton" winner is an entry of a Triton autotuner's in-memor
 the kernel's module and qualified name. Keys are what the tuner looks up; one line per
 (kernel, key), so `diff` between two runs shows exactly which winners differ.
 
+A merge of shards that each swept part of a key's configs adds, after the winners, one
+`{"kind": "candidate", ...}` line (same fields as a winner) for each other shard's winner of
+that key: a replay pins the winner and its candidates together, so the replaying run times
+those few configs on its own device and keeps the fastest, instead of trusting times taken
+on different devices.
+
 Beside it, `winner_times.jsonl` holds, for each winner the run swept itself, its median time
 in that sweep: `{"source": ..., "kernel": ..., "key": [...], "ms": 0.0123}`. Timings differ
 from run to run, so they stay out of winners.jsonl; a parallel warmup's merge reads them to
@@ -75,6 +81,13 @@ class Records:
     tables: list[Table] = field(default_factory=list)
     winners: list[Winner] = field(default_factory=list)
     times: dict[tuple[str, str, str], float] = field(default_factory=dict)  # ident -> ms
+    candidates: list[Winner] = field(default_factory=list)  # run-off configs of a winner's key
+
+    def candidates_of(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+        found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for c in self.candidates:
+            found.setdefault(c.ident(), []).append(c.config)
+        return found
 
     def index(self) -> dict[tuple[str, str, str], Winner]:
         return {w.ident(): w for w in self.winners}
@@ -125,8 +138,9 @@ def build_flaggems_db(config_cache_dir: Path, records: Records) -> list[Path]:
     config_cache_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     by_table: dict[str, list[Winner]] = {}
-    for winner in records.winners:
-        if winner.source == "flaggems":
+    run_off = records.candidates_of()
+    for winner in records.winners:  # a key with candidates must miss, so that they are timed
+        if winner.source == "flaggems" and winner.ident() not in run_off:
             by_table.setdefault(winner.kernel, []).append(winner)
     for table in records.tables:
         path = written.setdefault(table.db, config_cache_dir / table.db)
@@ -150,9 +164,11 @@ def to_text(records: Records) -> str:
     lines = [json.dumps({"kind": "table", "source": t.source, "db": t.db, "table": t.table,
                          "columns": [list(c) for c in t.columns]}, sort_keys=True)
              for t in sorted(records.tables, key=lambda t: (t.source, t.table))]
-    lines += [json.dumps({"kind": "winner", "source": w.source, "kernel": w.kernel,
-                          "key": list(w.key), "config": w.config}, sort_keys=True)
-              for w in sorted(records.winners, key=Winner.ident)]
+    for kind, winners in (("winner", records.winners), ("candidate", records.candidates)):
+        lines += [json.dumps({"kind": kind, "source": w.source, "kernel": w.kernel,
+                              "key": list(w.key), "config": w.config}, sort_keys=True)
+                  for w in sorted(winners, key=lambda w: (w.ident(), json.dumps(
+                      w.config, sort_keys=True)))]
     return "".join(line + "\n" for line in lines)
 
 
@@ -167,8 +183,10 @@ def from_text(text: str, origin: str = "records") -> Records:
                 records.tables.append(Table(item["source"], item["db"], item["table"],
                                             tuple(tuple(c) for c in item["columns"])))
             else:
-                records.winners.append(Winner(item["source"], item["kernel"],
-                                              tuple(item["key"]), dict(item["config"])))
+                found = Winner(item["source"], item["kernel"], tuple(item["key"]),
+                               dict(item["config"]))
+                (records.candidates if item["kind"] == "candidate" else records.winners
+                 ).append(found)
         except (ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{origin}:{number}: not an autotune record ({exc})") from None
     return records
@@ -219,9 +237,10 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
     """Union of several runs' records, and how many (kernel, key)s got differing winners.
 
     Where parts disagree on a key, the winner with the smallest recorded time is kept (the
-    parts swept different configs of it: a parallel warmup's shares). A part without a time
-    for the key (none of the configs it ran could run) is passed over; with no time at all,
-    the first part's winner is kept.
+    parts swept different configs of it: a parallel warmup's shares) and the other parts'
+    timed winners become its candidates. A part without a time for the key (none of the
+    configs it ran could run) is passed over; with no time at all, the first part's winner is
+    kept, without candidates.
     """
     merged = Records()
     seen_tables: set[str] = set()
@@ -241,6 +260,9 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
             timed = [c for c in candidates if c[1] is not None]
             if timed:
                 winner, ms = min(timed, key=lambda c: c[1])
+                others = {json.dumps(c.config, sort_keys=True): c for c, _ in timed
+                          if c.config != winner.config}
+                merged.candidates += list(others.values())
         merged.winners.append(winner)
         if ms is not None:
             merged.times[ident] = ms

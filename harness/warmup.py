@@ -366,5 +366,6 @@ def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batc
         log(f"{DIFFER_MARKER} count={differ}")
     records = autotune.write_records(warm_dir, merged)
     log(f"PARALLEL_WARMUP_DONE shards={len(decision.shards)} winners={len(merged.winners)} "
+        f"run_off_keys={len(merged.candidates_of())} "
         f"wall_s={time.monotonic() - started:.2f} records={records}")
     return measured_settings(settings, warm_dir, decision.measure_device), run_dir

@@ -9,8 +9,9 @@ with ZL_WARMUP_CLAIMS, the directory where the N shards claim configs.
 
 A tuner only prunes its configs when its cache lacks the key, so `Autotuner.prune_configs` is
 where a miss shows for FlagGems' LibTuner and for plain Triton autotuners alike. There, a
-recorded winner is returned as the only candidate (one compile, no sweep); a key the records
-lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict, raises.
+recorded winner is returned as the only candidate (one compile, no sweep), or with the
+candidates a parallel warmup's merge gave its key (a run-off of a few configs); a key the
+records lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict, raises.
 A share keeps its part of the configs: with a claims directory, the configs it claims first
 (an empty file per config and dtype, created exclusively, in `_bench`, which compiles), so
 shards that compile faster take more of them; a config another shard claimed is timed as
@@ -133,6 +134,7 @@ class Autotune:
         self.sweeping: dict[int, tuple[str, str, tuple[Any, ...]]] = {}  # id(tuner) -> key
         self.times: list[dict[str, Any]] = []
         self.replay = replay.index() if replay else None
+        self.run_off = replay.candidates_of() if replay else {}
         self.strict = strict
         self.run_dir = run_dir
         self.fallbacks: list[dict[str, Any]] = []
@@ -155,7 +157,7 @@ class Autotune:
                 kernel, key = tuner_key(tuner, kwargs)
                 state.sweeping[id(tuner)] = (_source(tuner), kernel, key)
             if pinned is not None:
-                return [pinned]
+                return pinned
             configs = prune(tuner, kwargs)
             return configs if state.claims else share_of(configs, state.share)
 
@@ -246,8 +248,9 @@ class Autotune:
             self.times.append({"kind": "time", "source": source, "kernel": kernel,
                                "key": _jsonable(key), "ms": ms})
 
-    def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> Any:
-        """A tuner lacks a key: return the recorded winner to pin, or report the fallback."""
+    def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> list[Any] | None:
+        """A tuner lacks a key: return the recorded winner (and its run-off candidates) to
+        pin, or report the fallback."""
         if self.replay is None:
             return None
         kernel, key = tuner_key(tuner, kwargs)
@@ -257,7 +260,8 @@ class Autotune:
         for (src, name, text), winner in self.replay.items():
             if src == source and text == json.dumps(_jsonable(key)) and (
                     name == kernel or name.rsplit("-", 1)[0] == kernel):
-                return matching_config(tuner, winner.config, config_cls)
+                configs = [winner.config, *self.run_off.get((src, name, text), [])]
+                return [matching_config(tuner, c, config_cls) for c in configs]
         return self._fallback(kernel, key, "key_missing")
 
     def _fallback(self, kernel: str, key: tuple[Any, ...], reason: str) -> None:

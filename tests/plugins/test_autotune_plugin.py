@@ -237,3 +237,20 @@ def test_shares_with_a_claims_directory_never_sweep_the_same_config_twice(
     assert late.times == {} and len(late.winners) == 2  # winners, but none of its own
     merged, _ = autotune.merge([late, autotune.read_records(tmp_path / "s0")])
     assert {w.key[0]: w.config["BLOCK"] for w in merged.winners} == {8: 32, 16: 32}
+
+
+def test_a_replayed_key_with_candidates_times_exactly_those_and_keeps_the_fastest(
+        suite, monkeypatch, tmp_path):
+    records = tmp_path / "winners.jsonl"
+    records.write_text(autotune.to_text(autotune.Records(
+        winners=[autotune.Winner("triton", "kernels:_scale", (8, "torch.float32"),
+                                 {"BLOCK": 64})],
+        candidates=[autotune.Winner("triton", "kernels:_scale", (8, "torch.float32"),
+                                    {"BLOCK": 32})])))
+    result, outcome = run(suite, monkeypatch, tmp_path / "b", (8,), replay=records,
+                          strict=True)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*BENCHED=64,32"])  # the run-off, not the whole sweep
+    assert outcome.fallbacks == ()
+    (winner,) = autotune.read_records(tmp_path / "b").winners
+    assert winner.config["BLOCK"] == 32

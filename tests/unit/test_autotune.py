@@ -154,3 +154,27 @@ def test_a_bad_warmup_share_names_the_value_and_the_form(text):
 def test_warmup_shares_parse():
     assert autotune.parse_share("") is None
     assert autotune.parse_share("0/1") == (0, 1) and autotune.parse_share("3/4") == (3, 4)
+
+
+def test_a_merge_keeps_the_other_timed_winners_as_candidates_that_survive_the_text():
+    parts = [Records(winners=[Winner("triton", "k", (1,), {"B": b})],
+                     times={("triton", "k", "[1]"): ms}) for b, ms in ((64, 0.3), (32, 0.2),
+                                                                       (16, 0.4), (32, 0.25))]
+    merged, differ = autotune.merge(parts)
+    assert differ == 1 and merged.winners[0].config == {"B": 32}
+    assert sorted(c.config["B"] for c in merged.candidates) == [16, 64]  # once each
+    again = autotune.from_text(autotune.to_text(merged))
+    assert again.winners == merged.winners
+    assert again.candidates_of() == {("triton", "k", "[1]"): [{"B": 16}, {"B": 64}]}
+
+
+def test_a_libtuner_key_with_candidates_stays_out_of_the_rebuilt_database(tmp_path):
+    table = Table("flaggems", "T.db", TABLE, (("key_0", "BIGINT", 1), ("B", "BIGINT", 0)))
+    records = Records(tables=[table],
+                      winners=[Winner("flaggems", TABLE, (1,), {"B": 64}),
+                               Winner("flaggems", TABLE, (2,), {"B": 32})],
+                      candidates=[Winner("flaggems", TABLE, (2,), {"B": 16})])
+    (db,) = autotune.build_flaggems_db(tmp_path, records)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(f'SELECT key_0, B FROM "{TABLE}"').fetchall()
+    assert rows == [(1, 64)]  # key 2 must miss, so that the replay times its run-off

@@ -220,17 +220,20 @@ def test_sweep_merges_the_shards_winners_keeping_the_fastest_and_counts_differin
     assert run_dir.parent == s.out / "tanh"
     assert "PARALLEL_WARMUP_WINNERS_DIFFER count=2" in lines
     merged = autotune.read_records(warm)
-    # key 1: shard 1's winner was faster; key 4 has no times, so shard 0's is kept
+    # key 1: shard 1's winner was faster, and shard 0's is its run-off candidate; key 4 has
+    # no times, so shard 0's is kept, with no run-off
     assert sorted((w.key, w.config["BLOCK"]) for w in merged.winners) == [
         ((1,), 128), ((2,), 32), ((3,), 16), ((4,), 8)]
     assert merged.times[("triton", "k", "[1]")] == 0.25
+    assert [(c.key, c.config["BLOCK"]) for c in merged.candidates] == [((1,), 64)]
     assert (measured.replay_from, measured.replay_strict, measured.isolate_tuner_cache,
             measured.record) == (warm, False, True, True)
     assert measured.shape_mode == s.shape_mode and measured.devices == s.devices
     log = (run_dir / "run.log").read_text()
     for needle in ("shape key: UnaryPointwiseBenchmark",
                    "shard-0: device=- dtypes=float32 configs=all",
-                   "PARALLEL_WARMUP_WINNERS_DIFFER count=2", "PARALLEL_WARMUP_DONE shards=2"):
+                   "PARALLEL_WARMUP_WINNERS_DIFFER count=2",
+                   "PARALLEL_WARMUP_DONE shards=2 winners=4 run_off_keys=1"):
         assert needle in log
     assert "shard says goodbye" in (warm / "shard-1.log").read_text()
 
