@@ -5,9 +5,10 @@ With PARALLEL_WARMUP_GPUS=N a run first resolves its benchmark's shapes and dtyp
 the sweep into N shards (see `deal`), and runs the shards' `harness run` children at once, one
 per device of the caller's selection, each with an isolated tuner cache so that it records its
 winners and their times. The shards' records are merged into
-`<run_dir>/warmup/autotune_records/` (for a key several shards swept, the fastest winner), and
-the measured run then replays them (not strictly) serially on one device, so that its timings
-stay comparable with a serial run: N processes loading one box couple through its power budget.
+`<run_dir>/warmup/autotune_records/` (for a key several shards swept, the fastest winner, the
+others as its candidates), and the measured run then replays them (not strictly) serially on
+one device, timing a key's candidates itself, so that its timings and choices stay comparable
+with a serial run: N processes loading one box couple through its power budget.
 
 It refuses, and the serial sweep runs instead, with one `PARALLEL_WARMUP_SERIAL` line saying
 why: at --level comprehensive (set_more_shapes() is arbitrary Python), when the shapes cannot

@@ -11,13 +11,14 @@ A tuner only prunes its configs when its cache lacks the key, so `Autotuner.prun
 where a miss shows for FlagGems' LibTuner and for plain Triton autotuners alike. There, a
 recorded winner is returned as the only candidate (one compile, no sweep), or with the
 candidates a parallel warmup's merge gave its key (a run-off of a few configs); a key the
-records lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict, raises.
+records lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict,
+raises.
 A share keeps its part of the configs: with a claims directory, the configs it claims first
 (an empty file per config and dtype, created exclusively, in `_bench`, which compiles), so
 shards that compile faster take more of them; a config another shard claimed is timed as
 Triton times a config that cannot run (inf). Without one, configs I, I+N, ... of the pruned
 list. After a tuner has swept a key, the time its winner took there is reported too: a
-parallel warmup picks, among its shards' winners of one key, the fastest.
+parallel warmup's merge ranks its shards' winners of one key by it.
 """
 
 from __future__ import annotations
