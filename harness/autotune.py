@@ -269,6 +269,11 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
     return merged, differ
 
 
+def share_text(share: tuple[int, int]) -> str:
+    """The "I/N" spelling of a warmup share, as parse_share reads it."""
+    return f"{share[0]}/{share[1]}"
+
+
 def parse_share(text: str) -> tuple[int, int] | None:
     """ZL_WARMUP_SHARE / --warmup-share: "I/N" with 0 <= I < N (0/1: every config); "" is
     None."""

@@ -107,7 +107,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     if settings.use_flagtune:
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
     if settings.warmup_share:
-        env["ZL_WARMUP_SHARE"] = "{}/{}".format(*settings.warmup_share)
+        env["ZL_WARMUP_SHARE"] = autotune.share_text(settings.warmup_share)
     if settings.replay_from:
         env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
         env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
@@ -125,8 +125,8 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "flaggems_dir": settings.flaggems_dir, "python": f"{plan.python} ({plan.python_version})",
         "versions": " ".join(f"{k}={v}" for k, v in sorted(plan.versions.items())) or "-",
         "plugins": " ".join(inv.plugins) or "-",
-        **({"warmup_share": "{}/{} (tunes its share of the configs, times nothing)".format(
-            *settings.warmup_share)} if settings.warmup_share else {}),
+        **({"warmup_share": f"{autotune.share_text(settings.warmup_share)} (tunes its share "
+            "of the configs, times nothing)"} if settings.warmup_share else {}),
         "command": shlex.join(inv.argv),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -69,7 +69,7 @@ class Shard:
         return f"shard-{self.index}"
 
     def describe(self, settings_dtypes: tuple[str, ...]) -> str:
-        configs = "all" if self.share[1] == 1 else "{}/{}".format(*self.share)
+        configs = "all" if self.share[1] == 1 else autotune.share_text(self.share)
         return (f"{self.name}: device={self.device or '-'} "
                 f"dtypes={','.join(self.dtypes or settings_dtypes) or 'all'} configs={configs}")
 
@@ -183,7 +183,7 @@ def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, out_dir: P
             "--repeat", str(settings.repeat),
             "--use-flagtune", "1" if settings.use_flagtune else "0",
             "--shape-mode", settings.shape_mode,
-            "--warmup-share", "{}/{}".format(*shard.share),
+            "--warmup-share", autotune.share_text(shard.share),
             "--isolate-tuner-cache", "1", "--runner", "host", "--dry-run", "0",
             "--out", str(out_dir.resolve())]
     if settings.shape_mode == "file" and settings.shape_file is not None:
