@@ -44,6 +44,7 @@ from harness.fsutil import atomic_write_text
 RECORDS_DIR = "autotune_records"
 RECORDS_FILE = "winners.jsonl"
 TIMES_FILE = "winner_times.jsonl"
+CLAIMS_VAR = "ZL_WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
 BENCHMARK_TABLE_MARK = "_benchmark_v"  # libtuner's per-config timing tables: not winners
 
 
@@ -93,6 +94,12 @@ class Records:
         return {w.ident(): w for w in self.winners}
 
 
+def config_cache_table(db_table: str) -> str:
+    """The name libtuner's ConfigCache gives a database table: without the column-hash
+    suffix the database adds (`t-<md5>` is `t`)."""
+    return db_table.rsplit("-", 1)[0]
+
+
 def export_flaggems_db(db_path: Path, used: Iterable[tuple[str, Sequence[Any]]] | None = None
                        ) -> Records:
     """Read libtuner's winners from `db_path`; with `used`, only those (table prefix, key).
@@ -112,7 +119,7 @@ def export_flaggems_db(db_path: Path, used: Iterable[tuple[str, Sequence[Any]]] 
         for name in names:
             if BENCHMARK_TABLE_MARK in name:
                 continue
-            base = name.rsplit("-", 1)[0]
+            base = config_cache_table(name)
             if wanted is not None and base not in wanted:
                 continue
             info = conn.execute(f'PRAGMA table_info("{name}")').fetchall()
@@ -328,7 +335,7 @@ def winner_times(winners: Sequence[Winner], swept: Sequence[dict[str, Any]]
         source, kernel, key = winner.ident()
         ms = by_key.get((source, kernel, key))
         if ms is None and source == "flaggems":
-            ms = by_key.get((source, kernel.rsplit("-", 1)[0], key))
+            ms = by_key.get((source, config_cache_table(kernel), key))
         if ms is not None:
             times[winner.ident()] = ms
     return times

@@ -273,12 +273,14 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
     record_logs = [*sorted(run_dir.glob(RECORD_LOG_GLOB)),
                    *_collect_record_logs(inv.cwd, before, run_dir)]
-    record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in record_logs)
-    console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
-    rows, source = results.parse_run_output(record_text or None, console)
-    rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
     if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
         rows, source = [], "warmup_share"
+    else:
+        record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                                for p in record_logs)
+        console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
+        rows, source = results.parse_run_output(record_text or None, console)
+        rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
     results.write_results(run_dir, rows)
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)

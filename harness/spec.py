@@ -70,8 +70,9 @@ VARS: tuple[Var, ...] = (
     Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
         "shard the autotune sweep over N devices"),
     Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share",
-        "I/N: this run is share I of a parallel warmup's N: it tunes configs I, I+N, ... of "
-        "each tuner and times nothing (set by the warmup for its shards)"),
+        "I/N: this run is share I of a parallel warmup's N: it tunes its share of each "
+        "tuner's configs (those it claims first, else I, I+N, ...) and times nothing (set by "
+        "the warmup for its shards; 0/1 times a whole sweep)"),
     Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use (default: all visible)",
         aliases=("--gpus",)),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/"),

@@ -34,7 +34,6 @@ from pathlib import Path
 
 from harness import autotune, batch, runner, supervise
 from harness.errors import UsageError
-from harness.plugins.autotune import CLAIMS_VAR
 from harness.preflight import Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
@@ -50,7 +49,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # A shard runs exactly its node, shapes, dtypes, share and device: none of these may reach it
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = ("PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  "ZL_WARMUP_SHARE", CLAIMS_VAR,
+                  "ZL_WARMUP_SHARE", autotune.CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
@@ -212,7 +211,7 @@ def shard_env(settings: Settings, device: str | None,
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
     if claims is not None:
-        env[CLAIMS_VAR] = str(claims.resolve())
+        env[autotune.CLAIMS_VAR] = str(claims.resolve())
     return env
 
 

@@ -35,11 +35,18 @@ from typing import Any
 
 import pytest
 
-from harness.autotune import USED_FILE, Records, Winner, from_text, parse_share
+from harness.autotune import (
+    CLAIMS_VAR,
+    USED_FILE,
+    Records,
+    Winner,
+    config_cache_table,
+    from_text,
+    parse_share,
+)
 from harness.plugins.markers import write_marker
 
 FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
-CLAIMS_VAR = "ZL_WARMUP_CLAIMS"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
 # Triton's compile failures by exception class, named by the stage that raised them.
 COMPILE_STAGES = {"CompilationError": "frontend", "CompileTimeAssertionFailure": "frontend",
@@ -260,7 +267,7 @@ class Autotune:
         source = _source(tuner)
         for (src, name, text), winner in self.replay.items():
             if src == source and text == json.dumps(_jsonable(key)) and (
-                    name == kernel or name.rsplit("-", 1)[0] == kernel):
+                    name == kernel or config_cache_table(name) == kernel):
                 configs = [winner.config, *self.run_off.get((src, name, text), [])]
                 return [matching_config(tuner, c, config_cls) for c in configs]
         return self._fallback(kernel, key, "key_missing")
