@@ -63,9 +63,7 @@ ROW_KEYS = ("op", "dtype", "shape", "a_ms", "b_ms", "speedup_pct", "min_pct", "m
             "rounds", "verdict")
 # An older harness's verdicts: its "same" meant "might or might not differ".
 LEGACY_VERDICTS = {"same (flagged)": stats.Verdict.FLAGGED, "same": stats.Verdict.INCONCLUSIVE}
-LEGACY_METHOD = stats.Method(
-    name="bootstrap of the median by an older harness, whose \"same\" reads inconclusive",
-    fdr_q=None)
+LEGACY_METHOD = stats.Method(name="bootstrap of the median (an older harness)", fdr_q=None)
 NO_PLOT = "matplotlib is not installed (pip install 'flaggems-bench-harness[plot]')"
 
 
@@ -127,6 +125,9 @@ def _row(index: int, d: Mapping[str, Any]) -> AbRow:
     lacking = [k for k in ROW_KEYS if d.get(k) is None]
     if lacking:
         raise UsageError(f"row {index} of the A/B lacks {', '.join(lacking)}: {dict(d)!r}")
+    if not float(d["speedup_pct"]) > -100.0:  # also nan: B took no time or less than none
+        raise UsageError(f"row {index}: speedup_pct={d['speedup_pct']!r}; expected a number "
+                         "above -100")
     verdict = _verdict(index, d["verdict"], "p_value" not in d)
     flags = tuple(d.get("flags") or ())
     return AbRow(op=str(d["op"]), dtype=str(d["dtype"]), shape=str(d["shape"]),
@@ -147,13 +148,17 @@ def _method(doc: Mapping[str, Any], rows: Sequence[Any]) -> stats.Method:
     if given is None:
         legacy = bool(rows) and all("p_value" not in _flat(r) for r in rows)
         return LEGACY_METHOD if legacy else stats.Method()
+    expected = "expected {name, confidence (0 to 1), fdr_q (0 to 1, or null)}"
+    if not isinstance(given, Mapping):
+        raise UsageError(f"method={given!r} is not a method of judging rows; {expected}")
     try:
         q = given.get("fdr_q")
         return stats.Method(name=str(given.get("name") or stats.T_METHOD),
                             confidence=float(given.get("confidence", stats.CONFIDENCE)),
                             fdr_q=None if q is None else float(q))
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise UsageError(f"method={given!r} is not a method of judging rows: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"method={given!r} is not a method of judging rows ({exc}); "
+                         f"{expected}") from None
 
 
 def as_report(source: Any) -> AbReport:
@@ -291,13 +296,16 @@ def render_markdown(ab_result_or_rows: Any, caliber: Mapping[str, Any], *,
     if any(n.startswith(NOT_LIVE) for n in notes):
         out += ["**The axis showed no sign of reaching the compiler: no row below says "
                 "anything about the switch.**", ""]
+    bh = "" if report.method.fdr_q is None else " and survives false-discovery control"
+    rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
+            f"the noise floor{bh}; same where the whole interval lies inside +-noise floor; "
+            "inconclusive otherwise (more rounds would decide).")
+    if report.method == LEGACY_METHOD:
+        rule = ("Verdicts are the older harness's, its \"same\" (might or might not differ) read "
+                "as inconclusive.")
     out += ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
-            f"{report.method.text}. A row is faster or slower only where its interval excludes "
-            "zero, its effect exceeds the noise floor and it survives false-discovery control "
-            "over the rows; same where the whole interval lies inside +-noise floor; "
-            "inconclusive otherwise (more rounds would decide). A flagged row (a side timed "
-            "directly, or self-tuned a missing replay key) reads \"flagged\" whatever its "
-            "numbers.", ""]
+            f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
+            "missing replay key) reads \"flagged\" whatever its numbers.", ""]
     out += _table(("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
                    "interval %", "verdict", "flags"), [_cells(r) for r in report.rows])
     flagged = sum(1 for r in report.rows if r.stats.flagged)

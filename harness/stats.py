@@ -70,8 +70,11 @@ def speedup_pct(a_ms: float, b_ms: float) -> float:
 
 
 def pct_of_log(log_ratio: float) -> float:
-    """A log ratio log(A / B) as a speedup in %: (exp(log_ratio) - 1) * 100."""
-    return math.expm1(log_ratio) * 100.0
+    """A log ratio log(A / B) as a speedup in %: (exp(log_ratio) - 1) * 100.
+
+    Capped at exp(700) rather than overflowing: an interval that wide says nothing anyway.
+    """
+    return math.expm1(min(log_ratio, 700.0)) * 100.0
 
 
 def log_of_pct(pct: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ def test_an_older_ab_json_reads_its_same_as_inconclusive() -> None:
     assert report.rows[2].stats.flagged and report.method.fdr_q is None
     md = render_markdown(old, CALIBER)
     assert [r[8] for r in table_rows(md)] == ["**faster**", "inconclusive", "flagged"]
-    assert "Method: bootstrap of the median by an older harness" in md
+    assert "Method: bootstrap of the median (an older harness), 95%. Verdicts are the older" in md
     # A current row saying "same (flagged)" is refused: that string is only an old one.
     with pytest.raises(UsageError, match="verdict='same \\(flagged\\)'"):
         render_markdown([ab_row("[[1]]", 1.0, 1.0, 0.0, "same (flagged)")], {})
@@ -193,6 +194,10 @@ def test_bad_rows_are_refused_naming_what_is_wrong() -> None:
     del bad["b_ms"]
     with pytest.raises(UsageError, match="row 0 of the A/B lacks b_ms"):
         render_markdown([bad], {})
+    # A speedup of -100% or less is B taking no time, or less than none; nan is no number.
+    for pct in (-100.0, -150.0, math.nan):
+        with pytest.raises(UsageError, match=r"row 0: speedup_pct=.*expected a number above -100"):
+            render_markdown([ab_row("[[1]]", 1.0, 1.0, pct, "same")], {})
 
 
 def measured(shape: str, latency: float, markers: tuple[str, ...] = ()) -> Row:

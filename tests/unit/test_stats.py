@@ -407,3 +407,11 @@ def test_one_real_change_among_299_nulls_needs_more_than_three_rounds() -> None:
     assert three[Verdict.FASTER] == 0
     eight = verdicts(0, 300, 8, 5.0, 0.005, effect_rows=1)
     assert eight[Verdict.FASTER] == 1 and eight[Verdict.SLOWER] == 0
+
+
+def test_an_interval_too_wide_to_print_does_not_overflow() -> None:
+    # Two rounds a 10^12 ratio apart at 99.9%: t(0.9995, 1) = 636.6 times a log se of 27.6
+    # reaches past exp(709), where math.expm1 overflows; the bound is capped instead.
+    s = row_stats([1e6, 1e-6], [1e-6, 1e6], noise_floor_pct=1.0, method=Method(confidence=0.999))
+    assert s.ci_high_pct is not None and math.isfinite(s.ci_high_pct) and s.ci_high_pct > 1e300
+    assert s.verdict is Verdict.INCONCLUSIVE
