@@ -21,7 +21,7 @@ _EPS = 3e-16
 class Verdict(Enum):
     """A row's verdict for side B against side A (A the off side); the value is what users read."""
 
-    FASTER = "faster"  # B faster beyond the noise floor; a false discovery at most q of the time
+    FASTER = "faster"  # B faster beyond the noise floor; of rows so called, at most q false
     SLOWER = "slower"  # B slower beyond the noise floor; the same bound, the other way
     SAME = "same"  # the whole interval lies inside +-noise floor: no difference that matters
     INCONCLUSIVE = "inconclusive"  # neither: the data cannot tell; more rounds would
