@@ -242,7 +242,9 @@ def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
                   "steps": [s.rel for s in steps]},
         sides={side: {"runs": doc["sides"][side]} for side in ("A", "B")},
         rows=doc["rows"], commands=doc["commands"], caliber=doc["caliber"]))
-    out(f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} "
+    counts = " ".join(f"{v.value}={sum(r['verdict'] == v.value for r in doc['rows'])}"
+                      for v in stats.Verdict)
+    out(f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} {counts} "
         f"geomean={doc['geomean_speedup_pct']} report={md}" + (f" plot={png}" if png else ""))
     if (doc.get("liveness") or {}).get("status") == "not_live":
         out(f"{NOT_LIVE_MARKER} axis={axis.name}")

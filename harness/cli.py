@@ -103,7 +103,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     summarize(args.runs, ab=args.ab, fmt=args.format, allow_mixed=args.allow_mixed,
-              noise_floor_pct=args.noise_floor, seed=args.seed, write_line=print)
+              noise_floor_pct=args.noise_floor, write_line=print)
     return EXIT_OK
 
 
@@ -118,7 +118,6 @@ def _add_summary(sub: argparse._SubParsersAction) -> None:
                    help="compare runs of different calibers (level, timer, backend, shape mode)")
     p.add_argument("--noise-floor", type=float, default=1.0, dest="noise_floor", metavar="PCT",
                    help="smallest effect called faster/slower, in %% (an A/A campaign's spread)")
-    p.add_argument("--seed", type=int, default=0, dest="seed", help="bootstrap seed")
     p.set_defaults(func=_cmd_summary)
 
 

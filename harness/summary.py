@@ -180,9 +180,12 @@ class AbReport:
     unpaired: tuple[Unpaired, ...]
     geomean_speedup_pct: float | None
     noise_floor_pct: float
-    seed: int
     direct_rows: int  # paired rows where either side carries DIRECT_MARKER
     notes: tuple[str, ...]
+    method: stats.Method = stats.Method()
+    geomean_ci_low_pct: float | None = None  # None: fewer than two paired rows
+    geomean_ci_high_pct: float | None = None
+    op_geomeans: tuple[tuple[str, stats.GeomeanStats], ...] = ()  # per operator, first seen
 
 
 def keyed(rows: Sequence[Row]) -> dict[Key, Row]:
@@ -260,7 +263,7 @@ def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:
 
 
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
-            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT, seed: int = 0) -> AbReport:
+            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT) -> AbReport:
     """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one)."""
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
@@ -270,17 +273,22 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     result = stats.summarize_ab(
         [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in ka],
         [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in kb],
-        noise_floor_pct=noise_floor_pct, seed=seed, flagged={k for k, f in flags.items() if f})
+        noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
+        group=lambda key: cast(Key, key)[0])
     paired = [AbRow(*cast(Key, k), stats=s, flags=flags[cast(Key, k)]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))
                 for key in flags if key not in done]
+    gm = result.geomean
+    low, high = (None, None) if gm is None else (gm.ci_low_pct, gm.ci_high_pct)
     return AbReport(
         a_label=" + ".join(s.label for s in a), b_label=" + ".join(s.label for s in b),
         rows=tuple(paired), unpaired=tuple(unpaired),
-        geomean_speedup_pct=result.geomean_speedup_pct, noise_floor_pct=result.noise_floor_pct,
-        seed=seed, direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
-        notes=tuple(notes))
+        geomean_speedup_pct=None if gm is None else gm.speedup_pct,
+        noise_floor_pct=result.noise_floor_pct,
+        direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
+        notes=tuple(notes), method=result.method, geomean_ci_low_pct=low,
+        geomean_ci_high_pct=high, op_geomeans=tuple((str(op), g) for op, g in result.groups))
 
 
 # ---------------------------------------------------------------- rendering
@@ -294,8 +302,12 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None else f"[{_pct(low)}, {_pct(high)}]"
+
+
 def _ci(s: stats.RowStats) -> str:
-    return "-" if s.ci_low_pct is None else f"[{_pct(s.ci_low_pct)}, {_pct(s.ci_high_pct)}]"
+    return _interval(s.ci_low_pct, s.ci_high_pct)
 
 
 def _md_table(write_line: WriteLine, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -328,7 +340,8 @@ def render_runs_md(sources: Sequence[Source], write_line: WriteLine) -> None:
 
 def _geomean_line(report: AbReport) -> str:
     line = (f"geomean speedup: {_pct(report.geomean_speedup_pct)}% over {len(report.rows)} "
-            "paired rows")
+            "paired rows, interval over rows "
+            f"{_interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}")
     if report.direct_rows:
         line += (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; "
                  "rows marked *)")
@@ -339,7 +352,7 @@ def _ab_cells(row: AbRow) -> list[str]:
     s = row.stats
     mark = " *" if any(DIRECT_MARKER in f for f in row.flags) else ""
     return [row.op, row.dtype, row.shape, str(row.occurrence), f"{s.a_ms:.6f}", f"{s.b_ms:.6f}",
-            _pct(s.median_speedup_pct), f"{_pct(s.min_pct)}..{_pct(s.max_pct)}{mark}", _ci(s),
+            _pct(s.speedup_pct), f"{_pct(s.min_pct)}..{_pct(s.max_pct)}{mark}", _ci(s),
             str(s.rounds), s.verdict.value, " ".join(row.flags) or "-"]
 
 
@@ -347,16 +360,21 @@ def render_ab_md(report: AbReport, write_line: WriteLine) -> None:
     write_line(f"## A/B: A={report.a_label} B={report.b_label}")
     write_line("")
     write_line("speedup % = (A_ms / B_ms - 1) * 100 of FlagGems latencies: positive when B is "
-               f"faster; noise floor {report.noise_floor_pct:.1f}%; 95% bootstrap interval, "
-               f"seed {report.seed}")
+               f"faster; noise floor {report.noise_floor_pct:.1f}%; {report.method.text}")
     for note in report.notes:
         write_line(f"- {'FLAG' if note == SELF_TUNED else 'note'}: {note}")
     write_line("")
     _md_table(write_line, ("op", "dtype", "shape", "#", "A ms", "B ms", "speedup %",
-                           "min..max %", "95% CI %", "rounds", "verdict", "flags"),
+                           "min..max %", f"{report.method.confidence * 100:g}% CI %", "rounds",
+                           "verdict", "flags"),
               [_ab_cells(row) for row in report.rows])
     write_line("")
     write_line(_geomean_line(report))
+    if len(report.op_geomeans) > 1:
+        write_line("")
+        _md_table(write_line, ("op", "rows", "geomean speedup %", "interval %"),
+                  [(op, str(g.rows), _pct(g.speedup_pct), _interval(g.ci_low_pct, g.ci_high_pct))
+                   for op, g in report.op_geomeans])
     if report.rows and max(r.stats.rounds for r in report.rows) < 2:
         write_line("one round per side: no interval, so no row is called faster or slower")
     if report.unpaired:
@@ -390,7 +408,7 @@ AB_CSV_FIELDS = ("op", "dtype", "shape", "occurrence", "a_ms", "b_ms", "speedup_
 def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
     """One line per paired row, then one per unpaired row (verdict "unpaired", its reason)."""
     paired = [(r.op, r.dtype, r.shape, r.occurrence, r.stats.a_ms, r.stats.b_ms,
-               r.stats.median_speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
+               r.stats.speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
                r.stats.ci_high_pct, r.stats.rounds, r.stats.verdict.value, ";".join(r.flags), "")
               for r in report.rows]
     unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 8, "unpaired", "", u.reason)
@@ -420,7 +438,7 @@ _AB_RENDERERS = {"md": render_ab_md, "csv": render_ab_csv, "json": render_ab_jso
 
 def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str = "md",
               allow_mixed: bool = False, noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
-              seed: int = 0, write_line: WriteLine = print) -> None:
+              write_line: WriteLine = print) -> None:
     """The `harness summary` command: tables of `paths`, or the A/B of `ab` = (A, B)."""
     if fmt not in FORMATS:
         raise choice_error("--format", fmt, FORMATS)
@@ -430,7 +448,7 @@ def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str
         raise UsageError(f"--noise-floor={noise_floor_pct!r}; expected a percentage >= 0")
     if ab:
         report = compare([load_source(ab[0])], [load_source(ab[1])], allow_mixed=allow_mixed,
-                         noise_floor_pct=noise_floor_pct, seed=seed)
+                         noise_floor_pct=noise_floor_pct)
         _AB_RENDERERS[fmt](report, write_line)
     else:
         _RUN_RENDERERS[fmt]([load_source(p) for p in paths], write_line)
