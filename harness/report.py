@@ -30,8 +30,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -39,7 +37,7 @@ from typing import Any
 
 from harness import stats
 from harness.errors import UsageError
-from harness.fsutil import atomic_write_text
+from harness.fsutil import atomic_write_bytes, atomic_write_text
 from harness.summary import DIRECT_MARKER, AbReport, AbRow, Unpaired
 
 SCHEMA = "harness-ab/1"
@@ -305,19 +303,8 @@ def render_png(rows: Any, path: str | Path, *, noise_floor: float | None = None)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
-    _atomic_write_bytes(Path(path), buffer.getvalue())
+    atomic_write_bytes(Path(path), buffer.getvalue())
     return True
-
-
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---------------------------------------------------------------- files
