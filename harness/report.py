@@ -38,10 +38,11 @@ from typing import Any
 from harness import stats
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_bytes, atomic_write_text
+from harness.sources import AB_JSON
 from harness.summary import DIRECT_MARKER, AbReport, AbRow, Unpaired
 
 SCHEMA = "harness-ab/1"
-AB_JSON, AB_MD, AB_PNG = "ab.json", "ab.md", "ab.png"
+AB_MD, AB_PNG = "ab.md", "ab.png"
 NOT_RECORDED = "not recorded"
 LIVENESS = ("live", "unknown", "not_live", "unchecked")
 NOT_LIVE = "AXIS_NOT_LIVE"
