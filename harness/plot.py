@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,16 +20,22 @@ if TYPE_CHECKING:
 COLORS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:blue",
           "inconclusive": "tab:orange", "same (flagged)": "tab:gray"}
 OTHER_COLOR = "tab:purple"
-# Linear within +-10%, where real effects sit; logarithmic beyond, so that a flagged row the
-# direct timer put at +2500% does not squash a 3% effect into the zero line.
-LINTHRESH_PCT = 10.0
+# The x axis is logarithmic in A_ms / B_ms, so a 2x change reads as far from 0 either way
+# (+100% and -50%, +900% and -90%): on a percent axis a 100x slowdown (-99%) would sit beside
+# -70%. Within +-10%, where real effects sit, it is stretched at least MIN_STRETCH times, and
+# more where outliers would leave that band under LINEAR_SHARE of the width.
+LINEAR_PCT = 10.0
+MIN_STRETCH = 3.0
+LINEAR_SHARE = 0.35
+_T = math.log(1 + LINEAR_PCT / 100)
 # Tick candidates in %, the most useful first: one is kept unless it crowds a tick kept before.
-TICK_CANDIDATES = (0, 10, -10, 5, -5, 50, -50, 100, 2, -2, 1000, -90, 25, -25, 1, -1, 500, 200,
-                   -75, 20, -20, 10000, 5000, 2000, -99, 3, -3)
-MIN_TICK_GAP = 0.08  # of the axis width
+TICK_CANDIDATES = (0, 10, -10, 5, -5, 100, -50, 2, -2, 900, -90, 25, -20, 1, -1, 300, -75,
+                   9900, -99, 50, -25, 3, -3, 20, 200, 500, 1000)
+TICK_MARGIN_IN = 0.08  # between two tick labels
+TICK_FONT = 9
 LABEL_CHARS = 46
 TITLE_OPS_CHARS = 60
-WIDTH_IN, ROW_IN, DPI = 11.0, 0.28, 120
+WIDTH_IN, ROW_IN, DPI = 12.0, 0.28, 120
 
 
 def available() -> bool:
@@ -46,9 +53,38 @@ def pct_label(value: float) -> str:
     return "0%" if value == 0 else f"{value:+g}%"
 
 
+def scale_forward(pct: Any, stretch: float = MIN_STRETCH) -> Any:
+    """Axis position of a speedup in %: ln(A_ms / B_ms) in units of ln(1.1), divided by
+    `stretch` beyond one unit."""
+    import numpy as np
+
+    log_ratio = np.log(np.maximum(1.0 + np.asarray(pct, dtype=float) / 100.0, 1e-9))
+    size = np.abs(log_ratio) / _T
+    return np.sign(log_ratio) * np.where(size <= 1.0, size, 1.0 + (size - 1.0) / stretch)
+
+
+def scale_inverse(position: Any, stretch: float = MIN_STRETCH) -> Any:
+    """The speedup in % at an axis position: the inverse of scale_forward."""
+    import numpy as np
+
+    position = np.asarray(position, dtype=float)
+    size = np.abs(position)
+    log_ratio = np.sign(position) * _T * np.where(size <= 1.0, size, 1.0 + (size - 1.0) * stretch)
+    return (np.exp(log_ratio) - 1.0) * 100.0
+
+
+def stretch_for(low: float, high: float) -> float:
+    """The stretch that keeps the +-10% band at LINEAR_SHARE of low..high's width or more."""
+    outside = sum(max(float(abs(scale_forward(v, 1.0))) - 1.0, 0.0) for v in (low, high))
+    return max(MIN_STRETCH, outside * LINEAR_SHARE / (2.0 * (1.0 - LINEAR_SHARE)))
+
+
 def _row_label(row: AbRow, with_op: bool) -> str:
     dtype = row.dtype.removeprefix("torch.")
-    shape = row.shape if len(row.shape) <= LABEL_CHARS else row.shape[:LABEL_CHARS - 1] + "…"
+    shape = row.shape
+    if len(shape) > LABEL_CHARS:  # both ends: shapes often differ only in their last tensor
+        head = LABEL_CHARS * 3 // 5
+        shape = f"{shape[:head]}…{shape[-(LABEL_CHARS - head - 1):]}"
     occurrence = f" #{row.occurrence}" if row.occurrence > 1 else ""
     return f"{row.op + ' ' if with_op else ''}{dtype} {shape}{occurrence}"
 
@@ -64,7 +100,7 @@ def _limits(report: AbReport, floor: float | None) -> tuple[float, float]:
 
 
 def _padded(ax: Axes, low: float, high: float) -> tuple[float, float]:
-    """`low..high` widened by 6% a side in the axis's own (symlog) coordinates."""
+    """`low..high` widened by 6% a side in the axis's own coordinates."""
     forward = ax.xaxis.get_transform()
     t_low, t_high = forward.transform([low, high])
     pad = max(t_high - t_low, 1e-9) * 0.06
@@ -73,16 +109,28 @@ def _padded(ax: Axes, low: float, high: float) -> tuple[float, float]:
 
 
 def percent_ticks(ax: Axes, low: float, high: float) -> list[float]:
-    """Ticks in % within low..high, the most useful first, none crowding another."""
+    """Ticks in % within low..high, the most useful first, none crowding another (the axes'
+    width as laid out at the last draw decides how close is crowded)."""
     forward = ax.xaxis.get_transform()
     t_low, t_high = forward.transform([low, high])
-    gap = (t_high - t_low) * MIN_TICK_GAP
+    fig = ax.figure
+    inches = ax.get_position().width * fig.get_figwidth() / max(t_high - t_low, 1e-12)
+    from matplotlib.font_manager import FontProperties
+
+    renderer, font = fig.canvas.get_renderer(), FontProperties(size=TICK_FONT)
+
+    def width_in(value: float) -> float:
+        width = renderer.get_text_width_height_descent(pct_label(value), font, ismath=False)[0]
+        return width / fig.dpi
+
+    def apart(a: float, b: float) -> bool:
+        room = (width_in(a) + width_in(b)) / 2 + TICK_MARGIN_IN
+        return abs(forward.transform([a])[0] - forward.transform([b])[0]) * inches >= room
+
     kept: list[float] = []
-    for value in TICK_CANDIDATES:
-        if low <= value <= high:
-            t = forward.transform([value])[0]
-            if all(abs(t - forward.transform([k])[0]) >= gap for k in kept):
-                kept.append(float(value))
+    for value in map(float, TICK_CANDIDATES):
+        if low <= value <= high and all(apart(value, k) for k in kept):
+            kept.append(value)
     return sorted(kept)
 
 
@@ -146,7 +194,9 @@ def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
     fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(len(rows), 2)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.set_xscale("symlog", linthresh=LINTHRESH_PCT, linscale=1.5)
+    stretch = stretch_for(*_limits(report, noise_floor))
+    ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
+                                         partial(scale_inverse, stretch=stretch)))
     if noise_floor:
         ax.axvspan(-noise_floor, noise_floor, color="0.88", zorder=0)
     ax.axvline(0.0, color="black", linewidth=0.8)
@@ -155,21 +205,24 @@ def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
     _draw_rows(ax, rows)
     low, high = _padded(ax, *_limits(report, noise_floor))
     ax.set_xlim(low, high)
-    ax.set_xticks(percent_ticks(ax, low, high))
     ax.xaxis.set_major_formatter(_formatter(pct_label))
     ax.xaxis.set_minor_locator(_no_ticks())
+    ax.tick_params(axis="x", labelsize=TICK_FONT)
     ax.grid(axis="x", color="0.85", linewidth=0.6)
     ax.set_ylim(-0.7, max(len(rows), 1) - 0.3)
     with_op = len({r.op for r in rows}) > 1
     ax.set_yticks(list(range(len(rows) - 1, -1, -1)),
                   [_row_label(r, with_op) for r in rows], fontsize=8, family="monospace")
-    ax.set_xlabel("speedup of B over A, % = (A_ms / B_ms - 1) * 100: right of 0, B is faster "
-                  f"(linear within ±{LINTHRESH_PCT:g}%, logarithmic beyond)", fontsize=9)
+    ax.set_xlabel("speedup of B over A, % = (A_ms / B_ms - 1) * 100: right of 0, B is faster\n"
+                  "scale: logarithmic in A_ms / B_ms (+100% and -50%, 2x either way, lie equally "
+                  f"far from 0), stretched {stretch:.1f}x within ±{LINEAR_PCT:g}%", fontsize=9)
     ax.set_title(title_text(report, caliber), fontsize=10, loc="left")
     if not rows:
         ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
     ax.legend(handles=_legend_handles(report, noise_floor), loc="upper left",
               bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.canvas.draw()  # lays the axes out: the ticks need its width
+    ax.set_xticks(percent_ticks(ax, low, high))
     fig.canvas.draw()
     return fig
 

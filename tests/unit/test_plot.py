@@ -105,7 +105,8 @@ def test_thirty_rows_keep_each_label_apart() -> None:
     assert all(low.y1 <= high.y0 + 0.5 for low, high in zip(extents, extents[1:], strict=False))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels[0].startswith("layer_norm float16 [[16, 4096, 4096]")
-    assert labels[0].endswith("…") and len(labels[0]) <= plot.LABEL_CHARS + 30
+    assert "…" in labels[0] and labels[0].endswith("[1, 1, 1], [2, 2]]")
+    assert len(labels[0]) == len("layer_norm float16 ") + plot.LABEL_CHARS
 
 
 def test_a_single_operator_is_named_once_in_the_title_not_on_every_row() -> None:
@@ -126,3 +127,38 @@ def test_flagged_rows_draw_grey_whatever_their_number() -> None:
     (point,) = [line for line in ax.get_lines() if line.get_marker() == "o"]
     assert point.get_color() == plot.COLORS["same (flagged)"]
     assert ax.get_xlim()[1] > 4471.4
+
+
+def demo_like() -> dict[str, Any]:
+    # The demo's rows on a loaded two-core host: a 100x slowdown beside -70% and a wide interval.
+    return document(rows=[ab_row("[[128, 128]]", 1, 1, -35.1, "same", (-99.88, 20.16)),
+                          ab_row("[[256, 256]]", 1, 1, -99.1, "slower", (-99.19, -36.59)),
+                          ab_row("[[512, 512]]", 1, 1, -69.2, "slower", (-69.74, -53.15))],
+                    geomean_speedup_pct=-84.8)
+
+
+def test_two_x_either_way_lies_equally_far_from_zero() -> None:
+    # Pinned: on the old percent axis a 100x slowdown (-99%) sat beside -70%.
+    forward = plot.scale_forward
+    assert float(forward(100.0)) == pytest.approx(-float(forward(-50.0)))
+    assert float(forward(9900.0)) == pytest.approx(-float(forward(-99.0)))
+    assert float(forward(-70.0) - forward(-99.0)) > 2 * float(forward(-50.0) - forward(-70.0))
+    for pct in (-99.5, -50.0, -3.0, 0.0, 7.0, 10.0, 250.0, 4471.4):
+        for stretch in (3.0, 15.0):
+            back = plot.scale_inverse(plot.scale_forward(pct, stretch), stretch)
+            assert float(back) == pytest.approx(pct)
+
+
+@pytest.mark.parametrize("make", [document, thirty_rows, demo_like])
+def test_the_ten_percent_band_keeps_its_share_and_tick_labels_never_overlap(make: Any) -> None:
+    fig = figure(make())
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    forward = ax.xaxis.get_transform().transform
+    low, high = forward(list(ax.get_xlim()))
+    band = forward([max(-10.0, ax.get_xlim()[0]), min(10.0, ax.get_xlim()[1])])
+    assert (band[1] - band[0]) / (high - low) >= 0.2
+    boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()),
+                   key=lambda b: b.x0)
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))
+    assert any(0 < abs(v) <= 10 for v in ax.get_xticks())
