@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
+
 
 def _umask() -> int:
     # No call reads the umask without setting it; set it back at once.
@@ -23,6 +25,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     private 0600 would hide results from the other users of a shared machine.
     """
     target = Path(path)
+    if target.is_dir():  # os.replace would fail only after the whole file was written
+        raise UsageError(f"{str(target)!r} is a directory; expected a file to write there")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())

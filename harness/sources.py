@@ -24,12 +24,15 @@ from harness.results import (
 OPS_STATUS_CSV = "ops_status.csv"
 AB_JSON = "ab.json"
 ACCEPTED = ("expected a run directory (results.jsonl), a batch directory (ops_status.csv), a "
-            "campaign directory (ab.json, A/rN, B/rN), a results.csv, or a FlagGems console log "
-            "or record log")
+            "campaign directory (ab.json, A/rN, B/rN) or its ab.json, a results.csv, or a "
+            "FlagGems console log or record log")
 # FlagGems names its record log after its argv ("--mode kernel" -> "--mode_kernel"; kunlunxin
 # spells the option --fg_mode); its tables carry the same facts as "mode=" and "level=".
 _LOG_NAME_FACT = re.compile(r"--(?:fg_)?(mode|level)_([A-Za-z]+)")
 LOG_FIELDS = {"mode": "timer", "level": "level"}  # Row attribute -> caliber field
+RUN_HEADER = "# harness run header"  # runner.header_lines' first line
+CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")  # what makes two runs comparable
+_HEADER_LINE = re.compile(r"^# (\w+): (.*)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Source:
     rows: tuple[Row, ...]
     identities: tuple[tuple[Path, Mapping[str, Any]], ...] = ()  # (run dir, run_identity.json)
     notes: tuple[str, ...] = ()
-    # What a raw log tells of its caliber, FlagGems' words: (("level", "core"), ("timer", "kernel"))
+    # What a raw log tells of its caliber: (("level", "core"), ("timer", "kernel")); a FlagGems
+    # log's timer is its --mode, a harness run.log's the header's timer.
     log_caliber: tuple[tuple[str, str], ...] = ()
 
 
@@ -98,6 +102,19 @@ def log_caliber(name: str, rows: Sequence[Row]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(facts.items()))
 
 
+def header_caliber(text: str) -> tuple[tuple[str, str], ...] | None:
+    """The caliber a harness run.log states in its header; None for a log without one.
+
+    Such a log's tables always say mode=kernel (the harness runs FlagGems so and times with its
+    own plugin): only the header tells its timer.
+    """
+    if not text.startswith(RUN_HEADER):
+        return None
+    fields = dict(_HEADER_LINE.findall(text.split("\n# started_utc:", 1)[0]))
+    return tuple(sorted((k, v.strip()) for k, v in fields.items()
+                        if k in CALIBER_FIELDS and v.strip() not in ("", "None")))
+
+
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -112,15 +129,22 @@ def _load_file(path: Path) -> Source:
     if is_results_csv(text):
         return Source(str(path), "results_csv", tuple(parse_results_csv(text, str(path))),
                       notes=(f"{path}: a results.csv without its run; caliber not known",))
+    header = header_caliber(text)
+    if header is not None and (path.parent / RESULTS_JSONL).is_file():
+        return _load_run(path.parent)  # a run's own run.log: the run, with its identity
     rows, kind = parse_run_output(text, text)
     if not rows:
         raise UsageError(f"no FlagGems results (console table or record-log line) in "
                          f"{str(path)!r}; {ACCEPTED}")
-    return Source(str(path), kind, tuple(rows), log_caliber=log_caliber(path.name, rows))
+    told = header if header is not None else log_caliber(path.name, rows)
+    return Source(str(path), kind, tuple(rows), log_caliber=told)
 
 
 def is_campaign(path: Path) -> bool:
-    """An A/B campaign directory: its ab.json, or its A and B sides of rounds."""
+    """An A/B campaign: its directory (holding ab.json, or A and B sides of rounds), or its
+    ab.json."""
+    if path.is_file():
+        return path.name == AB_JSON
     return path.is_dir() and ((path / AB_JSON).is_file() or all(
         (path / side / "r0").is_dir() for side in ("A", "B")))
 
@@ -133,12 +157,15 @@ def load_source(path: str | Path) -> Source:
             return _load_batch(p)
         if (p / RESULTS_JSONL).is_file():
             return _load_run(p)
-        if is_campaign(p):
-            raise UsageError(f"{str(p)!r} is an A/B campaign: summarize it alone "
-                             "(harness summary DIR), not as one side of --ab")
-        raise UsageError(f"{str(p)!r} is none of the inputs of harness summary: {ACCEPTED}")
+        if not is_campaign(p):
+            raise UsageError(f"{str(p)!r} is none of the inputs of harness summary: {ACCEPTED}")
+    if is_campaign(p):
+        raise UsageError(f"{str(p)!r} is an A/B campaign: summarize it alone "
+                         "(harness summary DIR), not as one side of --ab")
     if p.is_file():
         return _load_file(p)
+    if p.exists():  # a FIFO, a socket, a device: reading one could block or never end
+        raise UsageError(f"{str(p)!r} is not a file or a directory; {ACCEPTED}")
     raise UsageError(f"no such run, batch, campaign or log: {str(p)!r}; {ACCEPTED}")
 
 

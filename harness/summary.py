@@ -19,7 +19,7 @@ from harness.errors import UsageError, choice_error
 from harness.results import RESULTS_JSONL, SUCCESS, Row
 from harness.sources import (
     AB_JSON,
-    LOG_FIELDS,
+    CALIBER_FIELDS,
     OPS_STATUS_CSV,
     Source,
     is_campaign,
@@ -31,7 +31,6 @@ from harness.sources import (
 DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)
-CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")
 FORMATS = ("md", "csv", "json")
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
 REGIME = "timed under a different regime"
@@ -163,9 +162,9 @@ def _mixed(ca: Mapping[str, tuple[str, ...]], cb: Mapping[str, tuple[str, ...]],
 def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool) -> list[str]:
     """Compare the calibers of two sides: UsageError naming each difference unless allowed.
 
-    Runs compare by their identities. Raw logs compare by what their tables or names say
-    (FlagGems' --mode as the timer, and the level); a run against a raw log is not checked,
-    since the harness's timer and FlagGems' --mode are different settings.
+    Runs compare by their identities; logs by what they say (a harness run.log its header, a
+    FlagGems log its --mode as the timer, and its level); a run against a log is not checked.
+    A FlagGems --mode and a harness timer are different settings: they read as different.
     """
     sources = (*a, *b)
     if all(s.identities for s in sources):
@@ -173,13 +172,14 @@ def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool
         return _mixed({f: ca[f] for f in CALIBER_FIELDS}, {f: cb[f] for f in CALIBER_FIELDS},
                       allow_mixed)
     raw = [s.label for s in sources if not s.identities]
-    known = [f for f in LOG_FIELDS.values() if all(dict(s.log_caliber).get(f) for s in sources)]
+    known = [f for f in CALIBER_FIELDS if all(dict(s.log_caliber).get(f) for s in sources)]
     if len(raw) < len(sources) or not known:
         return [f"caliber not checked: no run identity for {', '.join(map(repr, raw))}"]
     notes = _mixed({f: _logs_caliber(a, f) for f in known},
                    {f: _logs_caliber(b, f) for f in known}, allow_mixed)
-    return notes + [f"caliber of raw logs: {' and '.join(known)} (FlagGems' --mode and --level) "
-                    "checked; backend and shape mode not recorded"]
+    unknown = [f for f in CALIBER_FIELDS if f not in known]
+    return notes + [f"caliber of the logs: {', '.join(known)} checked (a FlagGems log's timer is "
+                    f"its --mode){'; not recorded: ' + ', '.join(unknown) if unknown else ''}"]
 
 
 def _replays_from(side: Sequence[Source], targets: set[Path]) -> bool:
@@ -239,14 +239,19 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
 
 
 def campaign_report(path: Path, *, noise_floor_pct: float, seed: int) -> AbReport:
-    """A campaign's A/B: its ab.json, else (a campaign cut short) compare() of its rounds."""
-    if (path / AB_JSON).is_file():
+    """A campaign's A/B: its ab.json (`path` or inside it), else (a campaign cut short)
+    compare() of its rounds."""
+    if path.is_file() or (path / AB_JSON).is_file():
         from harness import report  # it renders AbReports, so it imports this module
 
         doc = report.load_ab(path)
         caliber = doc.get("caliber") or {}
-        live = report.liveness_note(doc.get("liveness"), caliber.get("axis"))
+        axis = caliber.get("axis")
+        live = report.liveness_note(doc.get("liveness"), axis)
         found = report.as_report(doc)
+        if axis and axis != "none":
+            found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",
+                                        b_label=f"{axis}={found.b_label}")
         return dataclasses.replace(found, notes=tuple(filter(None, (live, *found.notes))))
     a, b = rounds_of(path / "A"), rounds_of(path / "B")
     both = sorted(a.keys() & b.keys())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import UsageError
 from harness.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 
@@ -41,3 +42,13 @@ def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
     atomic_write_text(target, "new ü\n")
     assert target.read_bytes() == "new ü\n".encode()
     assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_a_directory_where_the_file_goes_is_a_usage_error_and_nothing_is_left(
+        tmp_path: Path) -> None:
+    # Pinned: `harness report` on a campaign whose ab.png was a directory died in a traceback.
+    (tmp_path / "ab.png").mkdir()
+    with pytest.raises(UsageError, match=r"ab.png' is a directory; expected a file"):
+        atomic_write_bytes(tmp_path / "ab.png", b"\x89PNG")
+    assert [p.name for p in tmp_path.iterdir()] == ["ab.png"]
+    assert list((tmp_path / "ab.png").iterdir()) == []

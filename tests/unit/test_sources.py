@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,8 @@ def test_campaign_directory_gives_its_ab_json_with_the_liveness_note(tmp_path: P
         result, {"axis": "OMP_NUM_THREADS", "a": "1", "b": "2"},
         liveness={"status": "live", "detail": "rows differ beyond the noise floor"}))
     text = "\n".join(lines([str(root)]))
+    assert lines([str(root / report.AB_JSON)]) == text.splitlines()
+    assert text.startswith("## A/B: A=OMP_NUM_THREADS=1 B=OMP_NUM_THREADS=2\n")
     assert "- note: rows differ beyond the noise floor" in text
     assert "| tanh | torch.float32 | [[64, 64]] | 1 | 2.000000 | 1.000000 | +100.0 |" in text
     assert "faster" in text
@@ -111,6 +114,10 @@ def test_campaign_is_summarized_alone_and_is_not_a_side(tmp_path: Path) -> None:
         summarize([str(root), str(KERNEL)])
     with pytest.raises(UsageError, match="is an A/B campaign"):
         summarize([], ab=[str(root), str(KERNEL)])
+    atomic_write_json(root / report.AB_JSON, report.ab_document(compare(
+        [load_source(root / "A" / "r0")], [load_source(root / "B" / "r0")]), {}))
+    with pytest.raises(UsageError, match="ab.json' is an A/B campaign"):
+        summarize([], ab=[str(root / report.AB_JSON), str(KERNEL)])
 
 
 # ---------------------------------------------------------------- anything else
@@ -159,7 +166,7 @@ def test_record_log_timer_comes_from_its_name_when_its_lines_lack_it(tmp_path: P
 def test_two_record_logs_of_one_timer_pair_and_say_what_was_checked(tmp_path: Path) -> None:
     one = _named_record_log(tmp_path, "kernel", strip_mode=False)
     result = compare([load_source(one)], [load_source(KERNEL)])
-    assert any("timer and level (FlagGems' --mode and --level) checked" in n
+    assert any(n.startswith("caliber of the logs: level, timer checked")
                for n in result.notes)
 
 
@@ -170,3 +177,46 @@ def test_the_log_tables_win_over_the_name_and_unknown_stays_unchecked() -> None:
     assert log_caliber("console.log", [row()]) == ()
     result = compare([load_source(KERNEL)], [load_source(KERNEL)])
     assert not any("mixed" in n for n in result.notes)
+
+
+def test_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
+    # Pinned: a FIFO was called "no such run" although it exists; reading it would block.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match=r"pipe' is not a file or a directory; expected a run"):
+        load_source(fifo)
+
+
+def harness_log(path: Path, timer: str) -> Path:
+    # A harness run.log: its header, then FlagGems' table, which says mode=kernel whatever the
+    # harness timed with (it runs FlagGems so and switches the timer in its plugin).
+    header = ["# harness run header", "# op: tanh", "# backend: cuda", "# level: core",
+              "# shape_mode: upstream", "# shape_file: None", f"# timer: {timer}",
+              "# mode: auto", "# started_utc: 2026-01-01T00:00:00+00:00"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(header) + "\n" + KERNEL.read_text(encoding="utf-8"))
+    return path
+
+
+def test_a_harness_run_log_is_timed_by_its_header_not_its_mode_kernel_tables(
+        tmp_path: Path) -> None:
+    # Pinned: two copied run.logs, graph- and direct-timed, both say mode=kernel in their tables
+    # and were paired as one caliber.
+    graph = harness_log(tmp_path / "g" / "run.log", "graph")
+    direct = harness_log(tmp_path / "d" / "run.log", "direct")
+    assert dict(load_source(graph).log_caliber) == {
+        "backend": "cuda", "level": "core", "shape_mode": "upstream", "timer": "graph"}
+    with pytest.raises(UsageError, match=r"timer: A='graph' B='direct'"):
+        compare([load_source(graph)], [load_source(direct)])
+    same = compare([load_source(graph)], [load_source(graph)])
+    assert "caliber of the logs: backend, level, timer, shape_mode checked (a FlagGems log's " \
+           "timer is its --mode)" in same.notes
+    with pytest.raises(UsageError, match=r"timer: A='graph' B='kernel'"):
+        compare([load_source(graph)], [load_source(KERNEL)])
+
+
+def test_a_run_log_beside_its_results_is_its_run(tmp_path: Path) -> None:
+    run = run_dir(tmp_path / "r", [row()])
+    harness_log(run / "run.log", "direct")
+    source = load_source(run / "run.log")
+    assert (source.kind, source.label, len(source.identities)) == ("run", str(run), 1)
