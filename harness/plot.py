@@ -35,6 +35,7 @@ TICK_MARGIN_IN = 0.08  # between two tick labels
 TICK_FONT = 9
 LABEL_CHARS = 46
 TITLE_OPS_CHARS = 60
+TITLE_VALUE_CHARS = 40
 WIDTH_IN, ROW_IN, DPI = 12.0, 0.28, 120
 
 
@@ -134,13 +135,19 @@ def percent_ticks(ax: Axes, low: float, high: float) -> list[float]:
     return sorted(kept)
 
 
+def _clip(value: Any, chars: int) -> str:
+    text = " ".join(str(value).split())  # a newline in a value would break the title's lines
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
 def title_text(report: AbReport, caliber: Mapping[str, Any]) -> str:
     """Two lines: what was switched on which operator, then the caliber and the geometric mean."""
     ops = str(caliber.get("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-")
     if len(ops) > TITLE_OPS_CHARS:
         ops = f"{len(ops.split(','))} operators"
-    axis = caliber.get("axis")
-    a, b = caliber.get("a", report.a_label), caliber.get("b", report.b_label)
+    axis = _clip(caliber.get("axis") or "", TITLE_VALUE_CHARS)
+    a = _clip(caliber.get("a", report.a_label), TITLE_VALUE_CHARS)
+    b = _clip(caliber.get("b", report.b_label), TITLE_VALUE_CHARS)
     if axis == "none":
         first = f"A/A campaign on {ops} (AXIS=none): the noise floor"
     else:
@@ -212,11 +219,13 @@ def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
     ax.set_ylim(-0.7, max(len(rows), 1) - 0.3)
     with_op = len({r.op for r in rows}) > 1
     ax.set_yticks(list(range(len(rows) - 1, -1, -1)),
-                  [_row_label(r, with_op) for r in rows], fontsize=8, family="monospace")
+                  [_row_label(r, with_op) for r in rows], fontsize=8, family="monospace",
+                  parse_math=False)
     ax.set_xlabel("speedup of B over A, % = (A_ms / B_ms - 1) * 100: right of 0, B is faster\n"
                   "scale: logarithmic in A_ms / B_ms (+100% and -50%, 2x either way, lie equally "
                   f"far from 0), stretched {stretch:.1f}x within ±{LINEAR_PCT:g}%", fontsize=9)
-    ax.set_title(title_text(report, caliber), fontsize=10, loc="left")
+    # parse_math off: a value such as A=$HOME would otherwise be typeset, or fail, as TeX.
+    ax.set_title(title_text(report, caliber), fontsize=10, loc="left", parse_math=False)
     if not rows:
         ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
     ax.legend(handles=_legend_handles(report, noise_floor), loc="upper left",

@@ -162,3 +162,20 @@ def test_the_ten_percent_band_keeps_its_share_and_tick_labels_never_overlap(make
                    key=lambda b: b.x0)
     assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))
     assert any(0 < abs(v) <= 10 for v in ax.get_xticks())
+
+
+def test_hostile_values_reach_the_title_as_plain_text_and_stay_inside() -> None:
+    # A value holding "$...$" was parsed as TeX; a long or multi-line one ran off the figure.
+    doc = document(caliber={**CALIBER, "a": "$HOME;rm -rf /", "b": "x" * 300 + "\n$PATH",
+                            "op": "tanh"})
+    doc["rows"][0] = {**doc["rows"][0], "op": "we$ird$ op", "shape": "[[$1$]]"}
+    fig = figure(doc)
+    ax = fig.axes[0]
+    (title,) = [c for c in ax.get_children()
+                if hasattr(c, "get_parse_math") and c.get_text() == ax.get_title(loc="left")]
+    assert title.get_text().splitlines()[0].startswith("RLC_ENHANCE on tanh: A=$HOME;rm -rf / ")
+    assert len(title.get_text().splitlines()) == 2
+    assert not title.get_parse_math()
+    assert all(not t.get_parse_math() for t in fig.axes[0].get_yticklabels())
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    assert box.x1 <= fig.bbox_inches.x1 + 1e-6 and box.x0 >= -1e-6
