@@ -26,7 +26,7 @@ AB_JSON = "ab.json"
 ACCEPTED = ("expected a run directory (results.jsonl), a batch directory (ops_status.csv), a "
             "campaign directory (ab.json, A/rN, B/rN) or its ab.json, a results.csv, or a "
             "FlagGems console log or record log")
-# FlagGems names its record log after its argv ("--mode kernel" -> "--mode_kernel"; kunlunxin
+# FlagGems names its record log after its argv ("--mode kernel" -> "--mode_kernel"; one vendor
 # spells the option --fg_mode); its tables carry the same facts as "mode=" and "level=".
 _LOG_NAME_FACT = re.compile(r"--(?:fg_)?(mode|level)_([A-Za-z]+)")
 LOG_FIELDS = {"mode": "timer", "level": "level"}  # Row attribute -> caliber field
