@@ -39,23 +39,21 @@ ab.json is the campaign's machine result; `ab_document` builds it from summary.A
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness import plot, stats
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
+from harness.sources import AB_JSON
 from harness.summary import DIRECT_MARKER, AbReport, AbRow, Unpaired
 
 SCHEMA = "harness-ab/1"
-AB_JSON, AB_MD, AB_PNG = "ab.json", "ab.md", "ab.png"
+AB_MD, AB_PNG = "ab.md", "ab.png"
 NOT_RECORDED = "not recorded"
 LIVENESS = ("live", "unknown", "not_live", "unchecked")
 NOT_LIVE = "AXIS_NOT_LIVE"
@@ -64,7 +62,8 @@ ROW_KEYS = ("op", "dtype", "shape", "a_ms", "b_ms", "speedup_pct", "min_pct", "m
 # An older harness's verdicts: its "same" meant "might or might not differ".
 LEGACY_VERDICTS = {"same (flagged)": stats.Verdict.FLAGGED, "same": stats.Verdict.INCONCLUSIVE}
 LEGACY_METHOD = stats.Method(name="bootstrap of the median (an older harness)", fdr_q=None)
-NO_PLOT = "matplotlib is not installed (pip install 'flaggems-bench-harness[plot]')"
+NO_PLOT = ("matplotlib is not installed; pip install -r requirements/cpu.txt installs it "
+           "(or pip install 'matplotlib>=3.5,<4')")
 
 
 # ---------------------------------------------------------------- ab.json <-> summary.AbReport
@@ -332,64 +331,13 @@ def render_markdown(ab_result_or_rows: Any, caliber: Mapping[str, Any], *,
 # ---------------------------------------------------------------- PNG
 
 
-COLORS = {stats.Verdict.FASTER: "tab:green", stats.Verdict.SLOWER: "tab:red",
-          stats.Verdict.SAME: "tab:blue", stats.Verdict.INCONCLUSIVE: "tab:orange",
-          stats.Verdict.FLAGGED: "tab:gray"}
-
-
 def render_png(rows: Any, path: str | Path, *, noise_floor: float | None = None) -> bool:
-    """ab.png: per-shape speedup with its interval as a bar; False (nothing written) without
-    matplotlib. Uses the Agg canvas directly: no pyplot, no global backend choice."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return False
+    """ab.png of an ab.json document (its caliber titles the chart), an AbReport or a list of
+    rows; False (nothing written) without matplotlib."""
+    caliber = (rows.get("caliber") or {}) if isinstance(rows, Mapping) else {}
     report = as_report(rows)
-    n = len(report.rows)
-    fig = Figure(figsize=(9, 1.6 + 0.3 * max(n, 1)))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    floor = _noise_floor(report, {}, noise_floor)
-    if floor:
-        ax.axvspan(-floor, floor, color="0.92", zorder=0, label=f"noise floor ±{floor:.1f}%")
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    # Linear within +-10%, logarithmic beyond: a few-percent effect stays readable beside a
-    # flagged row that the direct timer put at +2500%.
-    ax.set_xscale("symlog", linthresh=10.0)
-    for y, row in zip(range(n - 1, -1, -1), report.rows, strict=True):
-        s = row.stats
-        color = COLORS[s.verdict]
-        if s.ci_low_pct is not None and s.ci_high_pct is not None:
-            ax.hlines(y, s.ci_low_pct, s.ci_high_pct, color=color, linewidth=2)
-        ax.plot([s.speedup_pct], [y], "o", color=color)
-    for verdict, color in COLORS.items():
-        if any(r.stats.verdict is verdict for r in report.rows):
-            ax.plot([], [], "o", color=color, label=verdict.value)
-    ax.set_yticks(list(range(n - 1, -1, -1)))
-    ax.set_yticklabels([f"{r.op} {r.dtype} {r.shape}"[:60] for r in report.rows], fontsize=7)
-    ax.set_xlabel("speedup % = (A_ms / B_ms - 1) * 100 (right: B faster; log beyond ±10%); "
-                  "bar: 95% interval")
-    if not n:
-        ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=7)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    _atomic_write_bytes(Path(path), buffer.getvalue())
-    return True
-
-
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return plot.render_png(report, path, caliber=caliber,
+                           noise_floor=_noise_floor(report, caliber, noise_floor))
 
 
 # ---------------------------------------------------------------- files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -15,98 +16,27 @@ from typing import Any, cast
 
 from harness import stats
 from harness.errors import UsageError, choice_error
-from harness.identity import IDENTITY_FILE, read_identity
-from harness.results import RESULTS_JSONL, SUCCESS, Row, parse_run_output, read_results
+from harness.results import RESULTS_JSONL, SUCCESS, Row
+from harness.sources import (
+    AB_JSON,
+    CALIBER_FIELDS,
+    OPS_STATUS_CSV,
+    Source,
+    is_campaign,
+    load_source,
+    rounds_of,
+)
 
 # The plugins' marker names, spelled here: importing harness.plugins would pull in pytest.
 DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)
-CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")
-OPS_STATUS_CSV = "ops_status.csv"
 FORMATS = ("md", "csv", "json")
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
 REGIME = "timed under a different regime"
 
 WriteLine = Callable[[str], None]
 Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
-
-
-@dataclass(frozen=True)
-class Source:
-    """The rows of one input and the identities of the runs behind them (none for a raw log)."""
-
-    label: str
-    kind: str  # "run", "batch", "record_log" or "console"
-    rows: tuple[Row, ...]
-    identities: tuple[tuple[Path, Mapping[str, Any]], ...] = ()  # (run dir, run_identity.json)
-    notes: tuple[str, ...] = ()
-
-
-# ---------------------------------------------------------------- inputs
-
-
-def _load_run(run_dir: Path) -> Source:
-    identity = read_identity(run_dir)
-    if identity is None:
-        return Source(str(run_dir), "run", tuple(read_results(run_dir)),
-                      notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
-    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity),))
-
-
-def _batch_run_dir(batch_dir: Path, cell: str) -> Path:
-    path = Path(cell)
-    if path.is_absolute() or not (batch_dir / path).is_dir():
-        return path  # the batch wrote it relative to where it ran: usually here
-    return batch_dir / path
-
-
-def _load_batch(batch_dir: Path) -> Source:
-    with open(batch_dir / OPS_STATUS_CSV, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if "run" not in (reader.fieldnames or ()):
-            raise UsageError(f"{str(batch_dir / OPS_STATUS_CSV)!r} has no 'run' column")
-        entries = list(reader)
-    rows: list[Row] = []
-    identities: list[tuple[Path, Mapping[str, Any]]] = []
-    notes: list[str] = []
-    for entry in entries:
-        cell = (entry.get("run") or "").strip()
-        if not cell:
-            notes.append(f"op {entry.get('op')!r}: no run directory (status {entry.get('status')})")
-            continue
-        try:
-            run = _load_run(_batch_run_dir(batch_dir, cell))
-        except UsageError as exc:
-            notes.append(f"op {entry.get('op')!r}: {exc}")
-            continue
-        rows.extend(run.rows)
-        identities.extend(run.identities)
-        notes.extend(run.notes)
-    return Source(str(batch_dir), "batch", tuple(rows), tuple(identities), tuple(notes))
-
-
-def _load_log(path: Path) -> Source:
-    text = path.read_text(encoding="utf-8", errors="replace")
-    rows, kind = parse_run_output(text, text)
-    if not rows:
-        raise UsageError(f"no FlagGems results (console table or record-log line) in {str(path)!r}")
-    return Source(str(path), kind, tuple(rows))
-
-
-def load_source(path: str | Path) -> Source:
-    """Read a run directory, a batch directory (ops_status.csv) or a raw FlagGems log."""
-    p = Path(path)
-    if p.is_dir():
-        if (p / OPS_STATUS_CSV).is_file():
-            return _load_batch(p)
-        if (p / RESULTS_JSONL).is_file():
-            return _load_run(p)
-        raise UsageError(f"{str(p)!r} holds neither {RESULTS_JSONL} (a run) "
-                         f"nor {OPS_STATUS_CSV} (a batch)")
-    if p.is_file():
-        return _load_log(p)
-    raise UsageError(f"no such run, batch or log: {str(p)!r}")
 
 
 # ---------------------------------------------------------------- one run
@@ -219,18 +149,40 @@ def _sides_caliber(sources: Sequence[Source]) -> dict[str, tuple[str, ...]]:
             for f in CALIBER_FIELDS}
 
 
-def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool) -> list[str]:
-    """Compare the calibers of two sides: UsageError naming each difference unless allowed."""
-    raw = [s.label for s in (*a, *b) if not s.identities]
-    if raw:
-        return [f"caliber not checked: no run identity for {', '.join(map(repr, raw))}"]
-    ca, cb = _sides_caliber(a), _sides_caliber(b)
-    diffs = [f"{f}: A={'/'.join(ca[f])!r} B={'/'.join(cb[f])!r}"
-             for f in CALIBER_FIELDS if ca[f] != cb[f]]
+def _logs_caliber(sources: Sequence[Source], field: str) -> tuple[str, ...]:
+    return tuple(sorted({dict(s.log_caliber).get(field, "?") for s in sources}))
+
+
+def _mixed(ca: Mapping[str, tuple[str, ...]], cb: Mapping[str, tuple[str, ...]],
+           allow_mixed: bool) -> list[str]:
+    diffs = [f"{f}: A={'/'.join(ca[f])!r} B={'/'.join(cb[f])!r}" for f in ca if ca[f] != cb[f]]
     if diffs and not allow_mixed:
         raise UsageError(f"the two sides differ in caliber ({'; '.join(diffs)}); "
                          "pass --allow-mixed to compare them anyway")
     return [f"mixed calibers (--allow-mixed): {'; '.join(diffs)}"] if diffs else []
+
+
+def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool) -> list[str]:
+    """Compare the calibers of two sides: UsageError naming each difference unless allowed.
+
+    Runs compare by their identities; logs by what they say (a harness run.log its header, a
+    FlagGems log its --mode as the timer, and its level); a run against a log is not checked.
+    A FlagGems --mode and a harness timer are different settings: they read as different.
+    """
+    sources = (*a, *b)
+    if all(s.identities for s in sources):
+        ca, cb = _sides_caliber(a), _sides_caliber(b)
+        return _mixed({f: ca[f] for f in CALIBER_FIELDS}, {f: cb[f] for f in CALIBER_FIELDS},
+                      allow_mixed)
+    raw = [s.label for s in sources if not s.identities]
+    known = [f for f in CALIBER_FIELDS if all(dict(s.log_caliber).get(f) for s in sources)]
+    if len(raw) < len(sources) or not known:
+        return [f"caliber not checked: no run identity for {', '.join(map(repr, raw))}"]
+    notes = _mixed({f: _logs_caliber(a, f) for f in known},
+                   {f: _logs_caliber(b, f) for f in known}, allow_mixed)
+    unknown = [f for f in CALIBER_FIELDS if f not in known]
+    return notes + [f"caliber of the logs: {', '.join(known)} checked (a FlagGems log's timer is "
+                    f"its --mode){'; not recorded: ' + ', '.join(unknown) if unknown else ''}"]
 
 
 def _replays_from(side: Sequence[Source], targets: set[Path]) -> bool:
@@ -291,6 +243,38 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
         geomean_ci_high_pct=high, op_geomeans=tuple((str(op), g) for op, g in result.groups))
 
 
+# ---------------------------------------------------------------- campaigns
+
+
+def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
+    """A campaign's A/B: its ab.json (`path` or inside it), else (a campaign cut short)
+    compare() of its rounds."""
+    if path.is_file() or (path / AB_JSON).is_file():
+        from harness import report  # it renders AbReports, so it imports this module
+
+        doc = report.load_ab(path)
+        caliber = doc.get("caliber") or {}
+        axis = caliber.get("axis")
+        live = report.liveness_note(doc.get("liveness"), axis)
+        found = report.as_report(doc)
+        if axis and axis != "none":
+            found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",
+                                        b_label=f"{axis}={found.b_label}")
+        return dataclasses.replace(found, notes=tuple(filter(None, (live, *found.notes))))
+    a, b = rounds_of(path / "A"), rounds_of(path / "B")
+    both = sorted(a.keys() & b.keys())
+    if not both:
+        raise UsageError(f"campaign {str(path)!r} has no {AB_JSON} and no round finished on "
+                         "both sides")
+    report_ = compare([load_source(a[r]) for r in both], [load_source(b[r]) for r in both],
+                      noise_floor_pct=noise_floor_pct)
+    dropped = sorted((a.keys() | b.keys()) - set(both))
+    note = (f"no {AB_JSON}: compared from rounds {', '.join(map(str, both))}" +
+            (f"; rounds {', '.join(map(str, dropped))} finished on one side only" if dropped
+             else ""))
+    return dataclasses.replace(report_, notes=(note, *report_.notes))
+
+
 # ---------------------------------------------------------------- rendering
 
 
@@ -319,7 +303,9 @@ def _md_table(write_line: WriteLine, header: Sequence[str], rows: Sequence[Seque
 
 def _caliber_line(source: Source) -> str:
     if not source.identities:
-        return f"{source.kind.replace('_', ' ')}: no run identity"
+        told = " ".join(f"{k}={v}" for k, v in source.log_caliber)
+        return f"{source.kind.replace('_', ' ')}: no run identity" + (
+            f"; the log says {told}" if told else "")
     return " ".join(f"{f}={'/'.join(v)}" for f, v in _sides_caliber([source]).items())
 
 
@@ -446,9 +432,17 @@ def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str
         raise UsageError("give RUN paths to summarize, or --ab A B, not both and not neither")
     if not math.isfinite(noise_floor_pct) or noise_floor_pct < 0:
         raise UsageError(f"--noise-floor={noise_floor_pct!r}; expected a percentage >= 0")
-    if ab:
+    campaigns = [p for p in paths if is_campaign(Path(p)) and not (
+        Path(p) / RESULTS_JSONL).is_file() and not (Path(p) / OPS_STATUS_CSV).is_file()]
+    if campaigns and len(paths) > 1:
+        raise UsageError(f"a campaign directory is summarized alone: {campaigns[0]!r} came with "
+                         f"{len(paths) - 1} other path(s)")
+    if campaigns:
+        report = campaign_report(Path(campaigns[0]), noise_floor_pct=noise_floor_pct)
+    elif ab:
         report = compare([load_source(ab[0])], [load_source(ab[1])], allow_mixed=allow_mixed,
                          noise_floor_pct=noise_floor_pct)
-        _AB_RENDERERS[fmt](report, write_line)
     else:
         _RUN_RENDERERS[fmt]([load_source(p) for p in paths], write_line)
+        return
+    _AB_RENDERERS[fmt](report, write_line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -71,3 +72,7 @@ def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
     report = done[0].split("report=")[1].split()[0]
     text = open(report).read()
     assert "OMP_NUM_THREADS: A=1 (off), B=2 (on)" in text and "| mm | torch.float32 |" in text
+    # The demo's venv installs matplotlib: the plot is written, and the geomean is a rounded %.
+    plot = done[0].split("plot=")[1].split()[0]
+    assert open(plot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert re.search(r" geomean=[-+]\d+\.\d%( |$)", done[0]), done[0]

@@ -68,8 +68,16 @@ def paired(report: Any) -> dict[tuple[str, str, str, int], Any]:
 # ---------------------------------------------------------------- A/B of real H200 logs
 
 
+def test_kernel_log_against_cudagraph_log_is_refused_without_allow_mixed() -> None:
+    # The console tables say "mode=kernel" and "mode=cudagraph": FlagGems' timer, so the
+    # 50x launch-overhead gap below is a caliber difference, not an effect.
+    with pytest.raises(UsageError, match=r"timer: A='kernel' B='cudagraph'.*--allow-mixed") as info:
+        compare([load_source(KERNEL)], [load_source(GRAPH)])
+    assert "level" not in str(info.value)
+
+
 def test_tanh_kernel_against_cudagraph_pairs_every_row() -> None:
-    report = compare([load_source(KERNEL)], [load_source(GRAPH)])
+    report = compare([load_source(KERNEL)], [load_source(GRAPH)], allow_mixed=True)
     assert len(report.rows) == 15 and report.unpaired == ()
     rows = paired(report)
     # Gems latencies by hand from the two logs: float16 64x64 direct 0.036992 ms, graph 0.001395.
@@ -81,12 +89,12 @@ def test_tanh_kernel_against_cudagraph_pairs_every_row() -> None:
     assert bf16.speedup_pct == pytest.approx((0.154048 / 0.023234 - 1) * 100)
     # One round per side: no interval, so no verdict but INCONCLUSIVE however large the effect.
     assert {r.stats.verdict for r in report.rows} == {Verdict.INCONCLUSIVE}
-    assert any("caliber not checked" in note for note in report.notes)
+    assert "mixed calibers (--allow-mixed): timer: A='kernel' B='cudagraph'" in report.notes
 
 
 def test_md_of_the_tanh_ab_shows_the_hand_checked_row() -> None:
     out: list[str] = []
-    summarize([], ab=[str(KERNEL), str(GRAPH)], write_line=out.append)
+    summarize([], ab=[str(KERNEL), str(GRAPH)], allow_mixed=True, write_line=out.append)
     text = "\n".join(out)
     assert "| tanh | torch.float16 | [[64, 64]] | 1 | 0.036992 | 0.001395 | +2551.8 |" in text
     assert "geomean speedup:" in text and "over 15 paired rows, interval over rows [" in text
@@ -279,7 +287,7 @@ def test_bad_inputs_are_usage_errors(tmp_path: Path, make: str) -> None:
 
 
 def tanh_report() -> Any:
-    return compare([load_source(KERNEL)], [load_source(GRAPH)])
+    return compare([load_source(KERNEL)], [load_source(GRAPH)], allow_mixed=True)
 
 
 def test_csv_renderer_gives_one_parseable_line_per_row(tmp_path: Path) -> None:
@@ -338,10 +346,13 @@ def test_source_is_a_plain_record() -> None:
 
 def test_cli_exit_codes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert cli.main(["summary", str(tmp_path / "missing")]) == 2
-    assert "error: no such run, batch or log" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: no such run, batch, campaign or log") and "a results.csv" in err
     assert cli.main(["summary"]) == 2
-    capsys.readouterr()
-    assert cli.main(["summary", "--ab", str(KERNEL), str(GRAPH), "--format", "json"]) == 0
+    assert cli.main(["summary", "--ab", str(KERNEL), str(GRAPH)]) == 2
+    assert "timer: A='kernel' B='cudagraph'" in capsys.readouterr().err
+    assert cli.main(["summary", "--ab", str(KERNEL), str(GRAPH), "--allow-mixed",
+                     "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["rows"]) == 15
     with pytest.raises(SystemExit) as info:
         cli.main(["summary", str(KERNEL), "--format", "html"])
