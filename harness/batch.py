@@ -116,8 +116,8 @@ def forwarded_flags(settings: Settings, flags: Mapping[str, object]) -> list[str
 
 def child_argv(forwarded: Sequence[str], op: str, device: str | None) -> list[str]:
     """`harness run` for one operator, pinned to `device` when there is one."""
-    pin = ["--devices", device] if device is not None else []
-    return cmdline.harness_argv("run", "--op", op, *forwarded, *pin)
+    return cmdline.harness_argv("run", *cmdline.flag_args({"OP": op}), *forwarded,
+                                *cmdline.flag_args({"DEVICES": device}))
 
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
