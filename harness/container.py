@@ -144,8 +144,8 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
     pins = pins_for(settings.backend.name)
     inner = ["bash"] if shell else ["harness", *inner_argv(argv), "--runner=host"]
     image_id = None
+    check_engine(settings.runner, which, run, probe=not settings.dry_run)
     if not settings.dry_run:
-        check_engine(settings.runner, which, run)
         image_id = _image_id(settings.runner, pins, run)
     command = container_command(settings.runner, settings, pins, inner, env=env, cwd=cwd,
                                 interactive=shell, image_id=image_id)

@@ -125,11 +125,14 @@ def dockerfile_args(path: Path) -> dict[str, str | None]:
 # --- engines ---------------------------------------------------------------------------------
 
 def check_engine(engine: str, which: Callable[[str], str | None] = shutil.which,
-                 run: Run = subprocess.run) -> None:
-    """Raise one line, suggesting RUNNER=host, unless `engine` is installed and answers."""
+                 run: Run = subprocess.run, *, probe: bool = True) -> None:
+    """Raise one line, suggesting RUNNER=host, unless `engine` is an engine that is installed
+    and answers; with probe=False (a dry run) only the name is checked."""
     if engine not in ENGINES:
         raise choice_error("RUNNER", engine, ENGINES,
                            hint="RUNNER=host runs the targets on this host")
+    if not probe:
+        return
     if which(engine) is None:
         raise UsageError(f"RUNNER={engine!r}: {engine} is not installed here; "
                          "set RUNNER=host to run on this host")
@@ -180,9 +183,8 @@ def build_image(settings: Settings, *, env: Mapping[str, str] | None = None,
         raise UsageError(f"base {pins.image}:{pins.tag} of BACKEND={pins.backend!r} has no digest "
                          "in containers/pins.yaml; run make pin, or set ALLOW_UNPINNED=1 to "
                          "build from the moving tag")
+    check_engine(settings.runner, which, run, probe=not settings.dry_run)
     command = build_command(settings.runner, pins)
-    if not settings.dry_run:
-        check_engine(settings.runner, which, run)
     for line in [*notes(pins), shlex.join(command)]:
         write_line(line)
     return 0 if settings.dry_run else run(command).returncode

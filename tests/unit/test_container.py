@@ -155,6 +155,15 @@ def test_a_real_run_checks_the_engine_and_the_image_then_passes_its_exit_code(tm
     assert f"ZL_IMAGE={PINS['cuda'].local_tag()}@sha256:{'a' * 64}" in fake.calls[-1]
 
 
+def test_a_dry_run_shell_with_runner_host_is_refused_not_printed_as_host_run():
+    # Regression: `harness shell --runner host --dry-run` printed "host run ..." and exited 0.
+    lines: list[str] = []
+    with pytest.raises(UsageError, match=r"^RUNNER='host' is not accepted"):
+        container.run_in_image(settings("cuda", runner="host"), [], shell=True, env={},
+                               cwd=REPO_ROOT, write_line=lines.append)
+    assert lines == []
+
+
 def test_an_image_that_is_not_built_says_how_to_build_it():
     s = settings("cuda", dry_run="0")
     fake = FakeEngine({("docker", "image", "inspect"): proc(1, err="No such image")})

@@ -130,6 +130,14 @@ def test_runner_host_names_the_engines_that_run_an_image():
         images.check_engine("host")
 
 
+def test_a_dry_run_build_with_runner_host_is_refused_not_printed_as_host_build():
+    # Regression: `make image RUNNER=host DRY_RUN=1` printed "host build ..." and exited 0.
+    lines: list[str] = []
+    with pytest.raises(UsageError, match=r"^RUNNER='host' is not accepted"):
+        images.build_image(settings("cuda", runner="host"), env={}, write_line=lines.append)
+    assert lines == []
+
+
 def test_a_client_without_a_daemon_is_one_line_naming_the_cause_and_runner_host():
     fake = FakeEngine({("docker", "info"): proc(1, err="Cannot connect to the Docker daemon\n")})
     with pytest.raises(UsageError) as info:
