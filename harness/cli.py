@@ -14,6 +14,7 @@ from harness import (
     backends,
     batch,
     container,
+    images,
     receipt,
     report,
     runner,
@@ -129,7 +130,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
-    return container.build_image(spec.resolve(vars(args)))
+    return images.build_image(spec.resolve(vars(args)))
 
 
 def _cmd_shell(args: argparse.Namespace) -> int:
@@ -140,7 +141,7 @@ def _cmd_pin(args: argparse.Namespace) -> int:
     name = args.backend or os.environ.get(spec.VARS_BY_MAKE["BACKEND"].env)
     chosen = [backends.get(name).name] if name else None
     dry = (args.dry_run or os.environ.get(spec.VARS_BY_MAKE["DRY_RUN"].env)) == "1"
-    return container.pin(chosen, dry_run=dry)
+    return images.pin(chosen, dry_run=dry)
 
 
 def _add_image_commands(sub: argparse._SubParsersAction) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.backends import Backend, Device
+from harness.backends import Device
+from harness.devices import visible_devices
 from harness.errors import PreflightError
 from harness.providers import flaggems
 from harness.spec import Settings
@@ -88,20 +88,6 @@ def probe_python(python: str, modules: tuple[str, ...],
     if proc.returncode != 0:
         raise PreflightError("python_modules", f"{python} failed: {proc.stderr.strip()[-300:]}")
     return json.loads(proc.stdout)
-
-
-def _caller_selection(backend: Backend) -> list[str]:
-    value = os.environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def visible_devices(devices: list[Device], settings: Settings) -> list[Device]:
-    """The devices DEVICES selects (by index or UUID); unset, those the caller's visibility
-    variable already selects; neither set, all of them."""
-    wanted = set(settings.devices or _caller_selection(settings.backend))
-    if not wanted:
-        return devices
-    return [d for d in devices if str(d.index) in wanted or (d.uuid or "") in wanted]
 
 
 def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str | None:
