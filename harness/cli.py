@@ -20,7 +20,7 @@ from harness import (
     spec,
     warmup,
 )
-from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
+from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError, UsageError
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
 
@@ -157,7 +157,11 @@ def _add_image_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_receipt_verify(args: argparse.Namespace) -> int:
-    result = receipt.verify(args.path, root=args.root or spec.REPO_ROOT)
+    root = args.root or spec.checkout_root()
+    if root is None:
+        raise UsageError("receipt verify: this harness is installed, not run from a checkout; "
+                         "give --root DIR, the harness checkout the receipt describes")
+    result = receipt.verify(args.path, root=root)
     for line in receipt.verify_lines(result):
         print(line)
     return EXIT_OK if result.ok else 1  # a file differs: the receipt no longer describes this
@@ -176,7 +180,7 @@ def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("verify", help="recompute the sha256 of every harness file it lists")
     v.add_argument("path", metavar="PATH", help="receipt.json, or the campaign directory")
     v.add_argument("--root", default=None, dest="root", metavar="DIR",
-                   help="the harness checkout to check (default: this one)")
+                   help="the harness checkout to check (default: the one this harness runs from)")
     v.set_defaults(func=_cmd_receipt_verify)
     p = sub.add_parser("report", help="ab.md and ab.png of a campaign, from its ab.json")
     p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")

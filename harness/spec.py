@@ -19,8 +19,18 @@ SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
 RUNNERS = ("host", "docker", "podman")
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
-REPO_ROOT = Path(__file__).resolve().parent.parent
-EMBEDDED_SUITE = REPO_ROOT / "examples" / "cpu_suite"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages when installed
+# An installed harness carries the cpu suite inside the package (pyproject.toml maps it there);
+# a checkout holds it in examples/, where the packaged copy never exists.
+_PACKAGED_SUITE = PACKAGE_DIR / "cpu_suite"
+EMBEDDED_SUITE = (_PACKAGED_SUITE if _PACKAGED_SUITE.is_dir()
+                  else REPO_ROOT / "examples" / "cpu_suite")
+
+
+def checkout_root() -> Path | None:
+    """The harness checkout this package runs from; None for an installed package."""
+    return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else None
 
 
 @dataclass(frozen=True)
