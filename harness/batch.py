@@ -6,7 +6,6 @@ import argparse
 import csv
 import io
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -22,7 +21,7 @@ from harness.fsutil import atomic_write_text
 from harness.identity import read_identity
 from harness.preflight import visible_devices
 from harness.providers import flaggems
-from harness.spec import REPO_ROOT, Settings
+from harness.spec import OP_NAME, REPO_ROOT, Settings
 from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run")
@@ -34,7 +33,6 @@ NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 # A child runs exactly its --op: these must not reach it from the caller's environment.
 CHILD_ENV_DROP = ("OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN")
-OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
 RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
 
 

@@ -18,6 +18,7 @@ LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
 RUNNERS = ("host", "docker", "podman")
+OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a directory name: no separators
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages when installed
@@ -185,6 +186,13 @@ def _positive_int(var: Var, value: str, source: str) -> int:
     return int(value)
 
 
+def _op(var: Var, value: str | None, source: str) -> str | None:
+    if value is not None and not OP_NAME.fullmatch(value):
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected an operator "
+                         "name: letters, digits, '_', '.', '-', not starting with '.' or '-'")
+    return value
+
+
 def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
     items = tuple(item.strip() for item in (value or "").split(",") if item.strip())
     if not all(re.fullmatch(r"[a-z][a-z0-9_]*", item) for item in items):
@@ -288,7 +296,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         flaggems_dir = str(EMBEDDED_SUITE)
     return Settings(
         backend=backend,
-        op=raw["OP"],
+        op=_op(VARS_BY_MAKE["OP"], raw["OP"], sources["OP"]),
         op_file=raw["OP_FILE"],
         test_node=raw["TEST_NODE"],
         level=raw["LEVEL"] or "core",
