@@ -14,6 +14,7 @@ from harness import (
     backends,
     batch,
     container,
+    makevars,
     receipt,
     report,
     runner,
@@ -187,6 +188,12 @@ def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_report)
 
 
+def _cmd_vars(args: argparse.Namespace) -> int:
+    for line in makevars.help_lines():
+        print(line)
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="harness", description=__doc__)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
@@ -194,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("backends", help="print the backend registry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_backends)
+    p = sub.add_parser("vars", help="list every variable of the make targets (make help)")
+    p.set_defaults(func=_cmd_vars)
     p = sub.add_parser("preflight", help="run the preflight checks of a run")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_preflight)
@@ -213,8 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the run inside an image
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:  # a make target: its command-line variables, each one argument
+        argv = makevars.to_argv(parser, argv, makevars.given(os.environ), os.environ)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    args = parser.parse_args(argv)
+    args.argv = argv  # for the run inside an image
     try:
         return args.func(args)
     except PreflightError as exc:
