@@ -21,7 +21,7 @@ HARNESS = PYTHONPATH=$(call quote,$(CURDIR))$${PYTHONPATH:+:$$PYTHONPATH} $(call
 # otherwise export them itself, expanding any $(...) in them first.
 GIVEN := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
 unexport $(GIVEN)
-export ZL_MAKE_ARGS := $(foreach v,$(GIVEN),$(call quote,$(v)=$(value $(v))))
+override export ZL_MAKE_ARGS := $(foreach v,$(GIVEN),$(call quote,$(v)=$(value $(v))))
 
 .PHONY: help demo test lint preflight run backends venv ab
 
@@ -48,7 +48,7 @@ demo: $(VENV)/.installed ## the embedded default: an A/B on the cpu backend, wit
 	$(HARNESS) ab $(DEMO_AB)
 
 # nox and the tests it runs must not inherit a make command line meant for the harness.
-test lint: export ZL_MAKE_ARGS :=
+test lint: override export ZL_MAKE_ARGS :=
 
 test: ## every host-independent test (nox -s tests; installs nox where missing)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox

@@ -44,6 +44,9 @@ def given(environ: MutableMapping[str, str]) -> list[tuple[str, str]]:
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"{MAKE_ARGS_VAR}: {item!r} is not accepted; expected NAME=value")
+        if name == MAKE_ARGS_VAR:  # set on make's command line: it would replace the rest
+            raise UsageError(f"{MAKE_ARGS_VAR}={value!r} is not accepted; it is the Makefile's "
+                             "own hand-over of the other variables: give them to make instead")
         pairs.append((name, value))
     return pairs
 

@@ -40,6 +40,16 @@ def test_an_axis_that_would_inject_a_command_is_refused_and_runs_nothing(tmp_pat
     assert not pwned.exists() and not (tmp_path / "out").exists()
 
 
+def test_the_hand_over_variable_itself_cannot_replace_the_command_line(tmp_path):
+    # Regression: ZL_MAKE_ARGS=... on make's command line replaced every other variable,
+    # DRY_RUN included, and ran a real benchmark.
+    proc = make("run", "BACKEND=cpu", "OP=add", "DRY_RUN=1", f"OUT={tmp_path}/out",
+                "ZL_MAKE_ARGS='OP=tanh'")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+    assert "error: ZL_MAKE_ARGS=" in proc.stderr and "RUN_DONE" not in proc.stdout
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("name", HOSTILE)
 def test_out_stays_one_value_and_dry_run_is_kept(name, tmp_path):
     # Regression: OUT=/tmp/x y split into --out=/tmp/x and a stray `y`.

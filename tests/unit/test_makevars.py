@@ -31,7 +31,7 @@ def test_given_pops_the_variable_so_children_never_reapply_it():
     assert makevars.given({}) == []
 
 
-@pytest.mark.parametrize("text", ["'OP=a", "OP"])
+@pytest.mark.parametrize("text", ["'OP=a", "OP", "OP=a 'ZL_MAKE_ARGS=OUT=b'"])
 def test_given_refuses_what_the_makefile_never_writes(text):
     with pytest.raises(UsageError, match=makevars.MAKE_ARGS_VAR):
         makevars.given({makevars.MAKE_ARGS_VAR: text})
