@@ -9,22 +9,19 @@ VENV := .venv
 # The interpreter that runs the harness and, through it, pytest: the local venv that `make demo`
 # builds when it exists, else python3 on PATH (on a GPU host: the one with the vendor's torch).
 PYTHON ?= $(if $(wildcard $(VENV)/bin/python),$(VENV)/bin/python,python3)
-HARNESS = PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m harness.cli
+# One word for the shell, whatever it holds: single quotes, each ' written as '\''.
+quote = '$(subst ','\'',$(1))'
+HARNESS = PYTHONPATH=$(call quote,$(CURDIR))$${PYTHONPATH:+:$$PYTHONPATH} $(call quote,$(PYTHON)) \
+	-m harness.cli
 
-# Make variable = subcommand flag. Only variables given on the make command line become flags:
-# make would otherwise turn any environment variable (OUT, MODE, ...) into one, and the harness
-# reads the environment itself under the names of DESIGN.md.
-FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
-	SHAPE_MODE=shape-mode SHAPE_FILE=shape-file DTYPES=dtypes MODE=mode REPEAT=repeat \
-	ISOLATE_TUNER_CACHE=isolate-tuner-cache RECORD=record REPLAY_FROM=replay-from \
-	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
-	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus WARMUP_SHARE=warmup-share DEVICES=devices \
-	FLAGGEMS_DIR=flaggems-dir \
-	RUNNER=runner OUT=out DRY_RUN=dry-run
-AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from
-flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
-flags = $(foreach p,$(1),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
-ARGS = $(call flags,$(FLAG_MAP))
+# Only the variables given on the make command line reach the harness (it reads the environment
+# itself, under the names of DESIGN.md), and they never pass through a shell: make hands them
+# over unexpanded ($(value)) in one environment variable, NAME=value items quoted for shlex, and
+# the harness turns each into one argument of its subcommand (harness/makevars.py). make would
+# otherwise export them itself, expanding any $(...) in them first.
+GIVEN := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
+unexport $(GIVEN)
+override export ZL_MAKE_ARGS := $(foreach v,$(GIVEN),$(call quote,$(v)=$(value $(v))))
 
 .PHONY: help demo test lint preflight run backends venv ab
 
@@ -33,9 +30,7 @@ help: ## list the targets and variables
 	@echo
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
-	@echo "variables: BACKEND OP OP_FILE TEST_NODE LEVEL SHAPE_MODE SHAPE_FILE DTYPES MODE REPEAT"
-	@echo "  ISOLATE_TUNER_CACHE REPLAY_FROM USE_FLAGTUNE PARALLEL_WARMUP_GPUS DEVICES"
-	@echo "  FLAGGEMS_DIR RUNNER OUT DRY_RUN PYTHON   (harness run --help describes each)"
+	@$(HARNESS) vars
 
 $(VENV)/.installed: requirements/cpu.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -50,7 +45,10 @@ DEMO_AB = --backend=cpu --op=mm --axis=OMP_NUM_THREADS --a=1 --b=2 --rounds=3
 
 demo: PYTHON = $(VENV)/bin/python
 demo: $(VENV)/.installed ## the embedded default: an A/B on the cpu backend, with its report
-	$(HARNESS) ab $(DEMO_AB) $(ARGS)
+	$(HARNESS) ab $(DEMO_AB)
+
+# nox and the tests it runs must not inherit a make command line meant for the harness.
+test lint: override export ZL_MAKE_ARGS :=
 
 test: ## every host-independent test (nox -s tests; installs nox where missing)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
@@ -64,35 +62,35 @@ backends: ## print the backend registry
 	$(HARNESS) backends
 
 preflight: ## run the preflight checks of a run (exit 3 on a broken environment)
-	$(HARNESS) preflight $(ARGS)
+	$(HARNESS) preflight
 
 run: ## run one benchmark node: make run BACKEND=cuda OP=mm RUNNER=host
-	$(HARNESS) run $(ARGS)
+	$(HARNESS) run
 
 .PHONY: batch
 batch: ## many operators over DEVICES, one process each: make batch OPS=tanh,mm | OPS_FILE=f
-	$(HARNESS) batch $(ARGS) $(call flag,OPS,ops) $(call flag,OPS_FILE,ops-file)
+	$(HARNESS) batch
 
 .PHONY: summary
 summary: ## tables of a run, batch or log: make summary RUN=<dir|log> [SUMMARY_ARGS="--ab A B"]
-	$(HARNESS) summary $(RUN) $(SUMMARY_ARGS)
+	$(HARNESS) summary
 
 .PHONY: report receipt
 report: ## ab.md and ab.png of a campaign from its ab.json: make report RUN=runs/ab/<axis>-<op>/<ts>
-	$(HARNESS) report $(RUN)
+	$(HARNESS) report
 
 receipt: ## check a receipt against this checkout: make receipt RUN=<campaign dir|receipt.json>
-	$(HARNESS) receipt verify $(RUN)
+	$(HARNESS) receipt verify
 
 .PHONY: image pin shell
 image: ## build BACKEND's pinned image (containers/pins.yaml); ALLOW_UNPINNED=1 for a tag
-	$(HARNESS) image $(call flag,BACKEND,backend) $(call flag,RUNNER,runner) $(call flag,DRY_RUN,dry-run)
+	$(HARNESS) image
 
 pin: ## resolve the base tags of containers/pins.yaml to digests and rewrite it [BACKEND=]
-	$(HARNESS) pin $(call flag,BACKEND,backend) $(call flag,DRY_RUN,dry-run)
+	$(HARNESS) pin
 
 shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make run
-	$(HARNESS) shell $(ARGS)
+	$(HARNESS) shell
 
 ab: ## an A/B campaign: make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm [A= B= ROUNDS=]
-	$(HARNESS) ab $(ARGS) $(call flags,$(AB_FLAG_MAP))
+	$(HARNESS) ab

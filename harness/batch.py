@@ -6,7 +6,6 @@ import argparse
 import csv
 import io
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from harness.errors import PreflightError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.identity import read_identity
 from harness.providers import flaggems
-from harness.spec import Settings
+from harness.spec import OP_NAME, Settings
 from harness.supervise import (
     GRACE_S,
     Running,
@@ -41,7 +40,6 @@ NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 # A child runs exactly its --op: these must not reach it from the caller's environment.
 CHILD_ENV_DROP = supervise.RUN_CHILD_ENV_DROP
-OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
 
 
 # --------------------------------------------------------------------------- what to run

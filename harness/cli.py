@@ -15,13 +15,14 @@ from harness import (
     batch,
     container,
     images,
+    makevars,
     receipt,
     report,
     runner,
     spec,
     warmup,
 )
-from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError
+from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError, UsageError
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
 
@@ -157,7 +158,11 @@ def _add_image_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_receipt_verify(args: argparse.Namespace) -> int:
-    result = receipt.verify(args.path, root=args.root or spec.REPO_ROOT)
+    root = args.root or spec.checkout_root()
+    if root is None:
+        raise UsageError("receipt verify: this harness is installed, not run from a checkout; "
+                         "give --root DIR, the harness checkout the receipt describes")
+    result = receipt.verify(args.path, root=root)
     for line in receipt.verify_lines(result):
         print(line)
     return EXIT_OK if result.ok else 1  # a file differs: the receipt no longer describes this
@@ -176,11 +181,17 @@ def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
     v = verbs.add_parser("verify", help="recompute the sha256 of every harness file it lists")
     v.add_argument("path", metavar="PATH", help="receipt.json, or the campaign directory")
     v.add_argument("--root", default=None, dest="root", metavar="DIR",
-                   help="the harness checkout to check (default: this one)")
+                   help="the harness checkout to check (default: the one this harness runs from)")
     v.set_defaults(func=_cmd_receipt_verify)
     p = sub.add_parser("report", help="ab.md and ab.png of a campaign, from its ab.json")
     p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")
     p.set_defaults(func=_cmd_report)
+
+
+def _cmd_vars(args: argparse.Namespace) -> int:
+    for line in makevars.help_lines():
+        print(line)
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("backends", help="print the backend registry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_backends)
+    p = sub.add_parser("vars", help="list every variable of the make targets (make help)")
+    p.set_defaults(func=_cmd_vars)
     p = sub.add_parser("preflight", help="run the preflight checks of a run")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_preflight)
@@ -209,8 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the run inside an image
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:  # a make target: its command-line variables, each one argument
+        argv = makevars.to_argv(parser, argv, makevars.given(os.environ), os.environ)
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    args = parser.parse_args(argv)
+    args.argv = argv  # for the run inside an image
     try:
         return args.func(args)
     except PreflightError as exc:

@@ -17,6 +17,9 @@ from harness.fsutil import atomic_write_text
 
 RESULTS_CSV = "results.csv"
 RESULTS_JSONL = "results.jsonl"
+# Written by harness.plugins.timing in the run directory, read here: spelled once, outside the
+# plugin, so that the host side never imports pytest.
+TIMING_SIDECAR = "timing.jsonl"
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 STATUSES = (SUCCESS, FAILED)

@@ -26,7 +26,6 @@ from harness.plugin_plan import (
     pytest_plugin_args,
     pytest_plugin_env,
 )
-from harness.plugins.timing import SIDECAR
 from harness.preflight import Plan, visible_devices
 from harness.spec import REPO_ROOT, Settings
 
@@ -226,7 +225,7 @@ def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, ob
 
 def _read_timing(run_dir: Path) -> list[dict[str, object]]:
     """The timing plugin's per-row records; the file is folded into results and removed."""
-    path = run_dir / SIDECAR
+    path = run_dir / results.TIMING_SIDECAR
     if not path.is_file():
         return []
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()

@@ -18,9 +18,20 @@ LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
 RUNNERS = ("host", "docker", "podman")
+OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a directory name: no separators
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
-REPO_ROOT = Path(__file__).resolve().parent.parent
-EMBEDDED_SUITE = REPO_ROOT / "examples" / "cpu_suite"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages when installed
+# An installed harness carries the cpu suite inside the package (pyproject.toml maps it there);
+# a checkout holds it in examples/, where the packaged copy never exists.
+_PACKAGED_SUITE = PACKAGE_DIR / "cpu_suite"
+EMBEDDED_SUITE = (_PACKAGED_SUITE if _PACKAGED_SUITE.is_dir()
+                  else REPO_ROOT / "examples" / "cpu_suite")
+
+
+def checkout_root() -> Path | None:
+    """The harness checkout this package runs from; None for an installed package."""
+    return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else None
 
 
 @dataclass(frozen=True)
@@ -175,6 +186,13 @@ def _positive_int(var: Var, value: str, source: str) -> int:
     return int(value)
 
 
+def _op(var: Var, value: str | None, source: str) -> str | None:
+    if value is not None and not OP_NAME.fullmatch(value):
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected an operator "
+                         "name: letters, digits, '_', '.', '-', not starting with '.' or '-'")
+    return value
+
+
 def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
     items = tuple(item.strip() for item in (value or "").split(",") if item.strip())
     if not all(re.fullmatch(r"[a-z][a-z0-9_]*", item) for item in items):
@@ -278,7 +296,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         flaggems_dir = str(EMBEDDED_SUITE)
     return Settings(
         backend=backend,
-        op=raw["OP"],
+        op=_op(VARS_BY_MAKE["OP"], raw["OP"], sources["OP"]),
         op_file=raw["OP_FILE"],
         test_node=raw["TEST_NODE"],
         level=raw["LEVEL"] or "core",

@@ -32,10 +32,10 @@ from harness import backends
 from harness.backends import Backend, Verdict
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
+from harness.results import TIMING_SIDECAR as SIDECAR
 from harness.results import canonical_shape
 
 CURRENT_OP_VAR = "FLAGGEMS_PERF_CURRENT_OP"
-SIDECAR = "timing.jsonl"
 BASE_MODULE = "benchmark.base"
 DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 POISONED_MARKER = "BENCHMARK_CAPTURE_POISONED"

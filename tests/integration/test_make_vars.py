@@ -1,0 +1,113 @@
+"""make VAR=value as a hostile user writes it: each value reaches the harness as one argument."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from harness import makevars, spec
+from harness.spec import REPO_ROOT
+
+from .test_run_cli import make
+
+pytestmark = pytest.mark.integration
+KERNEL_LOG = REPO_ROOT / "tests" / "data" / "results" / "h200" / "tanh_core_kernel.log"
+# Values a shell would split, run or expand, had make pasted them into a recipe line.
+HOSTILE = ["a b", "x;touch {p}", "it's", '"q" \\', "$HOME", "`touch {p}`", "$(touch {p})",
+           "$(shell touch {p})", "a\nb", "--help"]
+
+
+@pytest.mark.parametrize("op", ["add;touch {p}", "add && touch {p}", "$(shell touch {p})",
+                                "add`touch {p}`", "../../add"])
+def test_an_op_that_would_inject_a_command_is_refused_and_runs_nothing(op, tmp_path):
+    # Regression: OP=add;echo INJECTED ran the shell's `echo`, dropped DRY_RUN and ran add.
+    pwned = tmp_path / "pwned"
+    proc = make("run", "BACKEND=cpu", "OP=" + op.format(p=pwned), "DRY_RUN=1",
+                f"OUT={tmp_path}/out")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+    assert "error: OP (--op)=" in proc.stderr
+    assert not pwned.exists() and not (tmp_path / "out").exists()
+
+
+def test_an_axis_that_would_inject_a_command_is_refused_and_runs_nothing(tmp_path):
+    pwned = tmp_path / "pwned"
+    proc = make("ab", "BACKEND=cpu", "OP=add", f"AXIS=X;touch {pwned}", "DRY_RUN=1",
+                f"OUT={tmp_path}/out")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+    assert f"AXIS='X;touch {pwned}'" in proc.stderr
+    assert not pwned.exists() and not (tmp_path / "out").exists()
+
+
+def test_the_hand_over_variable_itself_cannot_replace_the_command_line(tmp_path):
+    # Regression: ZL_MAKE_ARGS=... on make's command line replaced every other variable,
+    # DRY_RUN included, and ran a real benchmark.
+    proc = make("run", "BACKEND=cpu", "OP=add", "DRY_RUN=1", f"OUT={tmp_path}/out",
+                "ZL_MAKE_ARGS='OP=tanh'")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+    assert "error: ZL_MAKE_ARGS=" in proc.stderr and "RUN_DONE" not in proc.stdout
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_out_stays_one_value_and_dry_run_is_kept(name, tmp_path):
+    # Regression: OUT=/tmp/x y split into --out=/tmp/x and a stray `y`.
+    pwned = tmp_path / "pwned"
+    out = f"{tmp_path}/{name.format(p=pwned)}"
+    proc = make("run", "BACKEND=cpu", "OP=add", f"OUT={out}", "DRY_RUN=1")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"run directory: {out}/add/" in proc.stdout
+    assert "(not created)" in proc.stdout and "RUN_DONE" not in proc.stdout
+    assert not any(tmp_path.iterdir())
+
+
+def test_summary_takes_run_as_one_path_and_splits_summary_args_without_a_shell(tmp_path):
+    log = tmp_path / "a b's $x;`y`.log"
+    shutil.copy(KERNEL_LOG, log)
+    proc = make("summary", f"RUN={log}", "SUMMARY_ARGS=--format csv --noise-floor '7'")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "source,op,dtype,rows" in proc.stdout and f"{log},tanh," in proc.stdout
+
+
+def test_unbalanced_summary_args_is_a_one_line_error(tmp_path):
+    proc = make("summary", f"RUN={KERNEL_LOG}", "SUMMARY_ARGS=--format 'csv")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: SUMMARY_ARGS=\"--format 'csv\" is not accepted")
+
+
+def test_batch_dry_run_is_kept_with_a_hostile_out(tmp_path):
+    out = f"{tmp_path}/o u;t"
+    proc = make("batch", "BACKEND=cpu", "OPS=add,tanh", "DRY_RUN=1", f"OUT={out}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("--op ") == 2 and "'" + out + "'" in proc.stdout
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_variable_the_harness_reads_from_its_environment_still_gets_there(tmp_path):
+    # ZL_ENABLE_CUDAGRAPH=0 is read as MODE=direct: make used to export it; now the harness does.
+    proc = make("run", "BACKEND=cpu", "OP=add", "DRY_RUN=1", "ZL_ENABLE_CUDAGRAPH=0",
+                f"OUT={tmp_path}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "  mode: direct" in proc.stdout
+
+
+def makefile_variables() -> set[str]:
+    """The variables the Makefile reads that it does not set itself (PYTHON's ?= aside)."""
+    text = (REPO_ROOT / "Makefile").read_text()
+    read = set(re.findall(r"\$\((?:value )?([A-Z][A-Z0-9_]*)\)", text))
+    assigned = set(re.findall(r"^(?:export )?([A-Z][A-Z0-9_]*)\s*:?=", text, re.MULTILINE))
+    builtin = {name for name in read if name == "CURDIR" or name.startswith("MAKE")}
+    return ((read - assigned - builtin)
+            | set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*\?=", text, re.MULTILINE)))
+
+
+def test_make_help_lists_every_variable():
+    # Regression: help omitted RECORD, AXIS, ROUNDS, OPS, SUMMARY_ARGS and others.
+    proc = make("help")
+    assert proc.returncode == 0, proc.stderr
+    listed = set(re.findall(r"^  ([A-Z][A-Z0-9_]*) ", proc.stdout, re.MULTILINE))
+    wanted = ({v.make for v in spec.VARS} | {name for name, _, _ in makevars.MAKE_ONLY}
+              | makefile_variables())
+    assert "PYTHON" in wanted and wanted <= listed, wanted - listed
