@@ -19,6 +19,7 @@ FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	ISOLATE_TUNER_CACHE=isolate-tuner-cache RECORD=record REPLAY_FROM=replay-from \
 	REPLAY_STRICT=replay-strict USE_FLAGTUNE=use-flagtune \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus WARMUP_SHARE=warmup-share DEVICES=devices \
+	COMPILE_WORKERS=compile-workers \
 	FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
 AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from
@@ -34,7 +35,7 @@ help: ## list the targets and variables
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 	@echo
 	@echo "variables: BACKEND OP OP_FILE TEST_NODE LEVEL SHAPE_MODE SHAPE_FILE DTYPES MODE REPEAT"
-	@echo "  ISOLATE_TUNER_CACHE REPLAY_FROM USE_FLAGTUNE PARALLEL_WARMUP_GPUS DEVICES"
+	@echo "  ISOLATE_TUNER_CACHE REPLAY_FROM USE_FLAGTUNE PARALLEL_WARMUP_GPUS COMPILE_WORKERS DEVICES"
 	@echo "  FLAGGEMS_DIR RUNNER OUT DRY_RUN PYTHON   (harness run --help describes each)"
 
 $(VENV)/.installed: requirements/cpu.txt pyproject.toml
