@@ -44,14 +44,28 @@ class Facts:
 
 def times_every_candidate(tuner: Any) -> bool:
     """Whether the tuner times every pruned config: Triton's autotuner and LibTuner's default
-    policy do; another policy (FlagTune's proposer) may time a few, so nothing is compiled."""
+    policy do, and so does its FlagTune policy wherever it falls back to the default (outside
+    the cost-model mode); the cost model's proposer times configs of its own, so there, and
+    under any other policy, nothing is compiled ahead."""
     policy = getattr(type(tuner), "policy", None)
     if policy is None:
         return True
     try:
-        from flag_gems.utils.libentry import LibTuner
-        return policy is LibTuner.get("default").policy
-    except Exception:  # a libtuner of another shape: leave it alone
+        from flag_gems import runtime
+        from flag_gems.utils import libentry
+
+        if policy is libentry.LibTuner.get("default").policy:
+            return True
+        if policy is not libentry.LibTuner.get("flagtune").policy:
+            return False
+        # the test flagtune_policy makes first, with the names it uses
+        name = (getattr(tuner, "_flagtune_op_name", None)
+                or getattr(tuner, "_flagtune_expand_op_name", None)
+                or getattr(tuner, "__name__", "unknown"))
+        mode = runtime.resolve_tuning_mode(
+            name, supports_cost_model=libentry._supports_flagtune_cost_model(tuner))
+        return mode is not runtime.TuningMode.COST_MODEL
+    except Exception:  # noqa: BLE001 a libtuner of another shape: leave it alone
         return False
 
 
