@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,44 +40,53 @@ class Facts:
     compiled: int = 0  # compiles that ran (the rest were in Triton's kernel cache already)
     failed: int = 0  # compiles that raised; the tuner meets the same failure when it times
     seconds: float = 0.0
+    skipped: dict[str, int] = field(default_factory=dict)  # sweeps left alone, by reason
 
 
-def times_every_candidate(tuner: Any) -> bool:
-    """Whether the tuner times every pruned config: Triton's autotuner and LibTuner's default
-    policy do, and so does its FlagTune policy wherever it falls back to the default (outside
-    the cost-model mode); the cost model's proposer times configs of its own, so there, and
-    under any other policy, nothing is compiled ahead."""
+def policy_skip(tuner: Any) -> str | None:
+    """None where the tuner times every pruned config, else why nothing is compiled ahead.
+
+    Triton's autotuner and LibTuner's default policy time them all, and so does its FlagTune
+    policy wherever it falls back to the default (outside the cost-model mode); the cost
+    model's proposer times configs of its own choosing, and another policy may time a few.
+    """
     policy = getattr(type(tuner), "policy", None)
     if policy is None:
-        return True
+        return None
     try:
         from flag_gems import runtime
         from flag_gems.utils import libentry
 
         if policy is libentry.LibTuner.get("default").policy:
-            return True
+            return None
         if policy is not libentry.LibTuner.get("flagtune").policy:
-            return False
+            return "policy_other"
         # the test flagtune_policy makes first, with the names it uses
         name = (getattr(tuner, "_flagtune_op_name", None)
                 or getattr(tuner, "_flagtune_expand_op_name", None)
                 or getattr(tuner, "__name__", "unknown"))
         mode = runtime.resolve_tuning_mode(
             name, supports_cost_model=libentry._supports_flagtune_cost_model(tuner))
-        return mode is not runtime.TuningMode.COST_MODEL
-    except Exception:  # noqa: BLE001 a libtuner of another shape: leave it alone
-        return False
+    except Exception as exc:  # noqa: BLE001 a libtuner of another shape: leave it alone
+        return f"policy_unknown_{type(exc).__name__}"
+    return "policy_cost_model" if mode is runtime.TuningMode.COST_MODEL else None
 
 
-def candidates(tuner: Any, kwargs: dict[str, Any], configs: list[Any]) -> list[Any]:
-    """The configs to compile ahead for this prune_configs call: none unless the tuner is
-    about to time two or more of them in `run` (not `warmup`, which compiles them itself)."""
-    if tuner.nargs is None or kwargs.get("warmup") is not False or len(configs) < 2:
-        return []
-    if getattr(tuner, "cache_results", False) or not times_every_candidate(tuner):
-        return []  # a disk-cache hit times nothing
+def candidates(tuner: Any, kwargs: dict[str, Any], configs: list[Any]
+               ) -> tuple[list[Any], str | None]:
+    """The configs to compile ahead for this prune_configs call, or none and why: only when
+    the tuner is about to time two or more of them in `run` (`warmup` compiles them itself)."""
+    if tuner.nargs is None or kwargs.get("warmup") is not False:
+        return [], "not_a_sweep"
+    if len(configs) < 2:
+        return [], "one_candidate"  # a replayed winner, or Triton's single-config shortcut
+    if getattr(tuner, "cache_results", False):
+        return [], "disk_cache"  # a hit in Triton's autotune disk cache times nothing
+    reason = policy_skip(tuner)
+    if reason is not None:
+        return [], reason
     # a config that redefines a given meta-parameter fails in _bench before any compile
-    return [c for c in configs if not (kwargs.keys() & c.kwargs.keys())]
+    return [c for c in configs if not (kwargs.keys() & c.kwargs.keys())], None
 
 
 class _Pool:
@@ -118,9 +127,14 @@ class Precompiler:
 
         def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
             configs = prune(tuner, kwargs)
-            todo = candidates(tuner, kwargs, configs)
-            if todo and active_mode.get() is None:  # never inside someone else's mode
+            todo, reason = candidates(tuner, kwargs, configs)
+            if reason is None and active_mode.get() is not None:
+                reason = "async_mode_active"  # never inside someone else's mode
+            if reason is None:
                 state.compile_ahead(tuner, kwargs, todo, AsyncCompileMode)
+            else:
+                skipped = state.facts.skipped
+                skipped[reason] = skipped.get(reason, 0) + 1
             return configs
 
         Autotuner.prune_configs = prune_configs
@@ -164,8 +178,9 @@ class Precompiler:
     def finish(self) -> None:
         self.facts.seconds = round(self.facts.seconds, 3)
         facts = asdict(self.facts)
-        write_marker(self.config, DONE_MARKER + " " +
-                     " ".join(f"{k}={v}" for k, v in facts.items()))
+        words = [f"{k}={v}" for k, v in facts.items() if k != "skipped"]
+        words += [f"skipped_{k}={v}" for k, v in sorted(self.facts.skipped.items())]
+        write_marker(self.config, " ".join([DONE_MARKER, *words]))
         run_dir = os.environ.get("ZL_RUN_DIR")
         if run_dir:
             atomic_write_json(Path(run_dir) / SIDE_FILE, facts)
