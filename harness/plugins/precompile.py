@@ -54,19 +54,20 @@ def policy_skip(tuner: Any) -> str | None:
     if policy is None:
         return None
     try:
+        # by its full name: `flag_gems.utils` exports a function called libentry
         from flag_gems import runtime
-        from flag_gems.utils import libentry
+        from flag_gems.utils.libentry import LibTuner, _supports_flagtune_cost_model
 
-        if policy is libentry.LibTuner.get("default").policy:
+        if policy is LibTuner.get("default").policy:
             return None
-        if policy is not libentry.LibTuner.get("flagtune").policy:
+        if policy is not LibTuner.get("flagtune").policy:
             return "policy_other"
         # the test flagtune_policy makes first, with the names it uses
         name = (getattr(tuner, "_flagtune_op_name", None)
                 or getattr(tuner, "_flagtune_expand_op_name", None)
                 or getattr(tuner, "__name__", "unknown"))
         mode = runtime.resolve_tuning_mode(
-            name, supports_cost_model=libentry._supports_flagtune_cost_model(tuner))
+            name, supports_cost_model=_supports_flagtune_cost_model(tuner))
     except Exception as exc:  # noqa: BLE001 a libtuner of another shape: leave it alone
         return f"policy_unknown_{type(exc).__name__}"
     return "policy_cost_model" if mode is runtime.TuningMode.COST_MODEL else None
