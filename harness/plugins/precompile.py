@@ -209,7 +209,7 @@ def unusable(module: Any) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     value = os.environ.get(WORKERS_VAR, "")  # the harness sets it wherever it plans the plugin
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise pytest.UsageError(f"{WORKERS_VAR}={value!r}: the precompile plugin needs a "
                                 "whole number of threads of at least 1")
     workers = int(value)

@@ -352,3 +352,80 @@ def test_an_async_mode_without_ignore_errors_is_unusable():
     assert unusable(Old) == "async_compile_without_ignore_errors"
     assert unusable(New) is None
     assert unusable(object()) == "triton_lacks_async_compile"
+
+
+FLAG_GEMS = {
+    "flag_gems/__init__.py": "",
+    "flag_gems/runtime.py": '''
+import enum, os
+
+
+class TuningMode(enum.Enum):
+    DEFAULT = "default"
+    COST_MODEL = "cost_model"
+
+
+def resolve_tuning_mode(op_name, *, supports_cost_model=False):
+    cost = os.environ.get("FAKE_COST_MODEL") == "1" and supports_cost_model
+    return TuningMode.COST_MODEL if cost else TuningMode.DEFAULT
+''',
+    # as FlagGems: the package re-exports the decorator under its module's name
+    "flag_gems/utils/__init__.py": "from flag_gems.utils.libentry import libentry\n",
+    "flag_gems/utils/libentry.py": '''
+def _supports_flagtune_cost_model(tuner):
+    return getattr(tuner, "_flagtune_op_id", None) is not None
+
+
+class LibTuner:
+    _dispatch_table = {}
+
+    @classmethod
+    def get(cls, name):
+        return cls._dispatch_table[name]
+
+
+def _register(name):
+    class Impl(LibTuner):
+        def policy(self, fn, configs, args, kwargs):
+            return None
+    LibTuner._dispatch_table[name] = Impl
+    return Impl
+
+
+Default, FlagTune, Other = _register("default"), _register("flagtune"), _register("other")
+
+
+def libentry():
+    return None
+''',
+}
+
+
+@pytest.fixture
+def flag_gems(tmp_path, monkeypatch):
+    for name, text in FLAG_GEMS.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("FAKE_COST_MODEL", raising=False)
+    import importlib
+    import sys
+
+    for name in [m for m in sys.modules if m.split(".")[0] == "flag_gems"]:
+        monkeypatch.delitem(sys.modules, name)
+    yield importlib.import_module("flag_gems.utils.libentry")
+    for name in [m for m in sys.modules if m.split(".")[0] == "flag_gems"]:
+        del sys.modules[name]
+
+
+def test_libtuner_policies_are_recognised_though_utils_shadows_the_module_name(
+        flag_gems, monkeypatch):
+    from harness.plugins.precompile import policy_skip
+
+    assert policy_skip(object.__new__(flag_gems.Default)) is None
+    tuner = object.__new__(flag_gems.FlagTune)
+    tuner._flagtune_op_id = "flaggems/mm"
+    assert policy_skip(tuner) is None  # falls back to the default policy: times them all
+    monkeypatch.setenv("FAKE_COST_MODEL", "1")
+    assert policy_skip(tuner) == "policy_cost_model"
+    assert policy_skip(object.__new__(flag_gems.Other)) == "policy_other"
