@@ -429,3 +429,14 @@ def test_libtuner_policies_are_recognised_though_utils_shadows_the_module_name(
     monkeypatch.setenv("FAKE_COST_MODEL", "1")
     assert policy_skip(tuner) == "policy_cost_model"
     assert policy_skip(object.__new__(flag_gems.Other)) == "policy_other"
+
+
+@pytest.mark.parametrize("value", ["", "0", "abc", "²"])
+def test_the_plugin_without_a_thread_count_is_a_usage_error(suite, monkeypatch, value):
+    (suite.path / "triton" / "runtime" / "_async_compile.py").write_text(ASYNC_COMPILE)
+    monkeypatch.setenv(precompile.WORKERS_VAR, value)
+    suite.makepyfile(test_kernels="def test_nothing():\n    pass\n")
+    result = suite.runpytest_subprocess("test_kernels.py", "-p", "harness.plugins.precompile")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{precompile.WORKERS_VAR}={value!r}: the precompile plugin "
+                                 "needs a whole number of threads of at least 1"])
