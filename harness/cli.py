@@ -28,8 +28,8 @@ from harness.summary import FORMATS, summarize
 
 RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "DTYPES",
             "MODE", "REPEAT", "ISOLATE_TUNER_CACHE", "RECORD", "REPLAY_FROM", "REPLAY_STRICT",
-            "USE_FLAGTUNE", "PARALLEL_WARMUP_GPUS", "WARMUP_SHARE", "DEVICES", "FLAGGEMS_DIR",
-            "RUNNER", "OUT", "DRY_RUN")
+            "USE_FLAGTUNE", "PARALLEL_WARMUP_GPUS", "WARMUP_SHARE", "COMPILE_WORKERS", "DEVICES",
+            "FLAGGEMS_DIR", "RUNNER", "OUT", "DRY_RUN")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -48,6 +48,7 @@ def setting_values(settings: Settings) -> dict[str, str | None]:
         "PARALLEL_WARMUP_GPUS": _text(s.parallel_warmup_gpus),
         "WARMUP_SHARE": share_text(s.warmup_share) if s.warmup_share else None,
         "DEVICES": ",".join(s.devices), "FLAGGEMS_DIR": _text(s.flaggems_dir),
+        "COMPILE_WORKERS": str(s.compile_workers),
         "RUNNER": s.runner, "OUT": str(s.out), "DRY_RUN": _flag(s.dry_run),
     }
 

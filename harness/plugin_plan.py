@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from harness.backends import Backend
+from harness.precompile import PRECOMPILE_PLUGIN
 
 DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
 TIMING = "harness.plugins.timing"
 AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
+PRECOMPILE = PRECOMPILE_PLUGIN
 
 
-def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[str, ...]:
+def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
+                 precompile: bool = False) -> tuple[str, ...]:
     """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
@@ -20,7 +23,10 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[st
     where the backend can capture and the timer is graph; timing always runs, since it records
     the timer of every row and applies REPEAT. autotune applies when the run records or replays
     winners (`tuning`) on a backend whose kernels are tuned by Triton. record_log always runs:
-    it keeps FlagGems' record log in the run directory.
+    it keeps FlagGems' record log in the run directory. precompile applies where
+    `precompile` (COMPILE_WORKERS is on and the installed Triton compiles concurrently: see
+    `harness.precompile.off_reason`) on a backend whose kernels are tuned by Triton; it wraps
+    the autotune plugin's candidate lists at session start, so its place here is free.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
@@ -30,6 +36,8 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False) -> tuple[st
     plugins += [TIMING, RECORD_LOG]
     if tuning and "triton" in backend.python_modules:
         plugins.append(AUTOTUNE)
+    if precompile and "triton" in backend.python_modules:
+        plugins.append(PRECOMPILE)
     return tuple(plugins)
 
 

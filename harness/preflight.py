@@ -15,6 +15,7 @@ import yaml
 from harness.backends import Device
 from harness.devices import visible_devices
 from harness.errors import PreflightError
+from harness.precompile import ASYNC_MODULE
 from harness.providers import flaggems
 from harness.spec import Settings
 
@@ -25,11 +26,11 @@ ACCELERATOR_CHECKS = frozenset({"backend", "device"})
 # Runs in the interpreter that will run pytest: finds each module without importing it (an
 # import of torch or flag_gems costs seconds) and reads the installed distribution versions.
 _PROBE = r"""
-import importlib.metadata as md, importlib.util as iu, json, platform, sys
+import importlib.metadata as md, importlib.util as iu, json, os, platform, sys
 mods = sys.argv[1].split(",")
 dists = sys.argv[2].split(",")
 sys.path[:0] = [p for p in sys.argv[3].split("\n") if p]
-out = {"python": platform.python_version(), "missing": [], "versions": {}}
+out = {"python": platform.python_version(), "missing": [], "versions": {}, "features": {}}
 for m in mods:
     try:
         found = iu.find_spec(m) is not None
@@ -42,8 +43,20 @@ for d in dists:
         out["versions"][d] = md.version(d)
     except md.PackageNotFoundError:
         pass
+for f in filter(None, sys.argv[4].split(",")):
+    top, _, rest = f.partition(".")
+    try:
+        spec = iu.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    roots = (spec.submodule_search_locations if spec else None) or []
+    bases = [os.path.join(r, *rest.split(".")) for r in roots]
+    out["features"][f] = any(os.path.isfile(b + ".py") or
+                             os.path.isfile(os.path.join(b, "__init__.py")) for b in bases)
 print(json.dumps(out))
 """
+# Submodules whose presence decides a plugin (feature detection, not version checks).
+FEATURE_MODULES = (ASYNC_MODULE,)
 # Distributions whose versions every run records, beside the backend's own python_modules.
 VERSION_DISTS = ("torch", "triton", "flagtree", "flag_gems", "pytest", "numpy", "pyyaml")
 
@@ -58,6 +71,7 @@ class Plan:
     python: str = sys.executable
     python_version: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    features: dict[str, bool] = field(default_factory=dict)  # FEATURE_MODULES found or not
     passed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
@@ -74,14 +88,16 @@ class Environment:
 def probe_python(python: str, modules: tuple[str, ...],
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
                  extra_paths: tuple[Path, ...] = ()) -> dict:
-    """Ask `python` which of `modules` it cannot find and which versions it has installed.
+    """Ask `python` which of `modules` it cannot find, which versions it has installed and
+    which FEATURE_MODULES exist (looked up as files beside their package, never imported).
 
     `extra_paths` go first on its sys.path, as pytest's `pythonpath` setting puts them there.
     """
     try:
         dists = dict.fromkeys((*VERSION_DISTS, *modules))
         paths = "\n".join(str(p) for p in extra_paths)
-        proc = run([python, "-c", _PROBE, ",".join(modules), ",".join(dists), paths],
+        proc = run([python, "-c", _PROBE, ",".join(modules), ",".join(dists), paths,
+                    ",".join(FEATURE_MODULES)],
                    capture_output=True, text=True, timeout=60)
     except OSError as exc:
         raise PreflightError("python_modules", f"cannot start {python}: {exc}") from None
@@ -142,6 +158,7 @@ def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str |
                                  f"{', '.join(facts['missing'])}")
         plan.python_version = facts["python"]
         plan.versions = facts["versions"]
+        plan.features = facts.get("features", {})
     return None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import artifacts, autotune, identity, results
+from harness import artifacts, autotune, identity, precompile, results
 from harness.backends import Device
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
@@ -74,7 +74,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     an A/B side's switch)."""
     plugins = plan_plugins(settings.backend, settings.timer,
                            tuning=settings.record or settings.replay_from is not None
-                           or settings.warmup_share is not None)
+                           or settings.warmup_share is not None,
+                           precompile=precompile_off(settings, plan) is None)
     # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
     # names an existing path as a test path when it chooses its rootdir and ini file, and a
     # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.
@@ -103,6 +104,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         cache = run_dir / TUNER_CACHE_DIR
         env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
         env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
+    if precompile.PRECOMPILE_PLUGIN in plugins:
+        env[precompile.WORKERS_VAR] = str(settings.compile_workers)
     if settings.use_flagtune:
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
     if settings.warmup_share:
@@ -114,8 +117,15 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     return Invocation(argv=argv, cwd=settings.flaggems_dir.resolve(), env=env, plugins=plugins)
 
 
+def precompile_off(settings: Settings, plan: Plan) -> str | None:
+    """Why COMPILE_WORKERS does nothing in this run (see `precompile.off_reason`), or None."""
+    return precompile.off_reason(settings.compile_workers,
+                                 "triton" in settings.backend.python_modules, plan.features)
+
+
 def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation) -> list[str]:
-    """The run header: every setting that decides whether two runs are comparable."""
+    """The run header: every setting that decides whether two runs are comparable, then the
+    COMPILE_WORKERS_OFF marker where the installed Triton cannot compile concurrently."""
     fields: dict[str, object] = {
         "run_dir": run_dir, "op": plan.op, "node": plan.node.nodeid,
         **settings.caliber(),
@@ -129,7 +139,12 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "command": shlex.join(inv.argv),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    return ["# harness run header"] + [f"# {k}: {v}" for k, v in fields.items()]
+    lines = ["# harness run header"] + [f"# {k}: {v}" for k, v in fields.items()]
+    reason = precompile_off(settings, plan)
+    if reason == "triton_lacks_async_compile":  # asked for, and not possible: say so once
+        lines.append(f"{precompile.OFF_MARKER} reason={reason} "
+                     f"compile_workers={settings.compile_workers}")
+    return lines
 
 
 def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path) -> list[str]:
@@ -291,6 +306,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         devices_after=_visible_devices(settings),
         versions={"python": plan.python_version, **plan.versions},
         flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
+    compiled = precompile.read_side_file(run_dir)
     doc.update({"command": inv.argv, "pytest_exit_code": rc, "wall_s": round(wall, 3),
                 "rows": len(rows),
                 "results_source": source, "autotune_records": tuning.recorded,
@@ -299,6 +315,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
                 "compiled_kernels": tuning.compiled_kernels,
                 "compiled_artifacts": list(tuning.artifacts),
                 "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
+                "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"},
                 "extra_env": extra_env or {}})
     atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
     summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "

@@ -13,6 +13,7 @@ from harness import backends
 from harness.autotune import parse_share
 from harness.backends import Backend
 from harness.errors import UsageError
+from harness.precompile import DEFAULT_CAP, MAX_WORKERS, default_workers
 
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
@@ -84,6 +85,9 @@ VARS: tuple[Var, ...] = (
         "I/N: this run is share I of a parallel warmup's N: it tunes its share of each "
         "tuner's configs (those it claims first, else I, I+N, ...) and times nothing (set by "
         "the warmup for its shards; 0/1 times a whole sweep)"),
+    Var("COMPILE_WORKERS", "ZL_COMPILE_WORKERS", "--compile-workers",
+        "threads that compile a key's autotune candidates together before they are timed "
+        f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
     Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use (default: all visible)",
         aliases=("--gpus",)),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/"),
@@ -122,6 +126,7 @@ class Settings:
     use_flagtune: bool
     parallel_warmup_gpus: int | None
     warmup_share: tuple[int, int] | None  # (I, N): a parallel warmup's shard; see WARMUP_SHARE
+    compile_workers: int  # 0: candidates compile one by one as they are timed
     devices: tuple[str, ...]
     flaggems_dir: Path | None
     runner: str
@@ -144,6 +149,7 @@ class Settings:
             "autotune_mode": "flagtune" if self.use_flagtune else "default",
             "replay_from": str(self.replay_from) if self.replay_from else None,
             "replay_strict": self.replay_strict,
+            "compile_workers": self.compile_workers,
         }
 
 
@@ -191,6 +197,15 @@ def _op(var: Var, value: str | None, source: str) -> str | None:
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected an operator "
                          "name: letters, digits, '_', '.', '-', not starting with '.' or '-'")
     return value
+
+
+def _workers(var: Var, value: str | None, source: str) -> int:
+    if value is None:
+        return default_workers()
+    if not re.fullmatch(r"[0-9]+", value.strip()) or int(value) > MAX_WORKERS:
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected a whole "
+                         f"number from 0 (off) to {MAX_WORKERS}")
+    return int(value)
 
 
 def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
@@ -314,6 +329,8 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         parallel_warmup_gpus=(_positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
                                             sources["PARALLEL_WARMUP_GPUS"]) if pwg else None),
         warmup_share=parse_share(raw["WARMUP_SHARE"] or ""),
+        compile_workers=_workers(VARS_BY_MAKE["COMPILE_WORKERS"], raw["COMPILE_WORKERS"],
+                                 sources["COMPILE_WORKERS"]),
         devices=_devices(VARS_BY_MAKE["DEVICES"], raw["DEVICES"], sources["DEVICES"]),
         flaggems_dir=Path(flaggems_dir) if flaggems_dir else None,
         runner=resolve_runner(raw["RUNNER"], backend, env, which),
