@@ -26,13 +26,13 @@ from harness.plugin_plan import (
     pytest_plugin_args,
     pytest_plugin_env,
 )
+from harness.plugins.record_log import RECORD_LOG_GLOB, RECORD_LOGS_FILE
 from harness.plugins.timing import SIDECAR
 from harness.preflight import Plan, visible_devices
 from harness.spec import REPO_ROOT, Settings
 
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
-RECORD_LOG_GLOB = "result_*.log"
 TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
 
 
@@ -168,21 +168,24 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None]) -> int:
         raise
 
 
-def _snapshot(directory: Path) -> dict[str, float]:
-    return {p.name: p.stat().st_mtime for p in directory.glob(RECORD_LOG_GLOB)}
-
-
-def _collect_record_logs(fg_dir: Path, before: dict[str, float], run_dir: Path) -> list[Path]:
-    """Move record logs this run left in the FlagGems checkout into the run directory (the
-    record_log plugin normally writes them there directly; this catches a FlagGems that
-    records under another logger name)."""
-    moved = []
-    for path in sorted(fg_dir.glob(RECORD_LOG_GLOB)):
-        if before.get(path.name) != path.stat().st_mtime:
-            target = run_dir / path.name.replace("::", "__")
-            shutil.move(str(path), target)
-            moved.append(target)
-    return moved
+def _record_logs(run_dir: Path) -> list[Path]:
+    """The record logs this run's pytest wrote, as the record_log plugin listed them (without
+    its list, a pytest that died early: those in the run directory). One written elsewhere is
+    copied in and left where it is: the harness moves or deletes nothing outside its run."""
+    listed = run_dir / RECORD_LOGS_FILE
+    try:
+        paths = [Path(p) for p in json.loads(listed.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return sorted(run_dir.glob(RECORD_LOG_GLOB))
+    logs = []
+    for path in paths:
+        if path.parent.resolve() != run_dir.resolve() and path.is_file():
+            copy = run_dir / path.name.replace("::", "__")
+            shutil.copyfile(path, copy)
+            path = copy
+        if path.is_file():
+            logs.append(path)
+    return logs
 
 
 def _flaggems_cache(inv: Invocation) -> Path:
@@ -262,7 +265,6 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     if settings.replay_from:
         autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
     devices_before = _visible_devices(settings)
-    before = _snapshot(inv.cwd)
     started = time.monotonic()
     with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
@@ -271,8 +273,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
         rc = _stream(inv, log, echo)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    record_logs = [*sorted(run_dir.glob(RECORD_LOG_GLOB)),
-                   *_collect_record_logs(inv.cwd, before, run_dir)]
+    record_logs = _record_logs(run_dir)
     if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
         rows, source = [], "warmup_share"
     else:
