@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from itertools import pairwise
 
@@ -114,3 +116,42 @@ def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
         time.sleep(0.05)  # the handler runs between bytecodes of the main thread
     assert seen == [signal.SIGINT]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+
+
+def test_group_stopper_stops_a_child_the_signal_arrived_before():
+    # A signal between starting pytest and watching it must still stop pytest.
+    stopper = supervise.GroupStopper(grace_s=1.0)
+    stopper.request_stop(signal.SIGTERM)
+    stopper.request_stop(signal.SIGINT)
+    child = _sleeper()
+    stopper.watch(child)
+    stopper.join()
+    assert child.wait(timeout=5) == -signal.SIGTERM
+    assert stopper.signal == signal.SIGTERM  # the first signal names the interrupt
+
+
+def test_group_stopper_kills_a_group_that_ignores_sigterm():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys, time; "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"],
+        start_new_session=True, stdout=subprocess.PIPE)
+    child.stdout.readline()  # SIGTERM is ignored from here on
+    stopper = supervise.GroupStopper(grace_s=0.5)
+    stopper.watch(child)
+    started = time.monotonic()
+    stopper.request_stop(signal.SIGHUP)
+    stopper.join()
+    assert child.wait(timeout=5) == -signal.SIGKILL and time.monotonic() - started < 5
+    child.stdout.close()
+
+
+def test_group_stopper_without_a_child_is_only_a_flag():
+    stopper = supervise.GroupStopper()
+    stopper.request_stop(signal.SIGHUP)
+    stopper.join()
+    assert stopper.signal == signal.SIGHUP
