@@ -313,32 +313,40 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
     rows, source = _rows(settings, run_dir)
     tuning = _finish_tuning(settings, inv, run_dir)
+    doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
+    doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
+                "results_source": source,
+                "status": "complete" if stopper.signal is None else "interrupted",
+                "signal": None if stopper.signal is None else signal.Signals(
+                    stopper.signal).name,
+                "autotune_records": tuning.recorded,
+                "autotune_replay_fallbacks": len(tuning.fallbacks),
+                "autotune_replay_fallback_keys": list(tuning.fallbacks),
+                "compiled_kernels": tuning.compiled_kernels,
+                "compiled_artifacts": list(tuning.artifacts)})
+    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
+    if stopper.signal is None:
+        summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
+                   f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
+                   f"dir={run_dir}")
+        _log_line(run_dir, summary)  # first: a closed stdout must not cost run.log its line
+        out(summary)
+    return rc, run_dir
+
+
+def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path,
+                  devices_before: list[Device], extra_env: dict[str, str] | None
+                  ) -> dict[str, object]:
+    """run_identity.json less what the run's outcome adds."""
     doc = identity.build_identity(
         settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
         backend=settings.backend.name, devices_before=devices_before,
         devices_after=_visible_devices(settings),
         versions={"python": plan.python_version, **plan.versions},
         flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
-    doc.update({"command": inv.argv, "pytest_exit_code": rc, "wall_s": round(wall, 3),
-                "status": "complete" if stopper.signal is None else "interrupted",
-                "signal": None if stopper.signal is None else signal.Signals(
-                    stopper.signal).name,
-                "rows": len(rows),
-                "results_source": source, "autotune_records": tuning.recorded,
-                "autotune_replay_fallbacks": len(tuning.fallbacks),
-                "autotune_replay_fallback_keys": list(tuning.fallbacks),
-                "compiled_kernels": tuning.compiled_kernels,
-                "compiled_artifacts": list(tuning.artifacts),
-                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
-                "extra_env": extra_env or {}})
-    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
-    if stopper.signal is None:
-        summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
-                   f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
-                   f"dir={run_dir}")
-        out(summary)
-        _log_line(run_dir, summary)
-    return rc, run_dir
+    doc.update({"command": inv.argv, "extra_env": extra_env or {},
+                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None})
+    return doc
 
 
 def _rows(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
