@@ -22,7 +22,14 @@ from harness import (
     spec,
     warmup,
 )
-from harness.errors import EXIT_OK, EXIT_USAGE, HarnessError, PreflightError, UsageError
+from harness.errors import (
+    EXIT_OK,
+    EXIT_USAGE,
+    HarnessError,
+    Interrupted,
+    PreflightError,
+    UsageError,
+)
 from harness.preflight import run_preflight
 from harness.summary import FORMATS, summarize
 
@@ -238,6 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Interrupted as exc:
+        print(str(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+
 EXIT_OK = 0
 EXIT_BENCHMARK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PREFLIGHT = 3
 EXIT_AXIS_NOT_LIVE = 6
+EXIT_SIGNAL_BASE = 128  # a run stopped by signal N exits 128 + N, as a shell reports it
 
 
 class HarnessError(Exception):
@@ -39,3 +42,15 @@ def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...]
     tail = f" ({hint})" if hint else ""
     return UsageError(f"{name}={value!r} is not accepted; expected one of: "
                       f"{', '.join(accepted)}{tail}")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run or campaign stopped by a signal after it stopped its children and kept what they
+    wrote; the CLI prints the message and exits 128 + the signal's number."""
+
+    def __init__(self, signum: int, step: str, directory: object) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {name} during {step}; what finished is kept in "
+                         f"{directory}")
+        self.signum, self.step, self.directory = signum, step, directory
+        self.exit_code = EXIT_SIGNAL_BASE + signum

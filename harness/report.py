@@ -35,6 +35,10 @@ ab.json is the campaign's machine result; `ab_document` builds it from summary.A
                          "unknown", "not_live" or "unchecked"; detail is the note printed, e.g.
                          "axis live: compiled artifacts differ" (not_live: begins AXIS_NOT_LIVE)
     notes                ["..."]: anything else the reader must know before the table
+    status               "complete" or "interrupted" (optional: absent reads complete)
+    interrupted          {signal, step}: what stopped an interrupted campaign, and where
+    finished_rounds      [0, 1, ...]: rounds both sides finished; the rows compare these only
+    finished_steps       ["A/r0", "B/r0", ...]: every step that ran to its end
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ AB_MD, AB_PNG = "ab.md", "ab.png"
 NOT_RECORDED = "not recorded"
 LIVENESS = ("live", "unknown", "not_live", "unchecked")
 NOT_LIVE = "AXIS_NOT_LIVE"
+INCOMPLETE = "INCOMPLETE"
 ROW_KEYS = ("op", "dtype", "shape", "a_ms", "b_ms", "speedup_pct", "min_pct", "max_pct",
             "rounds", "verdict")
 # An older harness's verdicts: its "same" meant "might or might not differ".
@@ -195,6 +200,20 @@ def _noise_floor(report: AbReport, caliber: Mapping[str, Any], given: float | No
     return None
 
 
+def status_note(doc: Mapping[str, Any]) -> str | None:
+    """The note of an interrupted campaign: that it is incomplete, what stopped it, and which
+    rounds finished; None for a complete one."""
+    if doc.get("status") != "interrupted":
+        return None
+    stop = doc.get("interrupted") or {}
+    rounds = doc.get("finished_rounds") or []
+    planned = (doc.get("caliber") or {}).get("rounds") or NOT_RECORDED
+    finished = ", ".join(f"r{r}" for r in rounds) or "none"
+    return (f"{INCOMPLETE}: interrupted by {stop.get('signal') or NOT_RECORDED} during "
+            f"{stop.get('step') or NOT_RECORDED}; finished rounds: {finished} ({len(rounds)} of "
+            f"{planned}); the table compares the finished rounds only")
+
+
 def liveness_note(liveness: Any, axis: object = None) -> str | None:
     """The note a liveness verdict reads as: its detail; a dead axis's always begins with the
     AXIS_NOT_LIVE marker, so that the report warns and grep finds it."""
@@ -292,6 +311,9 @@ def render_markdown(ab_result_or_rows: Any, caliber: Mapping[str, Any], *,
            "## Caliber", "", *caliber_lines(caliber, floor), ""]
     if notes:
         out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    if any(n.startswith(INCOMPLETE) for n in notes):
+        out += ["**This campaign is incomplete: it was interrupted before every round ran.**",
+                ""]
     if any(n.startswith(NOT_LIVE) for n in notes):
         out += ["**The axis showed no sign of reaching the compiler: no row below says "
                 "anything about the switch.**", ""]
@@ -368,7 +390,7 @@ def write_report(path: str | Path) -> tuple[Path, Path | None]:
     doc = load_ab(target)
     caliber = doc.get("caliber") or {}
     live = liveness_note(doc.get("liveness"), caliber.get("axis"))
-    notes = [n for n in (live, *(doc.get("notes") or ())) if n]
+    notes = [n for n in (status_note(doc), live, *(doc.get("notes") or ())) if n]
     md = atomic_write_text(directory / AB_MD, render_markdown(doc, caliber, notes=notes))
     png = directory / AB_PNG
     return md, png if render_png(doc, png) else None

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from harness import artifacts, autotune, identity, precompile, results
+from harness import artifacts, autotune, identity, precompile, results, supervise
 from harness.backends import Device
+from harness.errors import Interrupted
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
     PLUGINS_VAR,
@@ -31,7 +33,7 @@ from harness.spec import REPO_ROOT, Settings
 
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
-RECORD_LOG_GLOB = "result_*.log"
+INTERRUPTED_MARKER = "RUN_INTERRUPTED"
 TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
 
 
@@ -161,42 +163,53 @@ def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path) -> list[str]
     ]
 
 
-def _stream(inv: Invocation, log, echo: Callable[[bytes], None]) -> int:
+def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
+            stopper: supervise.GroupStopper) -> int:
+    """Run pytest in its own session, copying its output to the log and `echo` until it ends;
+    a signal stops its whole group (`stopper`), and what it wrote before is kept."""
     env = {**os.environ, **inv.env}
     proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    stopper.watch(proc)
     try:
         assert proc.stdout is not None
         while chunk := proc.stdout.read1(65536):
             log.write(chunk)
             log.flush()
-            echo(chunk)
-        return proc.wait()
+            try:
+                echo(chunk)
+            except OSError:  # the terminal went away (SIGHUP): run.log still gets everything
+                echo = _discard
+        rc = proc.wait()
     except BaseException:
-        # Ctrl-C reaches the child too (same process group); reap it before propagating.
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        supervise.stop_children([proc], supervise.CHILD_GRACE_S)
         raise
+    stopper.join()
+    return rc
 
 
-def _snapshot(directory: Path) -> dict[str, float]:
-    return {p.name: p.stat().st_mtime for p in directory.glob(RECORD_LOG_GLOB)}
+def _discard(_: bytes) -> None:
+    pass
 
 
-def _collect_record_logs(fg_dir: Path, before: dict[str, float], run_dir: Path) -> list[Path]:
-    """Move record logs this run left in the FlagGems checkout into the run directory (the
-    record_log plugin normally writes them there directly; this catches a FlagGems that
-    records under another logger name)."""
-    moved = []
-    for path in sorted(fg_dir.glob(RECORD_LOG_GLOB)):
-        if before.get(path.name) != path.stat().st_mtime:
-            target = run_dir / path.name.replace("::", "__")
-            shutil.move(str(path), target)
-            moved.append(target)
-    return moved
+def _record_logs(run_dir: Path) -> list[Path]:
+    """The record logs this run's pytest wrote, as the record_log plugin listed them (without
+    its list, a pytest that died early: those in the run directory). One written elsewhere is
+    copied in and left where it is: the harness moves or deletes nothing outside its run."""
+    listed = run_dir / results.RECORD_LOGS_FILE
+    try:
+        paths = [Path(p) for p in json.loads(listed.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return sorted(run_dir.glob(results.RECORD_LOG_GLOB))
+    logs = []
+    for path in paths:
+        if path.parent.resolve() != run_dir.resolve() and path.is_file():
+            copy = run_dir / path.name.replace("::", "__")
+            shutil.copyfile(path, copy)
+            path = copy
+        if path.is_file():
+            logs.append(path)
+    return logs
 
 
 def _flaggems_cache(inv: Invocation) -> Path:
@@ -261,11 +274,37 @@ def _read_runtime(run_dir: Path) -> dict[str, object]:
 def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
-            extra_env: dict[str, str] | None = None, claimed: bool = False
-            ) -> tuple[int, Path]:
+            extra_env: dict[str, str] | None = None, claimed: bool = False,
+            step: str | None = None) -> tuple[int, Path]:
     """Claim the run directory (or create the given one, which must not exist, unless
     `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
-    and write results and identity; return (rc, dir)."""
+    and write results and identity; return (rc, dir).
+
+    SIGINT, SIGTERM or SIGHUP stop pytest's process group; the run then writes what pytest
+    finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
+    identity) naming `step` (default: the node), and raises errors.Interrupted."""
+    stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
+    with supervise.deferred_signals(stopper.request_stop):
+        rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,
+                               extra_env=extra_env, claimed=claimed, stopper=stopper)
+    if stopper.signal is not None:
+        marker = (f"{INTERRUPTED_MARKER} signal={signal.Signals(stopper.signal).name} "
+                  f"step={step or plan.node.nodeid} rc={rc} dir={run_dir}")
+        _log_line(run_dir, marker)
+        out(marker)
+        raise Interrupted(stopper.signal, step or plan.node.nodeid, run_dir)
+    return rc, run_dir
+
+
+def _log_line(run_dir: Path, line: str) -> None:
+    with open(run_dir / "run.log", "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+
+
+def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
+             echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
+             run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
+             stopper: supervise.GroupStopper) -> tuple[int, Path]:
     echo = echo or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.buffer.flush()))
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
@@ -276,17 +315,58 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     if settings.replay_from:
         autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
     devices_before = _visible_devices(settings)
-    before = _snapshot(inv.cwd)
     started = time.monotonic()
     with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
         log.write(text.encode())
+        log.flush()  # a run killed outright still says what it was
         out(text.rstrip("\n"))
-        rc = _stream(inv, log, echo)
+        rc = _stream(inv, log, echo, stopper)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    record_logs = [*sorted(run_dir.glob(RECORD_LOG_GLOB)),
-                   *_collect_record_logs(inv.cwd, before, run_dir)]
+    rows, source = _rows(settings, run_dir)
+    tuning = _finish_tuning(settings, inv, run_dir)
+    doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
+    doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
+                "results_source": source,
+                "status": "complete" if stopper.signal is None else "interrupted",
+                "signal": None if stopper.signal is None else signal.Signals(
+                    stopper.signal).name,
+                "autotune_records": tuning.recorded,
+                "autotune_replay_fallbacks": len(tuning.fallbacks),
+                "autotune_replay_fallback_keys": list(tuning.fallbacks),
+                "compiled_kernels": tuning.compiled_kernels,
+                "compiled_artifacts": list(tuning.artifacts)})
+    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
+    if stopper.signal is None:
+        summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
+                   f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
+                   f"dir={run_dir}")
+        _log_line(run_dir, summary)  # first: a closed stdout must not cost run.log its line
+        out(summary)
+    return rc, run_dir
+
+
+def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path,
+                  devices_before: list[Device], extra_env: dict[str, str] | None
+                  ) -> dict[str, object]:
+    """run_identity.json less what the run's outcome adds."""
+    doc = identity.build_identity(
+        settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
+        backend=settings.backend.name, devices_before=devices_before,
+        devices_after=_visible_devices(settings),
+        versions={"python": plan.python_version, **plan.versions},
+        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
+    compiled = precompile.read_side_file(run_dir)
+    doc.update({"command": inv.argv, "extra_env": extra_env or {},
+                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
+                "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"}})
+    return doc
+
+
+def _rows(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
+    """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source)."""
+    record_logs = _record_logs(run_dir)
     if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
         rows, source = [], "warmup_share"
     else:
@@ -299,32 +379,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
     os.replace(run_dir / "shapes.yaml.tmp", run_dir / "shapes.yaml")
-    tuning = _finish_tuning(settings, inv, run_dir)
-    doc = identity.build_identity(
-        settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
-        backend=settings.backend.name, devices_before=devices_before,
-        devices_after=_visible_devices(settings),
-        versions={"python": plan.python_version, **plan.versions},
-        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
-    compiled = precompile.read_side_file(run_dir)
-    doc.update({"command": inv.argv, "pytest_exit_code": rc, "wall_s": round(wall, 3),
-                "rows": len(rows),
-                "results_source": source, "autotune_records": tuning.recorded,
-                "autotune_replay_fallbacks": len(tuning.fallbacks),
-                "autotune_replay_fallback_keys": list(tuning.fallbacks),
-                "compiled_kernels": tuning.compiled_kernels,
-                "compiled_artifacts": list(tuning.artifacts),
-                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
-                "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"},
-                "extra_env": extra_env or {}})
-    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
-    summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
-               f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
-               f"dir={run_dir}")
-    out(summary)
-    with open(run_dir / "run.log", "a", encoding="utf-8") as log:
-        log.write(summary + "\n")
-    return rc, run_dir
+    return rows, source
 
 
 def _visible_devices(settings: Settings) -> list[Device]:

@@ -1,9 +1,10 @@
 """Child processes over devices: started, one at a time per device, stopped and reaped on a signal.
 
-`harness batch` runs its operators and the parallel warmup its shards through this: each child
-leads its own session (its process group is the child and its pytest), a device never holds two
-measurements at once, and SIGINT, SIGTERM or SIGHUP stop every child's group, SIGTERM first and
-SIGKILL after GRACE_S, before the interrupt goes on.
+`harness batch` runs its operators and the parallel warmup its shards through this, and `harness
+run` its pytest (GroupStopper): each child leads its own session (its process group is the child
+and what it started), a device never holds two measurements at once, and SIGINT, SIGTERM or
+SIGHUP stop every child's group, SIGTERM first and SIGKILL after GRACE_S, before the interrupt
+goes on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, th
 RUN_CHILD_ENV_DROP = tuple(VARS_BY_MAKE[name].env
                            for name in ("OP", "OP_FILE", "TEST_NODE", "DRY_RUN"))
 RUN_DIR_LINE = "# run_dir: "  # a run's header names its run directory first
+# A run's own pytest gets less: a batch or warmup stopping that run (GRACE_S) then sees it reap
+# its pytest and exit before the batch's SIGKILL, which would leave pytest's group running.
+CHILD_GRACE_S = 2.0
 
 
 def say(line: str) -> None:
@@ -161,6 +165,44 @@ def stop_children(children: Sequence[subprocess.Popen], grace_s: float = GRACE_S
     for child in children:
         _signal_group(child.pid, signal.SIGKILL)
         child.wait()
+
+
+class GroupStopper:
+    """Stop one child's process group on the first signal, while the caller reads its output.
+
+    `request_stop` (a `deferred_signals` handler) records the signal and stops the group from a
+    thread, so the caller's read ends at end of file with everything the child wrote kept. A
+    signal that lands before the child is watched stops it as soon as it is; with no child at
+    all, the stopper is a flag the caller reads between steps.
+    """
+
+    def __init__(self, grace_s: float = GRACE_S) -> None:
+        self.grace_s = grace_s
+        self.signal: int | None = None
+        self._child: subprocess.Popen | None = None
+        self._thread: threading.Thread | None = None
+
+    def request_stop(self, signum: int) -> None:
+        if self.signal is None:
+            self.signal = signum
+        self._stop()
+
+    def watch(self, child: subprocess.Popen) -> None:
+        self._child = child
+        if self.signal is not None:
+            self._stop()
+
+    def join(self) -> None:
+        """Wait until the stopped group is gone (no-op when nothing was stopped)."""
+        if self._thread is not None:
+            self._thread.join()
+
+    def _stop(self) -> None:
+        if self._child is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=stop_children, args=([self._child], self.grace_s),
+                                        daemon=True)
+        self._thread.start()
 
 
 @contextmanager

@@ -47,3 +47,17 @@ def interrupt_driver(source: str, tmp_path: Path, signum: int, what: str
             proc.kill()
     return proc.returncode, output, [int(p) for line in pids.read_text().splitlines()
                                      for p in line.split()]
+
+
+def children(pid: int, needle: str = "") -> list[int]:
+    """Live children of `pid` whose command line holds `needle` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and needle in cmdline:
+            found.append(int(stat.parent.name))
+    return found

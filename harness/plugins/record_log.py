@@ -1,47 +1,76 @@
-"""Send FlagGems' `--record log` file into the run directory instead of the checkout.
+"""Open FlagGems' `--record log` file in the run directory, never in the checkout.
 
-FlagGems names the file after the invocation's arguments and opens it in the working directory,
-so two runs of one node from one checkout would write the same file; redirected to ZL_RUN_DIR,
-each run's record log is its own and nothing is left in the checkout.
+FlagGems' conftest opens `result_<args>.log` with mode "w" in the working directory, the
+FlagGems checkout that other runs and a user's own pytest share: opened there, it would
+truncate their file of the same name. While the conftests configure, a FileHandler for a
+`result_*.log` in the working directory opens in ZL_RUN_DIR instead, so nothing in the checkout
+is created, truncated or removed. When configuration is done, the files this process records
+into are listed in ZL_RUN_DIR/RECORD_LOGS_FILE (a JSON list): the runner reads exactly those.
 """
 
 from __future__ import annotations
 
-import contextlib
+import fnmatch
 import logging
 import os
 from pathlib import Path
 
 import pytest
 
+from harness.fsutil import atomic_write_json
+from harness.results import RECORD_LOG_GLOB, RECORD_LOGS_FILE
+
 LOGGER = "flag_gems_benchmark"  # the logger FlagGems' benchmark conftest records with
 
-
-def redirect(logger: logging.Logger, run_dir: Path) -> list[Path]:
-    """Replace the logger's file handlers by handlers writing into `run_dir`; return the new
-    paths. What the old file already holds is carried over, and the old file removed."""
-    moved = []
-    for handler in list(logger.handlers):
-        if not isinstance(handler, logging.FileHandler):
-            continue
-        old = Path(handler.baseFilename)
-        handler.close()
-        logger.removeHandler(handler)
-        new = run_dir / old.name.replace("::", "__")
-        with contextlib.suppress(OSError):
-            new.write_bytes(old.read_bytes())
-            old.unlink()
-        replacement = logging.FileHandler(new, mode="a", encoding="utf-8")
-        replacement.setLevel(handler.level)
-        replacement.setFormatter(handler.formatter)
-        logger.addHandler(replacement)
-        moved.append(new)
-    return moved
+_OPEN = logging.FileHandler.__init__
 
 
-@pytest.hookimpl(trylast=True)
+def target(filename: str | os.PathLike[str], cwd: Path, run_dir: Path) -> Path | None:
+    """Where a record log named `filename` opens instead: in `run_dir` when it is a
+    `result_*.log` in `cwd` (`::` spelled `__`); None for any other file."""
+    path = Path(filename)
+    if not fnmatch.fnmatchcase(path.name, RECORD_LOG_GLOB):
+        return None
+    if (cwd / path).parent.resolve() != cwd.resolve():
+        return None
+    return run_dir / path.name.replace("::", "__")
+
+
+def _redirect_to(run_dir: Path):
+    def __init__(self: logging.FileHandler, filename, *args, **kwargs) -> None:
+        moved = target(filename, Path.cwd(), run_dir)
+        _OPEN(self, filename if moved is None else moved, *args, **kwargs)
+
+    return __init__
+
+
+def _restore() -> None:
+    logging.FileHandler.__init__ = _OPEN  # type: ignore[method-assign]
+
+
+def record_logs(logger: logging.Logger) -> list[str]:
+    """The files the logger's file handlers write, less pytest's own --log-file (which pytest
+    attaches to every logger that does not propagate, FlagGems' included)."""
+    return [h.baseFilename for h in logger.handlers if isinstance(h, logging.FileHandler)
+            and not type(h).__module__.startswith("_pytest")]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    # trylast: FlagGems' conftest attaches its handler in its own pytest_configure.
+    # tryfirst: before FlagGems' conftest opens its handler in its own pytest_configure. The
+    # constructor is patched, not the class, so that isinstance checks keep working.
     run_dir = os.environ.get("ZL_RUN_DIR")
     if run_dir:
-        redirect(logging.getLogger(LOGGER), Path(run_dir))
+        logging.FileHandler.__init__ = _redirect_to(Path(run_dir))  # type: ignore[method-assign]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Every conftest has configured by now: the redirect has done its job.
+    _restore()
+    run_dir = os.environ.get("ZL_RUN_DIR")
+    if run_dir:
+        atomic_write_json(Path(run_dir, RECORD_LOGS_FILE), record_logs(logging.getLogger(LOGGER)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _restore()  # a configure that failed never reached sessionstart

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.spec import EMBEDDED_SUITE, REPO_ROOT
-from tests.procs import alive, interrupt_driver, wait_for
+from tests.procs import alive, children, interrupt_driver, wait_for
 
 from .test_run_cli import harness, make
 
@@ -98,15 +98,16 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path):
             line = batch.stdout.readline()
             assert line, batch.stderr.read()
         child = int(line.split("pid=")[1].split()[0])
-        # harness run has started pytest in the child's process group: a measurement is live
-        wait_for(lambda: len(group_members(child)) >= 2, 60, "pytest under the child")
+        # harness run has started pytest (in a group of its own): a measurement is live
+        wait_for(lambda: children(child, "-m pytest"), 60, "pytest under the child")
+        (pytest_pid,) = children(child, "-m pytest")
         batch.send_signal(signal.SIGINT)
         rest, err = batch.communicate(timeout=30)
     finally:
         if batch.poll() is None:
             batch.kill()
     assert batch.returncode == 130, rest + err
-    assert group_members(child) == []
+    assert group_members(child) == [] and group_members(pytest_pid) == []
     assert "BATCH_INTERRUPTED signal=SIGINT" in rest and "interrupted" in err
     assert [(r["op"], r["status"]) for r in status_rows(tmp_path / "runs")] == [
         ("tanh", "interrupted"), ("add", "not_run")]

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from harness.spec import REPO_ROOT
+from tests.procs import children
 
 from .test_batch_cli import group_members, private_suite, wait_for
 from .test_run_cli import harness
@@ -119,8 +120,9 @@ def test_ctrl_c_during_the_sweep_reaps_every_shard_and_measures_nothing(tmp_path
             assert line, run.stderr.read()
             if line.startswith("[start] shard-"):
                 shards.append(int(line.split("pid=")[1].split()[0]))
-        # each shard's `harness run` has started its pytest in the shard's group
-        wait_for(lambda: all(len(group_members(p)) >= 2 for p in shards), 60, "shard pytests")
+        # each shard's `harness run` has started its pytest (in a group of its own)
+        wait_for(lambda: all(children(p, "-m pytest") for p in shards), 60, "shard pytests")
+        shards += [q for p in shards for q in children(p, "-m pytest")]
         run.send_signal(signal.SIGINT)
         rest, err = run.communicate(timeout=30)
     finally:

@@ -2,41 +2,83 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
-from harness.plugins.record_log import LOGGER, redirect
+from harness.plugins.record_log import LOGGER, RECORD_LOGS_FILE, target
+
+CONFTEST = f"""
+    import logging
+    def pytest_configure(config):
+        handler = logging.FileHandler("result_same.log", mode="w")
+        logging.getLogger({LOGGER!r}).addHandler(handler)
+        logging.getLogger({LOGGER!r}).setLevel(logging.INFO)
+"""
 
 
-def test_redirect_moves_the_file_and_keeps_what_it_held(tmp_path):
-    checkout, run_dir = tmp_path / "fg", tmp_path / "run"
-    checkout.mkdir()
+def test_a_foreign_record_log_of_the_same_name_is_neither_truncated_nor_removed(
+        pytester, tmp_path, monkeypatch):
+    # Regression: FlagGems' handler opened "w" in the checkout and truncated a user's file of
+    # the same name; the old redirect then copied its content away and unlinked it.
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_x=f"""
+        import logging
+        def test_x():
+            logging.getLogger({LOGGER!r}).info("ours")
+    """)
+    foreign = pytester.path / "result_same.log"
+    foreign.write_text("[INFO] a user's own pytest\n")
+    run_dir = tmp_path / "run"
     run_dir.mkdir()
-    logger = logging.getLogger("test.record_log")
-    old = logging.FileHandler(checkout / "result_benchmark_test_tanh::test_tanh.log", mode="w")
-    old.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
-    logger.addHandler(old)
-    logger.setLevel(logging.INFO)
-    logger.info("enabled")
-    (new,) = redirect(logger, run_dir)
-    logger.info('{"op_name": "tanh"}')
-    for handler in list(logger.handlers):
+    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    pytester.runpytest_subprocess("-p", "harness.plugins.record_log").assert_outcomes(passed=1)
+    assert foreign.read_text() == "[INFO] a user's own pytest\n"
+    assert (run_dir / "result_same.log").read_text() == "ours\n"
+    assert json.loads((run_dir / RECORD_LOGS_FILE).read_text()) == [
+        str(run_dir / "result_same.log")]
+
+
+def test_only_a_result_log_in_the_working_directory_is_redirected(tmp_path):
+    cwd, run_dir = tmp_path / "fg", tmp_path / "run"
+    assert target("result_a::b.log", cwd, run_dir) == run_dir / "result_a__b.log"
+    assert target(cwd / "result_a.log", cwd, run_dir) == run_dir / "result_a.log"
+    assert target("other.log", cwd, run_dir) is None
+    assert target("sub/result_a.log", cwd, run_dir) is None
+    assert target(tmp_path / "result_a.log", cwd, run_dir) is None
+
+
+def test_the_constructor_is_restored_and_isinstance_keeps_working(pytester, tmp_path,
+                                                                  monkeypatch):
+    pytester.makeconftest(CONFTEST + """
+        def pytest_sessionstart(session):
+            plain = logging.StreamHandler()
+            assert not isinstance(plain, logging.FileHandler)
+            assert all(isinstance(h, logging.FileHandler)
+                       for h in logging.getLogger("flag_gems_benchmark").handlers)
+    """)
+    pytester.makepyfile(test_x="""
+        import logging
+        def test_x(tmp_path):
+            logging.FileHandler(tmp_path / "result_late.log").close()
+            assert (tmp_path / "result_late.log").exists()
+    """)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    before = logging.FileHandler.__init__
+    pytester.runpytest("-p", "harness.plugins.record_log").assert_outcomes(passed=1)
+    assert logging.FileHandler.__init__ is before
+    for handler in list(logging.getLogger(LOGGER).handlers):
         handler.close()
-        logger.removeHandler(handler)
-    assert new.name == "result_benchmark_test_tanh__test_tanh.log"
-    assert new.read_text() == '[INFO] enabled\n[INFO] {"op_name": "tanh"}\n'
-    assert list(checkout.iterdir()) == []
+        logging.getLogger(LOGGER).removeHandler(handler)
+    assert not (pytester.path / "result_same.log").exists()
+    assert (run_dir / "result_same.log").is_file()
 
 
 def test_two_runs_of_one_node_from_one_checkout_keep_their_own_logs(pytester, tmp_path,
                                                                   monkeypatch):
     # Regression: both runs wrote result_<args>.log in the checkout and one took the other's.
-    pytester.makeconftest(f"""
-        import logging
-        def pytest_configure(config):
-            handler = logging.FileHandler("result_same.log", mode="w")
-            logging.getLogger({LOGGER!r}).addHandler(handler)
-            logging.getLogger({LOGGER!r}).setLevel(logging.INFO)
-    """)
+    pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_x=f"""
         import logging, os
         def test_x():

@@ -299,3 +299,19 @@ def test_cli_exit_2_for_a_directory_without_an_ab_result(
     assert cli.main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_an_interrupted_campaign_says_it_is_incomplete_and_which_rounds_finished(
+        tmp_path: Path) -> None:
+    md, _ = write_report(campaign(tmp_path, status="interrupted",
+                                  interrupted={"signal": "SIGTERM", "step": "A/r2"},
+                                  finished_rounds=[0, 1], finished_steps=["A/r0", "B/r0"]))
+    text = md.read_text()
+    assert ("- INCOMPLETE: interrupted by SIGTERM during A/r2; finished rounds: r0, r1 (2 of 3)"
+            in text)
+    assert "**This campaign is incomplete" in text
+
+
+def test_a_complete_campaign_has_no_incomplete_note(tmp_path: Path) -> None:
+    md, _ = write_report(campaign(tmp_path, status="complete"))
+    assert "INCOMPLETE" not in md.read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import multiprocessing
 import os
 import shlex
@@ -11,6 +12,7 @@ from pathlib import Path
 from harness import runner, spec
 from harness.preflight import Plan
 from harness.providers.flaggems import Node
+from harness.results import RECORD_LOGS_FILE
 
 
 def _claim(args):
@@ -133,18 +135,31 @@ def test_dry_run_description_creates_nothing(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_record_logs_written_by_the_run_are_moved_out_of_the_checkout(tmp_path):
+def test_a_run_reads_only_the_record_logs_its_pytest_listed_and_moves_nothing(tmp_path):
+    # Regression: every new or changed result_*.log in the checkout was moved into the run,
+    # a user's concurrent pytest's log included.
     fg, run_dir = tmp_path / "fg", tmp_path / "run"
     fg.mkdir()
     run_dir.mkdir()
-    old = fg / "result_old.log"
-    old.write_text("older run\n")
-    before = runner._snapshot(fg)
-    new = fg / "result_benchmark_test_tanh::test_tanh_--level_core.log"
-    new.write_text("[INFO] x\n")
-    moved = runner._collect_record_logs(fg, before, run_dir)
-    assert [p.name for p in moved] == ["result_benchmark_test_tanh__test_tanh_--level_core.log"]
-    assert not new.exists() and old.exists()  # someone else's log stays where it was
+    foreign = fg / "result_benchmark_test_tanh.log"
+    foreign.write_text("[INFO] someone else\n")
+    ours = run_dir / "result_benchmark_test_add.log"
+    ours.write_text("[INFO] ours\n")
+    elsewhere = fg / "result_benchmark_test_mm::test_mm.log"  # a FlagGems the redirect missed
+    elsewhere.write_text("[INFO] ours too\n")
+    (run_dir / RECORD_LOGS_FILE).write_text(json.dumps([str(ours), str(elsewhere)]))
+    logs = runner._record_logs(run_dir)
+    assert logs == [ours, run_dir / "result_benchmark_test_mm__test_mm.log"]
+    assert logs[1].read_text() == "[INFO] ours too\n"
+    assert elsewhere.read_text() == "[INFO] ours too\n"  # copied, never moved
+    assert foreign.read_text() == "[INFO] someone else\n"
+
+
+def test_without_the_plugins_list_a_run_reads_its_own_directory_only(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "result_x.log").write_text("[INFO] x\n")
+    assert runner._record_logs(run_dir) == [run_dir / "result_x.log"]
 
 
 def flaggems_record_log_name(pytest_args):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from itertools import pairwise
@@ -154,3 +155,42 @@ def test_run_dir_from_log_reads_the_header_and_keeps_spaces(tmp_path):
     assert supervise.run_dir_from_log(log) == Path("/r/a b; c/20260101")
     log.write_text("PREFLIGHT_FAILED check=test_node detail=none\n")
     assert supervise.run_dir_from_log(log) is None
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+
+
+def test_group_stopper_stops_a_child_the_signal_arrived_before():
+    # A signal between starting pytest and watching it must still stop pytest.
+    stopper = supervise.GroupStopper(grace_s=1.0)
+    stopper.request_stop(signal.SIGTERM)
+    stopper.request_stop(signal.SIGINT)
+    child = _sleeper()
+    stopper.watch(child)
+    stopper.join()
+    assert child.wait(timeout=5) == -signal.SIGTERM
+    assert stopper.signal == signal.SIGTERM  # the first signal names the interrupt
+
+
+def test_group_stopper_kills_a_group_that_ignores_sigterm():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys, time; "
+         "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"],
+        start_new_session=True, stdout=subprocess.PIPE)
+    child.stdout.readline()  # SIGTERM is ignored from here on
+    stopper = supervise.GroupStopper(grace_s=0.5)
+    stopper.watch(child)
+    started = time.monotonic()
+    stopper.request_stop(signal.SIGHUP)
+    stopper.join()
+    assert child.wait(timeout=5) == -signal.SIGKILL and time.monotonic() - started < 5
+    child.stdout.close()
+
+
+def test_group_stopper_without_a_child_is_only_a_flag():
+    stopper = supervise.GroupStopper()
+    stopper.request_stop(signal.SIGHUP)
+    stopper.join()
+    assert stopper.signal == signal.SIGHUP
