@@ -20,7 +20,7 @@ from harness import errors, runner, spec
 from harness.errors import PreflightError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.identity import read_identity
-from harness.preflight import visible_devices
+from harness.preflight import CHECKS, collect_preflight, visible_devices
 from harness.providers import flaggems
 from harness.spec import REPO_ROOT, Settings
 from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
@@ -36,6 +36,9 @@ NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 CHILD_ENV_DROP = ("OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN")
 OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
 RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
+# The checks of `harness run` that hold for every operator of the batch (nodes are resolved
+# per operator); a batch that runs checks OUT before it claims its directory.
+BATCH_CHECKS = tuple(name for name in CHECKS if name != "test_node")
 
 
 # --------------------------------------------------------------------------- what to run
@@ -90,9 +93,17 @@ def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
     if not ops_file:
         raise UsageError("nothing to run: give OPS (--ops a,b,c) or OPS_FILE (--ops-file FILE)")
     path = Path(str(ops_file))
+    label = f"OPS_FILE={str(path)!r}"
+    if not path.exists():
+        raise UsageError(f"{label} does not exist")
     if not path.is_file():
-        raise UsageError(f"OPS_FILE={str(path)!r} does not exist")
-    return parse_ops_file(path.read_text(encoding="utf-8"), f"OPS_FILE={str(path)!r}")
+        raise UsageError(f"{label} is not a file; expected a file with one operator per line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{label} cannot be read as UTF-8 text ({exc.__class__.__name__}); "
+                         "expected a file with one operator per line") from None
+    return parse_ops_file(text, label)
 
 
 def worker_devices(settings: Settings) -> list[str | None]:
@@ -305,7 +316,10 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
                      ) -> tuple[list[str], int]:
     """The plan of a batch, for --dry-run, and its exit code (3 when an operator has no node)."""
     devices = worker_devices(settings)
-    nodes = resolve_nodes(settings, ops)
+    try:
+        nodes = resolve_nodes(settings, ops)
+    except PreflightError as exc:  # reported with the batch's failed checks
+        nodes = dict.fromkeys(ops, f"<unresolved: check {exc.check} failed>")
     lines = [f"batch directory: {settings.out / 'batch' / runner.utc_stamp()} (not created)",
              f"backend: {settings.backend.name}; {len(devices)} worker(s), one per device: "
              f"{','.join(d or '-' for d in devices)} (no device: the host, unpinned)",
@@ -315,7 +329,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
         device = devices[i % len(devices)]
         lines += [f"[{i + 1}/{len(ops)}] {op} device={device or '-'} node={nodes[op]}",
                   f"    {shlex.join(child_argv(forwarded, op, device))}"]
-    failed = any(node.startswith("PREFLIGHT_FAILED") for node in nodes.values())
+    failed = any(node.startswith(("PREFLIGHT_FAILED", "<unresolved")) for node in nodes.values())
     return lines, errors.EXIT_PREFLIGHT if failed else errors.EXIT_OK
 
 
@@ -324,9 +338,14 @@ def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], N
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
     ops = ops_from(flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
-    if settings.dry_run:
+    if settings.dry_run:  # the whole plan first, then every check that would fail
+        checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
+                                    report=out)
         lines, rc = describe_dry_run(settings, ops, forwarded)
         for line in lines:
             out(line)
-        return rc
+        return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
+    checked = collect_preflight(settings, checks=("out",))
+    if checked.failures:
+        raise checked.failures[0].error
     return run_batch(settings, ops, forwarded, out=out)
