@@ -191,10 +191,11 @@ def _check_choice(var: Var, value: str, source: str) -> str:
     return value
 
 
-def _positive_int(var: Var, value: str, source: str) -> int:
-    if not re.fullmatch(r"[0-9]+", value.strip()) or int(value) < 1:
+def _positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
+    if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
+        expected = f"from 1 to {most}" if most else "of at least 1"
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; "
-                         "expected a whole number of at least 1")
+                         f"expected a whole number {expected}")
     return int(value)
 
 
@@ -252,14 +253,12 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
                          "variable name, or none for an A/A campaign")
-    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"])
-    if rounds > MAX_ROUNDS:
-        raise UsageError(f"{VARS_BY_MAKE['ROUNDS'].label(values['ROUNDS'][1])}="
-                         f"{values['ROUNDS'][0]!r} is not accepted; expected a whole number "
-                         f"from 1 to {MAX_ROUNDS}")
+    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"], most=MAX_ROUNDS)
     a, b = values["A"][0] or "0", values["B"][0] or "1"
     if a == b and axis != "none":
-        raise UsageError(f"A={a!r} and B={b!r} are equal: the campaign would compare AXIS="
+        labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
+        raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
+                         "would compare AXIS="
                          f"{axis} with itself; expected two different values (AXIS=none is "
                          "the A/A campaign)")
     noise = values["NOISE_FROM"][0]

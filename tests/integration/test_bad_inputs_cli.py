@@ -54,7 +54,7 @@ CASES = {
                           "ROUNDS (--rounds)='1000' is not accepted; expected a whole number "
                           "from 1 to 100"),
     "a_equal_to_b": (AB + ["--axis", "RLC_ENHANCE", "--a", "1", "--b", "1"], 2,
-                     "A='1' and B='1' are equal"),
+                     "A (--a)='1' and B (--b)='1' are equal"),
     "ops_file_is_a_directory": (BATCH + ["--ops-file", "{adir}"], 2,
                                 "OPS_FILE='{adir}' is not a file"),
     "ops_file_is_binary": (BATCH + ["--ops-file", "{binary}"], 2, "cannot be read as UTF-8"),
