@@ -38,7 +38,7 @@ OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no
 RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
 # The checks of `harness run` that hold for every operator of the batch (nodes are resolved
 # per operator); a batch that runs checks OUT before it claims its directory.
-BATCH_CHECKS = tuple(name for name in CHECKS if name != "test_node")
+BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
 
 
 # --------------------------------------------------------------------------- what to run

@@ -20,11 +20,12 @@ from harness.errors import EXIT_OK, HarnessError, PreflightError, UsageError
 from harness.providers import benchmark_classes, flaggems
 from harness.spec import VARS_BY_MAKE, Settings
 
-CHECKS = ("out", "flaggems_dir", "benchmark_file", "test_node", "shape_file", "replay_from",
-          "backend", "device", "python_modules")
+CHECKS = ("out", "flaggems_dir", "benchmark_file", "test_node", "dtypes", "shape_file",
+          "replay_from", "backend", "device", "python_modules")
 ACCELERATOR_CHECKS = frozenset({"backend", "device"})
 # A check that needs another's result: when that one failed, it is skipped, not failed again.
-NEEDS = {"benchmark_file": "flaggems_dir", "test_node": "benchmark_file", "device": "backend"}
+NEEDS = {"benchmark_file": "flaggems_dir", "test_node": "benchmark_file", "dtypes": "test_node",
+         "device": "backend"}
 
 # Runs in the interpreter that will run pytest: finds each module without importing it (an
 # import of torch or flag_gems costs seconds) and reads the installed distribution versions.
@@ -137,8 +138,6 @@ def _check_out(out: Path) -> None:
 def _check_dtypes(settings: Settings, node: flaggems.Node) -> None:
     """DTYPES must be among those the benchmark declares (FlagGems fails the node otherwise);
     where they are not known statically, among those FlagGems' --dtypes accepts."""
-    if not settings.dtypes or settings.flaggems_dir is None:
-        return
     selectable = benchmark_classes.SELECTABLE_DTYPES
     declared = benchmark_classes.benchmark_dtypes(settings.flaggems_dir, node)
     accepted = [d for d in declared if d in selectable] if declared else sorted(selectable)
@@ -171,6 +170,9 @@ def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str |
         plan.node = flaggems.resolve_node(nodes, op=settings.op, op_file=settings.op_file,
                                           test_node=settings.test_node, flaggems_dir=fg_dir)
         plan.op = settings.op or flaggems.op_name_for(plan.node)
+    elif name == "dtypes":
+        if not settings.dtypes:
+            return "DTYPES unset: the benchmark's own"
         _check_dtypes(settings, plan.node)
     elif name == "shape_file":
         if settings.shape_mode != "file":
@@ -192,8 +194,9 @@ def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str |
             raise PreflightError("backend", f"{tool} not found on PATH: is this a "
                                  f"{settings.backend.name} host? (BACKEND={settings.backend.name})")
     elif name == "device":
-        if not settings.backend.is_accelerator:
-            return "no accelerator on this backend"
+        if not settings.backend.is_accelerator:  # its one device is the host: DEVICES is moot
+            return "no accelerator on this backend" + (
+                f"; DEVICES={','.join(settings.devices)} is ignored" if settings.devices else "")
         try:
             found = settings.backend.enumerate_devices(run=env.run)
         except ValueError as exc:  # the tool answered in a format its parser does not know

@@ -221,7 +221,7 @@ def test_dtypes_the_benchmark_does_not_declare_fail_before_pytest(tmp_path):
     assert "float32, bfloat16" in str(info.value)
     ok = spec.resolve({"backend": "cpu", "op": "tanh", "dtypes": "bfloat16"}, {},
                       which=lambda _: None)
-    assert "test_node" in run_preflight(ok, env()).passed
+    assert "dtypes" in run_preflight(ok, env()).passed
 
 
 def test_dtypes_not_known_statically_must_be_ones_flaggems_accepts(tmp_path):
@@ -229,7 +229,7 @@ def test_dtypes_not_known_statically_must_be_ones_flaggems_accepts(tmp_path):
     with pytest.raises(UsageError, match="float64 is not measured; FlagGems' --dtypes accepts: "
                                          "bfloat16, bool, complex64, float16"):
         run_preflight(settings(tmp_path, dtypes="float64"), env())
-    assert "test_node" in run_preflight(settings(tmp_path, dtypes="int32"), env()).passed
+    assert "dtypes" in run_preflight(settings(tmp_path, dtypes="int32"), env()).passed
 
 
 def shape_settings(tmp_path, path):
@@ -330,7 +330,7 @@ def test_collect_reports_every_failure_and_skips_what_depends_on_one(tmp_path):
 def test_collect_of_a_bad_value_alone_exits_2_and_writes_an_error_line(tmp_path):
     make_tree(tmp_path / "fg")
     result = collect_preflight(settings(tmp_path, dtypes="float64"), env())
-    assert [f.check for f in result.failures] == ["test_node"] and result.exit_code == 2
+    assert [f.check for f in result.failures] == ["dtypes"] and result.exit_code == 2
     errors = []
     result.write_failures(lambda _: None, errors.append)
     assert errors[0].startswith("error: DTYPES (--dtypes)='float64' is not accepted")
@@ -342,3 +342,10 @@ def test_collect_with_every_check_passing_is_the_plan_of_run_preflight(tmp_path)
     assert result.failures == () and result.exit_code == 0
     assert result.plan.node.nodeid == "benchmark/test_tanh.py::test_tanh"
     assert result.plan.passed == run_preflight(settings(tmp_path), env()).passed
+
+
+def test_devices_on_cpu_are_said_to_be_ignored_not_silently_dropped(tmp_path):
+    make_tree(tmp_path / "fg")
+    steps = {name: reason for name, reason, _ in iter_checks(settings(tmp_path, devices="5"),
+                                                             env())}
+    assert steps["device"] == "no accelerator on this backend; DEVICES=5 is ignored"
