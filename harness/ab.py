@@ -245,12 +245,26 @@ def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
                   "steps": [s.rel for s in steps]},
         sides={side: {"runs": doc["sides"][side]} for side in ("A", "B")},
         rows=doc["rows"], commands=doc["commands"], caliber=doc["caliber"]))
-    out(f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} "
-        f"geomean={doc['geomean_speedup_pct']} report={md}" + (f" plot={png}" if png else ""))
+    for line in done_lines(doc, md, png):
+        out(line)
     if (doc.get("liveness") or {}).get("status") == "not_live":
         out(f"{NOT_LIVE_MARKER} axis={axis.name}")
         return EXIT_AXIS_NOT_LIVE
     return EXIT_OK if all(rc == 0 for rc in codes) else EXIT_BENCHMARK_FAILED
+
+
+def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:
+    """The campaign's last words: AB_DONE with the geometric mean as a rounded %, and why
+    there is no plot when there is none."""
+    geomean = doc.get("geomean_speedup_pct")
+    if geomean is not None:
+        geomean = round(geomean, 1) or 0.0  # no "-0.0%" for a mean that rounds to nothing
+    lines = [] if png else [f"{report.AB_PNG} not written: {report.NO_PLOT}"]
+    counts = " ".join(f"{v.value}={sum(r.get('verdict') == v.value for r in doc['rows'])}"
+                      for v in stats.Verdict)
+    return lines + [f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} {counts} "
+                    f"geomean={'-' if geomean is None else f'{geomean:+.1f}%'} report={md}"
+                    + (f" plot={png}" if png else "")]
 
 
 def noise_floor_from(path: Path) -> float:

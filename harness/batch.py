@@ -16,14 +16,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import errors, runner, spec
+from harness import cmdline, errors, runner, spec, supervise
+from harness.devices import select_devices
 from harness.errors import PreflightError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.identity import read_identity
-from harness.preflight import CHECKS, collect_preflight, visible_devices
+from harness.preflight import CHECKS, collect_preflight
 from harness.providers import flaggems
-from harness.spec import REPO_ROOT, Settings
-from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+from harness.spec import Settings
+from harness.supervise import (
+    GRACE_S,
+    Running,
+    Scheduler,
+    deferred_signals,
+    run_dir_from_log,
+    say,
+    stop_children,
+)
 
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run")
 STATUSES = ("ok", "failed", "error", "not_run", "interrupted")
@@ -33,9 +42,8 @@ NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 # child's one device, and a batch under DRY_RUN starts no child.
 NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 # A child runs exactly its --op: these must not reach it from the caller's environment.
-CHILD_ENV_DROP = ("OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN")
+CHILD_ENV_DROP = supervise.RUN_CHILD_ENV_DROP
 OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
-RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
 # The checks of `harness run` that hold for every operator of the batch (nodes are resolved
 # per operator); a batch that runs checks OUT before it claims its directory.
 BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
@@ -107,39 +115,27 @@ def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
 
 
 def worker_devices(settings: Settings) -> list[str | None]:
-    """One entry per worker: the devices of DEVICES (else all visible), or [None] for one
-    unpinned worker where the backend has no accelerator or none is found."""
-    if not settings.backend.is_accelerator:
-        return [None]
-    if settings.devices:
-        return list(dict.fromkeys(settings.devices))  # a device listed twice is still one
-    found = visible_devices(settings.backend.enumerate_devices(), settings)
-    return [str(d.index) for d in found] or [None]
+    """One entry per worker: the devices of select_devices, or [None] for one unpinned
+    worker where the backend has no accelerator or none is found."""
+    return list(select_devices(settings) or [None])
 
 
 def forwarded_flags(settings: Settings, flags: Mapping[str, object]) -> list[str]:
     """The settings flags every child gets: the resolved backend and what was given as a flag
     (values from the environment reach the child through its inherited environment)."""
-    argv = ["--backend", settings.backend.name]
-    for var in spec.VARS:
-        value = None if var.make in NOT_FORWARDED else flags.get(var.dest)
-        if value not in (None, ""):
-            argv += [var.flag, str(value)]
-    return argv
+    given = {var.make: flags.get(var.dest) for var in spec.VARS if var.make not in NOT_FORWARDED}
+    return cmdline.flag_args({"BACKEND": settings.backend.name, **given})
 
 
 def child_argv(forwarded: Sequence[str], op: str, device: str | None) -> list[str]:
     """`harness run` for one operator, pinned to `device` when there is one."""
-    pin = ["--devices", device] if device is not None else []
-    return [sys.executable, "-m", "harness.cli", "run", "--op", op, *forwarded, *pin]
+    return cmdline.harness_argv("run", *cmdline.flag_args({"OP": op}), *forwarded,
+                                *cmdline.flag_args({"DEVICES": device}))
 
 
 def child_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    environ = os.environ if environ is None else environ
-    env = {k: v for k, v in environ.items() if k not in CHILD_ENV_DROP}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env["PYTHONUNBUFFERED"] = "1"  # the log shows progress as it happens
-    return env
+    """The environment of every child (default: this process's), less CHILD_ENV_DROP."""
+    return supervise.child_env(environ, CHILD_ENV_DROP)
 
 
 # --------------------------------------------------------------------------- status
@@ -182,17 +178,6 @@ def render_csv(statuses: Iterable[OpStatus]) -> str:
     return buf.getvalue()
 
 
-def run_dir_from_log(log: Path) -> Path | None:
-    """The run directory a child claimed, from its header; None when it claimed none."""
-    if not log.is_file():
-        return None
-    with open(log, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.startswith(RUN_DIR_LINE):
-                return Path(line[len(RUN_DIR_LINE):].rstrip("\n"))
-    return None
-
-
 def last_line(log: Path, tail: int = 4096) -> str:
     """The last non-blank line of a child's log: why an operator failed, most of the time."""
     with open(log, "rb") as fh:
@@ -214,10 +199,6 @@ def finished_status(op: str, device: str | None, rc: int | None, wall_s: float, 
 
 
 # --------------------------------------------------------------------------- the batch
-
-
-def say(line: str) -> None:
-    print(line, flush=True)
 
 
 class BatchRecord:
@@ -266,9 +247,7 @@ def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str], 
         f"devices {','.join(d or '-' for d in devices)})")
 
     def start(op: str, device: str | None) -> subprocess.Popen:
-        with open(record.log(op), "wb") as log:  # the child holds its own copy of the fd
-            return subprocess.Popen(build(op, device), stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        return supervise.start_child(build(op, device), env, record.log(op))
 
     def on_start(job: Running) -> None:
         out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "

@@ -14,6 +14,7 @@ from harness import (
     backends,
     batch,
     container,
+    images,
     receipt,
     report,
     runner,
@@ -120,7 +121,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     summarize(args.runs, ab=args.ab, fmt=args.format, allow_mixed=args.allow_mixed,
-              noise_floor_pct=args.noise_floor, seed=args.seed, write_line=print)
+              noise_floor_pct=args.noise_floor, write_line=print)
     return EXIT_OK
 
 
@@ -135,7 +136,6 @@ def _add_summary(sub: argparse._SubParsersAction) -> None:
                    help="compare runs of different calibers (level, timer, backend, shape mode)")
     p.add_argument("--noise-floor", type=float, default=1.0, dest="noise_floor", metavar="PCT",
                    help="smallest effect called faster/slower, in %% (an A/A campaign's spread)")
-    p.add_argument("--seed", type=int, default=0, dest="seed", help="bootstrap seed")
     p.set_defaults(func=_cmd_summary)
 
 
@@ -147,7 +147,7 @@ def _cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
-    return container.build_image(spec.resolve(vars(args)))
+    return images.build_image(spec.resolve(vars(args)))
 
 
 def _cmd_shell(args: argparse.Namespace) -> int:
@@ -158,7 +158,7 @@ def _cmd_pin(args: argparse.Namespace) -> int:
     name = args.backend or os.environ.get(spec.VARS_BY_MAKE["BACKEND"].env)
     chosen = [backends.get(name).name] if name else None
     dry = (args.dry_run or os.environ.get(spec.VARS_BY_MAKE["DRY_RUN"].env)) == "1"
-    return container.pin(chosen, dry_run=dry)
+    return images.pin(chosen, dry_run=dry)
 
 
 def _add_image_commands(sub: argparse._SubParsersAction) -> None:

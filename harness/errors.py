@@ -32,6 +32,10 @@ class PreflightError(HarnessError):
         self.detail = detail
 
 
-def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...]) -> UsageError:
-    """Build the one-line error for a value outside a closed set, listing what is accepted."""
-    return UsageError(f"{name}={value!r} is not accepted; expected one of: {', '.join(accepted)}")
+def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...],
+                 hint: str = "") -> UsageError:
+    """Build the one-line error for a value outside a closed set, listing what is accepted
+    (and `hint`, a way out, in parentheses)."""
+    tail = f" ({hint})" if hint else ""
+    return UsageError(f"{name}={value!r} is not accepted; expected one of: "
+                      f"{', '.join(accepted)}{tail}")

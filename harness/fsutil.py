@@ -8,19 +8,40 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.errors import UsageError
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` to `path` so that readers see either the old file or the whole new one."""
+
+def _umask() -> int:
+    # No call reads the umask without setting it; set it back at once.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write `data` to `path` so that readers see either the old file or the whole new one.
+
+    The file gets the mode a plain open() would give it (0666 less the umask): mkstemp's
+    private 0600 would hide results from the other users of a shared machine.
+    """
     target = Path(path)
+    if target.is_dir():  # os.replace would fail only after the whole file was written
+        raise UsageError(f"{str(target)!r} is a directory; expected a file to write there")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` as UTF-8 with LF line ends, atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:

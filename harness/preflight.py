@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from harness import autotune
-from harness.backends import Backend, Device
+from harness.backends import Device
+from harness.devices import visible_devices
 from harness.errors import EXIT_OK, HarnessError, PreflightError, UsageError
 from harness.providers import benchmark_classes, flaggems
 from harness.spec import VARS_BY_MAKE, Settings
@@ -95,20 +96,6 @@ def probe_python(python: str, modules: tuple[str, ...],
     return json.loads(proc.stdout)
 
 
-def _caller_selection(backend: Backend) -> list[str]:
-    value = os.environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def visible_devices(devices: list[Device], settings: Settings) -> list[Device]:
-    """The devices DEVICES selects (by index or UUID); unset, those the caller's visibility
-    variable already selects; neither set, all of them."""
-    wanted = set(settings.devices or _caller_selection(settings.backend))
-    if not wanted:
-        return devices
-    return [d for d in devices if str(d.index) in wanted or (d.uuid or "") in wanted]
-
-
 def _check_devices_exist(settings: Settings, found: list[Device]) -> None:
     """DEVICES may name only devices the vendor tool lists, by index or UUID."""
     known = {str(d.index) for d in found} | {d.uuid for d in found if d.uuid}
@@ -149,7 +136,6 @@ def _check_dtypes(settings: Settings, node: flaggems.Node) -> None:
         raise UsageError(f"{label}={','.join(settings.dtypes)!r} is not accepted: "
                          f"{', '.join(outside)} is not measured; {whose}: "
                          f"{', '.join(accepted) or 'none'}")
-
 
 def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str | None:
     """Run one check; return a skip reason, None when it ran and passed, or raise."""

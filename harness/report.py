@@ -5,20 +5,32 @@ ab.json is the campaign's machine result; `ab_document` builds it from summary.A
 
     schema               "harness-ab/1" (required)
     caliber              {backend, op, axis, variable, a, b, level, timer, shape_mode, rounds,
-                          noise_floor_pct, noise_floor_source, seed,
+                          noise_floor_pct, noise_floor_source,
                           image_digests: {"A": [...], "B": [...]}, harness_commit, harness_dirty}
                          every key optional: a missing one reads "not recorded"
     rows                 one per paired (op, dtype, shape, occurrence), required:
                          {op, dtype, shape, occurrence (1: the first measurement of the key),
-                          a_ms, b_ms (medians over rounds), speedup_pct (median over rounds of
-                          (A_ms / B_ms - 1) * 100), ci_low_pct, ci_high_pct (95% bootstrap; null
-                          with one round), min_pct, max_pct, rounds,
+                          a_ms, b_ms (medians over rounds), speedup_pct (geometric mean over
+                          rounds of A_r / B_r, as (ratio - 1) * 100), ci_low_pct, ci_high_pct
+                          (the method's interval; null with one round), min_pct, max_pct,
+                          rounds, p_value, p_adjusted (t test of mean log ratio = 0, and its
+                          Benjamini-Hochberg adjustment; null with one round),
                           verdict (a stats.Verdict value: "faster", "slower", "same",
-                          "same (flagged)"), flags (["A:<marker>", "B:<marker>", ...]),
+                          "inconclusive", "flagged"), flags (["A:<marker>", ...]),
                           round_speedups_pct (optional: each round's speedup, in order; an
                           A/A campaign's give stats.noise_floor_from_aa its input)}
+                         A row without a p_value key comes from an older harness: its
+                         "same (flagged)" reads "flagged", its "same" (which meant "might or
+                         might not differ") reads "inconclusive".
+    method               {name, confidence, fdr_q, text} (optional: absent, an older harness's
+                         bootstrap of the median when its rows lack p_value)
     unpaired             [{op, dtype, shape, occurrence, reason}]: rows not measured on both sides
     geomean_speedup_pct  over the paired rows; null when none paired (computed when absent)
+    geomean_ci_low_pct, geomean_ci_high_pct
+                         t interval on the mean of the rows' log ratios (optional; null below
+                         two rows)
+    geomean_by_op        [{op, speedup_pct, ci_low_pct, ci_high_pct, rows}] (optional: renderers
+                         recompute it from the rows)
     liveness             {status, detail} or [status, detail] (optional): status "live",
                          "unknown", "not_live" or "unchecked"; detail is the note printed, e.g.
                          "axis live: compiled artifacts differ" (not_live: begins AXIS_NOT_LIVE)
@@ -27,31 +39,33 @@ ab.json is the campaign's machine result; `ab_document` builds it from summary.A
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness import plot, stats
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
+from harness.sources import AB_JSON
 from harness.summary import DIRECT_MARKER, AbReport, AbRow, Unpaired
 
 SCHEMA = "harness-ab/1"
-AB_JSON, AB_MD, AB_PNG = "ab.json", "ab.md", "ab.png"
+AB_MD, AB_PNG = "ab.md", "ab.png"
 NOT_RECORDED = "not recorded"
 LIVENESS = ("live", "unknown", "not_live", "unchecked")
 NOT_LIVE = "AXIS_NOT_LIVE"
 ROW_KEYS = ("op", "dtype", "shape", "a_ms", "b_ms", "speedup_pct", "min_pct", "max_pct",
             "rounds", "verdict")
 NUMERIC_KEYS = ("a_ms", "b_ms", "speedup_pct", "median_speedup_pct", "min_pct", "max_pct",
-                "ci_low_pct", "ci_high_pct", "rounds", "occurrence")
-NO_PLOT = "matplotlib is not installed (pip install 'flaggems-bench-harness[plot]')"
+                "ci_low_pct", "ci_high_pct", "rounds", "occurrence", "p_value", "p_adjusted")
+# An older harness's verdicts: its "same" meant "might or might not differ".
+LEGACY_VERDICTS = {"same (flagged)": stats.Verdict.FLAGGED, "same": stats.Verdict.INCONCLUSIVE}
+LEGACY_METHOD = stats.Method(name="bootstrap of the median (an older harness)", fdr_q=None)
+NO_PLOT = ("matplotlib is not installed; pip install -r requirements/cpu.txt installs it "
+           "(or pip install 'matplotlib>=3.5,<4')")
 
 
 # ---------------------------------------------------------------- ab.json <-> summary.AbReport
@@ -61,9 +75,10 @@ def row_dict(row: AbRow) -> dict[str, Any]:
     """The ab.json row of one summary.AbRow."""
     s = row.stats
     return {"op": row.op, "dtype": row.dtype, "shape": row.shape, "occurrence": row.occurrence,
-            "a_ms": s.a_ms, "b_ms": s.b_ms, "speedup_pct": s.median_speedup_pct,
+            "a_ms": s.a_ms, "b_ms": s.b_ms, "speedup_pct": s.speedup_pct,
             "ci_low_pct": s.ci_low_pct, "ci_high_pct": s.ci_high_pct, "min_pct": s.min_pct,
-            "max_pct": s.max_pct, "rounds": s.rounds, "verdict": s.verdict.value,
+            "max_pct": s.max_pct, "rounds": s.rounds, "p_value": s.p_value,
+            "p_adjusted": s.p_adjusted, "verdict": s.verdict.value,
             "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct)}
 
 
@@ -72,11 +87,14 @@ def ab_document(report: AbReport, caliber: Mapping[str, Any], *,
                 notes: Sequence[str] = ()) -> dict[str, Any]:
     """The ab.json document of an A/B; the report's own notes come before `notes`."""
     return {"schema": SCHEMA, "speedup": "(A_ms / B_ms - 1) * 100",
-            "caliber": {"noise_floor_pct": report.noise_floor_pct, "seed": report.seed,
-                        **caliber},
+            "caliber": {"noise_floor_pct": report.noise_floor_pct, **caliber},
+            "method": {**asdict(report.method), "text": report.method.text},
             "rows": [row_dict(r) for r in report.rows],
             "unpaired": [asdict(u) for u in report.unpaired],
             "geomean_speedup_pct": report.geomean_speedup_pct,
+            "geomean_ci_low_pct": report.geomean_ci_low_pct,
+            "geomean_ci_high_pct": report.geomean_ci_high_pct,
+            "geomean_by_op": [{"op": op, **asdict(g)} for op, g in report.op_geomeans],
             "liveness": liveness,
             "notes": [*report.notes, *notes]}
 
@@ -85,7 +103,9 @@ def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _verdict(index: int, value: Any) -> stats.Verdict:
+def _verdict(index: int, value: Any, legacy: bool) -> stats.Verdict:
+    if legacy and value in LEGACY_VERDICTS:
+        return LEGACY_VERDICTS[value]
     try:
         return stats.Verdict(value)
     except ValueError:
@@ -115,24 +135,54 @@ def _check_row(index: int, d: Any) -> None:
                          "list of numbers")
 
 
-def _row(index: int, d: Mapping[str, Any]) -> AbRow:
-    """An ab.json row (or summary's JSON row, RowStats nested under "stats") as an AbRow."""
-    _check_row(index, d)
+def _flat(d: Mapping[str, Any]) -> dict[str, Any]:
+    """An ab.json row, or summary's JSON row with RowStats nested under "stats", flattened."""
     d = {**d, **d.get("stats", {})}
-    d.setdefault("speedup_pct", d.get("median_speedup_pct"))
+    d.setdefault("speedup_pct", d.get("median_speedup_pct"))  # summary's JSON before the t test
+    return d
+
+
+def _row(index: int, d: Mapping[str, Any]) -> AbRow:
+    """An ab.json row (or summary's JSON row) as an AbRow."""
+    _check_row(index, d)
+    d = _flat(d)
     lacking = [k for k in ROW_KEYS if d.get(k) is None]
     if lacking:
         raise UsageError(f"row {index} of the A/B lacks {', '.join(lacking)}: {dict(d)!r}")
-    verdict, flags = _verdict(index, d["verdict"]), tuple(d.get("flags") or ())
+    if not float(d["speedup_pct"]) > -100.0:  # also nan: B took no time or less than none
+        raise UsageError(f"row {index}: speedup_pct={d['speedup_pct']!r}; expected a number "
+                         "above -100")
+    verdict = _verdict(index, d["verdict"], "p_value" not in d)
+    flags = tuple(d.get("flags") or ())
     return AbRow(op=str(d["op"]), dtype=str(d["dtype"]), shape=str(d["shape"]),
                  occurrence=int(d.get("occurrence") or 1), flags=flags, stats=stats.RowStats(
                      a_ms=float(d["a_ms"]), b_ms=float(d["b_ms"]),
-                     median_speedup_pct=float(d["speedup_pct"]), min_pct=float(d["min_pct"]),
+                     speedup_pct=float(d["speedup_pct"]), min_pct=float(d["min_pct"]),
                      max_pct=float(d["max_pct"]), ci_low_pct=_opt(d.get("ci_low_pct")),
                      ci_high_pct=_opt(d.get("ci_high_pct")), rounds=int(d["rounds"]),
-                     flagged=bool(flags) or verdict is stats.Verdict.UNRELIABLE,
+                     flagged=bool(flags) or verdict is stats.Verdict.FLAGGED,
                      verdict=verdict,
-                     round_speedups_pct=tuple(map(float, d.get("round_speedups_pct") or ()))))
+                     round_speedups_pct=tuple(map(float, d.get("round_speedups_pct") or ())),
+                     p_value=_opt(d.get("p_value")), p_adjusted=_opt(d.get("p_adjusted"))))
+
+
+def _method(doc: Mapping[str, Any], rows: Sequence[Any]) -> stats.Method:
+    """The document's method; an older harness's when it names none and its rows lack p_value."""
+    given = doc.get("method")
+    if given is None:
+        legacy = bool(rows) and all("p_value" not in _flat(r) for r in rows)
+        return LEGACY_METHOD if legacy else stats.Method()
+    expected = "expected {name, confidence (0 to 1), fdr_q (0 to 1, or null)}"
+    if not isinstance(given, Mapping):
+        raise UsageError(f"method={given!r} is not a method of judging rows; {expected}")
+    try:
+        q = given.get("fdr_q")
+        return stats.Method(name=str(given.get("name") or stats.T_METHOD),
+                            confidence=float(given.get("confidence", stats.CONFIDENCE)),
+                            fdr_q=None if q is None else float(q))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"method={given!r} is not a method of judging rows ({exc}); "
+                         f"{expected}") from None
 
 
 def as_report(source: Any) -> AbReport:
@@ -141,11 +191,14 @@ def as_report(source: Any) -> AbReport:
         return source
     doc = source if isinstance(source, Mapping) else {"rows": list(source)}
     rows = tuple(_row(i, r) for i, r in enumerate(doc.get("rows") or ()))
+    method = _method(doc, doc.get("rows") or ())
     caliber = doc.get("caliber") or {}
-    geomean = doc.get("geomean_speedup_pct")
-    if geomean is None and rows:  # the same geometric mean as stats.summarize_ab
-        ratios = (1.0 + r.stats.median_speedup_pct / 100.0 for r in rows)
-        geomean = (stats.geometric_mean(ratios) - 1.0) * 100.0
+    speedups = [r.stats.speedup_pct for r in rows]
+    geomean, low, high = (doc.get(f"geomean_{k}_pct") for k in ("speedup", "ci_low", "ci_high"))
+    computed = stats.geomean_stats(speedups, method.confidence)  # as stats.summarize_ab does
+    if geomean is None and computed is not None:
+        geomean, low, high = computed.speedup_pct, computed.ci_low_pct, computed.ci_high_pct
+    by_op = stats.group_geomeans([(r.op, r.stats) for r in rows], str, method.confidence)
     return AbReport(
         a_label=str(caliber.get("a", "A")), b_label=str(caliber.get("b", "B")), rows=rows,
         unpaired=tuple(Unpaired(op=str(u.get("op")), dtype=str(u.get("dtype")),
@@ -154,9 +207,9 @@ def as_report(source: Any) -> AbReport:
                        for u in doc.get("unpaired") or ()),
         geomean_speedup_pct=_opt(geomean),
         noise_floor_pct=float(caliber.get("noise_floor_pct") or math.nan),
-        seed=int(caliber.get("seed") or 0),
         direct_rows=sum(1 for r in rows if any(DIRECT_MARKER in f for f in r.flags)),
-        notes=tuple(doc.get("notes") or ()))
+        notes=tuple(doc.get("notes") or ()), method=method, geomean_ci_low_pct=_opt(low),
+        geomean_ci_high_pct=_opt(high), op_geomeans=by_op)
 
 
 def _noise_floor(report: AbReport, caliber: Mapping[str, Any], given: float | None) -> float | None:
@@ -191,6 +244,10 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}"
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"[{_pct(low)}, {_pct(high)}]"
+
+
 def _ms(value: float) -> str:
     """Four significant digits, never an exponent: 0.001400, 0.06400, 237.5, 12346."""
     places = 3 - math.floor(math.log10(value)) if value > 0 else 3
@@ -200,11 +257,11 @@ def _ms(value: float) -> str:
 def _cells(row: AbRow) -> list[str]:
     s = row.stats
     shape = row.shape if row.occurrence == 1 else f"{row.shape} (#{row.occurrence})"
-    interval = "-" if s.ci_low_pct is None else f"[{_pct(s.ci_low_pct)}, {_pct(s.ci_high_pct)}]"
+    interval = _interval(s.ci_low_pct, s.ci_high_pct)
     verdict = s.verdict.value
     if s.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER):
         verdict = f"**{verdict}**"
-    return [row.op, row.dtype, shape, _ms(s.a_ms), _ms(s.b_ms), _pct(s.median_speedup_pct),
+    return [row.op, row.dtype, shape, _ms(s.a_ms), _ms(s.b_ms), _pct(s.speedup_pct),
             f"{_pct(s.min_pct)}..{_pct(s.max_pct)}", interval, verdict,
             " ".join(row.flags) or "-"]
 
@@ -263,15 +320,28 @@ def render_markdown(ab_result_or_rows: Any, caliber: Mapping[str, Any], *,
     if any(n.startswith(NOT_LIVE) for n in notes):
         out += ["**The axis showed no sign of reaching the compiler: no row below says "
                 "anything about the switch.**", ""]
-    out += ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. A row is faster or "
-            "slower only where its 95% bootstrap interval excludes zero and its median exceeds "
-            "the noise floor; a flagged row (a side timed directly, or self-tuned a missing "
-            "replay key) reads \"same (flagged)\" whatever its numbers.", ""]
+    bh = "" if report.method.fdr_q is None else " and survives false-discovery control"
+    rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
+            f"the noise floor{bh}; same where the whole interval lies inside +-noise floor; "
+            "inconclusive otherwise (more rounds would decide).")
+    if report.method == LEGACY_METHOD:
+        rule = ("Verdicts are the older harness's, its \"same\" (might or might not differ) read "
+                "as inconclusive.")
+    out += ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
+            f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
+            "missing replay key) reads \"flagged\" whatever its numbers.", ""]
     out += _table(("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
                    "interval %", "verdict", "flags"), [_cells(r) for r in report.rows])
     flagged = sum(1 for r in report.rows if r.stats.flagged)
+    interval = _interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)
     out += ["", f"geometric mean speedup: {_pct(report.geomean_speedup_pct)}% over "
-                f"{len(report.rows)} paired rows ({flagged} flagged)"]
+                f"{len(report.rows)} paired rows ({flagged} flagged), interval over rows "
+                f"{interval}"]
+    if len(report.op_geomeans) > 1:
+        out += ["", *_table(("operator", "rows", "geometric mean speedup %", "interval %"),
+                            [(op, str(g.rows), _pct(g.speedup_pct),
+                              _interval(g.ci_low_pct, g.ci_high_pct))
+                             for op, g in report.op_geomeans])]
     if report.rows and all(r.stats.rounds < 2 for r in report.rows):
         out.append("one round per side: no interval, so no row is called faster or slower")
     if report.unpaired:
@@ -286,63 +356,13 @@ def render_markdown(ab_result_or_rows: Any, caliber: Mapping[str, Any], *,
 # ---------------------------------------------------------------- PNG
 
 
-COLORS = {stats.Verdict.FASTER: "tab:green", stats.Verdict.SLOWER: "tab:red",
-          stats.Verdict.SAME: "tab:blue", stats.Verdict.UNRELIABLE: "tab:gray"}
-
-
 def render_png(rows: Any, path: str | Path, *, noise_floor: float | None = None) -> bool:
-    """ab.png: per-shape speedup with its interval as a bar; False (nothing written) without
-    matplotlib. Uses the Agg canvas directly: no pyplot, no global backend choice."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return False
+    """ab.png of an ab.json document (its caliber titles the chart), an AbReport or a list of
+    rows; False (nothing written) without matplotlib."""
+    caliber = (rows.get("caliber") or {}) if isinstance(rows, Mapping) else {}
     report = as_report(rows)
-    n = len(report.rows)
-    fig = Figure(figsize=(9, 1.6 + 0.3 * max(n, 1)))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    floor = _noise_floor(report, {}, noise_floor)
-    if floor:
-        ax.axvspan(-floor, floor, color="0.92", zorder=0, label=f"noise floor ±{floor:.1f}%")
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    # Linear within +-10%, logarithmic beyond: a few-percent effect stays readable beside a
-    # flagged row that the direct timer put at +2500%.
-    ax.set_xscale("symlog", linthresh=10.0)
-    for y, row in zip(range(n - 1, -1, -1), report.rows, strict=True):
-        s = row.stats
-        color = COLORS[s.verdict]
-        if s.ci_low_pct is not None and s.ci_high_pct is not None:
-            ax.hlines(y, s.ci_low_pct, s.ci_high_pct, color=color, linewidth=2)
-        ax.plot([s.median_speedup_pct], [y], "o", color=color)
-    for verdict, color in COLORS.items():
-        if any(r.stats.verdict is verdict for r in report.rows):
-            ax.plot([], [], "o", color=color, label=verdict.value)
-    ax.set_yticks(list(range(n - 1, -1, -1)))
-    ax.set_yticklabels([f"{r.op} {r.dtype} {r.shape}"[:60] for r in report.rows], fontsize=7)
-    ax.set_xlabel("speedup % = (A_ms / B_ms - 1) * 100 (right: B faster; log beyond ±10%); "
-                  "bar: 95% interval")
-    if not n:
-        ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=7)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    _atomic_write_bytes(Path(path), buffer.getvalue())
-    return True
-
-
-def _atomic_write_bytes(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return plot.render_png(report, path, caliber=caliber,
+                           noise_floor=_noise_floor(report, caliber, noise_floor))
 
 
 # ---------------------------------------------------------------- files

@@ -337,6 +337,32 @@ def read_results(run_dir: Path) -> list[Row]:
     return rows
 
 
+_FLOAT_FIELDS = ("latency_base_ms", "latency_ms", "speedup", "tflops", "gbps_base", "gbps")
+_LIST_FIELDS = ("markers", "samples", "samples_base")
+
+
+def is_results_csv(text: str) -> bool:
+    """Whether `text` begins with the header write_results gives results.csv."""
+    return text.split("\n", 1)[0].strip() == ",".join(CSV_FIELDS)
+
+
+def parse_results_csv(text: str, label: str) -> list[Row]:
+    """Rows of a results.csv (the inverse of its writer); a malformed line is a UsageError."""
+    rows: list[Row] = []
+    for number, record in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+        try:
+            cells = {k: (v if v != "" else None) for k, v in record.items() if k in CSV_FIELDS}
+            for name in _FLOAT_FIELDS:
+                cells[name] = _number(cells[name])
+            for name in _LIST_FIELDS:
+                cells[name] = tuple((cells[name] or "").split(_LIST_SEPARATOR)) if cells[
+                    name] else ()
+            rows.append(Row(**cells))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise UsageError(f"{label!r} line {number} is not a result row: {exc}") from None
+    return rows
+
+
 def merge_timing(rows: Sequence[Row], timing: Sequence[Mapping[str, Any]],
                  default_timer: str) -> list[Row]:
     """Annotate parsed rows with the timing plugin's records (timer, markers, samples).

@@ -139,7 +139,7 @@ class Settings:
     runner: str
     out: Path
     dry_run: bool
-    sources: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # not a value
 
     def caliber(self) -> dict[str, object]:
         """The settings that make two runs comparable or not (the run header's core)."""

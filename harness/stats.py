@@ -1,27 +1,55 @@
-"""A/B statistics: per-round speedups, a seeded bootstrap interval, the noise floor, a verdict."""
+"""A/B statistics: t intervals on per-round log ratios, false-discovery control, a verdict."""
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
 AA_PERCENTILE = 95  # of |speedup| in an A/A campaign: the spread a null switch produces
-N_RESAMPLES = 2000
 CONFIDENCE = 0.95
+FDR_Q = 0.05
+T_METHOD = "t interval on per-round log ratios"
+_CF_ITERATIONS = 400
+_EPS = 3e-16
 
 
 class Verdict(Enum):
     """A row's verdict for side B against side A (A the off side); the value is what users read."""
 
-    FASTER = "faster"  # B faster by more than noise; wrong at most as often as a 2.5% tail
-    SLOWER = "slower"  # B slower by more than noise; the same bound, the other way
-    SAME = "same"  # might or might not differ: the data cannot tell past the noise floor
-    UNRELIABLE = "same (flagged)"  # timed under another regime on a side: never faster/slower
+    FASTER = "faster"  # B faster beyond the noise floor; of rows so called, at most q false
+    SLOWER = "slower"  # B slower beyond the noise floor; the same bound, the other way
+    SAME = "same"  # the whole interval lies inside +-noise floor: no difference that matters
+    INCONCLUSIVE = "inconclusive"  # neither: the data cannot tell; more rounds would
+    FLAGGED = "flagged"  # timed under another regime on a side: never faster/slower/same
+
+
+@dataclass(frozen=True)
+class Method:
+    """How rows were judged: the interval, its confidence and the false-discovery rate q."""
+
+    name: str = T_METHOD
+    confidence: float = CONFIDENCE
+    fdr_q: float | None = FDR_Q  # None: no false-discovery control (an older harness)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence={self.confidence!r}; expected 0 < confidence < 1")
+        if self.fdr_q is not None and not 0.0 < self.fdr_q <= 1.0:
+            raise ValueError(f"fdr_q={self.fdr_q!r}; expected 0 < q <= 1")
+
+    @property
+    def text(self) -> str:
+        """The method as reports print it: "t interval on per-round log ratios, 95%, BH q=0.05"."""
+        bh = "" if self.fdr_q is None else f", BH q={self.fdr_q:g}"
+        return f"{self.name}, {self.confidence * 100:g}%{bh}"
+
+
+# ---------------------------------------------------------------- numbers
 
 
 def geometric_mean(values: Iterable[float]) -> float:
@@ -41,70 +69,189 @@ def speedup_pct(a_ms: float, b_ms: float) -> float:
     return (a_ms / b_ms - 1.0) * 100.0
 
 
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile of sorted values, interpolated linearly (numpy's default, Hyndman-Fan 7)."""
-    if not sorted_values:
-        raise ValueError("quantile of no values")
-    position = q * (len(sorted_values) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    fraction = position - low
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+def pct_of_log(log_ratio: float) -> float:
+    """A log ratio log(A / B) as a speedup in %: (exp(log_ratio) - 1) * 100.
 
-
-def _median_ratio_pct(a: Sequence[float], b: Sequence[float], picks: Sequence[int]) -> float:
-    return speedup_pct(statistics.median(a[i] for i in picks),
-                       statistics.median(b[i] for i in picks))
-
-
-def bootstrap_ci(a_rounds: Sequence[float], b_rounds: Sequence[float], *, seed: int,
-                 n_resamples: int = N_RESAMPLES,
-                 confidence: float = CONFIDENCE) -> tuple[float, float] | None:
-    """A percentile bootstrap interval of `median(A) / median(B) - 1` in %, or None.
-
-    Rounds are resampled with replacement as pairs (round i of A with round i of B): the
-    interleaved schedule pairs them in time, so drift within a campaign cancels. The same seed
-    gives the same interval. None for fewer than two rounds: one round has no spread to resample,
-    and its "interval" would be a point that excludes zero by construction. With few rounds the
-    interval is too narrow rather than too wide (it cannot reach past the observed rounds), which
-    is why a verdict also needs the noise floor.
+    Capped at exp(700) rather than overflowing: an interval that wide says nothing anyway.
     """
-    if len(a_rounds) != len(b_rounds):
-        raise ValueError(f"rounds must pair: {len(a_rounds)} on A, {len(b_rounds)} on B")
-    if not 0.0 < confidence < 1.0 or n_resamples < 1:
-        raise ValueError(f"confidence={confidence!r} n_resamples={n_resamples!r}")
-    n = len(a_rounds)
+    return math.expm1(min(log_ratio, 700.0)) * 100.0
+
+
+def log_of_pct(pct: float) -> float:
+    """A speedup in % as its log ratio log(A / B); the inverse of pct_of_log."""
+    return math.log1p(pct / 100.0)
+
+
+# ---------------------------------------------------------------- Student's t, without scipy
+
+
+def _beta_continued_fraction(x: float, a: float, b: float) -> float:
+    """The continued fraction of I_x(a, b), by the modified Lentz method."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, _CF_ITERATIONS):
+        for aa in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                   -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < _EPS:
+            return h
+    raise ArithmeticError(f"incomplete beta did not converge: x={x!r} a={a!r} b={b!r}")
+
+
+def regularized_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), for 0 <= x <= 1 and a, b > 0.
+
+    The continued fraction converges fast for x below (a + 1) / (a + b + 2); above it the
+    symmetry I_x(a, b) = 1 - I_(1-x)(b, a) is used instead.
+    """
+    if not (a > 0 and b > 0 and 0.0 <= x <= 1.0):
+        raise ValueError(f"regularized beta needs 0 <= x <= 1 and a, b > 0: x={x!r} a={a!r} "
+                         f"b={b!r}")
+    if x in (0.0, 1.0):
+        return x
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(x, a, b) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(1.0 - x, b, a) / b
+
+
+def _check_df(df: float) -> None:
+    if not (math.isfinite(df) and df > 0):
+        raise ValueError(f"degrees of freedom must be positive and finite, got {df!r}")
+
+
+def student_t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with `df` degrees of freedom: I_(df/(df+t^2))(df/2, 1/2)."""
+    _check_df(df)
+    if math.isnan(t):
+        raise ValueError("t statistic is nan")
+    if math.isinf(t):
+        return 0.0
+    return regularized_beta(df / (df + t * t), df / 2.0, 0.5)
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` degrees of freedom."""
+    tail = student_t_two_sided_p(t, df) / 2.0
+    return 1.0 - tail if t > 0 else tail
+
+
+@lru_cache(maxsize=256)
+def student_t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p, for 0 < p < 1, found by bisection on the CDF.
+
+    Bisection (not Newton) because it cannot diverge in the heavy tails of one or two degrees
+    of freedom; 200 halvings pin t to the last bits of a float.
+    """
+    _check_df(df)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile needs 0 < p < 1, got {p!r}")
+    if p < 0.5:
+        return -student_t_quantile(1.0 - p, df)
+    if p == 0.5:
+        return 0.0
+    tail = 2.0 * (1.0 - p)  # the two-sided p of the answer
+    low, high = 0.0, 1.0
+    while student_t_two_sided_p(high, df) > tail:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if student_t_two_sided_p(mid, df) > tail else (low, mid)
+    return (low + high) / 2.0
+
+
+# ---------------------------------------------------------------- intervals and tests
+
+
+@dataclass(frozen=True)
+class TInterval:
+    """A t interval of a mean of log ratios, with the two-sided p of "the mean is zero"."""
+
+    mean: float
+    low: float
+    high: float
+    p_value: float
+    n: int
+
+
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> TInterval | None:
+    """The Student-t interval of the mean of `values` and the t test of mean = 0; None below 2.
+
+    The interval is mean +- t(1 - alpha/2, n - 1) * sd / sqrt(n): its coverage is exact for
+    normal values at any n, which per-round log ratios of latencies roughly are; with three
+    rounds it is wide (t = 4.30), as three rounds warrant. Values that do not vary give a point
+    interval and p = 0 (1 when the mean is zero too): the data show no spread to test against.
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence={confidence!r}; expected 0 < confidence < 1")
+    n = len(values)
     if n < 2:
         return None
-    rng = random.Random(seed)
-    resampled = sorted(
-        _median_ratio_pct(a_rounds, b_rounds, [rng.randrange(n) for _ in range(n)])
-        for _ in range(n_resamples)
-    )
-    tail = (1.0 - confidence) / 2.0
-    return quantile(resampled, tail), quantile(resampled, 1.0 - tail)
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"t interval needs finite values, got {list(values)!r}")
+    mean = math.fsum(values) / n
+    se = statistics.stdev(values) / math.sqrt(n)
+    if se == 0.0:
+        return TInterval(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, n)
+    half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * se
+    return TInterval(mean, mean - half, mean + half, student_t_two_sided_p(mean / se, n - 1), n)
 
 
-def classify(ci_low: float | None, ci_high: float | None, median: float,
-             noise_floor_pct: float, flagged: bool) -> Verdict:
-    """The verdict of one row: FASTER/SLOWER need the interval to exclude zero AND |median| to
-    exceed the noise floor (never below MIN_NOISE_FLOOR_PCT), both the same way.
+def benjamini_hochberg(p_values: Sequence[float | None]) -> tuple[float | None, ...]:
+    """Benjamini-Hochberg adjusted p-values, in the order given; None stays None.
 
-    Errs toward SAME: SAME means "might or might not differ", FASTER/SLOWER mean "differs, by
-    more than noise". A flagged row (a side fell back to the direct timer or self-tuned a missing
-    replay key) is UNRELIABLE whatever its numbers: its two sides were not timed alike, so its
-    difference may be the regime's. No interval (one round) is SAME.
+    The family is the p-values that are not None. A row whose adjusted p is at most q survives
+    the step-up procedure at false-discovery rate q: among the rows called different, the
+    expected share of null ones is at most q (independent or positively dependent tests). It
+    errs toward keeping a real difference out when few rows differ among many.
+    """
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    if any(not 0.0 <= p <= 1.0 for p, _ in tested):
+        raise ValueError(f"p-values must lie in [0, 1], got {list(p_values)!r}")
+    adjusted: list[float | None] = [None] * len(p_values)
+    running = 1.0
+    for rank in range(len(tested), 0, -1):
+        p, index = tested[rank - 1]
+        running = min(running, p * len(tested) / rank)
+        adjusted[index] = running
+    return tuple(adjusted)
+
+
+def classify(ci_low: float | None, ci_high: float | None, effect_pct: float, *,
+             p_adjusted: float | None, noise_floor_pct: float, flagged: bool,
+             q: float = FDR_Q) -> Verdict:
+    """The verdict of one row from its interval and effect in % and its BH-adjusted p.
+
+    FASTER/SLOWER need all of: the interval excludes zero, |effect| exceeds the noise floor
+    (never below MIN_NOISE_FLOOR_PCT) the same way, and the adjusted p is at most q. SAME needs
+    the whole interval inside +-floor: an equivalence test, wrong at most (1 - confidence) / 2
+    of the time per row. Anything else is INCONCLUSIVE, and so is a row with no interval (one
+    round). Errs toward INCONCLUSIVE. A flagged row (a side fell back to the direct timer or
+    self-tuned a missing replay key) is FLAGGED whatever its numbers: its sides were not timed
+    alike, so its difference may be the regime's.
     """
     if flagged:
-        return Verdict.UNRELIABLE
+        return Verdict.FLAGGED
     if ci_low is None or ci_high is None:
-        return Verdict.SAME
+        return Verdict.INCONCLUSIVE
     floor = max(MIN_NOISE_FLOOR_PCT, noise_floor_pct)
-    if ci_low > 0.0 and median > floor:
+    if -floor <= ci_low and ci_high <= floor:
+        return Verdict.SAME
+    discovered = p_adjusted is not None and p_adjusted <= q
+    if discovered and ci_low > 0.0 and effect_pct > floor:
         return Verdict.FASTER
-    if ci_high < 0.0 and median < -floor:
+    if discovered and ci_high < 0.0 and effect_pct < -floor:
         return Verdict.SLOWER
-    return Verdict.SAME
+    return Verdict.INCONCLUSIVE
 
 
 def noise_floor_from_aa(per_row_spreads: Iterable[Iterable[float]]) -> float:
@@ -114,7 +261,7 @@ def noise_floor_from_aa(per_row_spreads: Iterable[Iterable[float]]) -> float:
     of an A/A summary). The floor is the AA_PERCENTILE-th percentile (nearest rank: the
     ceil(0.95 * n)-th smallest) of |speedup| over every row and round, and never below
     MIN_NOISE_FLOOR_PCT; no data gives that minimum. A null switch moves 95% of the
-    measurements by less than this, so a smaller median effect is not told apart from noise.
+    measurements by less than this, so a smaller effect is not told apart from noise.
     """
     magnitudes = sorted(abs(v) for row in per_row_spreads for v in row)
     if not magnitudes:
@@ -123,13 +270,16 @@ def noise_floor_from_aa(per_row_spreads: Iterable[Iterable[float]]) -> float:
     return max(MIN_NOISE_FLOOR_PCT, magnitudes[rank - 1])
 
 
+# ---------------------------------------------------------------- rows and A/B
+
+
 @dataclass(frozen=True)
 class RowStats:
-    """One (op, dtype, shape, occurrence) of an A/B: latencies are medians over paired rounds."""
+    """One (op, dtype, shape, occurrence) of an A/B; latencies are medians over paired rounds."""
 
     a_ms: float
     b_ms: float
-    median_speedup_pct: float  # median over rounds of each round's speedup_pct
+    speedup_pct: float  # geometric mean over rounds of A_r / B_r, as a speedup in %
     min_pct: float
     max_pct: float
     ci_low_pct: float | None  # None: fewer than two rounds
@@ -138,55 +288,110 @@ class RowStats:
     flagged: bool
     verdict: Verdict
     round_speedups_pct: tuple[float, ...] = ()
+    p_value: float | None = None  # t test of mean log ratio = 0; None: no interval
+    p_adjusted: float | None = None  # Benjamini-Hochberg over the campaign's tested rows
 
 
 def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_floor_pct: float,
-              seed: int, flagged: bool = False) -> RowStats:
-    """RowStats of one row from its paired per-round latencies (at least one pair)."""
-    speedups = tuple(speedup_pct(a, b) for a, b in zip(a_rounds, b_rounds, strict=True))
-    if not speedups:
+              flagged: bool = False, method: Method = Method()) -> RowStats:
+    """RowStats of one row from its paired per-round latencies (at least one pair).
+
+    The row alone is its own family: its adjusted p is its p. summarize_ab adjusts over every
+    row of a campaign and classifies again.
+    """
+    pairs = list(zip(a_rounds, b_rounds, strict=True))
+    if not pairs:
         raise ValueError("a row needs at least one paired round")
-    median = statistics.median(speedups)
-    ci = bootstrap_ci(a_rounds, b_rounds, seed=seed)
-    low, high = ci if ci is not None else (None, None)
+    speedups = tuple(speedup_pct(a, b) for a, b in pairs)
+    logs = [math.log(a / b) for a, b in pairs]
+    interval = t_interval(logs, method.confidence)
+    low, high, p = ((None, None, None) if interval is None else
+                    (pct_of_log(interval.low), pct_of_log(interval.high), interval.p_value))
+    effect = pct_of_log(math.fsum(logs) / len(logs))
     return RowStats(
         a_ms=statistics.median(a_rounds), b_ms=statistics.median(b_rounds),
-        median_speedup_pct=median, min_pct=min(speedups), max_pct=max(speedups),
+        speedup_pct=effect, min_pct=min(speedups), max_pct=max(speedups),
         ci_low_pct=low, ci_high_pct=high, rounds=len(speedups), flagged=flagged,
-        verdict=classify(low, high, median, noise_floor_pct, flagged),
-        round_speedups_pct=speedups)
+        verdict=classify(low, high, effect, p_adjusted=p, noise_floor_pct=noise_floor_pct,
+                         flagged=flagged, q=method.fdr_q or 1.0),
+        round_speedups_pct=speedups, p_value=p, p_adjusted=p)
+
+
+@dataclass(frozen=True)
+class GeomeanStats:
+    """The geometric mean of rows' speedups with its t interval (None: fewer than two rows)."""
+
+    speedup_pct: float
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    rows: int
+
+
+def geomean_stats(speedups_pct: Sequence[float],
+                  confidence: float = CONFIDENCE) -> GeomeanStats | None:
+    """The geometric mean of rows' speedups in % and a t interval on the mean of their logs.
+
+    Rows, not rounds, are the unit here: the interval is for the typical shape's effect, so it
+    holds the spread from shape to shape as well as each row's own noise, and errs wide when
+    shapes differ. None for no rows.
+    """
+    if not speedups_pct:
+        return None
+    logs = [log_of_pct(s) for s in speedups_pct]
+    interval = t_interval(logs, confidence)
+    return GeomeanStats(
+        speedup_pct=pct_of_log(math.fsum(logs) / len(logs)),
+        ci_low_pct=None if interval is None else pct_of_log(interval.low),
+        ci_high_pct=None if interval is None else pct_of_log(interval.high),
+        rows=len(logs))
 
 
 @dataclass(frozen=True)
 class AbResult:
-    """Every paired row's stats, the keys seen on one side only, and the geometric mean."""
+    """Every paired row's stats, the keys seen on one side only, and the geometric means."""
 
     rows: tuple[tuple[Hashable, RowStats], ...]
     unpaired_a: tuple[Hashable, ...]  # seen on A, never in the same round as on B
     unpaired_b: tuple[Hashable, ...]
     noise_floor_pct: float
-    geomean_speedup_pct: float | None  # None: no row paired
+    geomean: GeomeanStats | None  # None: no row paired
     flagged_rows: int
+    method: Method = Method()
+    groups: tuple[tuple[Hashable, GeomeanStats], ...] = ()  # per group (operator), first seen
+
+
+def adjust_rows(rows: Sequence[RowStats], *, noise_floor_pct: float,
+                method: Method = Method()) -> list[RowStats]:
+    """The rows with Benjamini-Hochberg adjusted p-values over the family and verdicts again.
+
+    The family is every row with a p-value that is not flagged: a flagged row is never called
+    different, so it is not tested. With method.fdr_q None the p-values stay unadjusted.
+    """
+    raw = [None if s.flagged else s.p_value for s in rows]
+    adjusted = benjamini_hochberg(raw) if method.fdr_q is not None else tuple(raw)
+    return [replace(s, p_adjusted=p, verdict=classify(
+        s.ci_low_pct, s.ci_high_pct, s.speedup_pct, p_adjusted=p, noise_floor_pct=noise_floor_pct,
+        flagged=s.flagged, q=method.fdr_q or 1.0)) for s, p in zip(rows, adjusted, strict=True)]
 
 
 def summarize_ab(rows_a_by_round: Sequence[Mapping[Hashable, float]],
                  rows_b_by_round: Sequence[Mapping[Hashable, float]], *,
-                 noise_floor_pct: float, seed: int,
-                 flagged: Collection[Hashable] = ()) -> AbResult:
+                 noise_floor_pct: float, flagged: Collection[Hashable] = (),
+                 method: Method = Method(),
+                 group: Callable[[Hashable], Hashable] | None = None) -> AbResult:
     """Pair latencies per key and round (round i of A with round i of B) and compute RowStats.
 
     Each mapping is one round of one side: key -> latency in ms; the caller keeps only measured
-    rows (successful, positive latency). Keys in `flagged` get Verdict.UNRELIABLE. The geometric
-    mean is over every paired row, of its median A/B ratio (1 + median_speedup_pct / 100),
-    given back as a speedup in %; flagged rows count in it and are counted in `flagged_rows`,
-    for the renderer to say so. Every row is bootstrapped with the same seed, so a row's
-    interval does not depend on which other rows ran.
+    rows (successful, positive latency). Keys in `flagged` get Verdict.FLAGGED. The verdicts
+    control the false-discovery rate over every tested row (adjust_rows). The geometric mean is
+    over every paired row's speedup (geomean_stats), per `group(key)` too when given; flagged
+    rows count in it and are counted in `flagged_rows`, for the renderer to say so.
     """
     if len(rows_a_by_round) != len(rows_b_by_round):
         raise ValueError(f"rounds must pair: {len(rows_a_by_round)} on A, "
                          f"{len(rows_b_by_round)} on B")
     keys = dict.fromkeys(k for side in (rows_a_by_round, rows_b_by_round) for r in side for k in r)
-    rows: list[tuple[Hashable, RowStats]] = []
+    paired: list[tuple[Hashable, RowStats]] = []
     unpaired_a: list[Hashable] = []
     unpaired_b: list[Hashable] = []
     for key in keys:
@@ -194,16 +399,29 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[Hashable, float]],
                  if key in a and key in b]
         if pairs:
             a_ms, b_ms = zip(*pairs, strict=True)
-            rows.append((key, row_stats(a_ms, b_ms, noise_floor_pct=noise_floor_pct, seed=seed,
-                                        flagged=key in flagged)))
+            paired.append((key, row_stats(a_ms, b_ms, noise_floor_pct=noise_floor_pct,
+                                          flagged=key in flagged, method=method)))
             continue
         if any(key in a for a in rows_a_by_round):
             unpaired_a.append(key)
         if any(key in b for b in rows_b_by_round):
             unpaired_b.append(key)
-    ratios = [1.0 + s.median_speedup_pct / 100.0 for _, s in rows]
+    adjusted = adjust_rows([s for _, s in paired], noise_floor_pct=noise_floor_pct,
+                           method=method)
+    rows = tuple((key, s) for (key, _), s in zip(paired, adjusted, strict=True))
     return AbResult(
-        rows=tuple(rows), unpaired_a=tuple(unpaired_a), unpaired_b=tuple(unpaired_b),
+        rows=rows, unpaired_a=tuple(unpaired_a), unpaired_b=tuple(unpaired_b),
         noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct),
-        geomean_speedup_pct=(geometric_mean(ratios) - 1.0) * 100.0 if ratios else None,
-        flagged_rows=sum(1 for _, s in rows if s.flagged))
+        geomean=geomean_stats([s.speedup_pct for _, s in rows], method.confidence),
+        flagged_rows=sum(1 for _, s in rows if s.flagged), method=method,
+        groups=group_geomeans(rows, group, method.confidence) if group else ())
+
+
+def group_geomeans(rows: Sequence[tuple[Hashable, RowStats]],
+                   group: Callable[[Hashable], Hashable],
+                   confidence: float = CONFIDENCE) -> tuple[tuple[Hashable, GeomeanStats], ...]:
+    """geomean_stats per group(key) of the rows, groups in first-seen order."""
+    by_group: dict[Hashable, list[float]] = {}
+    for key, s in rows:
+        by_group.setdefault(group(key), []).append(s.speedup_pct)
+    return tuple((g, gm) for g, v in by_group.items() if (gm := geomean_stats(v, confidence)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -15,98 +16,27 @@ from typing import Any, cast
 
 from harness import stats
 from harness.errors import UsageError, choice_error
-from harness.identity import IDENTITY_FILE, read_identity
-from harness.results import RESULTS_JSONL, SUCCESS, Row, parse_run_output, read_results
+from harness.results import RESULTS_JSONL, SUCCESS, Row
+from harness.sources import (
+    AB_JSON,
+    CALIBER_FIELDS,
+    OPS_STATUS_CSV,
+    Source,
+    is_campaign,
+    load_source,
+    rounds_of,
+)
 
 # The plugins' marker names, spelled here: importing harness.plugins would pull in pytest.
 DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
 REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)
-CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")
-OPS_STATUS_CSV = "ops_status.csv"
 FORMATS = ("md", "csv", "json")
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
 REGIME = "timed under a different regime"
 
 WriteLine = Callable[[str], None]
 Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
-
-
-@dataclass(frozen=True)
-class Source:
-    """The rows of one input and the identities of the runs behind them (none for a raw log)."""
-
-    label: str
-    kind: str  # "run", "batch", "record_log" or "console"
-    rows: tuple[Row, ...]
-    identities: tuple[tuple[Path, Mapping[str, Any]], ...] = ()  # (run dir, run_identity.json)
-    notes: tuple[str, ...] = ()
-
-
-# ---------------------------------------------------------------- inputs
-
-
-def _load_run(run_dir: Path) -> Source:
-    identity = read_identity(run_dir)
-    if identity is None:
-        return Source(str(run_dir), "run", tuple(read_results(run_dir)),
-                      notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
-    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity),))
-
-
-def _batch_run_dir(batch_dir: Path, cell: str) -> Path:
-    path = Path(cell)
-    if path.is_absolute() or not (batch_dir / path).is_dir():
-        return path  # the batch wrote it relative to where it ran: usually here
-    return batch_dir / path
-
-
-def _load_batch(batch_dir: Path) -> Source:
-    with open(batch_dir / OPS_STATUS_CSV, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if "run" not in (reader.fieldnames or ()):
-            raise UsageError(f"{str(batch_dir / OPS_STATUS_CSV)!r} has no 'run' column")
-        entries = list(reader)
-    rows: list[Row] = []
-    identities: list[tuple[Path, Mapping[str, Any]]] = []
-    notes: list[str] = []
-    for entry in entries:
-        cell = (entry.get("run") or "").strip()
-        if not cell:
-            notes.append(f"op {entry.get('op')!r}: no run directory (status {entry.get('status')})")
-            continue
-        try:
-            run = _load_run(_batch_run_dir(batch_dir, cell))
-        except UsageError as exc:
-            notes.append(f"op {entry.get('op')!r}: {exc}")
-            continue
-        rows.extend(run.rows)
-        identities.extend(run.identities)
-        notes.extend(run.notes)
-    return Source(str(batch_dir), "batch", tuple(rows), tuple(identities), tuple(notes))
-
-
-def _load_log(path: Path) -> Source:
-    text = path.read_text(encoding="utf-8", errors="replace")
-    rows, kind = parse_run_output(text, text)
-    if not rows:
-        raise UsageError(f"no FlagGems results (console table or record-log line) in {str(path)!r}")
-    return Source(str(path), kind, tuple(rows))
-
-
-def load_source(path: str | Path) -> Source:
-    """Read a run directory, a batch directory (ops_status.csv) or a raw FlagGems log."""
-    p = Path(path)
-    if p.is_dir():
-        if (p / OPS_STATUS_CSV).is_file():
-            return _load_batch(p)
-        if (p / RESULTS_JSONL).is_file():
-            return _load_run(p)
-        raise UsageError(f"{str(p)!r} holds neither {RESULTS_JSONL} (a run) "
-                         f"nor {OPS_STATUS_CSV} (a batch)")
-    if p.is_file():
-        return _load_log(p)
-    raise UsageError(f"no such run, batch or log: {str(p)!r}")
 
 
 # ---------------------------------------------------------------- one run
@@ -180,9 +110,12 @@ class AbReport:
     unpaired: tuple[Unpaired, ...]
     geomean_speedup_pct: float | None
     noise_floor_pct: float
-    seed: int
     direct_rows: int  # paired rows where either side carries DIRECT_MARKER
     notes: tuple[str, ...]
+    method: stats.Method = stats.Method()
+    geomean_ci_low_pct: float | None = None  # None: fewer than two paired rows
+    geomean_ci_high_pct: float | None = None
+    op_geomeans: tuple[tuple[str, stats.GeomeanStats], ...] = ()  # per operator, first seen
 
 
 def keyed(rows: Sequence[Row]) -> dict[Key, Row]:
@@ -216,18 +149,40 @@ def _sides_caliber(sources: Sequence[Source]) -> dict[str, tuple[str, ...]]:
             for f in CALIBER_FIELDS}
 
 
-def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool) -> list[str]:
-    """Compare the calibers of two sides: UsageError naming each difference unless allowed."""
-    raw = [s.label for s in (*a, *b) if not s.identities]
-    if raw:
-        return [f"caliber not checked: no run identity for {', '.join(map(repr, raw))}"]
-    ca, cb = _sides_caliber(a), _sides_caliber(b)
-    diffs = [f"{f}: A={'/'.join(ca[f])!r} B={'/'.join(cb[f])!r}"
-             for f in CALIBER_FIELDS if ca[f] != cb[f]]
+def _logs_caliber(sources: Sequence[Source], field: str) -> tuple[str, ...]:
+    return tuple(sorted({dict(s.log_caliber).get(field, "?") for s in sources}))
+
+
+def _mixed(ca: Mapping[str, tuple[str, ...]], cb: Mapping[str, tuple[str, ...]],
+           allow_mixed: bool) -> list[str]:
+    diffs = [f"{f}: A={'/'.join(ca[f])!r} B={'/'.join(cb[f])!r}" for f in ca if ca[f] != cb[f]]
     if diffs and not allow_mixed:
         raise UsageError(f"the two sides differ in caliber ({'; '.join(diffs)}); "
                          "pass --allow-mixed to compare them anyway")
     return [f"mixed calibers (--allow-mixed): {'; '.join(diffs)}"] if diffs else []
+
+
+def caliber_notes(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool) -> list[str]:
+    """Compare the calibers of two sides: UsageError naming each difference unless allowed.
+
+    Runs compare by their identities; logs by what they say (a harness run.log its header, a
+    FlagGems log its --mode as the timer, and its level); a run against a log is not checked.
+    A FlagGems --mode and a harness timer are different settings: they read as different.
+    """
+    sources = (*a, *b)
+    if all(s.identities for s in sources):
+        ca, cb = _sides_caliber(a), _sides_caliber(b)
+        return _mixed({f: ca[f] for f in CALIBER_FIELDS}, {f: cb[f] for f in CALIBER_FIELDS},
+                      allow_mixed)
+    raw = [s.label for s in sources if not s.identities]
+    known = [f for f in CALIBER_FIELDS if all(dict(s.log_caliber).get(f) for s in sources)]
+    if len(raw) < len(sources) or not known:
+        return [f"caliber not checked: no run identity for {', '.join(map(repr, raw))}"]
+    notes = _mixed({f: _logs_caliber(a, f) for f in known},
+                   {f: _logs_caliber(b, f) for f in known}, allow_mixed)
+    unknown = [f for f in CALIBER_FIELDS if f not in known]
+    return notes + [f"caliber of the logs: {', '.join(known)} checked (a FlagGems log's timer is "
+                    f"its --mode){'; not recorded: ' + ', '.join(unknown) if unknown else ''}"]
 
 
 def _replays_from(side: Sequence[Source], targets: set[Path]) -> bool:
@@ -260,7 +215,7 @@ def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:
 
 
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
-            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT, seed: int = 0) -> AbReport:
+            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT) -> AbReport:
     """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one)."""
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
@@ -270,17 +225,54 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     result = stats.summarize_ab(
         [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in ka],
         [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in kb],
-        noise_floor_pct=noise_floor_pct, seed=seed, flagged={k for k, f in flags.items() if f})
+        noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
+        group=lambda key: cast(Key, key)[0])
     paired = [AbRow(*cast(Key, k), stats=s, flags=flags[cast(Key, k)]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))
                 for key in flags if key not in done]
+    gm = result.geomean
+    low, high = (None, None) if gm is None else (gm.ci_low_pct, gm.ci_high_pct)
     return AbReport(
         a_label=" + ".join(s.label for s in a), b_label=" + ".join(s.label for s in b),
         rows=tuple(paired), unpaired=tuple(unpaired),
-        geomean_speedup_pct=result.geomean_speedup_pct, noise_floor_pct=result.noise_floor_pct,
-        seed=seed, direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
-        notes=tuple(notes))
+        geomean_speedup_pct=None if gm is None else gm.speedup_pct,
+        noise_floor_pct=result.noise_floor_pct,
+        direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
+        notes=tuple(notes), method=result.method, geomean_ci_low_pct=low,
+        geomean_ci_high_pct=high, op_geomeans=tuple((str(op), g) for op, g in result.groups))
+
+
+# ---------------------------------------------------------------- campaigns
+
+
+def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
+    """A campaign's A/B: its ab.json (`path` or inside it), else (a campaign cut short)
+    compare() of its rounds."""
+    if path.is_file() or (path / AB_JSON).is_file():
+        from harness import report  # it renders AbReports, so it imports this module
+
+        doc = report.load_ab(path)
+        caliber = doc.get("caliber") or {}
+        axis = caliber.get("axis")
+        live = report.liveness_note(doc.get("liveness"), axis)
+        found = report.as_report(doc)
+        if axis and axis != "none":
+            found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",
+                                        b_label=f"{axis}={found.b_label}")
+        return dataclasses.replace(found, notes=tuple(filter(None, (live, *found.notes))))
+    a, b = rounds_of(path / "A"), rounds_of(path / "B")
+    both = sorted(a.keys() & b.keys())
+    if not both:
+        raise UsageError(f"campaign {str(path)!r} has no {AB_JSON} and no round finished on "
+                         "both sides")
+    report_ = compare([load_source(a[r]) for r in both], [load_source(b[r]) for r in both],
+                      noise_floor_pct=noise_floor_pct)
+    dropped = sorted((a.keys() | b.keys()) - set(both))
+    note = (f"no {AB_JSON}: compared from rounds {', '.join(map(str, both))}" +
+            (f"; rounds {', '.join(map(str, dropped))} finished on one side only" if dropped
+             else ""))
+    return dataclasses.replace(report_, notes=(note, *report_.notes))
 
 
 # ---------------------------------------------------------------- rendering
@@ -294,8 +286,12 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None else f"[{_pct(low)}, {_pct(high)}]"
+
+
 def _ci(s: stats.RowStats) -> str:
-    return "-" if s.ci_low_pct is None else f"[{_pct(s.ci_low_pct)}, {_pct(s.ci_high_pct)}]"
+    return _interval(s.ci_low_pct, s.ci_high_pct)
 
 
 def _md_table(write_line: WriteLine, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
@@ -307,7 +303,9 @@ def _md_table(write_line: WriteLine, header: Sequence[str], rows: Sequence[Seque
 
 def _caliber_line(source: Source) -> str:
     if not source.identities:
-        return f"{source.kind.replace('_', ' ')}: no run identity"
+        told = " ".join(f"{k}={v}" for k, v in source.log_caliber)
+        return f"{source.kind.replace('_', ' ')}: no run identity" + (
+            f"; the log says {told}" if told else "")
     return " ".join(f"{f}={'/'.join(v)}" for f, v in _sides_caliber([source]).items())
 
 
@@ -328,7 +326,8 @@ def render_runs_md(sources: Sequence[Source], write_line: WriteLine) -> None:
 
 def _geomean_line(report: AbReport) -> str:
     line = (f"geomean speedup: {_pct(report.geomean_speedup_pct)}% over {len(report.rows)} "
-            "paired rows")
+            "paired rows, interval over rows "
+            f"{_interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}")
     if report.direct_rows:
         line += (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; "
                  "rows marked *)")
@@ -339,7 +338,7 @@ def _ab_cells(row: AbRow) -> list[str]:
     s = row.stats
     mark = " *" if any(DIRECT_MARKER in f for f in row.flags) else ""
     return [row.op, row.dtype, row.shape, str(row.occurrence), f"{s.a_ms:.6f}", f"{s.b_ms:.6f}",
-            _pct(s.median_speedup_pct), f"{_pct(s.min_pct)}..{_pct(s.max_pct)}{mark}", _ci(s),
+            _pct(s.speedup_pct), f"{_pct(s.min_pct)}..{_pct(s.max_pct)}{mark}", _ci(s),
             str(s.rounds), s.verdict.value, " ".join(row.flags) or "-"]
 
 
@@ -347,16 +346,21 @@ def render_ab_md(report: AbReport, write_line: WriteLine) -> None:
     write_line(f"## A/B: A={report.a_label} B={report.b_label}")
     write_line("")
     write_line("speedup % = (A_ms / B_ms - 1) * 100 of FlagGems latencies: positive when B is "
-               f"faster; noise floor {report.noise_floor_pct:.1f}%; 95% bootstrap interval, "
-               f"seed {report.seed}")
+               f"faster; noise floor {report.noise_floor_pct:.1f}%; {report.method.text}")
     for note in report.notes:
         write_line(f"- {'FLAG' if note == SELF_TUNED else 'note'}: {note}")
     write_line("")
     _md_table(write_line, ("op", "dtype", "shape", "#", "A ms", "B ms", "speedup %",
-                           "min..max %", "95% CI %", "rounds", "verdict", "flags"),
+                           "min..max %", f"{report.method.confidence * 100:g}% CI %", "rounds",
+                           "verdict", "flags"),
               [_ab_cells(row) for row in report.rows])
     write_line("")
     write_line(_geomean_line(report))
+    if len(report.op_geomeans) > 1:
+        write_line("")
+        _md_table(write_line, ("op", "rows", "geomean speedup %", "interval %"),
+                  [(op, str(g.rows), _pct(g.speedup_pct), _interval(g.ci_low_pct, g.ci_high_pct))
+                   for op, g in report.op_geomeans])
     if report.rows and max(r.stats.rounds for r in report.rows) < 2:
         write_line("one round per side: no interval, so no row is called faster or slower")
     if report.unpaired:
@@ -390,7 +394,7 @@ AB_CSV_FIELDS = ("op", "dtype", "shape", "occurrence", "a_ms", "b_ms", "speedup_
 def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
     """One line per paired row, then one per unpaired row (verdict "unpaired", its reason)."""
     paired = [(r.op, r.dtype, r.shape, r.occurrence, r.stats.a_ms, r.stats.b_ms,
-               r.stats.median_speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
+               r.stats.speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
                r.stats.ci_high_pct, r.stats.rounds, r.stats.verdict.value, ";".join(r.flags), "")
               for r in report.rows]
     unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 8, "unpaired", "", u.reason)
@@ -420,7 +424,7 @@ _AB_RENDERERS = {"md": render_ab_md, "csv": render_ab_csv, "json": render_ab_jso
 
 def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str = "md",
               allow_mixed: bool = False, noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
-              seed: int = 0, write_line: WriteLine = print) -> None:
+              write_line: WriteLine = print) -> None:
     """The `harness summary` command: tables of `paths`, or the A/B of `ab` = (A, B)."""
     if fmt not in FORMATS:
         raise choice_error("--format", fmt, FORMATS)
@@ -428,9 +432,17 @@ def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str
         raise UsageError("give RUN paths to summarize, or --ab A B, not both and not neither")
     if not math.isfinite(noise_floor_pct) or noise_floor_pct < 0:
         raise UsageError(f"--noise-floor={noise_floor_pct!r}; expected a percentage >= 0")
-    if ab:
+    campaigns = [p for p in paths if is_campaign(Path(p)) and not (
+        Path(p) / RESULTS_JSONL).is_file() and not (Path(p) / OPS_STATUS_CSV).is_file()]
+    if campaigns and len(paths) > 1:
+        raise UsageError(f"a campaign directory is summarized alone: {campaigns[0]!r} came with "
+                         f"{len(paths) - 1} other path(s)")
+    if campaigns:
+        report = campaign_report(Path(campaigns[0]), noise_floor_pct=noise_floor_pct)
+    elif ab:
         report = compare([load_source(ab[0])], [load_source(ab[1])], allow_mixed=allow_mixed,
-                         noise_floor_pct=noise_floor_pct, seed=seed)
-        _AB_RENDERERS[fmt](report, write_line)
+                         noise_floor_pct=noise_floor_pct)
     else:
         _RUN_RENDERERS[fmt]([load_source(p) for p in paths], write_line)
+        return
+    _AB_RENDERERS[fmt](report, write_line)

@@ -1,4 +1,4 @@
-"""Child processes over devices: one at a time per device, stopped and reaped on a signal.
+"""Child processes over devices: started, one at a time per device, stopped and reaped on a signal.
 
 `harness batch` runs its operators and the parallel warmup its shards through this: each child
 leads its own session (its process group is the child and its pytest), a device never holds two
@@ -14,12 +14,56 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
+from harness.spec import REPO_ROOT, VARS_BY_MAKE
+
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
+# A `harness run` child runs exactly the node its flags name: these must not reach it from the
+# caller's environment, where they would redirect it (or make it print instead of run).
+RUN_CHILD_ENV_DROP = tuple(VARS_BY_MAKE[name].env
+                           for name in ("OP", "OP_FILE", "TEST_NODE", "DRY_RUN"))
+RUN_DIR_LINE = "# run_dir: "  # a run's header names its run directory first
+
+
+def say(line: str) -> None:
+    """Print a progress line at once (a child's parent is often read through a pipe)."""
+    print(line, flush=True)
+
+
+def child_env(environ: Mapping[str, str] | None = None, drop: Sequence[str] = ()
+              ) -> dict[str, str]:
+    """The environment of a harness child: the caller's (default os.environ) less `drop`,
+    this checkout first on PYTHONPATH, output unbuffered so its log shows progress."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen:
+    """Start `argv` in its own session (so stop_children reaches its whole group), stdin
+    closed, stdout and stderr into `log` (created or truncated)."""
+    with open(log, "wb") as fh:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(list(argv), stdout=fh, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+
+
+def run_dir_from_log(log: Path) -> Path | None:
+    """The run directory a `harness run` child claimed, from its header; None when it
+    claimed none (or never started)."""
+    if not log.is_file():
+        return None
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.startswith(RUN_DIR_LINE):
+                return Path(line[len(RUN_DIR_LINE):].rstrip("\n"))
+    return None
 
 
 class Child(Protocol):

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import autotune, batch, runner, supervise
+from harness import autotune, cmdline, runner, supervise
+from harness.devices import select_devices
 from harness.errors import UsageError
 from harness.preflight import Plan
 from harness.providers import flaggems
@@ -48,7 +47,8 @@ SERIAL_MARKER = "PARALLEL_WARMUP_SERIAL"
 DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # A shard runs exactly its node, shapes, dtypes, share and device: none of these may reach it
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
-SHARD_ENV_DROP = ("PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
+SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
+                  "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
                   "ZL_WARMUP_SHARE", autotune.CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
@@ -91,25 +91,6 @@ class WarmupPlan:
 
 
 # --------------------------------------------------------------------------- the plan
-
-
-def selected_devices(settings: Settings, environ: Mapping[str, str] | None = None,
-                     enumerate_devices: Callable[[], list] | None = None) -> list[str] | None:
-    """The caller's selection, in order: DEVICES if given, else the backend's visibility
-    variable, else every device the backend enumerates; None where the backend has no
-    accelerator (its shards run unpinned)."""
-    backend = settings.backend
-    if not backend.is_accelerator:
-        return None
-    if settings.devices:
-        return list(dict.fromkeys(settings.devices))
-    environ = os.environ if environ is None else environ
-    visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
-    chosen = [item.strip() for item in visible.split(",") if item.strip()]
-    if chosen:
-        return list(dict.fromkeys(chosen))
-    found = (enumerate_devices or backend.enumerate_devices)()
-    return [str(d.index) for d in found]
 
 
 def deal(dtypes: Sequence[str], n: int) -> list[tuple[tuple[str, ...], tuple[int, int]]]:
@@ -158,7 +139,7 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
     if resolution.key is None:
         return WarmupPlan(n, resolution, refused=("unresolved_shapes",
                                                   resolution.describe()))
-    devices = selected_devices(settings, environ, enumerate_devices)
+    devices = select_devices(settings, environ, enumerate_devices)
     if devices is not None and len(devices) < n:
         return WarmupPlan(n, resolution, refused=(
             "too_few_devices", f"PARALLEL_WARMUP_GPUS={n} needs {n} devices; the selection "
@@ -177,23 +158,16 @@ def shard_argv(settings: Settings, node: flaggems.Node, shard: Shard, out_dir: P
     """`harness run` of the same node and shapes on the shard's dtypes and share of the
     configs, recording its winners and timing nothing (WARMUP_SHARE, 0/1 for all the
     configs)."""
-    argv = [sys.executable, "-m", "harness.cli", "run", "--backend", settings.backend.name,
-            "--node", node.nodeid, "--level", settings.level, "--mode", settings.mode,
-            "--repeat", str(settings.repeat),
-            "--use-flagtune", "1" if settings.use_flagtune else "0",
-            "--shape-mode", settings.shape_mode,
-            "--warmup-share", autotune.share_text(shard.share),
-            "--isolate-tuner-cache", "1", "--runner", "host", "--dry-run", "0",
-            "--out", str(out_dir.resolve())]
-    if settings.shape_mode == "file" and settings.shape_file is not None:
-        argv += ["--shape-file", str(settings.shape_file.resolve())]
-    if settings.flaggems_dir is not None:
-        argv += ["--flaggems-dir", str(settings.flaggems_dir.resolve())]
-    if shard.dtypes or settings.dtypes:
-        argv += ["--dtypes", ",".join(shard.dtypes or settings.dtypes)]
-    if shard.device is not None:
-        argv += ["--devices", shard.device]
-    return argv
+    def resolved(path: Path | None) -> Path | None:
+        return None if path is None else path.resolve()
+
+    return cmdline.harness_argv("run", *cmdline.to_argv(
+        settings, op=None, op_file=None, test_node=node.nodeid, parallel_warmup_gpus=None,
+        replay_from=None, replay_strict=False, isolate_tuner_cache=True, record=True,
+        shape_file=resolved(settings.shape_file), flaggems_dir=resolved(settings.flaggems_dir),
+        runner="host", dry_run=False, out=out_dir.resolve(), warmup_share=shard.share,
+        dtypes=shard.dtypes or settings.dtypes,
+        devices=(shard.device,) if shard.device is not None else ()))
 
 
 def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
@@ -207,7 +181,7 @@ def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
 def shard_env(settings: Settings, device: str | None,
               environ: Mapping[str, str] | None = None,
               claims: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in batch.child_env(environ).items() if k not in SHARD_ENV_DROP}
+    env = supervise.child_env(environ, SHARD_ENV_DROP)
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
     if claims is not None:
@@ -282,10 +256,8 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
         claims = claims_dir(warm_dir, shard)
         if claims is not None:
             claims.mkdir(parents=True, exist_ok=True)
-        with open(warm_dir / f"{name}.log", "wb") as log:  # the child holds its own copy
-            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env=shard_env(settings, device, environ, claims))
+        return supervise.start_child(argv, shard_env(settings, device, environ, claims),
+                                     warm_dir / f"{name}.log")
 
     def on_start(job: supervise.Running) -> None:
         out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "
@@ -313,7 +285,7 @@ def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[autotune.Reco
     without a run or records raises UsageError."""
     parts = []
     for shard in shards:
-        run_dir = batch.run_dir_from_log(warm_dir / f"{shard.name}.log")
+        run_dir = supervise.run_dir_from_log(warm_dir / f"{shard.name}.log")
         if run_dir is None:
             raise UsageError(f"{shard.name} claimed no run directory")
         parts.append(autotune.read_records(run_dir))
@@ -332,7 +304,7 @@ class _Log:
             fh.write(line + "\n")
 
 
-def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = batch.say,
+def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = supervise.say,
             command: ShardCommand | None = None, environ: Mapping[str, str] | None = None,
             grace_s: float = supervise.GRACE_S, poll_s: float = 0.1
             ) -> tuple[Settings, Path | None]:

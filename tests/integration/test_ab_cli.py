@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -32,13 +33,18 @@ def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_pa
     doc = json.loads((campaign / "ab.json").read_text())
     assert doc["schema"] == "harness-ab/1" and len(doc["rows"]) == 4  # 2 shapes x 2 dtypes
     assert doc["caliber"]["measured_noise_floor_pct"] >= 1.0
-    assert {r["verdict"] for r in doc["rows"]} <= {"same", "faster", "slower"}
+    assert {r["verdict"] for r in doc["rows"]} <= {"same", "inconclusive", "faster", "slower"}
+    assert doc["method"]["text"] == "t interval on per-round log ratios, 95%, BH q=0.05"
     md = (campaign / "ab.md").read_text()
     assert "- axis: none (an A/A campaign" in md and "| add | torch.float32 |" in md
     identity = json.loads((campaign / "B" / "r1" / "run_identity.json").read_text())
     assert identity["replay_from"] == str(campaign / "A" / "r0") and identity["replay_strict"]
     verify = harness("receipt", "verify", str(campaign))
     assert verify.returncode == 0 and "RECEIPT_OK" in verify.stdout
+    (done,) = [line for line in proc.stdout.splitlines() if line.startswith("AB_DONE")]
+    counts = dict(f.split("=", 1) for f in done.split()[1:] if "=" in f)
+    assert sum(int(counts[v]) for v in ("faster", "slower", "same", "inconclusive")) == 4
+    assert counts["flagged"] == "0"
     steps = [line for line in proc.stdout.splitlines() if line.startswith("AB_STEP")]
     assert [s.split()[2] for s in steps] == ["A/r0", "B/r0", "B/r1", "A/r1"]
 
@@ -66,3 +72,7 @@ def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
     report = done[0].split("report=")[1].split()[0]
     text = open(report).read()
     assert "OMP_NUM_THREADS: A=1 (off), B=2 (on)" in text and "| mm | torch.float32 |" in text
+    # The demo's venv installs matplotlib: the plot is written, and the geomean is a rounded %.
+    plot = done[0].split("plot=")[1].split()[0]
+    assert open(plot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert re.search(r" geomean=[-+]\d+\.\d%( |$)", done[0]), done[0]

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import container
+from harness import images
 from harness.cli import build_parser
 from harness.spec import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 MAKE = shutil.which("make")
-PINS = container.load_pins()
+PINS = images.load_pins()
 SUBCOMMANDS = set(build_parser()._subparsers._group_actions[0].choices)
 # Per target: the extra variables it needs; ab and batch join once their subcommands exist.
 TARGETS = {"preflight": ["OP=mm"], "run": ["OP=mm"], "batch": ["OPS=mm,tanh"],

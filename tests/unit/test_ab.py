@@ -105,3 +105,17 @@ def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():
     differ = ab.aa_artifact_note({"A": [doc("x", "y")], "B": [doc("x", "z")]})
     assert "unreliable" in differ and "(2 of 3 differ)" in differ
     assert ab.aa_artifact_note({"A": [doc()], "B": [doc()]}) is None
+
+
+def test_ab_done_rounds_the_geomean_and_says_why_there_is_no_plot(tmp_path):
+    # Pinned: "AB_DONE geomean=16.406673720917375" and a silent missing ab.png.
+    doc = {"rows": [{}] * 4, "unpaired": [], "geomean_speedup_pct": 16.406673720917375}
+    md, png = tmp_path / "ab.md", tmp_path / "ab.png"
+    assert ab.done_lines(doc, md, png) == [
+        f"AB_DONE rows=4 unpaired=0 faster=0 slower=0 same=0 inconclusive=0 flagged=0 "
+        f"geomean=+16.4% report={md} plot={png}"]
+    lines = ab.done_lines({**doc, "geomean_speedup_pct": -0.04}, md, None)
+    assert lines[0].startswith("ab.png not written: matplotlib is not installed; pip install")
+    assert lines[1] == (f"AB_DONE rows=4 unpaired=0 faster=0 slower=0 same=0 inconclusive=0 "
+                        f"flagged=0 geomean=+0.0% report={md}")
+    assert ab.done_lines({**doc, "geomean_speedup_pct": None}, md, png)[0].count("geomean=- ")

@@ -149,6 +149,16 @@ def test_accelerator_without_a_device_tool_falls_back_to_one_unpinned_worker(tmp
     assert batch.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
 
 
+def test_a_visibility_selection_pins_workers_where_the_device_tool_is_missing(tmp_path,
+                                                                            monkeypatch):
+    # Regression: CUDA_VISIBLE_DEVICES=6,7 without nvidia-smi on PATH silently gave one
+    # unpinned worker; the caller's selection is used as given, as the parallel warmup does.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
+    settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
+    backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
+    assert batch.worker_devices(dataclasses.replace(settings, backend=backend)) == ["6", "7"]
+
+
 def test_children_get_the_resolved_backend_and_the_given_flags_but_not_devices(tmp_path):
     flags = {"backend": "nvidia", "level": "core", "devices": "0,1", "dry_run": None,
              "out": "x", "mode": ""}

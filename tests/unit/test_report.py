@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,16 +41,23 @@ def ab_row(shape: str, a_ms: float, b_ms: float, pct: float, verdict: str,
     return {"op": "tanh", "dtype": "torch.float16", "shape": shape, "occurrence": 1,
             "a_ms": a_ms, "b_ms": b_ms, "speedup_pct": pct,
             "ci_low_pct": ci[0] if ci else None, "ci_high_pct": ci[1] if ci else None,
-            "min_pct": pct - 1, "max_pct": pct + 1, "rounds": 3, "verdict": verdict,
-            "flags": list(flags), **extra}
+            "min_pct": pct - 1, "max_pct": pct + 1, "rounds": 3, "p_value": 0.001,
+            "p_adjusted": 0.003, "verdict": verdict, "flags": list(flags), **extra}
+
+
+def legacy(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as an older harness wrote it: no p-values (its interval a bootstrap's)."""
+    return {k: v for k, v in row.items() if k not in ("p_value", "p_adjusted")}
 
 
 def document(**overrides: Any) -> dict[str, Any]:
     doc = {"schema": SCHEMA, "caliber": CALIBER,
            "rows": [ab_row("[[64, 64]]", 0.0014, 0.0010, 40.0, "faster", (30.0, 50.0)),
                     ab_row("[[4096, 4096]]", 237.5, 237.0, 0.2, "same", (-0.5, 0.9)),
-                    ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "same (flagged)",
+                    ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "flagged",
                            flags=(f"A:{DIRECT_MARKER}",))],
+           "method": {"name": "t interval on per-round log ratios", "confidence": 0.95,
+                      "fdr_q": 0.05},
            "unpaired": [{"op": "tanh", "dtype": "torch.bfloat16", "shape": "[[8, 8]]",
                          "occurrence": 1, "reason": "FAILED in B"}],
            "geomean_speedup_pct": 123.4,
@@ -95,7 +103,37 @@ def test_one_table_row_per_input_row_with_verdict_and_flags() -> None:
     assert faster == ["tanh", "torch.float16", "[[64, 64]]", "0.001400", "0.001000", "+40.0",
                       "+39.0..+41.0", "[+30.0, +50.0]", "**faster**", "-"]
     assert same[3:5] == ["237.5", "237.0"] and same[8] == "same"
-    assert flagged[8] == "same (flagged)" and flagged[9] == f"A:{DIRECT_MARKER}"
+    assert flagged[8] == "flagged" and flagged[9] == f"A:{DIRECT_MARKER}"
+
+
+def test_the_method_is_named_above_the_table() -> None:
+    md = render_markdown(document(), CALIBER)
+    assert "Method: t interval on per-round log ratios, 95%, BH q=0.05." in md
+    assert md.index("Method: t interval") < md.index("| operator |")
+    md = render_markdown(document(method={"confidence": 0.9, "fdr_q": 0.1}), CALIBER)
+    assert "Method: t interval on per-round log ratios, 90%, BH q=0.1." in md
+    for bad in ({"confidence": 1.5}, {"fdr_q": "x"}, "t test"):
+        with pytest.raises(UsageError, match="is not a method of judging rows"):
+            render_markdown(document(method=bad), CALIBER)
+
+
+def test_an_older_ab_json_reads_its_same_as_inconclusive() -> None:
+    # An older harness wrote "same" for "might or might not differ" and "same (flagged)" for
+    # flagged rows, with no p-values and no method.
+    old = document(rows=[legacy(ab_row("[[64, 64]]", 0.0014, 0.0010, 40.0, "faster")),
+                         legacy(ab_row("[[2]]", 1.0, 1.0, 0.2, "same", (-0.5, 0.9))),
+                         legacy(ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "same (flagged)",
+                                       flags=(f"A:{DIRECT_MARKER}",)))])
+    del old["method"]
+    report = as_report(old)
+    assert [r.stats.verdict.value for r in report.rows] == ["faster", "inconclusive", "flagged"]
+    assert report.rows[2].stats.flagged and report.method.fdr_q is None
+    md = render_markdown(old, CALIBER)
+    assert [r[8] for r in table_rows(md)] == ["**faster**", "inconclusive", "flagged"]
+    assert "Method: bootstrap of the median (an older harness), 95%. Verdicts are the older" in md
+    # A current row saying "same (flagged)" is refused: that string is only an old one.
+    with pytest.raises(UsageError, match="verdict='same \\(flagged\\)'"):
+        render_markdown([ab_row("[[1]]", 1.0, 1.0, 0.0, "same (flagged)")], {})
 
 
 def test_geomean_unpaired_rows_and_notes() -> None:
@@ -112,8 +150,19 @@ def test_geomean_is_computed_when_absent_and_no_unpaired_is_said() -> None:
                    rows=[ab_row("[[1]]", 2.0, 1.0, 100.0, "faster"),
                          ab_row("[[2]]", 1.0, 2.0, -50.0, "slower", (-60.0, -40.0))])
     md = render_markdown(doc, CALIBER)
-    assert "geometric mean speedup: +0.0% over 2 paired rows (0 flagged)" in md
+    # Logs +-ln 2 over two rows: mean 0, se ln 2, t(0.975, 1) = 12.7062: 2^12.7062 = 6682.65.
+    assert "geometric mean speedup: +0.0% over 2 paired rows (0 flagged), interval over rows " \
+           "[-100.0, +668165.1]" in md
     assert "unpaired rows: none" in md and "**slower**" in md
+    assert "| operator | rows | geometric mean speedup % |" not in md  # one operator
+
+
+def test_two_operators_get_a_geometric_mean_each() -> None:
+    rows = [ab_row("[[1]]", 2.0, 1.0, 100.0, "faster"), ab_row("[[2]]", 2.0, 1.0, 100.0, "faster"),
+            {**ab_row("[[1]]", 1.0, 1.1, -9.0909, "slower"), "op": "exp"}]
+    md = render_markdown(document(rows=rows, geomean_speedup_pct=None), CALIBER)
+    assert "| operator | rows | geometric mean speedup % | interval % |" in md
+    assert "| tanh | 2 | +100.0 | [+100.0, +100.0] |" in md and "| exp | 1 | -9.1 | - |" in md
 
 
 def test_not_live_axis_is_said_before_the_table() -> None:
@@ -132,7 +181,7 @@ def test_an_aa_campaign_and_an_unrecorded_caliber_read_plainly() -> None:
 
 
 def test_one_round_has_no_interval() -> None:
-    row = ab_row("[[1]]", 1.0, 0.5, 100.0, "same", ci=None, rounds=1)
+    row = ab_row("[[1]]", 1.0, 0.5, 100.0, "inconclusive", ci=None, rounds=1)
     md = render_markdown([row], {})
     assert table_rows(md)[0][7] == "-"
     assert "one round per side: no interval" in md
@@ -145,6 +194,10 @@ def test_bad_rows_are_refused_naming_what_is_wrong() -> None:
     del bad["b_ms"]
     with pytest.raises(UsageError, match="row 0 of the A/B lacks b_ms"):
         render_markdown([bad], {})
+    # A speedup of -100% or less is B taking no time, or less than none; nan is no number.
+    for pct in (-100.0, -150.0, math.nan):
+        with pytest.raises(UsageError, match=r"row 0: speedup_pct=.*expected a number above -100"):
+            render_markdown([ab_row("[[1]]", 1.0, 1.0, pct, "same")], {})
 
 
 def measured(shape: str, latency: float, markers: tuple[str, ...] = ()) -> Row:
@@ -161,7 +214,7 @@ def test_an_ab_report_from_summary_renders_as_its_ab_json_does() -> None:
     caliber = {k: v for k, v in CALIBER.items() if k != "noise_floor_pct"}
     md = render_markdown(report, caliber)
     rows = table_rows(md)
-    assert [(r[2], r[8]) for r in rows] == [("[[1]]", "**faster**"), ("[[2]]", "same (flagged)")]
+    assert [(r[2], r[8]) for r in rows] == [("[[1]]", "**faster**"), ("[[2]]", "flagged")]
     assert rows[1][9] == f"A:{DIRECT_MARKER}" and "- noise floor: 2.0%" in md
     assert "| tanh | torch.float16 | [[3]] | only in B |" in md
     doc = json.loads(json.dumps(ab_document(report, caliber)))

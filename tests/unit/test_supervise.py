@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 
 from harness import supervise
+from harness.spec import REPO_ROOT
 
 
 class FakeChild:
@@ -114,3 +117,40 @@ def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
         time.sleep(0.05)  # the handler runs between bytecodes of the main thread
     assert seen == [signal.SIGINT]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# --------------------------------------------------------------------------- starting a child
+
+_TALKER = r"""
+import os, sys
+print("out", flush=True)
+print("err", file=sys.stderr, flush=True)
+print("stdin=" + repr(sys.stdin.read()), "session=" + str(os.getsid(0) == os.getpid()))
+print("ZL_KEEP=" + os.environ.get("ZL_KEEP", "-"), "OP=" + os.environ.get("OP", "-"))
+"""
+
+
+def test_start_child_leads_its_own_session_logs_both_streams_and_closes_stdin(tmp_path):
+    log = tmp_path / "a child's log; 1.log"
+    env = supervise.child_env({"ZL_KEEP": "1", "OP": "mm", "PATH": os.environ["PATH"]},
+                              supervise.RUN_CHILD_ENV_DROP)
+    child = supervise.start_child([sys.executable, "-c", _TALKER], env, log)
+    assert child.wait(timeout=30) == 0
+    lines = log.read_text().splitlines()
+    assert {"out", "err", "stdin='' session=True", "ZL_KEEP=1 OP=-"} <= set(lines)
+
+
+def test_child_env_puts_this_checkout_first_and_unbuffers_output():
+    env = supervise.child_env({"PYTHONPATH": "/elsewhere", "ZL_DRY_RUN": "1"}, ("ZL_DRY_RUN",))
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/elsewhere"]
+    assert env["PYTHONUNBUFFERED"] == "1" and "ZL_DRY_RUN" not in env
+    assert supervise.child_env({})["PYTHONPATH"] == str(REPO_ROOT)
+
+
+def test_run_dir_from_log_reads_the_header_and_keeps_spaces(tmp_path):
+    log = tmp_path / "x.log"
+    assert supervise.run_dir_from_log(log) is None  # never started
+    log.write_text("preflight ok\n# harness run header\n# run_dir: /r/a b; c/20260101\n# op: x\n")
+    assert supervise.run_dir_from_log(log) == Path("/r/a b; c/20260101")
+    log.write_text("PREFLIGHT_FAILED check=test_node detail=none\n")
+    assert supervise.run_dir_from_log(log) is None

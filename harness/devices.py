@@ -1,0 +1,43 @@
+"""Which devices a run uses: DEVICES, else the caller's visibility variable, else all found."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from harness.backends import Device
+from harness.spec import Settings
+
+
+def select_devices(settings: Settings, environ: Mapping[str, str] | None = None,
+                   enumerate_devices: Callable[[], list[Device]] | None = None
+                   ) -> list[str] | None:
+    """The caller's selection of device ids (indices or UUIDs), in order, each once.
+
+    DEVICES if given, else the ids in the backend's visibility variable (of `environ`,
+    default os.environ), else every device the backend enumerates; the backend's tool is
+    asked only in that last case. None where the backend has no accelerator: its children
+    run unpinned. [] where the tool finds no device.
+    """
+    backend = settings.backend
+    if not backend.is_accelerator:
+        return None
+    if settings.devices:
+        return list(dict.fromkeys(settings.devices))
+    environ = os.environ if environ is None else environ
+    visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
+    chosen = [item.strip() for item in visible.split(",") if item.strip()]
+    if chosen:
+        return list(dict.fromkeys(chosen))
+    return [str(d.index) for d in (enumerate_devices or backend.enumerate_devices)()]
+
+
+def visible_devices(found: list[Device], settings: Settings,
+                    environ: Mapping[str, str] | None = None) -> list[Device]:
+    """The devices of `found` that select_devices names, by index or UUID, in found's order
+    (all of them where the backend has no accelerator)."""
+    ids = select_devices(settings, environ, lambda: found)
+    if ids is None:
+        return found
+    wanted = set(ids)
+    return [d for d in found if str(d.index) in wanted or (d.uuid or "") in wanted]

@@ -1,0 +1,54 @@
+"""Tests for harness.fsutil: atomic writes leave the mode a plain open() would."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
+
+
+@pytest.fixture
+def umask() -> Iterator[None]:
+    saved = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(saved)
+
+
+@pytest.mark.usefixtures("umask")
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_atomic_writes_are_not_private_0600_but_follow_the_umask(tmp_path: Path, mask: int,
+                                                                  mode: int) -> None:
+    os.umask(mask)
+    written = [atomic_write_text(tmp_path / "a.md", "x\n"), atomic_write_bytes(tmp_path / "b.png",
+                                                                                b"\x89PNG"),
+               atomic_write_json(tmp_path / "c.json", {"k": 1})]
+    plain = tmp_path / "plain"
+    plain.write_text("x")
+    assert stat.S_IMODE(plain.stat().st_mode) == mode
+    assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [mode] * 3
+
+
+def test_atomic_write_replaces_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "f.txt"
+    atomic_write_text(target, "old\n")
+    atomic_write_text(target, "new ü\n")
+    assert target.read_bytes() == "new ü\n".encode()
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]
+
+
+def test_a_directory_where_the_file_goes_is_a_usage_error_and_nothing_is_left(
+        tmp_path: Path) -> None:
+    # Pinned: `harness report` on a campaign whose ab.png was a directory died in a traceback.
+    (tmp_path / "ab.png").mkdir()
+    with pytest.raises(UsageError, match=r"ab.png' is a directory; expected a file"):
+        atomic_write_bytes(tmp_path / "ab.png", b"\x89PNG")
+    assert [p.name for p in tmp_path.iterdir()] == ["ab.png"]
+    assert list((tmp_path / "ab.png").iterdir()) == []

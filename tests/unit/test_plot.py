@@ -1,0 +1,181 @@
+"""Tests for harness.plot: ab.png is a PNG a reader can use, checked on the figure itself."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import plot
+from harness.report import AB_PNG, as_report, render_png
+from tests.unit.test_report import CALIBER, DIRECT_MARKER, PNG_MAGIC, ab_row, document
+
+pytest.importorskip("matplotlib")
+
+LONG_SHAPE = "[[16, 4096, 4096], [16, 4096, 128], [16, 128, 4096], [1, 1, 1], [2, 2]]"
+
+
+def figure(doc: dict[str, Any]) -> Any:
+    return plot.build_figure(as_report(doc), doc["caliber"], doc["caliber"]["noise_floor_pct"])
+
+
+def thirty_rows() -> dict[str, Any]:
+    rows = []
+    for i in range(30):
+        pct = (i - 15) * 0.7 if i % 3 else (i - 15) * 6.0
+        verdict = "faster" if pct > 3 else "slower" if pct < -3 else "same"
+        rows.append({**ab_row(LONG_SHAPE if i % 4 == 0 else f"[[{64 * (i + 1)}, 64]]", 1.0, 1.0,
+                              pct, verdict, (pct - 1.0, pct + 1.0)),
+                     "op": ("layer_norm", "mm", "softmax")[i % 3]})
+    return document(rows=rows, caliber={**CALIBER, "op": "layer_norm,mm,softmax"})
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data.startswith(PNG_MAGIC) and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_png_of_known_rows_is_a_png_of_a_readable_size(tmp_path: Path) -> None:
+    assert render_png(document(), tmp_path / AB_PNG) is True
+    data = (tmp_path / AB_PNG).read_bytes()
+    width, height = png_size(data)
+    assert (width, height >= 300) == (int(plot.WIDTH_IN * plot.DPI), True)
+    assert 10_000 < len(data) < 1_000_000
+
+
+def test_title_names_the_operator_the_axis_and_both_values() -> None:
+    title = figure(document()).axes[0].get_title(loc="left")
+    first, second = title.splitlines()
+    assert first == "RLC_ENHANCE on tanh: A=0 against B=1"
+    assert "backend cuda" in second and "3 rounds" in second
+    assert "geometric mean +123.4% over 3 rows" in second
+
+
+def test_ticks_are_percentages_with_one_inside_ten_percent() -> None:
+    # Pinned: four ticks in exponent notation (-10^2, -10^1, 0), no unit, none inside +-10%.
+    for doc in (document(), thirty_rows()):
+        ax = figure(doc).axes[0]
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        assert labels and all(text.endswith("%") and "^" not in text for text in labels)
+        assert any(0 < abs(v) < 10 for v in ax.get_xticks()), labels
+        assert len(labels) >= 5
+
+
+def test_the_noise_band_bars_and_verdicts_are_in_the_legend() -> None:
+    ax = figure(document()).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[:3] == ["noise floor ±1.5%", "95% interval", "min..max of rounds"]
+    assert {"faster", "same", "flagged", "geometric mean +123.4%"} <= set(labels)
+
+
+def test_every_row_has_its_interval_bar_at_its_own_height() -> None:
+    doc = document()
+    ax = figure(doc).axes[0]
+    segments = [tuple(map(tuple, seg)) for c in ax.collections if hasattr(c, "get_segments")
+                for seg in c.get_segments()]
+    for y, row in zip((2, 1, 0), doc["rows"], strict=True):
+        assert ((row["ci_low_pct"], y), (row["ci_high_pct"], y)) in segments
+        assert ((row["min_pct"], y), (row["max_pct"], y)) in segments
+
+
+@pytest.mark.parametrize("make", ["demo", "thirty_long_rows", "no_rows"])
+def test_nothing_is_drawn_outside_the_figure(make: str) -> None:
+    # Pinned: the row labels were cut off at the left edge.
+    doc = {"demo": document, "thirty_long_rows": thirty_rows,
+           "no_rows": lambda: document(rows=[], geomean_speedup_pct=None)}[make]()
+    fig = figure(doc)
+    renderer = fig.canvas.get_renderer()
+    box, page = fig.get_tightbbox(renderer), fig.bbox_inches
+    assert (box.x0, box.y0) >= (page.x0 - 1e-6, page.y0 - 1e-6)
+    assert box.x1 <= page.x1 + 1e-6 and box.y1 <= page.y1 + 1e-6
+    for label in fig.axes[0].get_yticklabels():
+        extent = label.get_window_extent(renderer)
+        assert extent.x0 >= 0 and extent.x1 <= fig.bbox.x1
+
+
+def test_thirty_rows_keep_each_label_apart() -> None:
+    doc = thirty_rows()
+    fig = figure(doc)
+    renderer = fig.canvas.get_renderer()
+    extents = sorted((t.get_window_extent(renderer) for t in fig.axes[0].get_yticklabels()),
+                     key=lambda e: e.y0)
+    assert len(extents) == 30
+    assert all(low.y1 <= high.y0 + 0.5 for low, high in zip(extents, extents[1:], strict=False))
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0].startswith("layer_norm float16 [[16, 4096, 4096]")
+    assert "…" in labels[0] and labels[0].endswith("[1, 1, 1], [2, 2]]")
+    assert len(labels[0]) == len("layer_norm float16 ") + plot.LABEL_CHARS
+
+
+def test_a_single_operator_is_named_once_in_the_title_not_on_every_row() -> None:
+    labels = [t.get_text() for t in figure(document()).axes[0].get_yticklabels()]
+    assert labels == ["float16 [[64, 64]]", "float16 [[4096, 4096]]", "float16 [[1, 1]]"]
+
+
+def test_an_aa_campaign_is_titled_as_the_noise_floor() -> None:
+    doc = document(caliber={**CALIBER, "axis": "none"})
+    assert figure(doc).axes[0].get_title(loc="left").startswith(
+        "A/A campaign on tanh (AXIS=none)")
+
+
+def test_flagged_rows_draw_grey_whatever_their_number() -> None:
+    doc = document(rows=[ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "flagged",
+                                flags=(f"A:{DIRECT_MARKER}",))])
+    ax = figure(doc).axes[0]
+    (point,) = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert point.get_color() == plot.COLORS["flagged"]
+    assert ax.get_xlim()[1] > 4471.4
+
+
+def demo_like() -> dict[str, Any]:
+    # The demo's rows on a loaded two-core host: a 100x slowdown beside -70% and a wide interval.
+    return document(rows=[ab_row("[[128, 128]]", 1, 1, -35.1, "same", (-99.88, 20.16)),
+                          ab_row("[[256, 256]]", 1, 1, -99.1, "slower", (-99.19, -36.59)),
+                          ab_row("[[512, 512]]", 1, 1, -69.2, "slower", (-69.74, -53.15))],
+                    geomean_speedup_pct=-84.8)
+
+
+def test_two_x_either_way_lies_equally_far_from_zero() -> None:
+    # Pinned: on the old percent axis a 100x slowdown (-99%) sat beside -70%.
+    forward = plot.scale_forward
+    assert float(forward(100.0)) == pytest.approx(-float(forward(-50.0)))
+    assert float(forward(9900.0)) == pytest.approx(-float(forward(-99.0)))
+    assert float(forward(-70.0) - forward(-99.0)) > 2 * float(forward(-50.0) - forward(-70.0))
+    for pct in (-99.5, -50.0, -3.0, 0.0, 7.0, 10.0, 250.0, 4471.4):
+        for stretch in (3.0, 15.0):
+            back = plot.scale_inverse(plot.scale_forward(pct, stretch), stretch)
+            assert float(back) == pytest.approx(pct)
+
+
+@pytest.mark.parametrize("make", [document, thirty_rows, demo_like])
+def test_the_ten_percent_band_keeps_its_share_and_tick_labels_never_overlap(make: Any) -> None:
+    fig = figure(make())
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    forward = ax.xaxis.get_transform().transform
+    low, high = forward(list(ax.get_xlim()))
+    band = forward([max(-10.0, ax.get_xlim()[0]), min(10.0, ax.get_xlim()[1])])
+    assert (band[1] - band[0]) / (high - low) >= 0.2
+    boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()),
+                   key=lambda b: b.x0)
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))
+    assert any(0 < abs(v) <= 10 for v in ax.get_xticks())
+
+
+def test_hostile_values_reach_the_title_as_plain_text_and_stay_inside() -> None:
+    # A value holding "$...$" was parsed as TeX; a long or multi-line one ran off the figure.
+    doc = document(caliber={**CALIBER, "a": "$HOME;rm -rf /", "b": "x" * 300 + "\n$PATH",
+                            "op": "tanh"})
+    doc["rows"][0] = {**doc["rows"][0], "op": "we$ird$ op", "shape": "[[$1$]]"}
+    fig = figure(doc)
+    ax = fig.axes[0]
+    (title,) = [c for c in ax.get_children()
+                if hasattr(c, "get_parse_math") and c.get_text() == ax.get_title(loc="left")]
+    assert title.get_text().splitlines()[0].startswith("RLC_ENHANCE on tanh: A=$HOME;rm -rf / ")
+    assert len(title.get_text().splitlines()) == 2
+    assert not title.get_parse_math()
+    assert all(not t.get_parse_math() for t in fig.axes[0].get_yticklabels())
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    assert box.x1 <= fig.bbox_inches.x1 + 1e-6 and box.x0 >= -1e-6
