@@ -29,7 +29,9 @@ TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", 
                 "complex128", "half", "float", "double", "short", "int", "long", "cfloat",
                 "cdouble", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
                 "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2")
-DEVICE_ID = re.compile(r"[0-9]+|(?:[A-Za-z]+-)?(?:0x)?[0-9A-Fa-f]{8,}(?:-[0-9A-Fa-f]+)*")
+# A device index, or a UUID as vendor tools print them: GPU-<hex>-..., 0x<hex>, bare hex.
+DEVICE_ID = re.compile(r"[0-9]+|[A-Za-z]+(?:-[0-9A-Fa-f]+)+"
+                       r"|(?:0x)?[0-9A-Fa-f]{8,}(?:-[0-9A-Fa-f]+)*")
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def test_dtypes_float99_is_refused_at_validation_naming_torch_dtypes():
     assert resolve({"dtypes": "float16, bfloat16"}).dtypes == ("float16", "bfloat16")
 
 
-@pytest.mark.parametrize("value", ["gpu0", "cuda:0", "abc", "0;1", "1.5", "-1", "0,,1"])
+@pytest.mark.parametrize("value", ["gpu0", "cuda:0", "abc", "0;1", "1.5", "-1", "0,,1", "GPU-"])
 def test_devices_that_are_not_numbers_or_uuids_are_refused(value):
     with pytest.raises(UsageError, match=r"ZL_DEVICES=.*whole numbers"):
         resolve({}, {"ZL_DEVICES": value})
