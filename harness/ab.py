@@ -122,6 +122,16 @@ def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) 
     return lines
 
 
+def describe_dry_run(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec) -> list[str]:
+    """The campaign's plan and its first run's, for --dry-run (NOISE_FROM is read first)."""
+    if spec.noise_from:
+        noise_floor_from(spec.noise_from)
+    parent = settings.out / "ab" / f"{axis.name}-{plan.op}"
+    steps = schedule(spec.rounds, spec.a, spec.b)
+    return [*describe(settings, axis, steps, parent / runner.utc_stamp()),
+            *runner.describe_dry_run(settings, plan, parent / "<ts>" / "A" / "r0")]
+
+
 def compiler_mentions(python: str, variable: str) -> bool | None:
     """Whether the installed Triton (or FlagTree) mentions `variable` anywhere in its files;
     None when the interpreter has no Triton."""
@@ -290,13 +300,6 @@ def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
     from the rounds that finished, and errors.Interrupted raised."""
     floor = noise_floor_from(spec.noise_from) if spec.noise_from else stats.MIN_NOISE_FLOOR_PCT
     steps = schedule(spec.rounds, spec.a, spec.b)
-    parent = settings.out / "ab" / f"{axis.name}-{plan.op}"
-    if settings.dry_run:
-        for line in describe(settings, axis, steps, parent / runner.utc_stamp()):
-            out(line)
-        for line in runner.describe_dry_run(settings, plan, parent / "<ts>" / "A" / "r0"):
-            out(line)
-        return EXIT_OK
     campaign = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{plan.op}",
                                     runner.utc_stamp())
     stopper = supervise.GroupStopper()  # between steps: a flag; a step stops its own pytest

@@ -216,13 +216,21 @@ def times_to_text(records: Records) -> str:
                    for (s, k, key), ms in sorted(records.times.items()))
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not autotune records: it cannot be read as UTF-8 text "
+                         f"({exc.__class__.__name__})") from None
+
+
 def read_records(run_or_records: Path) -> Records:
     """winners.jsonl, with the winner_times.jsonl beside it when there is one."""
     path = records_path(run_or_records)
-    records = from_text(path.read_text(encoding="utf-8"), str(path))
+    records = from_text(_text(path), str(path))
     times = path.parent / TIMES_FILE
     if times.is_file():
-        for number, line in enumerate(times.read_text("utf-8").splitlines(), start=1):
+        for number, line in enumerate(_text(times).splitlines(), start=1):
             try:
                 item = json.loads(line)
                 records.times[(item["source"], item["kernel"],

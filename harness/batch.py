@@ -9,6 +9,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from harness.devices import select_devices
 from harness.errors import PreflightError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.identity import read_identity
+from harness.preflight import CHECKS, collect_preflight
 from harness.providers import flaggems
 from harness.spec import OP_NAME, Settings
 from harness.supervise import (
@@ -40,6 +42,9 @@ NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 # A child runs exactly its --op: these must not reach it from the caller's environment.
 CHILD_ENV_DROP = supervise.RUN_CHILD_ENV_DROP
+# The checks of `harness run` that hold for every operator of the batch (nodes are resolved
+# per operator); a batch that runs checks OUT before it claims its directory.
+BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
 
 
 # --------------------------------------------------------------------------- what to run
@@ -94,9 +99,17 @@ def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
     if not ops_file:
         raise UsageError("nothing to run: give OPS (--ops a,b,c) or OPS_FILE (--ops-file FILE)")
     path = Path(str(ops_file))
+    label = f"OPS_FILE={str(path)!r}"
+    if not path.exists():
+        raise UsageError(f"{label} does not exist")
     if not path.is_file():
-        raise UsageError(f"OPS_FILE={str(path)!r} does not exist")
-    return parse_ops_file(path.read_text(encoding="utf-8"), f"OPS_FILE={str(path)!r}")
+        raise UsageError(f"{label} is not a file; expected a file with one operator per line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{label} cannot be read as UTF-8 text ({exc.__class__.__name__}); "
+                         "expected a file with one operator per line") from None
+    return parse_ops_file(text, label)
 
 
 def worker_devices(settings: Settings) -> list[str | None]:
@@ -280,7 +293,10 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
                      ) -> tuple[list[str], int]:
     """The plan of a batch, for --dry-run, and its exit code (3 when an operator has no node)."""
     devices = worker_devices(settings)
-    nodes = resolve_nodes(settings, ops)
+    try:
+        nodes = resolve_nodes(settings, ops)
+    except PreflightError as exc:  # reported with the batch's failed checks
+        nodes = dict.fromkeys(ops, f"<unresolved: check {exc.check} failed>")
     lines = [f"batch directory: {settings.out / 'batch' / runner.utc_stamp()} (not created)",
              f"backend: {settings.backend.name}; {len(devices)} worker(s), one per device: "
              f"{','.join(d or '-' for d in devices)} (no device: the host, unpinned)",
@@ -290,7 +306,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
         device = devices[i % len(devices)]
         lines += [f"[{i + 1}/{len(ops)}] {op} device={device or '-'} node={nodes[op]}",
                   f"    {shlex.join(child_argv(forwarded, op, device))}"]
-    failed = any(node.startswith("PREFLIGHT_FAILED") for node in nodes.values())
+    failed = any(node.startswith(("PREFLIGHT_FAILED", "<unresolved")) for node in nodes.values())
     return lines, errors.EXIT_PREFLIGHT if failed else errors.EXIT_OK
 
 
@@ -299,9 +315,14 @@ def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], N
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
     ops = ops_from(flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
-    if settings.dry_run:
+    if settings.dry_run:  # the whole plan first, then every check that would fail
+        checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
+                                    report=out)
         lines, rc = describe_dry_run(settings, ops, forwarded)
         for line in lines:
             out(line)
-        return rc
+        return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
+    checked = collect_preflight(settings, checks=("out",))
+    if checked.failures:
+        raise checked.failures[0].error
     return run_batch(settings, ops, forwarded, out=out)

@@ -30,7 +30,7 @@ from harness.errors import (
     PreflightError,
     UsageError,
 )
-from harness.preflight import run_preflight
+from harness.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.summary import FORMATS, summarize
 
 RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "DTYPES",
@@ -62,6 +62,15 @@ def _report(line: str) -> None:
     print(line, flush=True)
 
 
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _dry_run_checks(settings: spec.Settings) -> PreflightResult:
+    """Every check a dry run can make here, all of them even after one fails."""
+    return collect_preflight(settings, with_accelerator=False, report=_report)
+
+
 def _in_image(settings: spec.Settings, args: argparse.Namespace) -> int | None:
     """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image
     (or, under DRY_RUN, 0 after printing the container command line); None on the host."""
@@ -83,13 +92,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     if (rc := _in_image(settings, args)) is not None:
         return rc
-    plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
-    if settings.dry_run:
+    if settings.dry_run:  # the whole plan first, then every check that would fail
+        result = _dry_run_checks(settings)
+        plan = runner.placeholder_plan(settings, result.plan)
         stamp = runner.utc_stamp()
-        for line in [*warmup.describe_dry_run(settings, plan),
+        for line in [*warmup.describe_dry_run(settings, result.plan),
                      *runner.describe_dry_run(settings, plan, settings.out / plan.op / stamp)]:
             print(line)
-        return EXIT_OK
+        return result.write_failures(_report, _err)
+    plan = run_preflight(settings, report=_report)
     settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: the sweep first
     rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
     return rc
@@ -106,7 +117,13 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                                                 campaign.b), where):
                 print(line)
         return rc
-    plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
+    if settings.dry_run:
+        result = _dry_run_checks(settings)
+        for line in ab.describe_dry_run(settings, runner.placeholder_plan(settings, result.plan),
+                                        axis, campaign):
+            print(line)
+        return result.write_failures(_report, _err)
+    plan = run_preflight(settings, report=_report)
     return ab.command(settings, plan, axis, campaign, out=print)
 
 

@@ -64,6 +64,8 @@ NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
 ROW_KEYS = ("op", "dtype", "shape", "a_ms", "b_ms", "speedup_pct", "min_pct", "max_pct",
             "rounds", "verdict")
+NUMERIC_KEYS = ("a_ms", "b_ms", "speedup_pct", "median_speedup_pct", "min_pct", "max_pct",
+                "ci_low_pct", "ci_high_pct", "rounds", "occurrence", "p_value", "p_adjusted")
 # An older harness's verdicts: its "same" meant "might or might not differ".
 LEGACY_VERDICTS = {"same (flagged)": stats.Verdict.FLAGGED, "same": stats.Verdict.INCONCLUSIVE}
 LEGACY_METHOD = stats.Method(name="bootstrap of the median (an older harness)", fdr_q=None)
@@ -116,6 +118,28 @@ def _verdict(index: int, value: Any, legacy: bool) -> stats.Verdict:
                          f"{', '.join(v.value for v in stats.Verdict)}") from None
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_row(index: int, d: Any) -> None:
+    """A row must be an object whose numeric fields hold JSON numbers (null where optional)."""
+    if not isinstance(d, Mapping) or not isinstance(d.get("stats", {}), Mapping):
+        raise UsageError(f"row {index} of the A/B is {d!r:.80}; expected an object with "
+                         f"{', '.join(ROW_KEYS)}")
+    d = {**d, **d.get("stats", {})}
+    for key in NUMERIC_KEYS:
+        if not (d.get(key) is None or _is_number(d[key])):
+            raise UsageError(f"row {index} of the A/B: {key}={d[key]!r}; expected a number")
+    flags = d.get("flags")
+    if not (flags is None or isinstance(flags, list) and all(isinstance(f, str) for f in flags)):
+        raise UsageError(f"row {index} of the A/B: flags={flags!r}; expected a list of strings")
+    series = d.get("round_speedups_pct")
+    if not (series is None or isinstance(series, list) and all(map(_is_number, series))):
+        raise UsageError(f"row {index} of the A/B: round_speedups_pct={series!r}; expected a "
+                         "list of numbers")
+
+
 def _flat(d: Mapping[str, Any]) -> dict[str, Any]:
     """An ab.json row, or summary's JSON row with RowStats nested under "stats", flattened."""
     d = {**d, **d.get("stats", {})}
@@ -125,6 +149,7 @@ def _flat(d: Mapping[str, Any]) -> dict[str, Any]:
 
 def _row(index: int, d: Mapping[str, Any]) -> AbRow:
     """An ab.json row (or summary's JSON row) as an AbRow."""
+    _check_row(index, d)
     d = _flat(d)
     lacking = [k for k in ROW_KEYS if d.get(k) is None]
     if lacking:
@@ -379,6 +404,18 @@ def load_ab(path: str | Path) -> dict[str, Any]:
     if schema != SCHEMA or not isinstance(doc.get("rows"), list):
         raise UsageError(f"{str(target)!r} is not an A/B result: schema={schema!r}, "
                          f"expected {SCHEMA!r} with a list of rows")
+    for key, kind, of in (("caliber", dict, None), ("unpaired", list, dict), ("notes", list, str)):
+        value = doc.get(key)
+        if value is not None and not (isinstance(value, kind) and (
+                of is None or all(isinstance(item, of) for item in value))):
+            raise UsageError(f"{str(target)!r}: {key}={value!r:.80} is not accepted; expected "
+                             + (f"a list of {'objects' if of is dict else 'strings'}"
+                                if of else "an object"))
+    try:
+        for index, row in enumerate(doc["rows"]):
+            _check_row(index, row)
+    except UsageError as exc:
+        raise UsageError(f"{str(target)!r}: {exc}") from None
     return doc
 
 

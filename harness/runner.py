@@ -20,7 +20,7 @@ import yaml
 
 from harness import artifacts, autotune, identity, precompile, results, supervise
 from harness.backends import Device
-from harness.errors import Interrupted
+from harness.errors import Interrupted, PreflightError
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
     PLUGINS_VAR,
@@ -29,12 +29,14 @@ from harness.plugin_plan import (
     pytest_plugin_env,
 )
 from harness.preflight import Plan, visible_devices
+from harness.providers.flaggems import Node
 from harness.spec import REPO_ROOT, Settings
 
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
 INTERRUPTED_MARKER = "RUN_INTERRUPTED"
 TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
+FLAGGEMS_DIR_UNSET = "<FLAGGEMS_DIR unset>"  # what a dry run shows for the missing directory
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,24 @@ def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
     a directory even when they start in the same second.
     """
     parent = root / op
-    parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 1000):
         candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
         try:
+            parent.mkdir(parents=True, exist_ok=True)  # a file in its place: FileExistsError
             candidate.mkdir()
         except FileExistsError:
-            continue
+            if parent.is_dir():
+                continue
+            raise _unclaimable(root, parent, "a file is in the way") from None
+        except OSError as exc:  # preflight checked OUT; this is what changed since
+            raise _unclaimable(root, Path(exc.filename or candidate), exc.strerror) from None
         return candidate
     raise RuntimeError(f"could not claim a run directory under {parent}")
+
+
+def _unclaimable(root: Path, path: Path, why: str | None) -> PreflightError:
+    return PreflightError("out", f"cannot create {str(path)!r} under OUT={str(root)!r}: {why}; "
+                          "expected a directory this user can create run directories in")
 
 
 def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
@@ -116,7 +127,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
         env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
     env.update(extra_env or {})
-    return Invocation(argv=argv, cwd=settings.flaggems_dir.resolve(), env=env, plugins=plugins)
+    cwd = settings.flaggems_dir.resolve() if settings.flaggems_dir else Path(FLAGGEMS_DIR_UNSET)
+    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins)
 
 
 def precompile_off(settings: Settings, plan: Plan) -> str | None:
@@ -147,6 +159,16 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         lines.append(f"{precompile.OFF_MARKER} reason={reason} "
                      f"compile_workers={settings.compile_workers}")
     return lines
+
+
+def placeholder_plan(settings: Settings, plan: Plan) -> Plan:
+    """The plan a dry run prints: where preflight could not resolve the node, a placeholder
+    names what was asked for, so that the rest of the plan still shows."""
+    if plan.node is not None:
+        return plan
+    asked = f"TEST_NODE={settings.test_node}" if settings.test_node else f"OP={settings.op}"
+    return dataclasses.replace(plan, node=Node(f"<unresolved {asked}>", ""),
+                               op=plan.op or settings.op or "unresolved")
 
 
 def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path) -> list[str]:

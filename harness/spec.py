@@ -28,6 +28,17 @@ REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages 
 _PACKAGED_SUITE = PACKAGE_DIR / "cpu_suite"
 EMBEDDED_SUITE = (_PACKAGED_SUITE if _PACKAGED_SUITE.is_dir()
                   else REPO_ROOT / "examples" / "cpu_suite")
+MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
+# torch's dtype names (torch.<name> is a torch.dtype), read without importing torch; whether
+# the benchmark measures one is checked in preflight, against what it declares.
+TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
+                "int64", "float16", "bfloat16", "float32", "float64", "complex32", "complex64",
+                "complex128", "half", "float", "double", "short", "int", "long", "cfloat",
+                "cdouble", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+                "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2")
+# A device index, or a UUID as vendor tools print them: GPU-<hex>-..., 0x<hex>, bare hex.
+DEVICE_ID = re.compile(r"[0-9]+|[A-Za-z]+(?:-[0-9A-Fa-f]+)+"
+                       r"|(?:0x)?[0-9A-Fa-f]{8,}(?:-[0-9A-Fa-f]+)*")
 
 
 def checkout_root() -> Path | None:
@@ -46,6 +57,7 @@ class Var:
     default: str | None = None
     choices: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()  # further flags, e.g. --gpus for --devices
+    default_doc: str | None = None  # the default in words, where it is decided at run time
 
     @property
     def dest(self) -> str:
@@ -57,9 +69,19 @@ class Var:
             return f"{self.make} ({self.flag})"
         return self.env if source == "env" else self.make
 
+    def help_text(self) -> str:
+        """The flag's help: meaning, choices, default and environment name, as the README
+        gives them."""
+        facts = [f"one of: {', '.join(self.choices)}"] if self.choices else []
+        if self.default is not None or self.default_doc:
+            facts.append(f"default: {self.default_doc or self.default}")
+        facts.append(f"env: {self.env}")
+        return f"{self.help} ({'; '.join(facts)})"
+
 
 VARS: tuple[Var, ...] = (
-    Var("BACKEND", "ZL_BACKEND", "--backend", "a backend of `harness backends`, or an alias"),
+    Var("BACKEND", "ZL_BACKEND", "--backend", "a backend of `harness backends`, or an alias",
+        default_doc="detected; cpu when no accelerator"),
     Var("OP", "OP", "--op", "operator to run, resolved to a FlagGems benchmark node"),
     Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP"),
     Var("TEST_NODE", "TEST_NODE", "--node", "pytest node, e.g. benchmark/test_mm.py::test_mm"),
@@ -67,8 +89,9 @@ VARS: tuple[Var, ...] = (
     Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source", "upstream", SHAPE_MODES),
     Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
     Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
-        "(FlagGems' --dtypes); default: the benchmark's own"),
-    Var("MODE", "ZL_TIMER", "--mode", "timer: graph, direct or auto", "auto", MODES),
+        "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
+    Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
+        "auto", MODES),
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
         "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
@@ -88,16 +111,18 @@ VARS: tuple[Var, ...] = (
     Var("COMPILE_WORKERS", "ZL_COMPILE_WORKERS", "--compile-workers",
         "threads that compile a key's autotune candidates together before they are timed "
         f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
-    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use (default: all visible)",
-        aliases=("--gpus",)),
-    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/"),
+    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "
+        "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
+    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
+        default_doc="the image's; examples/cpu_suite on cpu"),
     Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name, or none)"),
     Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0"),
     Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1"),
-    Var("ROUNDS", "ZL_ROUNDS", "--rounds", "ab: interleaved rounds", "3"),
+    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3"),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign whose measured noise floor applies"),
-    Var("RUNNER", "ZL_RUNNER", "--runner", "docker, podman or host", None, RUNNERS),
+    Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens", None, RUNNERS,
+        default_doc="host inside an image and for cpu, else docker or podman"),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0", ("0", "1")),
 )
@@ -159,7 +184,7 @@ def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None
     for var in VARS:
         if names is not None and var.make not in names:
             continue
-        help_text = f"{var.help} [{var.env}]"
+        help_text = var.help_text().replace("%", "%%")  # argparse formats help with %
         if var.flag == "--dry-run":
             group.add_argument(var.flag, dest=var.dest, nargs="?", const="1", default=None,
                                metavar="0|1", help=help_text)
@@ -185,10 +210,11 @@ def _check_choice(var: Var, value: str, source: str) -> str:
     return value
 
 
-def _positive_int(var: Var, value: str, source: str) -> int:
-    if not re.fullmatch(r"[0-9]+", value.strip()) or int(value) < 1:
+def _positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
+    if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
+        expected = f"from 1 to {most}" if most else "of at least 1"
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; "
-                         "expected a whole number of at least 1")
+                         f"expected a whole number {expected}")
     return int(value)
 
 
@@ -210,9 +236,11 @@ def _workers(var: Var, value: str | None, source: str) -> int:
 
 def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
     items = tuple(item.strip() for item in (value or "").split(",") if item.strip())
-    if not all(re.fullmatch(r"[a-z][a-z0-9_]*", item) for item in items):
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected "
-                         "comma-separated torch dtype names, e.g. float16,bfloat16")
+    unknown = [item for item in items if item not in TORCH_DTYPES]
+    if unknown:
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted: "
+                         f"{', '.join(map(repr, unknown))} is not a torch dtype name; expected "
+                         "comma-separated torch dtype names, e.g. float16,bfloat16,float32")
     return tuple(dict.fromkeys(items))
 
 
@@ -220,10 +248,24 @@ def _devices(var: Var, value: str | None, source: str) -> tuple[str, ...]:
     if value is None:
         return ()
     items = tuple(item.strip() for item in value.split(","))
-    if not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", item) for item in items):
+    if not all(DEVICE_ID.fullmatch(item) for item in items):
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected "
-                         "comma-separated device indices or UUIDs, e.g. 0,1")
+                         "comma-separated device indices (whole numbers, e.g. 0,1) or the "
+                         "UUIDs the vendor tool prints")
     return items
+
+
+def _out(var: Var, value: str, source: str) -> Path:
+    """OUT must be a directory or a path one can become: not a file, nor under one."""
+    path = Path(value)
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            if not candidate.is_dir():
+                where = "is" if candidate == path else f"is under {str(candidate)!r}, which is"
+                raise UsageError(f"{var.label(source)}={value!r} is not accepted: it {where} "
+                                 "not a directory; expected a directory for run outputs")
+            break
+    return path
 
 
 @dataclass(frozen=True)
@@ -246,10 +288,16 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
                          "variable name, or none for an A/A campaign")
-    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"])
+    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"], most=MAX_ROUNDS)
+    a, b = values["A"][0] or "0", values["B"][0] or "1"
+    if a == b and axis != "none":
+        labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
+        raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
+                         "would compare AXIS="
+                         f"{axis} with itself; expected two different values (AXIS=none is "
+                         "the A/A campaign)")
     noise = values["NOISE_FROM"][0]
-    return AbSpec(axis, values["A"][0] or "0", values["B"][0] or "1", rounds,
-                  Path(noise) if noise else None)
+    return AbSpec(axis, a, b, rounds, Path(noise) if noise else None)
 
 
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],
@@ -334,7 +382,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         devices=_devices(VARS_BY_MAKE["DEVICES"], raw["DEVICES"], sources["DEVICES"]),
         flaggems_dir=Path(flaggems_dir) if flaggems_dir else None,
         runner=resolve_runner(raw["RUNNER"], backend, env, which),
-        out=Path(raw["OUT"] or "runs"),
+        out=_out(VARS_BY_MAKE["OUT"], raw["OUT"] or "runs", sources["OUT"]),
         dry_run=raw["DRY_RUN"] == "1",
         sources=sources,
     )

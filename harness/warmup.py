@@ -227,6 +227,9 @@ def describe_dry_run(settings: Settings, plan: Plan,
     """What PARALLEL_WARMUP_GPUS would do, for --dry-run; [] when it is unset."""
     if settings.parallel_warmup_gpus is None:
         return []
+    if plan.node is None:
+        return [f"parallel warmup: PARALLEL_WARMUP_GPUS={settings.parallel_warmup_gpus} not "
+                "planned: the benchmark node is unresolved"]
     decision = plan_warmup(settings, plan.node, environ)
     warm_dir = settings.out / plan.op / runner.utc_stamp() / WARMUP_DIR
     return plan_lines(decision, settings, warm_dir, plan.node)

@@ -99,6 +99,15 @@ def resolve_shape_keys(flaggems_dir: Path, node: Node, shape_file: Path) -> Shap
                  f"{', '.join(tried)}; FlagGems would use the class's DEFAULT_SHAPES")
 
 
+def benchmark_dtypes(flaggems_dir: Path, node: Node) -> tuple[str, ...] | None:
+    """The torch dtype names `node`'s benchmark measures by default, read statically as
+    resolve_shape_keys reads them; None when they are not known."""
+    if not node.function:
+        return None
+    found = _constructor_call(_Modules(Path(flaggems_dir)), node)
+    return None if isinstance(found, str) else (found[3] or None)
+
+
 def _miss(op_name: str | None, chain: tuple[str, ...], tried: tuple[str, ...], problem: str
           ) -> ShapeResolution:
     return ShapeResolution(op_name, chain, tried, None, problem=problem)

@@ -358,3 +358,44 @@ def pytest_pythonpath(flaggems_dir: Path | None) -> tuple[Path, ...]:
         return ()
     value = parser.get("pytest", "pythonpath", fallback="")
     return tuple((Path(flaggems_dir) / entry).resolve() for entry in value.split())
+
+
+# --------------------------------------------------------------------------- shape files
+
+SHAPE_ENTRY_KEYS = ("shapes", "shape_desc")  # all that Benchmark.set_shapes reads of an entry
+
+
+def shape_config_problem(config: object) -> str | None:
+    """Why a loaded shape YAML would break FlagGems' Benchmark.set_shapes, or None.
+
+    set_shapes looks an entry up by op name or class name in a top-level mapping, reads its
+    ``shapes`` (a list; each shape becomes ``tuple(shape)``) and ``shape_desc`` (a string);
+    a shape's items are sizes, or lists of sizes, or flags (``[[32, 384], 1, False]``).
+    A key it does not read (``shape:``) would leave the class's default shapes in place.
+    """
+    if not isinstance(config, dict) or not config:
+        return "expected a mapping of op or class names to {shapes: [...], shape_desc: ...}"
+    for key, entry in config.items():
+        where = f"entry {key!r}"
+        if not isinstance(entry, dict):
+            return f"{where} is {type(entry).__name__}; expected a mapping with 'shapes'"
+        unknown = sorted(str(k) for k in entry if k not in SHAPE_ENTRY_KEYS)
+        if unknown:
+            return (f"{where} has {', '.join(map(repr, unknown))}; expected only "
+                    f"{', '.join(SHAPE_ENTRY_KEYS)}")
+        if "shape_desc" in entry and not isinstance(entry["shape_desc"], str):
+            return f"{where}: shape_desc={entry['shape_desc']!r}; expected a string"
+        shapes = entry.get("shapes")
+        if not isinstance(shapes, list) or not shapes:
+            return f"{where}: shapes={shapes!r}; expected a non-empty list of shapes"
+        bad = [s for s in shapes if not (isinstance(s, list) and s and _shape_item(s))]
+        if bad:
+            return (f"{where}: shape {bad[0]!r} is not accepted; expected a non-empty list of "
+                    "integers (or of lists of integers), e.g. [1024, 1024]")
+    return None
+
+
+def _shape_item(item: object) -> bool:
+    if isinstance(item, list):
+        return all(_shape_item(i) for i in item)
+    return isinstance(item, int)  # bool is an int: FlagGems passes flags among the sizes

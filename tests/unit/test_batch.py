@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import batch, spec
-from harness.errors import UsageError
+from harness.errors import PreflightError, UsageError
 from harness.spec import EMBEDDED_SUITE
 
 
@@ -250,3 +250,35 @@ def test_batch_subcommand_takes_gpus_as_an_alias_of_devices():
 
     args = build_parser().parse_args(["batch", "--ops", "tanh", "--gpus", "0,1"])
     assert (args.ops, args.devices, args.func.__name__) == ("tanh", "0,1", "_cmd_batch")
+
+
+def test_ops_file_that_is_a_directory_is_not_reported_missing(tmp_path):
+    with pytest.raises(UsageError, match=r"OPS_FILE='.*' is not a file; expected a file with "
+                                         "one operator per line"):
+        batch.ops_from({"ops_file": str(tmp_path)}, {})
+
+
+def test_binary_ops_file_is_refused_without_a_traceback(tmp_path):
+    path = tmp_path / "ops.txt"
+    path.write_bytes(b"tanh\n\xff\xfe\x00\x01")
+    with pytest.raises(UsageError, match="cannot be read as UTF-8 text"):
+        batch.ops_from({}, {"OPS_FILE": str(path)})
+
+
+def test_batch_dry_run_prints_the_plan_then_the_checks_that_fail(tmp_path, capsys):
+    settings = _settings(tmp_path, flaggems_dir=str(tmp_path / "nope"), dry_run="1")
+    lines: list[str] = []
+    assert batch.main(settings, {"ops": "tanh,add"}, out=lines.append) == 3
+    plan_at = next(i for i, line in enumerate(lines) if line.startswith("batch directory:"))
+    assert "[1/2] tanh device=- node=<unresolved: check flaggems_dir failed>" in lines
+    failed = [i for i, line in enumerate(lines) if line.startswith("PREFLIGHT_FAILED")]
+    assert failed and min(failed) > plan_at
+    assert lines[failed[0]].startswith("PREFLIGHT_FAILED check=flaggems_dir")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_batch_with_an_out_where_nothing_can_be_made_claims_nothing(tmp_path):
+    settings = _settings(tmp_path, out="/proc/harness-batch")
+    with pytest.raises(PreflightError) as info:
+        batch.main(settings, {"ops": "tanh"}, out=lambda _: None)
+    assert info.value.check == "out"

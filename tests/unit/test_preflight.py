@@ -5,12 +5,20 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from harness import spec
-from harness.errors import PreflightError
-from harness.preflight import CHECKS, Environment, iter_checks, probe_python, run_preflight
+from harness.errors import PreflightError, UsageError
+from harness.preflight import (
+    CHECKS,
+    Environment,
+    collect_preflight,
+    iter_checks,
+    probe_python,
+    run_preflight,
+)
 
 NVIDIA_SMI_LINE = "0, NVIDIA H200, GPU-1111, 580.159.04, 143771, 1980\n"
 
@@ -177,3 +185,167 @@ def test_unparseable_tool_output_is_a_device_failure(tmp_path):
     make_tree(tmp_path / "fg")
     check, detail = failing_check(cuda_settings(tmp_path), env(run=fake_run(stdout="garbage\n")))
     assert check == "device" and "nvidia-smi" in detail
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+def test_out_unwritable_fails_check_out_before_anything_is_created(tmp_path, monkeypatch):
+    make_tree(tmp_path / "fg")
+    monkeypatch.setattr("harness.preflight.os.access", lambda path, mode: False)
+    check, detail = failing_check(settings(tmp_path, out=str(tmp_path / "runs" / "x")))
+    assert check == "out" and f"OUT='{tmp_path}/runs/x'" in detail
+    assert f"its nearest directory '{tmp_path}'" in detail and "not writable" in detail
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fg"]
+
+
+def test_out_where_no_directory_can_be_made_fails_check_out_even_for_root(tmp_path):
+    make_tree(tmp_path / "fg")
+    check, detail = failing_check(settings(tmp_path, out="/proc/harness-runs"))
+    assert check == "out" and "no directory can be created there" in detail
+
+
+def test_out_probe_leaves_nothing_behind(tmp_path):
+    make_tree(tmp_path / "fg")
+    run_preflight(settings(tmp_path, out=str(tmp_path)), env())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fg"]
+
+
+def test_dtypes_the_benchmark_does_not_declare_fail_before_pytest(tmp_path):
+    s = spec.resolve({"backend": "cpu", "op": "tanh", "dtypes": "float16"}, {},
+                     which=lambda _: None)  # the embedded suite's tanh: float32, bfloat16
+    with pytest.raises(UsageError) as info:
+        run_preflight(s, env())
+    assert "DTYPES (--dtypes)='float16' is not accepted" in str(info.value)
+    assert "benchmark/test_tanh.py::test_tanh declares" in str(info.value)
+    assert "float32, bfloat16" in str(info.value)
+    ok = spec.resolve({"backend": "cpu", "op": "tanh", "dtypes": "bfloat16"}, {},
+                      which=lambda _: None)
+    assert "dtypes" in run_preflight(ok, env()).passed
+
+
+def test_dtypes_not_known_statically_must_be_ones_flaggems_accepts(tmp_path):
+    make_tree(tmp_path / "fg")  # test_tanh constructs no benchmark: its dtypes are not known
+    with pytest.raises(UsageError, match="float64 is not measured; FlagGems' --dtypes accepts: "
+                                         "bfloat16, bool, complex64, float16"):
+        run_preflight(settings(tmp_path, dtypes="float64"), env())
+    assert "dtypes" in run_preflight(settings(tmp_path, dtypes="int32"), env()).passed
+
+
+def shape_settings(tmp_path, path):
+    make_tree(tmp_path / "fg")
+    return settings(tmp_path, shape_mode="file", shape_file=str(path))
+
+
+def test_shape_file_that_is_a_directory_is_not_reported_missing(tmp_path):
+    (tmp_path / "shapes").mkdir()
+    check, detail = failing_check(shape_settings(tmp_path, tmp_path / "shapes"))
+    assert check == "shape_file" and "is not a file; expected a shape YAML file" in detail
+
+
+def test_binary_shape_file_fails_its_check_without_a_traceback(tmp_path):
+    binary = tmp_path / "shapes.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
+    check, detail = failing_check(shape_settings(tmp_path, binary))
+    assert check == "shape_file" and "cannot be read as UTF-8 text" in detail
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("tanh:\n  shapes: [64, 64]\n", "entry 'tanh': shape 64 is not accepted; expected a "
+                                     "non-empty list of integers"),
+    ("tanh:\n  shapes: [[a, 4]]\n", "shape ['a', 4] is not accepted"),
+    ("tanh:\n  shapes: [[1.5]]\n", "shape [1.5] is not accepted"),
+    ("tanh:\n  shapes: []\n", "shapes=[]; expected a non-empty list of shapes"),
+    ("tanh:\n  shape: [[64]]\n", "entry 'tanh' has 'shape'; expected only shapes, shape_desc"),
+    ("tanh: [[64, 64]]\n", "entry 'tanh' is list; expected a mapping with 'shapes'"),
+    ("tanh:\n  shapes: [[64]]\n  shape_desc: 3\n", "shape_desc=3; expected a string"),
+    ("- [64, 64]\n", "expected a mapping of op or class names"),
+    ("", "expected a mapping of op or class names"),
+])
+def test_shape_file_with_malformed_entries_fails_preflight_not_pytest(tmp_path, text, needle):
+    path = tmp_path / "shapes.yaml"
+    path.write_text(text)
+    check, detail = failing_check(shape_settings(tmp_path, path))
+    assert check == "shape_file" and detail.startswith(f"SHAPE_FILE='{path}': ")
+    assert needle in detail
+
+
+@pytest.mark.parametrize("source", [
+    spec.EMBEDDED_SUITE / "benchmark" / "core_shapes.yaml",
+    Path(__file__).resolve().parents[2] / "runs" / "shape",
+])
+def test_real_shape_files_pass_the_structure_check(tmp_path, source):
+    files = sorted(source.glob("*.yaml")) if source.is_dir() else [source]
+    for path in files:
+        assert "shape_file" in run_preflight(shape_settings(tmp_path / path.stem, path),
+                                             env()).passed, path
+
+
+def test_replay_from_with_corrupt_records_fails_before_a_run_dir_exists(tmp_path):
+    make_tree(tmp_path / "fg")
+    records = tmp_path / "old" / "autotune_records"
+    records.mkdir(parents=True)
+    (records / "winners.jsonl").write_text('{"kind": "winner", "source": "triton"}\nnot json\n')
+    check, detail = failing_check(settings(tmp_path, replay_from=str(tmp_path / "old")))
+    assert check == "replay_from" and "winners.jsonl:1: not an autotune record" in detail
+    (records / "winners.jsonl").write_bytes(b"\xff\xfe\x00garbage")
+    check, detail = failing_check(settings(tmp_path, replay_from=str(tmp_path / "old")))
+    assert check == "replay_from" and "cannot be read as UTF-8 text" in detail
+    (records / "winners.jsonl").unlink()
+    check, detail = failing_check(settings(tmp_path, replay_from=str(tmp_path / "old")))
+    assert check == "replay_from" and "holds no autotune_records/winners.jsonl" in detail
+
+
+def test_devices_the_backend_does_not_have_fail_naming_them_and_the_ones_it_has(tmp_path):
+    make_tree(tmp_path / "fg")
+    two = NVIDIA_SMI_LINE + "1, NVIDIA H200, GPU-2222, 580.159.04, 143771, 1980\n"
+    check, detail = failing_check(cuda_settings(tmp_path, devices="1,7,GPU-99999999"),
+                                  env(run=fake_run(stdout=two)))
+    assert check == "device"
+    assert "names 7, GPU-99999999, which cuda does not have" in detail
+    assert "its devices: 0 (GPU-1111), 1 (GPU-2222)" in detail
+
+
+# --------------------------------------------------------------------------- collected
+
+
+def test_collect_reports_every_failure_and_skips_what_depends_on_one(tmp_path):
+    lines = []
+    s = settings(tmp_path, backend="cuda", runner="host", flaggems_dir=str(tmp_path / "nope"),
+                 replay_from=str(tmp_path / "gone"))
+    result = collect_preflight(s, env(which=lambda _: None), with_accelerator=False,
+                               report=lines.append)
+    assert [f.check for f in result.failures] == ["flaggems_dir", "replay_from",
+                                                  "python_modules"]
+    assert "preflight benchmark_file: skipped (needs flaggems_dir, which failed)" in lines
+    assert "preflight test_node: skipped (needs benchmark_file, which failed)" in lines
+    assert "preflight flaggems_dir: FAILED" in lines
+    assert result.plan.node is None and result.exit_code == 3
+    marked, errors = [], []
+    assert result.write_failures(marked.append, errors.append) == 3
+    assert [m.split()[1] for m in marked] == ["check=flaggems_dir", "check=replay_from",
+                                             "check=python_modules"] and not errors
+
+
+def test_collect_of_a_bad_value_alone_exits_2_and_writes_an_error_line(tmp_path):
+    make_tree(tmp_path / "fg")
+    result = collect_preflight(settings(tmp_path, dtypes="float64"), env())
+    assert [f.check for f in result.failures] == ["dtypes"] and result.exit_code == 2
+    errors = []
+    result.write_failures(lambda _: None, errors.append)
+    assert errors[0].startswith("error: DTYPES (--dtypes)='float64' is not accepted")
+
+
+def test_collect_with_every_check_passing_is_the_plan_of_run_preflight(tmp_path):
+    make_tree(tmp_path / "fg")
+    result = collect_preflight(settings(tmp_path), env())
+    assert result.failures == () and result.exit_code == 0
+    assert result.plan.node.nodeid == "benchmark/test_tanh.py::test_tanh"
+    assert result.plan.passed == run_preflight(settings(tmp_path), env()).passed
+
+
+def test_devices_on_cpu_are_said_to_be_ignored_not_silently_dropped(tmp_path):
+    make_tree(tmp_path / "fg")
+    steps = {name: reason for name, reason, _ in iter_checks(settings(tmp_path, devices="5"),
+                                                             env())}
+    assert steps["device"] == "no accelerator on this backend; DEVICES=5 is ignored"

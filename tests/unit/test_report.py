@@ -315,3 +315,27 @@ def test_an_interrupted_campaign_says_it_is_incomplete_and_which_rounds_finished
 def test_a_complete_campaign_has_no_incomplete_note(tmp_path: Path) -> None:
     md, _ = write_report(campaign(tmp_path, status="complete"))
     assert "INCOMPLETE" not in md.read_text()
+
+
+@pytest.mark.parametrize(("rows", "needle"), [
+    ([1, 2], "row 0 of the A/B is 1; expected an object"),
+    (["x"], "row 0 of the A/B is 'x'; expected an object"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "a_ms": "abc"}], "a_ms='abc'; expected a number"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "rounds": True}], "rounds=True; expected a "
+                                                                    "number"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "round_speedups_pct": ["x"]}],
+     "round_speedups_pct=['x']; expected a list of numbers"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "flags": 3}], "flags=3; expected a list"),
+])
+def test_ab_json_rows_that_are_not_objects_or_numbers_are_usage_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list, needle: str) -> None:
+    assert cli.main(["report", str(campaign(tmp_path, rows=rows))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and needle in err and err.count("\n") == 1
+    assert not (tmp_path / AB_MD).exists()
+
+
+def test_ab_json_with_a_caliber_that_is_not_an_object_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["report", str(campaign(tmp_path, caliber=[1]))]) == 2
+    assert "caliber=[1] is not accepted; expected an object" in capsys.readouterr().err

@@ -9,7 +9,10 @@ import os
 import shlex
 from pathlib import Path
 
+import pytest
+
 from harness import runner, spec
+from harness.errors import PreflightError
 from harness.preflight import Plan
 from harness.providers.flaggems import Node
 from harness.results import RECORD_LOGS_FILE
@@ -181,3 +184,24 @@ def test_flaggems_record_log_name_stays_within_the_file_name_limit(tmp_path):
     inv = runner.build_invocation(s, plan, tmp_path / "run")
     assert len(flaggems_record_log_name(inv.argv[3:]).encode()) < 255
     assert inv.env["PYTEST_PLUGINS"].split(",") == list(inv.plugins)
+
+
+def test_claim_under_an_op_path_that_is_a_file_fails_check_out(tmp_path):
+    (tmp_path / "tanh").write_text("not a directory")
+    with pytest.raises(PreflightError) as info:
+        runner.claim_run_dir(tmp_path, "tanh", "20261129-120000")
+    assert info.value.check == "out" and "a file is in the way" in info.value.detail
+
+
+def test_a_dry_run_plan_without_a_node_or_flaggems_dir_still_renders(tmp_path):
+    s = spec.resolve({"backend": "musa", "runner": "host", "op": "fft",
+                      "out": str(tmp_path / "runs")}, {}, which=lambda _: None)
+    plan = runner.placeholder_plan(s, Plan(python="/usr/bin/python3"))
+    assert plan.node.nodeid == "<unresolved OP=fft>" and plan.op == "fft"
+    lines = runner.describe_dry_run(s, plan, tmp_path / "runs" / "fft" / "x")
+    assert f"cwd: {runner.FLAGGEMS_DIR_UNSET}" in lines
+    assert any(line.startswith("pytest: /usr/bin/python3 -m pytest '<unresolved OP=fft>'")
+               for line in lines)
+    assert "plugins: harness.plugins.compat_musa" in "\n".join(lines)
+    resolved = _plan()
+    assert runner.placeholder_plan(s, resolved) is resolved

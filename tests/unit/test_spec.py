@@ -120,3 +120,85 @@ def test_replay_implies_a_private_recording_cache(tmp_path):
     with pytest.raises(UsageError, match="REPLAY_FROM needs a private tuner cache"):
         resolve({"replay_from": str(tmp_path), "isolate_tuner_cache": "0"})
     assert resolve({"record": "1"}).record and not resolve({}).record
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+def test_dtypes_float99_is_refused_at_validation_naming_torch_dtypes():
+    with pytest.raises(UsageError) as info:
+        resolve({"dtypes": "float16,float99"})
+    message = str(info.value)
+    assert "DTYPES (--dtypes)='float16,float99'" in message and "'float99'" in message
+    assert "torch dtype names" in message
+    assert resolve({"dtypes": "float16, bfloat16"}).dtypes == ("float16", "bfloat16")
+
+
+@pytest.mark.parametrize("value", ["gpu0", "cuda:0", "abc", "0;1", "1.5", "-1", "0,,1", "GPU-"])
+def test_devices_that_are_not_numbers_or_uuids_are_refused(value):
+    with pytest.raises(UsageError, match=r"ZL_DEVICES=.*whole numbers"):
+        resolve({}, {"ZL_DEVICES": value})
+
+
+def test_device_uuids_are_still_accepted():
+    s = resolve({"devices": "GPU-3d80fb82-b713-6e21-9257-45d989cbd289,0x6F1F0A2B3C4D5E6F,3"})
+    assert s.devices == ("GPU-3d80fb82-b713-6e21-9257-45d989cbd289", "0x6F1F0A2B3C4D5E6F", "3")
+
+
+def test_out_that_is_a_file_or_under_a_file_is_refused(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(UsageError, match=r"OUT \(--out\)='.*afile' is not accepted: it is not "
+                                         "a directory"):
+        resolve({"out": str(afile)})
+    with pytest.raises(UsageError, match=r"ZL_OUT='.*afile/a/b' is not accepted: it is under "
+                                         r"'.*afile', which is not a directory"):
+        resolve({}, {"ZL_OUT": str(afile / "a" / "b")})
+    assert not (tmp_path / "a").exists()
+    assert resolve({"out": str(tmp_path / "new" / "runs")}).out == tmp_path / "new" / "runs"
+
+
+def test_rounds_beyond_the_cap_are_refused_naming_the_cap():
+    with pytest.raises(UsageError, match=f"ZL_ROUNDS='101'.*from 1 to {spec.MAX_ROUNDS}"):
+        spec.resolve_ab({"axis": "none"}, {"ZL_ROUNDS": "101"})
+    with pytest.raises(UsageError, match=r"ROUNDS \(--rounds\)='1e3'.*from 1 to 100"):
+        spec.resolve_ab({"axis": "none", "rounds": "1e3"}, {})
+    assert spec.resolve_ab({"axis": "none", "rounds": str(spec.MAX_ROUNDS)}, {}).rounds == 100
+
+
+def test_a_equal_to_b_is_refused_unless_the_campaign_is_aa():
+    with pytest.raises(UsageError, match=r"A \(--a\)='1' and B='1' are equal.*AXIS=none"):
+        spec.resolve_ab({"axis": "RLC_ENHANCE", "a": "1"}, {})
+    with pytest.raises(UsageError, match="ZL_A='x' and ZL_B='x' are equal"):
+        spec.resolve_ab({"axis": "RLC_ENHANCE"}, {"ZL_A": "x", "ZL_B": "x"})
+    assert spec.resolve_ab({"axis": "none", "a": "1"}, {}).a == "1"
+
+
+# --------------------------------------------------------------------------- help
+
+
+def _help(command: str) -> str:
+    from harness import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return " ".join(sub.choices[command].format_help().split())  # argparse wraps lines
+
+
+@pytest.mark.parametrize("command", ["run", "ab", "batch"])
+def test_help_names_every_variables_environment_name_choices_and_default(command):
+    from harness import cli
+
+    text = _help(command)
+    names = set(cli.RUN_VARS) | ({"AXIS", "A", "B", "ROUNDS", "NOISE_FROM"}
+                                 if command == "ab" else set())
+    if command == "batch":
+        names -= {"OP", "OP_FILE", "TEST_NODE"}
+    for var in (v for v in spec.VARS if v.make in names):
+        assert f"env: {var.env})" in text, var.make
+        default = var.default_doc or var.default
+        if default is not None:
+            assert f"default: {default}" in text, var.make
+        if var.choices:
+            assert f"one of: {', '.join(var.choices)}" in text, var.make
+    assert "default: detected; cpu when no accelerator" in text  # the README's BACKEND default
