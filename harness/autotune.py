@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.boundary import REPLAYED_FILE, USED_FILE
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 
 RECORDS_DIR = "autotune_records"
 RECORDS_FILE = "winners.jsonl"
 TIMES_FILE = "winner_times.jsonl"
-CLAIMS_VAR = "ZL_WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
 BENCHMARK_TABLE_MARK = "_benchmark_v"  # libtuner's per-config timing tables: not winners
 
 
@@ -301,8 +301,6 @@ def parse_share(text: str) -> tuple[int, int] | None:
     return int(index), int(count)
 
 
-USED_FILE = "autotune_used.jsonl"  # written by harness.plugins.autotune during the run
-REPLAYED_FILE = "replayed_winners.jsonl"
 
 
 def default_flaggems_cache(environ: dict[str, str]) -> Path:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import autotune, cmdline, runner, supervise
+from harness import autotune, boundary, cmdline, runner, supervise
 from harness.devices import select_devices
 from harness.errors import UsageError
 from harness.preflight import Plan
@@ -49,7 +49,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
                   "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  "ZL_WARMUP_SHARE", autotune.CLAIMS_VAR,
+                  boundary.WARMUP_SHARE_VAR, boundary.WARMUP_CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
@@ -175,7 +175,7 @@ def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
     tunes all of them)."""
     if shard.share[1] == 1:
         return None
-    return warm_dir / "claims" / (",".join(shard.dtypes) or "all")
+    return warm_dir / boundary.CLAIMS_DIR / (",".join(shard.dtypes) or "all")
 
 
 def shard_env(settings: Settings, device: str | None,
@@ -185,7 +185,7 @@ def shard_env(settings: Settings, device: str | None,
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
     if claims is not None:
-        env[autotune.CLAIMS_VAR] = str(claims.resolve())
+        env[boundary.WARMUP_CLAIMS_VAR] = str(claims.resolve())
     return env
 
 

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from harness import autotune
+from harness import autotune, boundary
 from harness.autotune import Records, Table, Winner
 from harness.errors import UsageError
 
@@ -97,7 +97,7 @@ def test_finish_run_records_used_winners_and_counts_fallbacks(tmp_path):
     run.mkdir()
     (cache / "config_cache").mkdir(parents=True)
     make_libtuner_db(cache / "config_cache" / "T.db", ROWS)
-    (run / autotune.USED_FILE).write_text(
+    (run / boundary.USED_FILE).write_text(
         f'{{"kind": "used", "table": "{TABLE.rsplit("-", 1)[0]}", '
         '"key": [4096, 4096, "torch.float16"]}\n'
         '{"kind": "winner", "source": "triton", "kernel": "m:k", "key": [8], '
@@ -105,7 +105,7 @@ def test_finish_run_records_used_winners_and_counts_fallbacks(tmp_path):
         '{"kind": "fallback", "kernel": "m:k", "key": [9]}\n')
     outcome = autotune.finish_run(run, cache, record=True)
     assert outcome.recorded == 2 and len(outcome.fallbacks) == 1
-    assert not (run / autotune.USED_FILE).exists()
+    assert not (run / boundary.USED_FILE).exists()
     sources = sorted(w.source for w in autotune.read_records(run).winners)
     assert sources == ["flaggems", "triton"]
     assert autotune.finish_run(run, cache, record=False).recorded is None
@@ -117,7 +117,7 @@ def test_finish_run_keeps_each_swept_winners_time_beside_the_records(tmp_path):
     (cache / "config_cache").mkdir(parents=True)
     make_libtuner_db(cache / "config_cache" / "T.db", ROWS)
     table = TABLE.rsplit("-", 1)[0]  # libtuner names the table without the database's suffix
-    (run / autotune.USED_FILE).write_text(
+    (run / boundary.USED_FILE).write_text(
         f'{{"kind": "used", "table": "{table}", "key": [4096, 4096, "torch.float16"]}}\n'
         f'{{"kind": "time", "source": "flaggems", "kernel": "{table}", '
         '"key": [4096, 4096, "torch.float16"], "ms": 0.5}\n'
