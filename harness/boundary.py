@@ -140,6 +140,8 @@ WARMUP_SHARE = ChildVar(WARMUP_SHARE_VAR, "I/N with 0 <= I < N", _share, require
 WARMUP_CLAIMS = ChildVar(WARMUP_CLAIMS_VAR, "a directory path", Path, required=False)
 REPLAY = ChildVar(REPLAY_VAR, "an existing winners file", _file, required=False)
 REPLAY_STRICT = ChildVar(REPLAY_STRICT_VAR, "0 or 1", _flag, required=False)
+_DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, REPEAT_VAR, COMPILE_WORKERS_VAR,
+                      WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
 
 
 def read(var: ChildVar[T], reader: str, error: Callable[[str], Exception] = BoundaryError,
@@ -162,6 +164,16 @@ def read(var: ChildVar[T], reader: str, error: Callable[[str], Exception] = Boun
         return var.parse(value)
     except (ValueError, HarnessError):
         raise error(f"{var.name}={value!r}: {reader} needs {var.accepted_text()}") from None
+
+
+def inherited(environ: Mapping[str, str]) -> dict[str, str]:
+    """The caller's environment less every variable `child_env` decides from Settings.
+
+    A stale ZL_AUTOTUNE_REPLAY exported in a shell would otherwise pin another run's winners
+    in a run that replays nothing. ZL_WARMUP_CLAIMS passes: a parallel warmup hands it to
+    its shard's `harness run` this way.
+    """
+    return {k: v for k, v in environ.items() if k not in _DECIDED}
 
 
 def child_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[str, str]:

@@ -181,7 +181,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
             stopper: supervise.GroupStopper) -> int:
     """Run pytest in its own session, copying its output to the log and `echo` until it ends;
     a signal stops its whole group (`stopper`), and what it wrote before is kept."""
-    env = {**os.environ, **inv.env}
+    env = {**boundary.inherited(os.environ), **inv.env}
     proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     stopper.watch(proc)

@@ -186,3 +186,30 @@ def test_summary_of_a_flaggems_log_works_without_pytest():
     proc = _python(code, "summary", str(KERNEL_LOG))
     assert proc.returncode == 0, proc.stderr
     assert "tanh" in proc.stdout and "torch.float16" in proc.stdout
+
+
+def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pytest(
+        tmp_path, monkeypatch):
+    # Before: the child got os.environ whole, so an exported ZL_AUTOTUNE_REPLAY pinned another
+    # run's winners in a run that replays nothing.
+    from harness import runner, supervise
+
+    monkeypatch.setenv(boundary.REPLAY_VAR, str(tmp_path / "stale.jsonl"))
+    monkeypatch.setenv(boundary.REPLAY_STRICT_VAR, "1")
+    monkeypatch.setenv(boundary.WARMUP_CLAIMS_VAR, str(tmp_path / "claims"))
+    code = ("import os; print([os.environ.get(n) for n in "
+            f"({boundary.REPLAY_VAR!r}, {boundary.REPLAY_STRICT_VAR!r}, "
+            f"{boundary.TIMER_VAR!r}, {boundary.WARMUP_CLAIMS_VAR!r})])")
+    inv = runner.Invocation(argv=[sys.executable, "-c", code], cwd=tmp_path,
+                            env={boundary.TIMER_VAR: "direct"}, plugins=())
+    echoed: list[bytes] = []
+    with open(tmp_path / "log", "wb") as log:
+        rc = runner._stream(inv, log, echoed.append, supervise.GroupStopper())
+    assert rc == 0
+    assert b"".join(echoed).decode().strip() == str(
+        [None, None, "direct", str(tmp_path / "claims")])
+
+
+def test_inherited_keeps_what_the_host_does_not_decide():
+    environ = {boundary.BACKEND_VAR: "cuda", boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin"}
+    assert boundary.inherited(environ) == {boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin"}
