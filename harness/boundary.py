@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from harness import backends
+from harness.backends import Backend
 from harness.errors import EXIT_PREFLIGHT, HarnessError
 
-if TYPE_CHECKING:  # spec imports this module for the variable names
-    from harness.backends import Backend
+if TYPE_CHECKING:  # spec imports this module for its variable names
     from harness.spec import Settings
 
 # The environment the host sets for the benchmark's pytest (see `child_env`).
@@ -78,14 +79,10 @@ class ChildVar(Generic[T]):
 
 
 def _backend(text: str) -> Backend:
-    from harness import backends
-
     return backends.get(text)
 
 
 def _backends() -> str:
-    from harness import backends
-
     return "one of: " + ", ".join(backends.registry().accepted())
 
 
@@ -109,7 +106,7 @@ def _positive_int(text: str) -> int:
 
 
 def _share(text: str) -> tuple[int, int]:
-    from harness.autotune import parse_share
+    from harness.autotune import parse_share  # it imports this module for its file names
 
     share = parse_share(text)
     if share is None:
@@ -181,7 +178,7 @@ def child_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[str, 
 
     `precompile`: the precompile plugin is planned, so it gets its thread count.
     """
-    from harness.autotune import share_text
+    from harness.autotune import share_text  # it imports this module for its file names
 
     env = {
         BACKEND_VAR: settings.backend.name,
