@@ -8,7 +8,7 @@ import socket
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -266,8 +266,11 @@ def write_files(spec: Spec) -> None:
 
 def start(root: Path, timeout: float = 60, **declared: int) -> Cluster:
     """Bring up a cluster under `root` and wait until its node is idle; stop it on failure."""
-    spec = Spec(root=root, host=socket.gethostname().split(".")[0], ctld_port=free_port(),
-                slurmd_port=free_port(), **declared)
+    ctld_port = free_port()
+    while (slurmd_port := free_port()) == ctld_port:
+        pass
+    spec = Spec(root=root, host=socket.gethostname().split(".")[0], ctld_port=ctld_port,
+                slurmd_port=slurmd_port, **declared)
     write_files(spec)
     cluster = Cluster(spec)
     try:
@@ -306,3 +309,11 @@ def unavailable(install: Callable[[], str | None] = install_packages) -> str | N
     missing = missing_programs()
     error = install() if missing else None
     return skip_reason(euid, missing_programs() if missing else [], error)
+
+
+def required(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether REQUIRED_ENV turns a reason to skip into a failure; ValueError on a bad value."""
+    value = environ.get(REQUIRED_ENV, "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"error: {REQUIRED_ENV}={value!r} is not one of '0', '1'")
+    return value == "1"

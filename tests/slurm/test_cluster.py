@@ -13,9 +13,10 @@ pytestmark = pytest.mark.slurm
 # Each task writes its id, its visible devices (or "unset") and when it ran, then sleeps so
 # that the tasks of an array overlap.
 REPORT = """#!/bin/bash
-echo "${SLURM_ARRAY_TASK_ID:-job} ${CUDA_VISIBLE_DEVICES-unset} $(date +%s.%N)" > "$1/${SLURM_ARRAY_TASK_ID:-job}.start"
+task=${SLURM_ARRAY_TASK_ID:-job}
+echo "$task ${CUDA_VISIBLE_DEVICES-unset} $(date +%s.%N)" > "$1/$task.start"
 sleep "${2:-0}"
-date +%s.%N > "$1/${SLURM_ARRAY_TASK_ID:-job}.end"
+date +%s.%N > "$1/$task.end"
 """
 
 
