@@ -36,6 +36,11 @@ class Spec:
     gpus: int = 4
     partition: str = "debug"
 
+    def __post_init__(self) -> None:
+        if self.cpus < 1 or self.gpus < 1:
+            raise ValueError(f"a node needs a CPU and a GPU; got cpus={self.cpus!r}, "
+                             f"gpus={self.gpus!r}")
+
     def path(self, name: str) -> Path:
         return self.root / name
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.slurm import jobs
+from tests.slurm import cluster, jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -87,6 +89,33 @@ def test_a_failing_task_reads_failed_with_its_exit_status_in_both_sources(slurm,
     logged = {r["JobId"]: r for r in jobs.jobcomp(slurm)}
     assert [jobs.exit_code(logged[ended[f"{job}_{i}"]["JobId"]]) for i in range(2)] == [
         (3, 0), (4, 0)]
+
+
+def processes_under(root: Path) -> list[str]:
+    """Command lines of live processes that name `root` (each daemon names its files)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text:
+            found.append(text)
+    return found
+
+
+def test_a_bring_up_that_fails_says_which_daemon_died_and_leaves_none_running(
+        slurm, tmp_path, monkeypatch):
+    good = cluster.daemon_argv
+    monkeypatch.setattr(cluster, "daemon_argv",
+                        lambda spec: [*good(spec)[:2], ["slurmd", "--no-such-option"]])
+    root = Path(tempfile.mkdtemp(prefix="zl-slurm-", dir="/tmp"))
+    try:
+        with pytest.raises(RuntimeError, match=r"waiting for the node to be idle: slurmd exited"):
+            cluster.start(root, timeout=30)
+        assert processes_under(root) == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_queue_is_empty_once_every_job_has_ended(slurm):

@@ -130,3 +130,9 @@ def test_a_bad_required_value_is_an_error_naming_the_variable_and_the_choices(va
     with pytest.raises(ValueError) as caught:
         cluster.required({cluster.REQUIRED_ENV: value})
     assert str(caught.value) == f"error: ZL_SLURM_REQUIRED={value!r} is not one of '0', '1'"
+
+
+@pytest.mark.parametrize("declared", [{"gpus": 0}, {"cpus": 0}, {"gpus": -1}])
+def test_a_node_without_a_cpu_or_a_gpu_is_refused_before_anything_is_written(declared):
+    with pytest.raises(ValueError, match="a node needs a CPU and a GPU"):
+        cluster.Spec(root=SPEC.root, host="n", ctld_port=1, slurmd_port=2, **declared)
