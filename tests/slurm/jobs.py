@@ -88,6 +88,16 @@ def jobcomp(cluster: Cluster) -> list[dict[str, str]]:
     return parse_records(log.read_text(errors="replace")) if log.exists() else []
 
 
+def ended(cluster: Cluster, job_id: str) -> dict[str, dict[str, str]]:
+    """The jobcomp records of a job or of each task of an array, keyed by task_key.
+
+    Slurm 22.05 writes ArrayJobId and ArrayTaskId into each task's line, whose own JobId is
+    another number (the last task keeps the array's).
+    """
+    return {task_key(r): r for r in jobcomp(cluster)
+            if r.get("ArrayJobId") == job_id or (r["JobId"] == job_id and not r.get("ArrayJobId"))}
+
+
 def queue(cluster: Cluster) -> list[str]:
     """Ids of the jobs squeue still lists, array tasks one per line."""
     return cluster.run("squeue", "-h", "-r", "-o", "%i").stdout.split()

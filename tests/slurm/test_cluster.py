@@ -63,6 +63,7 @@ def test_a_job_that_asks_for_no_gres_sees_no_visible_devices(slurm, tmp_path):
     job = jobs.submit(slurm, *common(tmp_path), str(job_script(tmp_path)), str(tmp_path))
     [record] = jobs.wait_ended(slurm, job)
     assert record["JobState"] == "COMPLETED"
+    assert jobs.ended(slurm, job)[job]["JobState"] == "COMPLETED"
     assert (tmp_path / "job.start").read_text().split()[1] == "unset"
 
 
@@ -74,10 +75,9 @@ def test_a_cancelled_array_task_reads_cancelled_and_its_sibling_completes(slurm,
     ended = {jobs.task_key(r): r for r in jobs.wait_ended(slurm, job)}
     assert ended[f"{job}_0"]["JobState"] == "COMPLETED"
     assert ended[f"{job}_1"]["JobState"] == "CANCELLED"
-    logged = {r["JobId"]: r["JobState"] for r in jobs.jobcomp(slurm)}
-    ids = {key: r["JobId"] for key, r in ended.items()}
-    assert logged[ids[f"{job}_1"]] == "CANCELLED"
-    assert logged[ids[f"{job}_0"]] == "COMPLETED"
+    logged = jobs.ended(slurm, job)
+    assert {key: r["JobState"] for key, r in logged.items()} == {
+        f"{job}_0": "COMPLETED", f"{job}_1": "CANCELLED"}
 
 
 def test_a_failing_task_reads_failed_with_its_exit_status_in_both_sources(slurm, tmp_path):
@@ -86,9 +86,8 @@ def test_a_failing_task_reads_failed_with_its_exit_status_in_both_sources(slurm,
     ended = {jobs.task_key(r): r for r in jobs.wait_ended(slurm, job)}
     assert [(ended[f"{job}_{i}"]["JobState"], jobs.exit_code(ended[f"{job}_{i}"]))
             for i in range(2)] == [("FAILED", (3, 0)), ("FAILED", (4, 0))]
-    logged = {r["JobId"]: r for r in jobs.jobcomp(slurm)}
-    assert [jobs.exit_code(logged[ended[f"{job}_{i}"]["JobId"]]) for i in range(2)] == [
-        (3, 0), (4, 0)]
+    logged = jobs.ended(slurm, job)
+    assert [jobs.exit_code(logged[f"{job}_{i}"]) for i in range(2)] == [(3, 0), (4, 0)]
 
 
 def processes_under(root: Path) -> list[str]:

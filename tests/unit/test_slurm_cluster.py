@@ -136,3 +136,24 @@ def test_a_bad_required_value_is_an_error_naming_the_variable_and_the_choices(va
 def test_a_node_without_a_cpu_or_a_gpu_is_refused_before_anything_is_written(declared):
     with pytest.raises(ValueError, match="a node needs a CPU and a GPU"):
         cluster.Spec(root=SPEC.root, host="n", ctld_port=1, slurmd_port=2, **declared)
+
+
+JOBCOMP = """JobId=7 Name=wrap JobState=COMPLETED ExitCode=0:0
+JobId=9 Name=a JobState=CANCELLED ArrayJobId=8 ArrayTaskId=1 ExitCode=0:15
+JobId=8 Name=a JobState=COMPLETED ArrayJobId=8 ArrayTaskId=0 ExitCode=0:0
+JobId=10 Name=b JobState=FAILED ArrayJobId=10 ArrayTaskId=0 ExitCode=2:0
+"""
+
+
+@pytest.mark.parametrize("job,expected", [
+    ("8", {"8_0": "COMPLETED", "8_1": "CANCELLED"}),
+    ("7", {"7": "COMPLETED"}),
+    ("10", {"10_0": "FAILED"}),
+    ("9", {}),  # a task's own JobId is not the array's
+])
+def test_ended_picks_a_jobs_lines_by_array_id_whatever_each_tasks_own_id(tmp_path, job, expected):
+    spec = cluster.Spec(root=tmp_path, host="n", ctld_port=1, slurmd_port=2)
+    spec.jobcomp.parent.mkdir()
+    spec.jobcomp.write_text(JOBCOMP)
+    found = jobs.ended(cluster.Cluster(spec), job)
+    assert {key: r["JobState"] for key, r in found.items()} == expected
