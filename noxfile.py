@@ -1,4 +1,4 @@
-"""nox sessions: tests (host-independent), lint, gpu (needs an accelerator; not run by default)."""
+"""nox sessions: tests (host-independent), lint; gpu and slurm (host-bound) are off by default."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def tests(session: nox.Session) -> None:
     """Unit, plugin and integration tests on the cpu backend."""
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
-    session.run("pytest", "-m", "not gpu", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slurm", *session.posargs)
 
 
 @nox.session
@@ -30,3 +30,13 @@ def lint(session: nox.Session) -> None:
 def gpu(session: nox.Session) -> None:
     """Tests marked gpu, in the current interpreter (it must hold the vendor's torch)."""
     session.run("python", "-m", "pytest", "-m", "gpu", *session.posargs, external=True)
+
+
+@nox.session
+def slurm(session: nox.Session) -> None:
+    """Tests marked slurm, on a single-node Slurm they bring up (root; installs its packages)."""
+    # The package's own dependencies (pytest, pyyaml) only: torch's wheel would double the time
+    # of this session in CI, and no job these tests submit imports it. For the same reason only
+    # tests/slurm, where the cluster fixture lives, is collected.
+    session.install("-e", ".")
+    session.run("pytest", "-m", "slurm", "tests/slurm", *session.posargs)

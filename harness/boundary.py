@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from harness import backends
 from harness.backends import Backend
 from harness.errors import EXIT_PREFLIGHT, HarnessError
+from harness.warmup_share import parse_share, share_text
 
 if TYPE_CHECKING:  # spec imports this module for its variable names
     from harness.spec import Settings
@@ -106,7 +108,6 @@ def _positive_int(text: str) -> int:
 
 
 def _share(text: str) -> tuple[int, int]:
-    from harness.autotune import parse_share  # it imports this module for its file names
 
     share = parse_share(text)
     if share is None:
@@ -134,6 +135,7 @@ REPEAT = ChildVar(REPEAT_VAR, "a whole number of at least 1", _positive_int)
 COMPILE_WORKERS = ChildVar(COMPILE_WORKERS_VAR, "a whole number of threads of at least 1",
                            _positive_int)
 WARMUP_SHARE = ChildVar(WARMUP_SHARE_VAR, "I/N with 0 <= I < N", _share, required=False)
+SHARD_SHARE = dataclasses.replace(WARMUP_SHARE, required=True)  # where only a shard reads it
 WARMUP_CLAIMS = ChildVar(WARMUP_CLAIMS_VAR, "a directory path", Path, required=False)
 REPLAY = ChildVar(REPLAY_VAR, "an existing winners file", _file, required=False)
 REPLAY_STRICT = ChildVar(REPLAY_STRICT_VAR, "0 or 1", _flag, required=False)
@@ -178,8 +180,6 @@ def child_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[str, 
 
     `precompile`: the precompile plugin is planned, so it gets its thread count.
     """
-    from harness.autotune import share_text  # it imports this module for its file names
-
     env = {
         BACKEND_VAR: settings.backend.name,
         RUN_DIR_VAR: str(run_dir.resolve()),

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Mapping
 
 from harness import spec
-from harness.autotune import share_text
 from harness.spec import Settings
+from harness.warmup_share import share_text
 
 
 def flag_args(values: Mapping[str, object]) -> list[str]:

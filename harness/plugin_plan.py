@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from harness.backends import Backend
 from harness.precompile import PRECOMPILE_PLUGIN
+from harness.warmup_share import WARMUP_SHARE_PLUGIN
 
 DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
@@ -11,29 +12,33 @@ TIMING = "harness.plugins.timing"
 AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
 PRECOMPILE = PRECOMPILE_PLUGIN
+WARMUP_SHARE = WARMUP_SHARE_PLUGIN
 
 
 def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
-                 precompile: bool = False) -> tuple[str, ...]:
+                 precompile: bool = False, share: bool = False) -> tuple[str, ...]:
     """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
     may read the item list before they have. device_setup follows wherever FlagGems dispatches
-    to a vendor, so that every later plugin runs on the pinned device. capture applies only
-    where the backend can capture and the timer is graph; timing always runs, since it records
-    the timer of every row and applies REPEAT. autotune applies when the run records or replays
-    winners (`tuning`) on a backend whose kernels are tuned by Triton. record_log always runs:
-    it keeps FlagGems' record log in the run directory. precompile applies where
-    `precompile` (COMPILE_WORKERS is on and the installed Triton compiles concurrently: see
-    `harness.precompile.off_reason`) on a backend whose kernels are tuned by Triton; it wraps
-    the autotune plugin's candidate lists at session start, so its place here is free.
+    to a vendor, so that every later plugin runs on the pinned device. A parallel warmup's
+    shard (`share`) times nothing: warmup_share takes the place of capture and timing there (it
+    keeps the shard to its share of the configs and calls each op briefly). Elsewhere, capture
+    applies only where the backend can capture and the timer is graph, and timing always runs,
+    since it records the timer of every row and applies REPEAT. autotune applies when the run
+    records or replays winners (`tuning`) on a backend whose kernels are tuned by Triton.
+    record_log always runs: it keeps FlagGems' record log in the run directory. precompile
+    applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
+    concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
+    Triton; it wraps the autotune plugin's candidate lists at session start, so its place here
+    is free.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
         plugins.append(DEVICE_SETUP)
-    if timer == "graph" and backend.can_capture:
+    if timer == "graph" and backend.can_capture and not share:
         plugins.append(CAPTURE)
-    plugins += [TIMING, RECORD_LOG]
+    plugins += [WARMUP_SHARE if share else TIMING, RECORD_LOG]
     if tuning and "triton" in backend.python_modules:
         plugins.append(AUTOTUNE)
     if precompile and "triton" in backend.python_modules:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import autotune
+from harness import records
 from harness.backends import Device
 from harness.devices import visible_devices
 from harness.errors import EXIT_OK, HarnessError, PreflightError, UsageError
@@ -187,7 +187,7 @@ def _check(name: str, settings: Settings, plan: Plan, env: Environment) -> str |
             raise PreflightError("replay_from", f"REPLAY_FROM={str(settings.replay_from)!r} "
                                  "is not a run or records directory")
         try:  # the records are read again when the run starts: corrupt ones fail here
-            autotune.read_records(settings.replay_from)
+            records.read_records(settings.replay_from)
         except UsageError as exc:
             raise PreflightError("replay_from", str(exc)) from None
     elif name == "backend":

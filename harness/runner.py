@@ -30,7 +30,10 @@ from harness.plugin_plan import (
 )
 from harness.preflight import Plan, visible_devices
 from harness.providers.flaggems import Node
+from harness.records import RECORDS_DIR
 from harness.spec import REPO_ROOT, Settings
+from harness.tuner_db import default_flaggems_cache
+from harness.warmup_share import share_text
 
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
@@ -88,7 +91,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     plugins = plan_plugins(settings.backend, settings.timer,
                            tuning=settings.record or settings.replay_from is not None
                            or settings.warmup_share is not None,
-                           precompile=precompile_off(settings, plan) is None)
+                           precompile=precompile_off(settings, plan) is None,
+                           share=settings.warmup_share is not None)
     # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
     # names an existing path as a test path when it chooses its rootdir and ini file, and a
     # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.
@@ -138,7 +142,7 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "flaggems_dir": settings.flaggems_dir, "python": f"{plan.python} ({plan.python_version})",
         "versions": " ".join(f"{k}={v}" for k, v in sorted(plan.versions.items())) or "-",
         "plugins": " ".join(inv.plugins) or "-",
-        **({"warmup_share": f"{autotune.share_text(settings.warmup_share)} (tunes its share "
+        **({"warmup_share": f"{share_text(settings.warmup_share)} (tunes its share "
             "of the configs, times nothing)"} if settings.warmup_share else {}),
         "command": shlex.join(inv.argv),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -227,7 +231,7 @@ def _record_logs(run_dir: Path) -> list[Path]:
 
 
 def _flaggems_cache(inv: Invocation) -> Path:
-    return autotune.default_flaggems_cache({**os.environ, **inv.env})
+    return default_flaggems_cache({**os.environ, **inv.env})
 
 
 def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
@@ -241,8 +245,8 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
             outcome, compiled_kernels=artifacts.count_compiled_kernels(cache / "triton"),
             artifacts=artifacts.artifact_hashes(cache / "triton", cache.resolve()))
         for db in sorted((cache / "flaggems").glob("**/*.db")):
-            (run_dir / autotune.RECORDS_DIR).mkdir(exist_ok=True)
-            shutil.copy2(db, run_dir / autotune.RECORDS_DIR / db.name)
+            (run_dir / RECORDS_DIR).mkdir(exist_ok=True)
+            shutil.copy2(db, run_dir / RECORDS_DIR / db.name)
         shutil.rmtree(cache, ignore_errors=True)
     return outcome
 

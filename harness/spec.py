@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness import backends, boundary
-from harness.autotune import parse_share
 from harness.backends import Backend
 from harness.errors import UsageError
 from harness.precompile import DEFAULT_CAP, MAX_WORKERS, default_workers
+from harness.warmup_share import parse_share
 
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")

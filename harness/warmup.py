@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import autotune, boundary, cmdline, runner, supervise
+from harness import boundary, cmdline, runner, supervise
 from harness.devices import select_devices
 from harness.errors import UsageError
 from harness.preflight import Plan
@@ -40,7 +40,9 @@ from harness.providers.benchmark_classes import (
     ShapeResolution,
     resolve_shape_keys,
 )
+from harness.records import Records, merge, read_records, write_records
 from harness.spec import Settings
+from harness.warmup_share import share_text
 
 WARMUP_DIR = "warmup"
 SERIAL_MARKER = "PARALLEL_WARMUP_SERIAL"
@@ -68,7 +70,7 @@ class Shard:
         return f"shard-{self.index}"
 
     def describe(self, settings_dtypes: tuple[str, ...]) -> str:
-        configs = "all" if self.share[1] == 1 else autotune.share_text(self.share)
+        configs = "all" if self.share[1] == 1 else share_text(self.share)
         return (f"{self.name}: device={self.device or '-'} "
                 f"dtypes={','.join(self.dtypes or settings_dtypes) or 'all'} configs={configs}")
 
@@ -280,7 +282,7 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
     return rcs
 
 
-def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[autotune.Records, int]:
+def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[Records, int]:
     """The union of the shards' recorded winners and how many keys' winners differ; a shard
     without a run or records raises UsageError."""
     parts = []
@@ -288,8 +290,8 @@ def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[autotune.Reco
         run_dir = supervise.run_dir_from_log(warm_dir / f"{shard.name}.log")
         if run_dir is None:
             raise UsageError(f"{shard.name} claimed no run directory")
-        parts.append(autotune.read_records(run_dir))
-    return autotune.merge(parts)
+        parts.append(read_records(run_dir))
+    return merge(parts)
 
 
 class _Log:
@@ -339,7 +341,7 @@ def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = supe
         return settings, run_dir
     if differ:
         log(f"{DIFFER_MARKER} count={differ}")
-    records = autotune.write_records(warm_dir, merged)
+    records = write_records(warm_dir, merged)
     log(f"PARALLEL_WARMUP_DONE shards={len(decision.shards)} winners={len(merged.winners)} "
         f"run_off_keys={len(merged.candidates_of())} "
         f"wall_s={time.monotonic() - started:.2f} records={records}")

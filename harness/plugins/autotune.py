@@ -1,33 +1,17 @@
 """Autotune record and replay inside FlagGems' run: pin recorded winners, show every miss.
 
-The harness passes ZL_RUN_DIR (where this plugin writes autotune_used.jsonl: the libtuner keys
-looked up, the Triton autotuner winners, the replay fallbacks), ZL_AUTOTUNE_REPLAY (a
-winners.jsonl to pin; FlagGems' libtuner database was already rebuilt from it) and
-ZL_REPLAY_STRICT=1 (a missing key fails the operator instead of self-tuning) and, in a
-parallel warmup's shard, ZL_WARMUP_SHARE=I/N (tune only share I of N of each tuner's configs)
-with ZL_WARMUP_CLAIMS, the directory where the N shards claim configs.
-
-A tuner only prunes its configs when its cache lacks the key, so `Autotuner.prune_configs` is
-where a miss shows for FlagGems' LibTuner and for plain Triton autotuners alike. There, a
-recorded winner is returned as the only candidate (one compile, no sweep), or with the
-candidates a parallel warmup's merge gave its key (a run-off of a few configs); a key the
-records lack prints `AUTOTUNE_REPLAY_FALLBACK reason=key_missing kernel= key=` and, strict,
-raises.
-A share keeps its part of the configs: with a claims directory, the configs it claims first
-(an empty file per config and dtype, created exclusively, in `_bench`, which compiles), so
-shards that compile faster take more of them; a config another shard claimed is timed as
-Triton times a config that cannot run (inf). Without one, configs I, I+N, ... of the pruned
-list. After a tuner has swept a key, the time its winner took there is reported too: a
-parallel warmup's merge ranks its shards' winners of one key by it.
+A tuner prunes its configs only when its cache lacks the key, so `Autotuner.prune_configs` is
+where a miss shows, for FlagGems' LibTuner and plain Triton autotuners alike: a recorded winner
+(with the run-off candidates a merge gave its key) is all it returns; a key the records lack
+prints AUTOTUNE_REPLAY_FALLBACK and, strict, fails. Its variables and autotune_used.jsonl are
+in docs/formats.md.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
 import json
 import math
-import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -36,15 +20,11 @@ from typing import Any
 import pytest
 
 from harness import boundary
-from harness.autotune import (
-    Records,
-    Winner,
-    config_cache_table,
-    from_text,
-)
 from harness.boundary import REPLAY_EVICTED_MARKER, USED_FILE
 from harness.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
 from harness.plugins.markers import write_marker
+from harness.records import Records, Winner, from_text
+from harness.tuner_db import config_cache_table
 
 READER = "the autotune plugin"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
@@ -74,15 +54,6 @@ def _jsonable(key: tuple[Any, ...]) -> list[Any]:
     return [k if isinstance(k, (int, float, str, bool)) or k is None else str(k) for k in key]
 
 
-def share_of(configs: list[Any], share: tuple[int, int] | None) -> list[Any]:
-    """Share I of N of a tuner's pruned configs: I, I+N, ...; a share left empty (fewer
-    configs than shares) takes config I mod len, so every share still tunes the key."""
-    if share is None or not configs:
-        return configs
-    index, count = share
-    return list(configs[index::count]) or [configs[index % len(configs)]]
-
-
 def winner_ms(tuner: Any) -> float | None:
     """The median time, in the sweep it just ran, of the config a tuner chose (Triton's and
     libtuner's `configs_timings`, each a float or [p50, p20, p80]); None when unknown."""
@@ -94,30 +65,6 @@ def winner_ms(tuner: Any) -> float | None:
             value = float(timing[0] if isinstance(timing, (list, tuple)) else timing)
             return value if math.isfinite(value) else None  # no config of its own ran
     return None
-
-
-class Claims:
-    """The configs this shard tunes, claimed first come, first served among the shards that
-    share `directory`: one empty file per (kernel, key dtypes, config), created exclusively."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.mine: set[str] = set()
-        self.theirs: set[str] = set()
-
-    def take(self, kernel: str, key: tuple[Any, ...], config: Any) -> bool:
-        dtypes = [k for k in _jsonable(key) if isinstance(k, str) and k.startswith("torch.")]
-        ident = json.dumps([kernel, dtypes, sorted(config.all_kwargs().items())], default=str)
-        name = hashlib.sha256(ident.encode()).hexdigest()[:32]
-        if name in self.mine or name in self.theirs:
-            return name in self.mine
-        try:
-            os.close(os.open(self.directory / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            self.theirs.add(name)
-            return False
-        self.mine.add(name)
-        return True
 
 
 def matching_config(tuner: Any, recorded: dict[str, Any], config_cls: type) -> Any:
@@ -134,11 +81,8 @@ class Autotune:
     """Replay lookups, fallbacks and the record of what the run used."""
 
     def __init__(self, config: pytest.Config, replay: Records | None, strict: bool,
-                 run_dir: Path | None, share: tuple[int, int] | None = None,
-                 claims: Claims | None = None) -> None:
+                 run_dir: Path | None) -> None:
         self.config = config
-        self.share = share
-        self.claims = claims
         self.sweeping: dict[int, tuple[str, str, tuple[Any, ...]]] = {}  # id(tuner) -> key
         self.times: list[dict[str, Any]] = []
         self.replay = replay.index() if replay else None
@@ -166,29 +110,12 @@ class Autotune:
                 state.sweeping[id(tuner)] = (_source(tuner), kernel, key)
             if pinned is not None:
                 return pinned
-            configs = prune(tuner, kwargs)
-            return configs if state.claims else share_of(configs, state.share)
+            return prune(tuner, kwargs)
 
         Autotuner.prune_configs = prune_configs
         self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
-        if self.claims is not None:
-            self._claim_in_bench(Autotuner)
         self._guard_run(Autotuner)
         self._track_libtuner_lookups()
-
-    def _claim_in_bench(self, cls: type) -> None:
-        """Time only the configs this shard claims; the rest as configs that cannot run."""
-        bench = cls._bench
-        state = self
-
-        def claimed_bench(tuner: Any, *args: Any, config: Any, **meta: Any) -> Any:
-            swept = state.sweeping.get(id(tuner))
-            if swept is not None and not state.claims.take(swept[1], swept[2], config):
-                return [math.inf, math.inf, math.inf]
-            return bench(tuner, *args, config=config, **meta)
-
-        cls._bench = claimed_bench
-        self._undo.append(lambda: setattr(cls, "_bench", bench))
 
     def _guard_run(self, cls: type) -> None:
         """Route `cls.run`'s failures through on_failure (libtuner overrides Triton's run)."""
@@ -327,9 +254,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     replay_path = read(boundary.REPLAY)
     replay = from_text(replay_path.read_text("utf-8"), str(replay_path)) if replay_path else None
-    claims = read(boundary.WARMUP_CLAIMS)
-    state = Autotune(config, replay, read(boundary.REPLAY_STRICT) is True, read(boundary.RUN_DIR),
-                     read(boundary.WARMUP_SHARE), Claims(claims) if claims else None)
+    state = Autotune(config, replay, read(boundary.REPLAY_STRICT) is True, read(boundary.RUN_DIR))
     state.install()
     config.stash[AUTOTUNE] = state
 

@@ -1,15 +1,7 @@
 """Compile an untuned key's autotune candidates together, then let the tuner time them as before.
 
-The harness loads this plugin (with ZL_COMPILE_WORKERS=N) only where the installed Triton has
-`triton.runtime._async_compile`. A tuner prunes its configs only when its cache lacks the key,
-for FlagGems' LibTuner and plain Triton autotuners alike, so `Autotuner.prune_configs` is where
-this plugin steps in: it takes the candidates that pruning (and the autotune plugin's replay
-pin, warmup share or run-off) left, launches each one with `warmup=True` under Triton's
-`AsyncCompileMode` over N threads, and waits for every compile before returning the same list,
-in the same order. The tuner then times them one by one on the one device; each launch finds
-its kernel compiled. A candidate that fails to compile fails again, as it always did, when the
-tuner times it. Under a parallel warmup's claims, a candidate is claimed just before a thread
-is free to compile it, so shards still split the configs by how fast they compile.
+The harness loads it (with ZL_COMPILE_WORKERS=N) only where the installed Triton has
+`triton.runtime._async_compile`; `Precompiler` says where it steps in.
 """
 
 from __future__ import annotations
@@ -114,7 +106,18 @@ class _Pool:
 
 
 class Precompiler:
-    """Wraps `Autotuner.prune_configs` to compile each sweep's candidates ahead of timing."""
+    """Wraps `Autotuner.prune_configs` to compile each sweep's candidates ahead of timing.
+
+    A tuner prunes its configs only when its cache lacks the key, for FlagGems' LibTuner and
+    plain Triton autotuners alike. The wrapper takes the candidates that pruning (and the
+    autotune plugin's replay pin or run-off, or the warmup_share plugin's share) left,
+    launches each with `warmup=True` under Triton's `AsyncCompileMode` over N threads, and
+    waits for every compile before returning the same list, in the same order; the tuner then
+    times them one by one, each launch finding its kernel compiled. A candidate that fails to
+    compile fails again, as it always did, when the tuner times it. Under a parallel warmup's
+    claims, a candidate is claimed just before a thread is free to compile it, so shards
+    still split the configs by how fast they compile.
+    """
 
     def __init__(self, config: pytest.Config, workers: int, run_dir: Path) -> None:
         self.config = config
@@ -172,13 +175,14 @@ class Precompiler:
 
     def _claimer(self, tuner: Any) -> Callable[[Any], bool] | None:
         """A parallel warmup's claim on a config of this sweep, or None outside claims."""
-        from harness.plugins.autotune import AUTOTUNE
+        from harness.plugins.warmup_share import SHARD
 
-        tuning = self.config.stash.get(AUTOTUNE, None)
-        swept = tuning.sweeping.get(id(tuner)) if tuning is not None else None
-        if tuning is None or tuning.claims is None or swept is None:
+        shard = self.config.stash.get(SHARD, None)
+        claims = shard.claims if shard is not None else None
+        swept = shard.sweep_of(tuner) if claims is not None else None
+        if claims is None or swept is None:
             return None
-        return lambda config: tuning.claims.take(swept[1], swept[2], config)
+        return lambda config: claims.take(swept[1], swept[2], config)
 
     def finish(self) -> None:
         self.facts.seconds = round(self.facts.seconds, 3)

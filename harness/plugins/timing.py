@@ -7,11 +7,8 @@ FlagGems runs with `--mode kernel`; for each latency this plugin either calls Fl
 failure is classified by the backend: recoverable -> that shape is timed directly and flagged;
 fatal -> re-raised; poisoned -> the operator stops, its measured rows are kept, later tests are
 skipped. Every row's timer, markers and samples go to ZL_RUN_DIR/timing.jsonl, which the
-harness merges into results.
-
-In a parallel warmup's shard (ZL_WARMUP_SHARE set) nothing is timed: each get_latency runs
-FlagGems' kernel-mode path with the shortest warmup and repetition FlagGems itself uses on slow
-vendors (1 ms each), which calls the op, and so its tuners, and no row is written.
+harness merges into results. A parallel warmup's shard times nothing: the plan loads the
+warmup_share plugin there instead.
 """
 
 from __future__ import annotations
@@ -81,9 +78,8 @@ class Timing:
     """Per-session timing state: the patched methods, pending calls, the poisoned flag."""
 
     def __init__(self, config: pytest.Config, backend: Backend, timer: str, repeat: int,
-                 run_dir: Path | None, tune_only: bool = False) -> None:
+                 run_dir: Path | None) -> None:
         self.config = config
-        self.tune_only = tune_only
         self.backend = backend
         self.timer = timer
         self.repeat = repeat
@@ -172,21 +168,8 @@ class Timing:
                 samples.append(float(call()))
         return samples
 
-    @contextlib.contextmanager
-    def _brief(self) -> Iterator[None]:
-        config = self.base.Config
-        saved = config.warm_up, config.repetition
-        config.warm_up = config.repetition = 1
-        try:
-            yield
-        finally:
-            config.warm_up, config.repetition = saved
-
     def measure(self, original: Callable[..., float], bench: Any, op: Any,
                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
-        if self.tune_only:
-            with self._mode("KERNEL"), self._brief():
-                return original(bench, op, *args, **kwargs)
         name = str(getattr(bench, "op_name", "?"))
         shape = canonical_shape(bench.record_shapes(*args, **kwargs))
         record = Call(name, shape, None, self.timer, [], _arg_dtype(args))
@@ -239,8 +222,6 @@ class Timing:
     # -- rows -------------------------------------------------------------------------------
     def on_result(self, result: Any) -> None:
         """FlagGems built the result of one dtype: pair its metrics with the pending calls."""
-        if self.tune_only:
-            return
         rows, calls = [], self.pending
         for metric in result.result:
             used = []
@@ -291,8 +272,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return boundary.read(var, READER, pytest.UsageError)
 
     config.stash[TIMING] = Timing(config, read(boundary.BACKEND), read(boundary.TIMER),
-                                  read(boundary.REPEAT), read(boundary.RUN_DIR),
-                                  tune_only=read(boundary.WARMUP_SHARE) is not None)
+                                  read(boundary.REPEAT), read(boundary.RUN_DIR))
 
 
 @pytest.hookimpl(trylast=True)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from harness import autotune
+from harness.autotune import finish_run
+from harness.records import Records, Winner, merge, read_records, records_path, to_text
 from tests.plugins import fakedev
 
 KERNELS = """
@@ -44,16 +45,19 @@ def suite(pytester, monkeypatch, tmp_path):
     return pytester
 
 
-def run(pytester, monkeypatch, run_dir, sizes, replay=None, strict=False):
+def run(pytester, monkeypatch, run_dir, sizes, replay=None, strict=False, share=None):
     run_dir.mkdir()
     monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
     if replay:
         monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(replay))
         monkeypatch.setenv("ZL_REPLAY_STRICT", "1" if strict else "0")
     pytester.makepyfile(test_kernels=TEST.format(sizes=sizes))
-    result = pytester.runpytest_subprocess("test_kernels.py", "-s", "-p",
-                                           "harness.plugins.autotune")
-    outcome = autotune.finish_run(run_dir, run_dir / "no-libtuner", record=True)
+    plugins = ["-p", "harness.plugins.autotune"]
+    if share:  # a parallel warmup's shard, as the plan loads it
+        monkeypatch.setenv("ZL_WARMUP_SHARE", share)
+        plugins += ["-p", "harness.plugins.warmup_share"]
+    result = pytester.runpytest_subprocess("test_kernels.py", "-s", *plugins)
+    outcome = finish_run(run_dir, run_dir / "no-libtuner", record=True)
     return result, outcome
 
 
@@ -62,25 +66,25 @@ def test_record_then_replay_pins_winners_without_a_sweep(suite, monkeypatch, tmp
     first.assert_outcomes(passed=1)
     first.stdout.fnmatch_lines(["*BENCHED=16,32,64,16,32,64"])  # a full sweep per key
     assert outcome.recorded == 2
-    winners = autotune.read_records(tmp_path / "a").winners
+    winners = read_records(tmp_path / "a").winners
     assert {w.key: w.config["BLOCK"] for w in winners} == {(8, "torch.float32"): 32,
                                                           (16, "torch.float32"): 32}
     assert winners[0].kernel == "kernels:_scale"
 
     second, outcome = run(suite, monkeypatch, tmp_path / "b", (8, 16),
-                          replay=autotune.records_path(tmp_path / "a"))
+                          replay=records_path(tmp_path / "a"))
     second.assert_outcomes(passed=1)
     second.stdout.fnmatch_lines(["*BENCHED=32,32"])  # only each pinned winner runs
     second.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_FALLBACK*")
     assert outcome.fallbacks == ()
-    assert autotune.read_records(tmp_path / "b").index().keys() == \
-        autotune.read_records(tmp_path / "a").index().keys()
+    assert read_records(tmp_path / "b").index().keys() == \
+        read_records(tmp_path / "a").index().keys()
 
 
 def test_a_missing_key_is_reported_exactly_and_self_tuned(suite, monkeypatch, tmp_path):
     run(suite, monkeypatch, tmp_path / "a", (8,))
     result, outcome = run(suite, monkeypatch, tmp_path / "b", (8, 24),
-                          replay=autotune.records_path(tmp_path / "a"))
+                          replay=records_path(tmp_path / "a"))
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(['AUTOTUNE_REPLAY_FALLBACK reason=key_missing '
                                  'kernel=kernels:_scale key=*24, "torch.float32"*'])
@@ -91,7 +95,7 @@ def test_a_missing_key_is_reported_exactly_and_self_tuned(suite, monkeypatch, tm
 def test_strict_replay_fails_the_operator_naming_the_key(suite, monkeypatch, tmp_path):
     run(suite, monkeypatch, tmp_path / "a", (8,))
     result, _ = run(suite, monkeypatch, tmp_path / "b", (24,),
-                    replay=autotune.records_path(tmp_path / "a"), strict=True)
+                    replay=records_path(tmp_path / "a"), strict=True)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AUTOTUNE_REPLAY_FALLBACK reason=key_missing *24*"
                                  "REPLAY_STRICT=1 forbids self-tuning*"])
@@ -165,7 +169,7 @@ def test_a_replayed_config_that_fails_to_compile_is_evicted_then_retuned(
     run(suite, monkeypatch, tmp_path / "a", (8,))
     suite.makepyfile(kernels=FAILING, test_retry=RETRY)
     monkeypatch.setenv("ZL_RUN_DIR", str(tmp_path))
-    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(autotune.records_path(tmp_path / "a")))
+    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records_path(tmp_path / "a")))
     result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
@@ -191,32 +195,37 @@ def test_a_cache_that_cannot_delete_says_so_and_claims_no_fallback(suite, monkey
 
 def test_each_share_sweeps_its_part_of_the_configs_and_records_its_winners_time(
         suite, monkeypatch, tmp_path):
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
-    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8,))
+    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8,), share="0/2")
     first.stdout.fnmatch_lines(["*BENCHED=16,64"])  # configs 0 and 2 of (16, 32, 64)
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
-    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8,))
+    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8,), share="1/2")
     second.stdout.fnmatch_lines(["*BENCHED=32"])
-    parts = [autotune.read_records(tmp_path / name) for name in ("s0", "s1")]
+    parts = [read_records(tmp_path / name) for name in ("s0", "s1")]
     ident = ("triton", "kernels:_scale", '[8, "torch.float32"]')
     assert [p.index()[ident].config["BLOCK"] for p in parts] == [16, 32]
     assert [p.times[ident] for p in parts] == [0.16, 0.0]  # each winner's p50 in its sweep
-    merged, differ = autotune.merge(parts)
+    merged, differ = merge(parts)
     assert differ == 1 and merged.index()[ident].config["BLOCK"] == 32
 
 
+def test_a_share_splits_only_the_sweeps_the_autotune_plugin_watches(suite, monkeypatch):
+    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
+    suite.makepyfile(test_kernels=TEST.format(sizes=(8,)))
+    result = suite.runpytest_subprocess("test_kernels.py", "-s", "-p",
+                                        "harness.plugins.warmup_share")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*BENCHED=16,32,64"])  # no autotune plugin: the whole sweep
+
+
 def test_more_shares_than_configs_still_sweep_every_key(suite, monkeypatch, tmp_path):
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "4/5")
-    result, outcome = run(suite, monkeypatch, tmp_path / "s4", (8,))
+    result, outcome = run(suite, monkeypatch, tmp_path / "s4", (8,), share="4/5")
     result.stdout.fnmatch_lines(["*BENCHED=32"])  # share 4 of 3 configs: config 4 mod 3
     assert outcome.recorded == 1
 
 
 def test_a_replayed_key_is_pinned_whatever_the_share(suite, monkeypatch, tmp_path):
     run(suite, monkeypatch, tmp_path / "a", (8,))
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
-    result, _ = run(suite, monkeypatch, tmp_path / "b", (8,),
-                    replay=autotune.records_path(tmp_path / "a"))
+    result, _ = run(suite, monkeypatch, tmp_path / "b", (8,), share="0/2",
+                    replay=records_path(tmp_path / "a"))
     result.stdout.fnmatch_lines(["*BENCHED=32"])  # the pinned winner, not share 0's 16, 64
 
 
@@ -225,32 +234,28 @@ def test_shares_with_a_claims_directory_never_sweep_the_same_config_twice(
     claims = tmp_path / "claims"
     claims.mkdir()
     monkeypatch.setenv("ZL_WARMUP_CLAIMS", str(claims))
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
-    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8, 16))
+    first, _ = run(suite, monkeypatch, tmp_path / "s0", (8, 16), share="0/2")
     # alone so far, it claims every config at key 8, then sweeps its own again at key 16
     first.stdout.fnmatch_lines(["*BENCHED=16,32,64,16,32,64"])
     assert len(list(claims.iterdir())) == 3  # one claim per (kernel, dtypes, config)
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
-    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8, 16))
+    second, _ = run(suite, monkeypatch, tmp_path / "s1", (8, 16), share="1/2")
     second.stdout.fnmatch_lines(["*BENCHED="])  # everything was claimed: nothing ran here
-    late = autotune.read_records(tmp_path / "s1")
+    late = read_records(tmp_path / "s1")
     assert late.times == {} and len(late.winners) == 2  # winners, but none of its own
-    merged, _ = autotune.merge([late, autotune.read_records(tmp_path / "s0")])
+    merged, _ = merge([late, read_records(tmp_path / "s0")])
     assert {w.key[0]: w.config["BLOCK"] for w in merged.winners} == {8: 32, 16: 32}
 
 
 def test_a_replayed_key_with_candidates_times_exactly_those_and_keeps_the_fastest(
         suite, monkeypatch, tmp_path):
     records = tmp_path / "winners.jsonl"
-    records.write_text(autotune.to_text(autotune.Records(
-        winners=[autotune.Winner("triton", "kernels:_scale", (8, "torch.float32"),
-                                 {"BLOCK": 64})],
-        candidates=[autotune.Winner("triton", "kernels:_scale", (8, "torch.float32"),
-                                    {"BLOCK": 32})])))
+    records.write_text(to_text(Records(
+        winners=[Winner("triton", "kernels:_scale", (8, "torch.float32"), {"BLOCK": 64})],
+        candidates=[Winner("triton", "kernels:_scale", (8, "torch.float32"), {"BLOCK": 32})])))
     result, outcome = run(suite, monkeypatch, tmp_path / "b", (8,), replay=records,
                           strict=True)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*BENCHED=64,32"])  # the run-off, not the whole sweep
     assert outcome.fallbacks == ()
-    (winner,) = autotune.read_records(tmp_path / "b").winners
+    (winner,) = read_records(tmp_path / "b").winners
     assert winner.config["BLOCK"] == 32

@@ -55,7 +55,7 @@ def test_a_plugin_given_a_bad_backend_names_it_and_the_value(
 
 @pytest.mark.parametrize(("name", "value"), [
     (boundary.TIMER_VAR, None), (boundary.TIMER_VAR, "auto"), (boundary.REPEAT_VAR, None),
-    (boundary.REPEAT_VAR, "0"), (boundary.RUN_DIR_VAR, None), (boundary.WARMUP_SHARE_VAR, "3/2"),
+    (boundary.REPEAT_VAR, "0"), (boundary.RUN_DIR_VAR, None),
 ])
 def test_the_timing_plugin_refuses_each_missing_or_bad_variable(
         pytester, monkeypatch, valid, name, value):
@@ -85,9 +85,17 @@ def test_a_plugin_that_writes_a_side_file_needs_the_run_dir(pytester, monkeypatc
 @pytest.mark.parametrize(("name", "value", "accepted"), [
     (boundary.REPLAY_STRICT_VAR, "yes", "0 or 1"),
     (boundary.REPLAY_VAR, ".", "an existing winners file"),
-    (boundary.WARMUP_SHARE_VAR, "1/1", "I/N with 0 <= I < N"),
 ])
 def test_the_autotune_plugin_refuses_a_malformed_optional_variable(
         pytester, monkeypatch, valid, name, value, accepted):
     result = run(pytester, monkeypatch, "autotune", {**valid, name: value})
     assert_one_line(result, f"ERROR: {name}={value!r}: the autotune plugin needs {accepted}")
+
+
+@pytest.mark.parametrize("value", [None, "", "3/2", "1/2; rm -rf ~"])
+def test_a_shard_without_a_valid_share_is_refused(pytester, monkeypatch, valid, value):
+    # The plan loads warmup_share only in a shard: without its share it would tune everything.
+    env = {**valid, **({} if value is None else {boundary.WARMUP_SHARE_VAR: value})}
+    result = run(pytester, monkeypatch, "warmup_share", env)
+    said = "ZL_WARMUP_SHARE is not set" if value is None else f"ZL_WARMUP_SHARE={value!r}"
+    assert_one_line(result, f"ERROR: {said}: the warmup_share plugin needs I/N with 0 <= I < N*")

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from harness import autotune, boundary, precompile
+from harness import boundary, precompile
+from harness.autotune import finish_run
 from harness.plugins.precompile import candidates, unusable
+from harness.records import records_path
 from tests.plugins import fakedev
 
 # Triton 3.6's AsyncCompileMode and FutureKernel, reduced to what JITFunction uses of them.
@@ -270,18 +272,21 @@ def test_a_replayed_key_compiles_only_its_winner(suite, monkeypatch, tmp_path):
     plugins = ("harness.plugins.autotune",)
     run(suite, monkeypatch, tmp_path, workers=0, plugins=plugins)
     recorded = sorted(tmp_path.iterdir())[0]
-    autotune.finish_run(recorded, recorded / "no-libtuner", record=True)
-    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(autotune.records_path(recorded)))
+    finish_run(recorded, recorded / "no-libtuner", record=True)
+    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records_path(recorded)))
     result, log, run_dir = run(suite, monkeypatch, tmp_path, workers=4, plugins=plugins)
     result.assert_outcomes(passed=1)
     assert events(log, "compile") == [32] and events(log, "time") == []
     assert precompile.read_side_file(run_dir)["skipped"] == {"one_candidate": 1}
 
 
+# a parallel warmup's shard, as the plan loads it
+SHARD_PLUGINS = ("harness.plugins.autotune", "harness.plugins.warmup_share")
+
+
 def test_a_warmup_share_compiles_its_share_only(suite, monkeypatch, tmp_path):
     monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
-    result, log, _ = run(suite, monkeypatch, tmp_path, workers=4,
-                         plugins=("harness.plugins.autotune",))
+    result, log, _ = run(suite, monkeypatch, tmp_path, workers=4, plugins=SHARD_PLUGINS)
     result.assert_outcomes(passed=1)
     assert sorted(events(log, "compile")) == [32, 64]  # configs 1 and 3 of the five
     assert events(log, "time") == [32, 64]
@@ -292,7 +297,7 @@ def test_claimed_shards_compile_only_the_configs_they_claim(suite, monkeypatch, 
     claims.mkdir()
     monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
     monkeypatch.setenv("ZL_WARMUP_CLAIMS", str(claims))
-    plugins = ("harness.plugins.autotune",)
+    plugins = SHARD_PLUGINS
     _, first, _ = run(suite, monkeypatch, tmp_path, workers=2, plugins=plugins)
     monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
     _, second, _ = run(suite, monkeypatch, tmp_path, workers=2, plugins=plugins)

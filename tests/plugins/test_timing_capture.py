@@ -69,8 +69,9 @@ def device(pytester, monkeypatch, tmp_path):
     return run_dir
 
 
-def run(pytester, *nodes, backend="musa", timer="graph"):
-    plugins = [a for p in plan_plugins(backends.get(backend), timer) for a in ("-p", p)]
+def run(pytester, *nodes, backend="musa", timer="graph", share=False):
+    plan = plan_plugins(backends.get(backend), timer, share=share)
+    plugins = [a for p in plan for a in ("-p", p)]
     return pytester.runpytest_subprocess(*nodes, "--level", "core", "--mode", "kernel",
                                          "--warmup", "1", "--iter", "2", "-s", *plugins)
 
@@ -227,7 +228,7 @@ def test_a_warmup_share_calls_each_op_briefly_in_kernel_mode_and_times_nothing(
         pytester, device, monkeypatch):
     monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
     monkeypatch.setenv("FAKE_CAPTURE_ERROR", "an unknown kernel fault nobody has classified")
-    result = run(pytester, "benchmark/test_tune_only.py")
+    result = run(pytester, "benchmark/test_tune_only.py", share=True)
     result.assert_outcomes(passed=1)  # no capture was attempted, so the fault never fired
     result.stdout.fnmatch_lines(["SEEN=[('KERNEL', 1, 1)]"])
     assert records(device) == []

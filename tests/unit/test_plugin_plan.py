@@ -12,6 +12,7 @@ from harness.plugin_plan import (
     DEVICE_SETUP,
     RECORD_LOG,
     TIMING,
+    WARMUP_SHARE,
     plan_plugins,
     pytest_plugin_args,
     pytest_plugin_env,
@@ -59,3 +60,13 @@ def test_plugins_load_in_order_through_the_environment_after_the_callers_own():
     assert pytest_plugin_env(("a.one", "b.two")) == {"PYTEST_PLUGINS": "a.one,b.two"}
     assert pytest_plugin_env(("a.one",), "mine") == {"PYTEST_PLUGINS": "mine,a.one"}
     assert pytest_plugin_env(()) == {}
+
+
+@pytest.mark.parametrize("name", backends.registry().names())
+def test_a_warmup_shard_loads_warmup_share_in_place_of_capture_and_timing(name):
+    backend = backends.get(name)
+    shard = plan_plugins(backend, "graph", tuning=True, share=True)
+    assert WARMUP_SHARE in shard and TIMING not in shard and CAPTURE not in shard
+    assert shard[: len(backend.compat_plugins)] == backend.compat_plugins
+    for timer in ("graph", "direct"):  # every other run times, and never loads it
+        assert WARMUP_SHARE not in plan_plugins(backend, timer, tuning=True, precompile=True)

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import autotune, spec, warmup
+from harness import spec, warmup
 from harness.backends import Device
 from harness.preflight import Plan
 from harness.providers.flaggems import Node
+from harness.records import read_records
 from harness.spec import EMBEDDED_SUITE
 from tests.procs import alive, interrupt_driver, wait_for
 
@@ -219,7 +220,7 @@ def test_sweep_merges_the_shards_winners_keeping_the_fastest_and_counts_differin
     warm = run_dir / "warmup"
     assert run_dir.parent == s.out / "tanh"
     assert "PARALLEL_WARMUP_WINNERS_DIFFER count=2" in lines
-    merged = autotune.read_records(warm)
+    merged = read_records(warm)
     # key 1: shard 1's winner was faster, and shard 0's is its run-off candidate; key 4 has
     # no times, so shard 0's is kept, with no run-off
     assert sorted((w.key, w.config["BLOCK"]) for w in merged.winners) == [
