@@ -1,4 +1,4 @@
-"""What the host and the warmup_share plugin agree on: the share's spelling, the claims variable."""
+"""What the host and the warmup_share plugin agree on: the spelling of a share."""
 
 from __future__ import annotations
 
