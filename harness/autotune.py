@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.boundary import REPLAYED_FILE, USED_FILE
 from harness.fsutil import atomic_write_text
 from harness.records import Records, Winner, read_records, to_text, write_records
 from harness.tuner_db import build_flaggems_db, config_cache_table, export_flaggems_db
-
-USED_FILE = "autotune_used.jsonl"  # written by harness.plugins.autotune during the run
-REPLAYED_FILE = "replayed_winners.jsonl"
 
 
 def prepare_replay(run_dir: Path, flaggems_cache: Path, replay_from: Path) -> Path:

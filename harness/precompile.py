@@ -1,4 +1,4 @@
-"""Names and decisions of COMPILE_WORKERS that the host and the precompile plugin share."""
+"""Decisions of COMPILE_WORKERS that the host and the precompile plugin share."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness.boundary import PRECOMPILE_FILE
+
 PRECOMPILE_PLUGIN = "harness.plugins.precompile"
-WORKERS_VAR = "ZL_COMPILE_WORKERS"  # the plugin's thread count, set only where it is planned
-SIDE_FILE = "precompile.json"  # what the plugin compiled; folded into run_identity.json
-OFF_MARKER = "COMPILE_WORKERS_OFF"
-DONE_MARKER = "COMPILE_WORKERS_DONE"
 # Triton's concurrent compile: under AsyncCompileMode(executor) a JIT function's compile is
 # submitted to the executor. Looked up as a file beside Triton (or FlagTree, which installs as
 # `triton`), so that preflight need not import Triton.
@@ -47,7 +45,7 @@ def off_reason(workers: int, tunes_with_triton: bool, features: Mapping[str, boo
 def read_side_file(run_dir: Path) -> dict[str, object] | None:
     """The plugin's facts (workers, keys, candidates, compiled, failed, seconds); the file is
     removed once read. None when the plugin did not run."""
-    path = run_dir / SIDE_FILE
+    path = run_dir / PRECOMPILE_FILE
     if not path.is_file():
         return None
     facts = json.loads(path.read_text(encoding="utf-8"))

@@ -51,10 +51,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import plot, stats
+from harness.boundary import DIRECT_MARKER
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 from harness.sources import AB_JSON
-from harness.summary import DIRECT_MARKER, AbReport, AbRow, Unpaired
+from harness.summary import AbReport, AbRow, Unpaired
 
 SCHEMA = "harness-ab/1"
 AB_MD, AB_PNG = "ab.md", "ab.png"

@@ -17,12 +17,6 @@ from harness.fsutil import atomic_write_text
 
 RESULTS_CSV = "results.csv"
 RESULTS_JSONL = "results.jsonl"
-# Written by harness.plugins.timing in the run directory, read here: spelled once, outside the
-# plugin, so that the host side never imports pytest.
-TIMING_SIDECAR = "timing.jsonl"
-# FlagGems' --record log files, and the record_log plugin's list of those its pytest wrote.
-RECORD_LOG_GLOB = "result_*.log"
-RECORD_LOGS_FILE = "record_logs.json"
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 STATUSES = (SUCCESS, FAILED)

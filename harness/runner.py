@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import artifacts, autotune, identity, precompile, results, supervise
+from harness import artifacts, autotune, boundary, identity, precompile, results, supervise
 from harness.backends import Device
 from harness.errors import Interrupted, PreflightError
 from harness.fsutil import atomic_write_json
@@ -103,10 +103,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
     argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
     env = {
-        "ZL_BACKEND": settings.backend.name,
-        "ZL_RUN_DIR": str(run_dir.resolve()),
-        "ZL_TIMER": settings.timer,
-        "ZL_DIRECT_REPEAT": str(settings.repeat),
+        **boundary.child_env(settings, run_dir, precompile.PRECOMPILE_PLUGIN in plugins),
         "PYTHONUNBUFFERED": "1",
         # the -p plugins must import in the child whether or not the harness is installed
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(
@@ -121,15 +118,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         cache = run_dir / TUNER_CACHE_DIR
         env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
         env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
-    if precompile.PRECOMPILE_PLUGIN in plugins:
-        env[precompile.WORKERS_VAR] = str(settings.compile_workers)
     if settings.use_flagtune:
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
-    if settings.warmup_share:
-        env["ZL_WARMUP_SHARE"] = share_text(settings.warmup_share)
-    if settings.replay_from:
-        env["ZL_AUTOTUNE_REPLAY"] = str((run_dir / autotune.REPLAYED_FILE).resolve())
-        env["ZL_REPLAY_STRICT"] = "1" if settings.replay_strict else "0"
     env.update(extra_env or {})
     cwd = settings.flaggems_dir.resolve() if settings.flaggems_dir else Path(FLAGGEMS_DIR_UNSET)
     return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins)
@@ -145,7 +135,7 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
     """The run header: every setting that decides whether two runs are comparable, then the
     COMPILE_WORKERS_OFF marker where the installed Triton cannot compile concurrently."""
     fields: dict[str, object] = {
-        "run_dir": run_dir, "op": plan.op, "node": plan.node.nodeid,
+        "op": plan.op, "node": plan.node.nodeid,
         **settings.caliber(),
         "devices": ",".join(settings.devices) or "all visible",
         "device_names": "; ".join(f"{d.index}:{d.name}" for d in plan.devices) or "-",
@@ -157,10 +147,12 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "command": shlex.join(inv.argv),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    lines = ["# harness run header"] + [f"# {k}: {v}" for k, v in fields.items()]
+    # run_dir first: a batch or warmup finds its child's run directory by this line
+    lines = [boundary.RUN_HEADER, f"{boundary.RUN_DIR_LINE}{run_dir}",
+             *(f"# {k}: {v}" for k, v in fields.items())]
     reason = precompile_off(settings, plan)
     if reason == "triton_lacks_async_compile":  # asked for, and not possible: say so once
-        lines.append(f"{precompile.OFF_MARKER} reason={reason} "
+        lines.append(f"{boundary.COMPILE_WORKERS_OFF_MARKER} reason={reason} "
                      f"compile_workers={settings.compile_workers}")
     return lines
 
@@ -193,7 +185,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
             stopper: supervise.GroupStopper) -> int:
     """Run pytest in its own session, copying its output to the log and `echo` until it ends;
     a signal stops its whole group (`stopper`), and what it wrote before is kept."""
-    env = {**os.environ, **inv.env}
+    env = {**boundary.inherited(os.environ), **inv.env}
     proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     stopper.watch(proc)
@@ -222,11 +214,11 @@ def _record_logs(run_dir: Path) -> list[Path]:
     """The record logs this run's pytest wrote, as the record_log plugin listed them (without
     its list, a pytest that died early: those in the run directory). One written elsewhere is
     copied in and left where it is: the harness moves or deletes nothing outside its run."""
-    listed = run_dir / results.RECORD_LOGS_FILE
+    listed = run_dir / boundary.RECORD_LOGS_FILE
     try:
         paths = [Path(p) for p in json.loads(listed.read_text(encoding="utf-8"))]
     except (OSError, ValueError, TypeError):
-        return sorted(run_dir.glob(results.RECORD_LOG_GLOB))
+        return sorted(run_dir.glob(boundary.RECORD_LOG_GLOB))
     logs = []
     for path in paths:
         if path.parent.resolve() != run_dir.resolve() and path.is_file():
@@ -279,7 +271,7 @@ def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, ob
 
 def _read_timing(run_dir: Path) -> list[dict[str, object]]:
     """The timing plugin's per-row records; the file is folded into results and removed."""
-    path = run_dir / results.TIMING_SIDECAR
+    path = run_dir / boundary.TIMING_FILE
     if not path.is_file():
         return []
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
@@ -289,7 +281,7 @@ def _read_timing(run_dir: Path) -> list[dict[str, object]]:
 
 
 def _read_runtime(run_dir: Path) -> dict[str, object]:
-    path = run_dir / "runtime.json"
+    path = run_dir / boundary.RUNTIME_FILE
     if not path.is_file():
         return {}
     facts = json.loads(path.read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.boundary import RUN_HEADER
 from harness.errors import UsageError
 from harness.identity import IDENTITY_FILE, read_identity
 from harness.results import (
@@ -30,7 +31,6 @@ ACCEPTED = ("expected a run directory (results.jsonl), a batch directory (ops_st
 # spells the option --fg_mode); its tables carry the same facts as "mode=" and "level=".
 _LOG_NAME_FACT = re.compile(r"--(?:fg_)?(mode|level)_([A-Za-z]+)")
 LOG_FIELDS = {"mode": "timer", "level": "level"}  # Row attribute -> caliber field
-RUN_HEADER = "# harness run header"  # runner.header_lines' first line
 CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")  # what makes two runs comparable
 _HEADER_LINE = re.compile(r"^# (\w+): (.*)$", re.MULTILINE)
 

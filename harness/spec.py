@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import backends
+from harness import backends, boundary
 from harness.backends import Backend
 from harness.errors import UsageError
 from harness.precompile import DEFAULT_CAP, MAX_WORKERS, default_workers
@@ -80,7 +80,8 @@ class Var:
 
 
 VARS: tuple[Var, ...] = (
-    Var("BACKEND", "ZL_BACKEND", "--backend", "a backend of `harness backends`, or an alias",
+    Var("BACKEND", boundary.BACKEND_VAR, "--backend",
+        "a backend of `harness backends`, or an alias",
         default_doc="detected; cpu when no accelerator"),
     Var("OP", "OP", "--op", "operator to run, resolved to a FlagGems benchmark node"),
     Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP"),
@@ -90,9 +91,9 @@ VARS: tuple[Var, ...] = (
     Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
     Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
         "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
-    Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
+    Var("MODE", boundary.TIMER_VAR, "--mode", "timer (auto: graph where the backend can capture)",
         "auto", MODES),
-    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
+    Var("REPEAT", boundary.REPEAT_VAR, "--repeat", "timing repeats per shape", "1"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
         "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
     Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",
@@ -104,11 +105,11 @@ VARS: tuple[Var, ...] = (
         "0", ("0", "1")),
     Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
         "shard the autotune sweep over N devices"),
-    Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share",
+    Var("WARMUP_SHARE", boundary.WARMUP_SHARE_VAR, "--warmup-share",
         "I/N: this run is share I of a parallel warmup's N: it tunes its share of each "
         "tuner's configs (those it claims first, else I, I+N, ...) and times nothing (set by "
         "the warmup for its shards; 0/1 times a whole sweep)"),
-    Var("COMPILE_WORKERS", "ZL_COMPILE_WORKERS", "--compile-workers",
+    Var("COMPILE_WORKERS", boundary.COMPILE_WORKERS_VAR, "--compile-workers",
         "threads that compile a key's autotune candidates together before they are timed "
         f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
     Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from harness import stats
+from harness.boundary import DIRECT_MARKER, FLAG_MARKERS
 from harness.errors import UsageError, choice_error
 from harness.results import RESULTS_JSONL, SUCCESS, Row
 from harness.sources import (
@@ -27,10 +28,6 @@ from harness.sources import (
     rounds_of,
 )
 
-# The plugins' marker names, spelled here: importing harness.plugins would pull in pytest.
-DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
-REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
-FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)
 FORMATS = ("md", "csv", "json")
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
 REGIME = "timed under a different regime"

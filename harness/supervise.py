@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from harness.boundary import RUN_DIR_LINE
 from harness.spec import REPO_ROOT, VARS_BY_MAKE
 
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
@@ -28,7 +29,6 @@ GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, th
 # caller's environment, where they would redirect it (or make it print instead of run).
 RUN_CHILD_ENV_DROP = tuple(VARS_BY_MAKE[name].env
                            for name in ("OP", "OP_FILE", "TEST_NODE", "DRY_RUN"))
-RUN_DIR_LINE = "# run_dir: "  # a run's header names its run directory first
 # A run's own pytest gets less: a batch or warmup stopping that run (GRACE_S) then sees it reap
 # its pytest and exit before the batch's SIGKILL, which would leave pytest's group running.
 CHILD_GRACE_S = 2.0

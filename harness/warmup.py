@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import cmdline, runner, supervise
+from harness import boundary, cmdline, runner, supervise
 from harness.devices import select_devices
 from harness.errors import UsageError
 from harness.preflight import Plan
@@ -42,7 +42,7 @@ from harness.providers.benchmark_classes import (
 )
 from harness.records import Records, merge, read_records, write_records
 from harness.spec import Settings
-from harness.warmup_share import CLAIMS_VAR, share_text
+from harness.warmup_share import share_text
 
 WARMUP_DIR = "warmup"
 SERIAL_MARKER = "PARALLEL_WARMUP_SERIAL"
@@ -51,7 +51,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
                   "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  "ZL_WARMUP_SHARE", CLAIMS_VAR,
+                  boundary.WARMUP_SHARE_VAR, boundary.WARMUP_CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
@@ -177,7 +177,7 @@ def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
     tunes all of them)."""
     if shard.share[1] == 1:
         return None
-    return warm_dir / "claims" / (",".join(shard.dtypes) or "all")
+    return warm_dir / boundary.CLAIMS_DIR / (",".join(shard.dtypes) or "all")
 
 
 def shard_env(settings: Settings, device: str | None,
@@ -187,7 +187,7 @@ def shard_env(settings: Settings, device: str | None,
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
     if claims is not None:
-        env[CLAIMS_VAR] = str(claims.resolve())
+        env[boundary.WARMUP_CLAIMS_VAR] = str(claims.resolve())
     return env
 
 

@@ -1,11 +1,10 @@
-"""What the host and the warmup_share plugin agree on: the share's spelling, the claims variable."""
+"""What the host and the warmup_share plugin agree on: the spelling of a share."""
 
 from __future__ import annotations
 
 from harness.errors import UsageError
 
 WARMUP_SHARE_PLUGIN = "harness.plugins.warmup_share"
-CLAIMS_VAR = "ZL_WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
 
 
 def share_text(share: tuple[int, int]) -> str:

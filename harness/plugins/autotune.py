@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,12 +19,14 @@ from typing import Any
 
 import pytest
 
-from harness.autotune import USED_FILE
+from harness import boundary
+from harness.boundary import REPLAY_EVICTED_MARKER, USED_FILE
+from harness.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
 from harness.plugins.markers import write_marker
 from harness.records import Records, Winner, from_text
 from harness.tuner_db import config_cache_table
 
-FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
+READER = "the autotune plugin"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
 # Triton's compile failures by exception class, named by the stage that raised them.
 COMPILE_STAGES = {"CompilationError": "frontend", "CompileTimeAssertionFailure": "frontend",
@@ -169,7 +170,7 @@ class Autotune:
         if isinstance(cache, dict) and tuple(key) in cache:
             del cache[tuple(key)]
             self.evicted.add((kernel, key_text))
-            self.marker(f"AUTOTUNE_REPLAY_EVICTED stage={stage} kernel={kernel} key={key_text}")
+            self.marker(f"{REPLAY_EVICTED_MARKER} stage={stage} kernel={kernel} key={key_text}")
         else:
             self.marker(f"compile_{stage}_no_evict kernel={kernel} key={key_text}")
 
@@ -248,11 +249,12 @@ AUTOTUNE = pytest.StashKey[Autotune]()
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     # trylast: device_setup (tryfirst) has imported flag_gems, so its tuners exist.
-    replay_path = os.environ.get("ZL_AUTOTUNE_REPLAY")
-    replay = from_text(Path(replay_path).read_text("utf-8"), replay_path) if replay_path else None
-    run_dir = os.environ.get("ZL_RUN_DIR")
-    state = Autotune(config, replay, os.environ.get("ZL_REPLAY_STRICT") == "1",
-                     Path(run_dir) if run_dir else None)
+    def read(var: boundary.ChildVar[Any]) -> Any:
+        return boundary.read(var, READER, pytest.UsageError)
+
+    replay_path = read(boundary.REPLAY)
+    replay = from_text(replay_path.read_text("utf-8"), str(replay_path)) if replay_path else None
+    state = Autotune(config, replay, read(boundary.REPLAY_STRICT) is True, read(boundary.RUN_DIR))
     state.install()
     config.stash[AUTOTUNE] = state
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from harness import backends
+from harness import boundary
 from harness.backends import Backend
 
 GRAPH_BENCH = pytest.StashKey[Callable[..., Any]]()
@@ -146,7 +145,7 @@ def graph_bench_for(backend: Backend) -> Callable[..., Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    backend = backends.get(os.environ.get("ZL_BACKEND", "cpu"))
+    backend = boundary.read(boundary.BACKEND, "the capture plugin", pytest.UsageError)
     if not backend.can_capture:
         raise pytest.UsageError(f"BACKEND={backend.name} cannot capture graphs; "
                                 "harness.plugins.capture does not apply")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from harness import backends
+from harness import boundary
 
-RUNTIME_FILE = "runtime.json"
+READER = "the device_setup plugin"
 
 
 def _version(module: str) -> str | None:
@@ -36,7 +35,7 @@ def vendor_mismatch(expected: str | None, actual: str | None, backend: str) -> s
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: FlagGems' conftest reads flag_gems.device at import; fail before any test does.
-    backend = backends.get(os.environ.get("ZL_BACKEND", "cpu"))
+    backend = boundary.read(boundary.BACKEND, READER, pytest.UsageError)
     import flag_gems
     import torch
 
@@ -50,14 +49,13 @@ def pytest_configure(config: pytest.Config) -> None:
         device_module.set_device(0)
         if hasattr(device_module, "get_device_name"):
             name = device_module.get_device_name(0)
-    run_dir = os.environ.get("ZL_RUN_DIR")
-    if run_dir:
-        facts = {
-            "vendor_name": flag_gems.vendor_name,
-            "device_name": name,
-            "torch": torch.__version__,
-            "triton": _version("triton"),
-            "flag_gems": getattr(flag_gems, "__version__", None),
-        }
-        Path(run_dir, RUNTIME_FILE).write_text(json.dumps(facts, indent=2) + "\n",
-                                               encoding="utf-8")
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    facts = {
+        "vendor_name": flag_gems.vendor_name,
+        "device_name": name,
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "flag_gems": getattr(flag_gems, "__version__", None),
+    }
+    Path(run_dir, boundary.RUNTIME_FILE).write_text(json.dumps(facts, indent=2) + "\n",
+                                                    encoding="utf-8")

@@ -6,7 +6,6 @@ The harness loads it (with ZL_COMPILE_WORKERS=N) only where the installed Triton
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -17,9 +16,13 @@ from typing import Any
 
 import pytest
 
+from harness import boundary
+from harness.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
+from harness.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
 from harness.fsutil import atomic_write_json
 from harness.plugins.markers import write_marker
-from harness.precompile import DONE_MARKER, OFF_MARKER, SIDE_FILE, WORKERS_VAR
+
+READER = "the precompile plugin"
 
 
 @dataclass
@@ -116,8 +119,9 @@ class Precompiler:
     still split the configs by how fast they compile.
     """
 
-    def __init__(self, config: pytest.Config, workers: int) -> None:
+    def __init__(self, config: pytest.Config, workers: int, run_dir: Path) -> None:
         self.config = config
+        self.run_dir = run_dir
         self.facts = Facts(workers)
         self.pool = _Pool(workers)
         self._undo: list[Callable[[], None]] = []
@@ -186,9 +190,7 @@ class Precompiler:
         words = [f"{k}={v}" for k, v in facts.items() if k != "skipped"]
         words += [f"skipped_{k}={v}" for k, v in sorted(self.facts.skipped.items())]
         write_marker(self.config, " ".join([DONE_MARKER, *words]))
-        run_dir = os.environ.get("ZL_RUN_DIR")
-        if run_dir:
-            atomic_write_json(Path(run_dir) / SIDE_FILE, facts)
+        atomic_write_json(self.run_dir / boundary.PRECOMPILE_FILE, facts)
 
     def uninstall(self) -> None:
         while self._undo:
@@ -212,11 +214,9 @@ def unusable(module: Any) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    value = os.environ.get(WORKERS_VAR, "")  # the harness sets it wherever it plans the plugin
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise pytest.UsageError(f"{WORKERS_VAR}={value!r}: the precompile plugin needs a "
-                                "whole number of threads of at least 1")
-    workers = int(value)
+    # the harness sets both wherever it plans the plugin
+    workers = boundary.read(boundary.COMPILE_WORKERS, READER, pytest.UsageError)
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
     try:
         from triton.runtime import _async_compile
     except ImportError:
@@ -226,7 +226,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if reason is not None:
         write_marker(config, f"{OFF_MARKER} reason={reason} compile_workers={workers}")
         return
-    config.stash[PRECOMPILER] = Precompiler(config, workers)
+    config.stash[PRECOMPILER] = Precompiler(config, workers, run_dir)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import boundary
+from harness.boundary import RECORD_LOG_GLOB, RECORD_LOGS_FILE
 from harness.fsutil import atomic_write_json
-from harness.results import RECORD_LOG_GLOB, RECORD_LOGS_FILE
 
+READER = "the record_log plugin"
 LOGGER = "flag_gems_benchmark"  # the logger FlagGems' benchmark conftest records with
 
 _OPEN = logging.FileHandler.__init__
@@ -59,17 +61,15 @@ def record_logs(logger: logging.Logger) -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: before FlagGems' conftest opens its handler in its own pytest_configure. The
     # constructor is patched, not the class, so that isinstance checks keep working.
-    run_dir = os.environ.get("ZL_RUN_DIR")
-    if run_dir:
-        logging.FileHandler.__init__ = _redirect_to(Path(run_dir))  # type: ignore[method-assign]
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    logging.FileHandler.__init__ = _redirect_to(run_dir)  # type: ignore[method-assign]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Every conftest has configured by now: the redirect has done its job.
     _restore()
-    run_dir = os.environ.get("ZL_RUN_DIR")
-    if run_dir:
-        atomic_write_json(Path(run_dir, RECORD_LOGS_FILE), record_logs(logging.getLogger(LOGGER)))
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    atomic_write_json(Path(run_dir, RECORD_LOGS_FILE), record_logs(logging.getLogger(LOGGER)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -25,18 +25,17 @@ from typing import Any
 
 import pytest
 
-from harness import backends
+from harness import boundary
 from harness.backends import Backend, Verdict
+from harness.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
+from harness.boundary import TIMING_FILE as SIDECAR
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
-from harness.results import TIMING_SIDECAR as SIDECAR
 from harness.results import canonical_shape
 
 CURRENT_OP_VAR = "FLAGGEMS_PERF_CURRENT_OP"
 BASE_MODULE = "benchmark.base"
-DIRECT_MARKER = "BENCHMARK_DIRECT_NO_CUDAGRAPH"
-POISONED_MARKER = "BENCHMARK_CAPTURE_POISONED"
-DENIED_MARKER = "BENCHMARK_CAPTURE_DENIED"
+READER = "the timing plugin"
 
 
 class CapturePoisoned(BaseException):
@@ -95,7 +94,7 @@ class Timing:
     def graph_bench(self) -> Callable[..., Any]:
         bench = self.config.stash.get(GRAPH_BENCH, None)
         if bench is None:
-            raise pytest.UsageError("ZL_TIMER=graph needs -p harness.plugins.capture")
+            raise pytest.UsageError(f"{boundary.TIMER_VAR}=graph needs -p harness.plugins.capture")
         return bench
 
     # -- output -----------------------------------------------------------------------------
@@ -269,14 +268,11 @@ TIMING = pytest.StashKey[Timing]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    backend = backends.get(os.environ.get("ZL_BACKEND", "cpu"))
-    timer = os.environ.get("ZL_TIMER", "direct")
-    if timer not in ("graph", "direct"):
-        raise pytest.UsageError(f"ZL_TIMER={timer!r} is not accepted; expected graph or direct")
-    repeat = int(os.environ.get("ZL_DIRECT_REPEAT", "1") or "1")
-    run_dir = os.environ.get("ZL_RUN_DIR")
-    config.stash[TIMING] = Timing(config, backend, timer, max(1, repeat),
-                                  Path(run_dir) if run_dir else None)
+    def read(var: boundary.ChildVar[Any]) -> Any:
+        return boundary.read(var, READER, pytest.UsageError)
+
+    config.stash[TIMING] = Timing(config, read(boundary.BACKEND), read(boundary.TIMER),
+                                  read(boundary.REPEAT), read(boundary.RUN_DIR))
 
 
 @pytest.hookimpl(trylast=True)

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+from harness import boundary
 from harness.plugins.autotune import AUTOTUNE, _jsonable
-from harness.warmup_share import CLAIMS_VAR, parse_share
 
 AUTOTUNE_PLUGIN = "harness.plugins.autotune"
+READER = "the warmup_share plugin"
 BASE_MODULE = "benchmark.base"
 
 
@@ -147,9 +148,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # Not trylast: the autotune plugin's configure (trylast) wraps prune_configs after this
     # one, so its pin returns before the share is taken. The share only splits sweeps that
     # plugin watches (the plan loads it wherever Triton tunes the kernels).
-    claims = os.environ.get(CLAIMS_VAR)
-    state = Shard(config, parse_share(os.environ.get("ZL_WARMUP_SHARE", "")),
-                  Claims(Path(claims)) if claims else None)
+    # the plan loads this plugin only in a shard, whose share the harness always sets
+    share = boundary.read(boundary.SHARD_SHARE, READER, pytest.UsageError)
+    claims = boundary.read(boundary.WARMUP_CLAIMS, READER, pytest.UsageError)
+    state = Shard(config, share, Claims(claims) if claims else None)
     if config.pluginmanager.has_plugin(AUTOTUNE_PLUGIN):
         state.install_tuners()
     config.stash[SHARD] = state

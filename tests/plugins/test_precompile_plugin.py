@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness import precompile
+from harness import boundary, precompile
 from harness.autotune import finish_run
 from harness.plugins.precompile import candidates, unusable
 from harness.records import records_path
@@ -192,7 +192,7 @@ def suite(pytester, monkeypatch):
     fakedev.install(pytester)
     (pytester.path / "triton" / "runtime" / "autotuner.py").write_text(AUTOTUNER)
     for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE", "ZL_WARMUP_CLAIMS",
-                 precompile.WORKERS_VAR):
+                 boundary.COMPILE_WORKERS_VAR):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(kernels=KERNELS)
     return pytester
@@ -214,7 +214,7 @@ def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, p
     for plugin in plugins:
         args += ["-p", plugin]
     if workers:
-        monkeypatch.setenv(precompile.WORKERS_VAR, str(workers))
+        monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, str(workers))
         args += ["-p", "harness.plugins.precompile"]
     pytester.makepyfile(test_kernels=TEST.format(sizes=sizes))
     result = pytester.runpytest_subprocess(*args)
@@ -253,7 +253,7 @@ def test_off_is_identical_to_no_plugin(suite, monkeypatch, tmp_path):
     assert events(on, "time") == events(off, "time") == [16, 32, 48, 64, 128] * 2
     assert on["winners"] == off["winners"] == {"(8,)": 32, "(16,)": 32}
     assert [e[2] for e in off["log"] if e[0] == "compile"] == ["MainThread"] * 6
-    assert not (run_dir / precompile.SIDE_FILE).exists()
+    assert not (run_dir / boundary.PRECOMPILE_FILE).exists()
     result.stdout.no_fnmatch_line("COMPILE_WORKERS*")
 
 
@@ -265,7 +265,7 @@ def test_without_async_mode_the_plugin_says_so_once_and_changes_nothing(
                                  "compile_workers=4"])
     assert len([ln for ln in result.outlines if ln.startswith("COMPILE_WORKERS")]) == 1
     assert {e[2] for e in log["log"] if e[0] == "compile"} == {"MainThread"}
-    assert not (run_dir / precompile.SIDE_FILE).exists()
+    assert not (run_dir / boundary.PRECOMPILE_FILE).exists()
 
 
 def test_a_replayed_key_compiles_only_its_winner(suite, monkeypatch, tmp_path):
@@ -439,9 +439,9 @@ def test_libtuner_policies_are_recognised_though_utils_shadows_the_module_name(
 @pytest.mark.parametrize("value", ["", "0", "abc", "²"])
 def test_the_plugin_without_a_thread_count_is_a_usage_error(suite, monkeypatch, value):
     (suite.path / "triton" / "runtime" / "_async_compile.py").write_text(ASYNC_COMPILE)
-    monkeypatch.setenv(precompile.WORKERS_VAR, value)
+    monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, value)
     suite.makepyfile(test_kernels="def test_nothing():\n    pass\n")
     result = suite.runpytest_subprocess("test_kernels.py", "-p", "harness.plugins.precompile")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{precompile.WORKERS_VAR}={value!r}: the precompile plugin "
-                                 "needs a whole number of threads of at least 1"])
+    result.stderr.fnmatch_lines([f"*{boundary.COMPILE_WORKERS_VAR}={value!r}: the precompile "
+                                 "plugin needs a whole number of threads of at least 1"])

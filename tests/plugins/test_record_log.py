@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 
-from harness.plugins.record_log import LOGGER, RECORD_LOGS_FILE, target
+from harness.boundary import RECORD_LOGS_FILE
+from harness.plugins.record_log import LOGGER, target
 
 CONFTEST = f"""
     import logging

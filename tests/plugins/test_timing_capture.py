@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from harness import backends
+from harness.boundary import TIMING_FILE as SIDECAR
 from harness.plugin_plan import plan_plugins
 from harness.plugins import capture
-from harness.plugins.timing import SIDECAR, op_key
+from harness.plugins.timing import op_key
 from harness.providers.flaggems import load_nodes_tsv
 from tests.plugins import fakedev
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness.autotune import USED_FILE, finish_run
+from harness.autotune import finish_run
+from harness.boundary import USED_FILE
 from harness.records import RECORDS_DIR, RECORDS_FILE, read_records
 from tests.unit.test_tuner_db import ROWS, TABLE, make_libtuner_db
 

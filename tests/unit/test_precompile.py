@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness import backends, precompile, runner, spec
+from harness import backends, boundary, precompile, runner, spec
 from harness.errors import UsageError
 from harness.plugin_plan import PRECOMPILE, plan_plugins
 from harness.preflight import Plan, probe_python
@@ -74,7 +74,7 @@ def test_plugin_planned_only_where_asked_and_triton_tunes():
 def test_invocation_loads_the_plugin_with_its_thread_count(tmp_path):
     (tmp_path / "fg").mkdir()
     inv = runner.build_invocation(resolve(tmp_path, compile_workers="6"), plan(), tmp_path / "r")
-    assert PRECOMPILE in inv.plugins and inv.env[precompile.WORKERS_VAR] == "6"
+    assert PRECOMPILE in inv.plugins and inv.env[boundary.COMPILE_WORKERS_VAR] == "6"
 
 
 @pytest.mark.parametrize(("workers", "features"), [("0", FOUND), ("6", {})])
@@ -85,7 +85,7 @@ def test_off_or_unsupported_runs_exactly_as_before(tmp_path, workers, features):
     before = runner.build_invocation(resolve(tmp_path, compile_workers="0"), plan({}),
                                      tmp_path / "r")
     assert inv.plugins == before.plugins and PRECOMPILE not in inv.plugins
-    assert precompile.WORKERS_VAR not in inv.env and inv.argv == before.argv
+    assert boundary.COMPILE_WORKERS_VAR not in inv.env and inv.argv == before.argv
 
 
 def test_header_says_once_when_triton_cannot_compile_concurrently(tmp_path):
@@ -104,7 +104,7 @@ def test_header_says_once_when_triton_cannot_compile_concurrently(tmp_path):
 def test_side_file_is_read_once_and_removed(tmp_path):
     facts = {"workers": 4, "keys": 2, "candidates": 9, "compiled": 9, "failed": 0,
              "seconds": 1.5, "skipped": {}}
-    (tmp_path / precompile.SIDE_FILE).write_text(json.dumps(facts))
+    (tmp_path / boundary.PRECOMPILE_FILE).write_text(json.dumps(facts))
     assert precompile.read_side_file(tmp_path) == facts
     assert precompile.read_side_file(tmp_path) is None
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness import cli
+from harness.boundary import DIRECT_MARKER
 from harness.errors import UsageError
 from harness.report import (
     AB_JSON,
@@ -24,7 +25,7 @@ from harness.report import (
     write_report,
 )
 from harness.results import Row
-from harness.summary import DIRECT_MARKER, Source, compare
+from harness.summary import Source, compare
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",

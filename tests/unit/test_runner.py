@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness import runner, spec
+from harness.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError
 from harness.preflight import Plan
 from harness.providers.flaggems import Node
-from harness.results import RECORD_LOGS_FILE
 
 
 def _claim(args):

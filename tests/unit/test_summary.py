@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 
 from harness import cli
+from harness.boundary import DIRECT_MARKER, REPLAY_FALLBACK_MARKER
 from harness.errors import UsageError
 from harness.results import Row, write_results
 from harness.stats import Verdict
 from harness.summary import (
     AB_CSV_FIELDS,
-    DIRECT_MARKER,
     REGIME,
-    REPLAY_FALLBACK_MARKER,
     SELF_TUNED,
     Source,
     compare,
