@@ -21,7 +21,8 @@ FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	PARALLEL_WARMUP_GPUS=parallel-warmup-gpus WARMUP_SHARE=warmup-share DEVICES=devices \
 	FLAGGEMS_DIR=flaggems-dir \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
-AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from
+AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from OPS=ops OPS_FILE=ops-file \
+	WALLS_FROM=walls-from RESUME=resume ONLY=only
 flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
 flags = $(foreach p,$(1),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
 ARGS = $(call flags,$(FLAG_MAP))
@@ -94,5 +95,5 @@ pin: ## resolve the base tags of containers/pins.yaml to digests and rewrite it 
 shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make run
 	$(HARNESS) shell $(ARGS)
 
-ab: ## an A/B campaign: make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm [A= B= ROUNDS=]
+ab: ## an A/B campaign: make ab AXIS=RLC_ENHANCE OP=mm | OPS=a,b | OPS=all [A= B= ROUNDS=]; RESUME=dir
 	$(HARNESS) ab $(ARGS) $(call flags,$(AB_FLAG_MAP))

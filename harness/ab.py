@@ -14,16 +14,14 @@ import dataclasses
 import json
 import re
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import identity, receipt, report, runner, stats, summary
+from harness import report
 from harness.backends import Backend
-from harness.errors import EXIT_AXIS_NOT_LIVE, EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
-from harness.fsutil import atomic_write_json
-from harness.preflight import Plan
-from harness.spec import REPO_ROOT, AbSpec, Settings
+from harness.errors import UsageError
+from harness.spec import Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
@@ -165,89 +163,6 @@ def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -
                            f"mentions {axis.variable}")
     return "not_live", (f"{NOT_LIVE_MARKER} axis={axis.name}: compiled artifacts are equal and "
                         f"the installed compiler never mentions {axis.variable}")
-
-
-def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
-                 noise_floor_pct: float, campaign: Path,
-                 out: Callable[[str], None] = print) -> tuple[dict, list[int]]:
-    """Run every step, then pair, classify and check liveness: (ab.json document, step rcs)."""
-    steps = schedule(spec.rounds, spec.a, spec.b)
-    codes, commands = [], []
-    for number, step in enumerate(steps, start=1):
-        env = axis.env(step.value or "")
-        out(f"AB_STEP {number}/{len(steps)} {step.rel} "
-            f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
-        rc, run_dir = runner.execute(side_settings(settings, step, campaign), plan,
-                                     run_dir=campaign / step.rel, extra_env=env)
-        codes.append(rc)
-        commands.append([f"{k}={v}" for k, v in env.items()] +
-                        (identity.read_identity(run_dir) or {}).get("command", []))
-    sources = {side: [summary.load_source(campaign / side / f"r{r}")
-                      for r in range(spec.rounds)] for side in ("A", "B")}
-    result = summary.compare(sources["A"], sources["B"], noise_floor_pct=noise_floor_pct)
-    caliber = {**settings.caliber(), "op": plan.op, "node": plan.node.nodeid,
-               "axis": axis.name, "axis_var": axis.variable, "a": spec.a, "b": spec.b,
-               "rounds": spec.rounds,
-               "noise_floor_source": str(spec.noise_from) if spec.noise_from else None,
-               "image_digests": {side: sorted({doc.get("image_digest") or "none"
-                                               for s in srcs for _, doc in s.identities})
-                                 for side, srcs in sources.items()},
-               **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
-    notes: list[str] = []
-    live = None
-    identities = {side: [doc for s in srcs for _, doc in s.identities]
-                  for side, srcs in sources.items()}
-    if axis.variable is None:
-        floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
-        caliber["measured_noise_floor_pct"] = floor
-        notes.append(f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
-                     "NOISE_FROM to later campaigns)")
-        notes += filter(None, [aa_artifact_note(identities)])
-    elif any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER)
-             for r in result.rows):
-        live = {"status": "live", "detail": "rows differ beyond the noise floor"}
-    else:
-        status, detail = liveness(identities, axis, plan.python)
-        if status == "unchecked":
-            notes.append(detail)
-        else:
-            live = {"status": status, "detail": detail}
-    doc = report.ab_document(result, caliber, liveness=live, notes=notes)
-    doc["commands"] = commands
-    doc["sides"] = {side: [str(campaign / side / f"r{r}") for r in range(spec.rounds)]
-                    for side in ("A", "B")}
-    return doc, codes
-
-
-def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
-            out: Callable[[str], None] = print) -> int:
-    """`harness ab`: the campaign end to end; exit 0, 1 (a run failed) or 6 (axis not live)."""
-    floor = noise_floor_from(spec.noise_from) if spec.noise_from else stats.MIN_NOISE_FLOOR_PCT
-    steps = schedule(spec.rounds, spec.a, spec.b)
-    parent = settings.out / "ab" / f"{axis.name}-{plan.op}"
-    if settings.dry_run:
-        for line in describe(settings, axis, steps, parent / runner.utc_stamp()):
-            out(line)
-        for line in runner.describe_dry_run(settings, plan, parent / "<ts>" / "A" / "r0"):
-            out(line)
-        return EXIT_OK
-    campaign = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{plan.op}",
-                                    runner.utc_stamp())
-    doc, codes = run_campaign(settings, plan, axis, spec, noise_floor_pct=floor,
-                              campaign=campaign, out=out)
-    atomic_write_json(campaign / report.AB_JSON, doc)
-    md, png = report.write_report(campaign)
-    receipt.write_receipt(campaign, receipt.build_receipt(
-        campaign={"dir": str(campaign), "axis": axis.name, "variable": axis.variable,
-                  "steps": [s.rel for s in steps]},
-        sides={side: {"runs": doc["sides"][side]} for side in ("A", "B")},
-        rows=doc["rows"], commands=doc["commands"], caliber=doc["caliber"]))
-    out(f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} "
-        f"geomean={doc['geomean_speedup_pct']} report={md}" + (f" plot={png}" if png else ""))
-    if (doc.get("liveness") or {}).get("status") == "not_live":
-        out(f"{NOT_LIVE_MARKER} axis={axis.name}")
-        return EXIT_AXIS_NOT_LIVE
-    return EXIT_OK if all(rc == 0 for rc in codes) else EXIT_BENCHMARK_FAILED
 
 
 def noise_floor_from(path: Path) -> float:

@@ -36,6 +36,7 @@ NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 CHILD_ENV_DROP = ("OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN")
 OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a log file name: no path separators
 RUN_DIR_LINE = "# run_dir: "  # the child's run header names its run directory first
+ALL_OPS = "all"  # OPS=all: every node of the tree
 
 
 # --------------------------------------------------------------------------- what to run
@@ -93,6 +94,36 @@ def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
     if not path.is_file():
         raise UsageError(f"OPS_FILE={str(path)!r} does not exist")
     return parse_ops_file(path.read_text(encoding="utf-8"), f"OPS_FILE={str(path)!r}")
+
+
+def all_ops(settings: Settings) -> dict[str, str]:
+    """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by the
+    operator name a run gives it; a name two nodes share gets -2, -3 ... on the later ones."""
+    fg_dir = settings.flaggems_dir
+    if fg_dir is None:
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR is not set (BACKEND="
+                             f"{settings.backend.name} has no embedded suite)")
+    flaggems.check_layout(fg_dir)
+    found: dict[str, str] = {}
+    for node in flaggems.scan_tree(fg_dir):
+        if "parallel" in node.path.rpartition("/")[2] or not node.function:
+            continue
+        name = base = flaggems.op_name_for(node)
+        n = 1
+        while name in found:
+            n += 1
+            name = f"{base}-{n}"
+        found[name] = node.nodeid
+    if not found:
+        raise PreflightError("test_node", f"OPS='all': no benchmark node under {str(fg_dir)!r}")
+    return found
+
+
+def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
+                ) -> list[str]:
+    """The operators of OPS or OPS_FILE; OPS=all names every node of the tree (all_ops)."""
+    ops = ops_from(flags, env)
+    return list(all_ops(settings)) if ops == [ALL_OPS] else ops
 
 
 def worker_devices(settings: Settings) -> list[str | None]:
@@ -322,7 +353,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
 def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], None] = say
          ) -> int:
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
-    ops = ops_from(flags, os.environ)
+    ops = resolve_ops(settings, flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
     if settings.dry_run:
         lines, rc = describe_dry_run(settings, ops, forwarded)

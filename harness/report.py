@@ -349,6 +349,10 @@ def write_report(path: str | Path) -> tuple[Path, Path | None]:
     caliber = doc.get("caliber") or {}
     live = liveness_note(doc.get("liveness"), caliber.get("axis"))
     notes = [n for n in (live, *(doc.get("notes") or ())) if n]
-    md = atomic_write_text(directory / AB_MD, render_markdown(doc, caliber, notes=notes))
+    from harness import suite_report  # it renders with this module's table helpers
+
+    text = (suite_report.render_markdown(doc, notes) if suite_report.is_suite(doc)
+            else render_markdown(doc, caliber, notes=notes))
+    md = atomic_write_text(directory / AB_MD, text)
     png = directory / AB_PNG
     return md, png if render_png(doc, png) else None

@@ -57,14 +57,17 @@ class Scheduler:
     def request_stop(self, signum: int) -> None:
         self.signal = signum
 
-    def run(self, ops: Sequence[str]) -> int | None:
-        """Run every operator; return the signal that stopped the batch, or None."""
+    def run(self, ops: Sequence[str], ready: Callable[[str], bool] | None = None
+            ) -> int | None:
+        """Run every operator, each once `ready` says it may start (the first queued that is,
+        or the first queued when nothing runs that could make one ready); return the signal
+        that stopped the batch, or None."""
         queue = deque(ops)
         try:
             while (queue or self.running) and self.signal is None:
                 for slot, device in enumerate(self.devices):
-                    if slot not in self.running and queue:
-                        op, started = queue.popleft(), time.monotonic()
+                    if slot not in self.running and (op := self._next(queue, ready)) is not None:
+                        started = time.monotonic()
                         job = Running(op, device, self.start(op, device), started)
                         self.running[slot] = job
                         self.on_start(job)
@@ -74,6 +77,13 @@ class Scheduler:
         finally:
             self._stop_running()
         return self.signal
+
+    def _next(self, queue: deque[str], ready: Callable[[str], bool] | None) -> str | None:
+        for op in queue:
+            if ready is None or ready(op) or not self.running:
+                queue.remove(op)
+                return op
+        return None
 
     def _reap(self) -> None:
         for slot, job in list(self.running.items()):

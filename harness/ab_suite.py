@@ -1,0 +1,285 @@
+"""`harness ab`: a campaign of units (operator, round) over DEVICES, its resume, and its report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import ab, ab_unit, artifacts, backends, batch, campaign, runner, spec, stats
+from harness.campaign import CACHE_DIR, LOGS_DIR, SIDES, Unit
+from harness.errors import EXIT_OK, PreflightError, UsageError, choice_error
+from harness.preflight import run_preflight
+from harness.spec import Settings
+from harness.suite_report import OP_VERDICTS
+from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+
+# Settings a resume may not change: they decide whether the new rounds compare with the old.
+RESUME_FIXED = ("backend", "level", "mode")
+# The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
+UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
+    "OP", "OP_FILE", "TEST_NODE", "AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "DRY_RUN",
+    "DEVICES"))
+
+
+def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str | None:
+    var = spec.VARS_BY_MAKE[name]
+    value = flags.get(var.dest)
+    return str(value) if value not in (None, "") else (env.get(var.env) or None)
+
+
+def settings_argv(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str]
+                  ) -> list[str]:
+    """Every run setting given as a flag or in the environment, as flags: a campaign stores
+    them, so that its units and a later resume run exactly the campaign's settings."""
+    given = {spec.VARS_BY_MAKE[n].dest: v for n in UNIT_VARS if (v := _given(flags, env, n))}
+    return batch.forwarded_flags(settings, given)
+
+
+def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
+    parser = argparse.ArgumentParser(add_help=False)
+    spec.add_arguments(parser, UNIT_VARS)
+    flags = vars(parser.parse_args(argv))
+    return spec.resolve(flags), flags
+
+
+def unit_argv(directory: Path, argv: list[str], node: str, unit: str, device: str | None
+              ) -> list[str]:
+    """`harness ab-unit` for one unit: the campaign's settings, its node, pinned to `device`."""
+    pin = ["--devices", device] if device is not None else []
+    return [sys.executable, "-m", "harness.cli", "ab-unit", str(directory), unit, *argv,
+            "--node", node, *pin]
+
+
+# --------------------------------------------------------------------------- a new campaign
+
+
+def _operators(settings: Settings, flags: Mapping[str, Any]
+               ) -> tuple[dict[str, dict[str, Any]], Any]:
+    """{op: {"node"} or {"reason"}} and the preflight plan of the first operator with a node
+    (PreflightError when none has one: the environment or every name is wrong)."""
+    many = any(flags.get(k) or os.environ.get(k.upper()) for k in ("ops", "ops_file"))
+    if not many:
+        plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=print)
+        return {plan.op: {"node": plan.node.nodeid}}, plan
+    if settings.op or settings.test_node:
+        raise UsageError("give OP (one operator) or OPS/OPS_FILE (several), not both")
+    ops = batch.ops_from(flags, os.environ)
+    nodes = (batch.all_ops(settings) if ops == [batch.ALL_OPS]
+             else batch.resolve_nodes(settings, ops))
+    info = {op: ({"reason": n} if n.startswith("PREFLIGHT_FAILED") else {"node": n})
+            for op, n in nodes.items()}
+    first = next((v["node"] for v in info.values() if "node" in v), None)
+    if first is None:
+        for op, v in info.items():
+            print(f"{op}: {v['reason']}")
+        raise PreflightError("test_node", "no operator of OPS has a benchmark node")
+    one = dataclasses.replace(settings, op=None, op_file=None, test_node=first)
+    return info, run_preflight(one, with_accelerator=not settings.dry_run, report=print)
+
+
+def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,
+          out: Callable[[str], None] = print) -> int:
+    """A new campaign: plan it, print it (DRY_RUN) or run it to its report."""
+    ops, plan = _operators(settings, flags)
+    walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
+    walls = campaign.walls_from(Path(walls_path)) if walls_path else {}
+    floor = (ab.noise_floor_from(ab_spec.noise_from) if ab_spec.noise_from
+             else stats.MIN_NOISE_FLOOR_PCT)
+    label = next(iter(ops)) if len(ops) == 1 else "suite"
+    parent = settings.out / "ab" / f"{axis.name}-{label}"
+    doc = campaign.new_document(
+        directory=parent / "<ts>", axis={"name": axis.name, "variable": axis.variable,
+                                         "a": ab_spec.a, "b": ab_spec.b},
+        caliber=settings.caliber(), argv=settings_argv(settings, flags, os.environ), ops=ops,
+        rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
+    doc.update({"noise_floor_pct": floor, "python": plan.python,
+                "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
+    devices = batch.worker_devices(settings)
+    if settings.dry_run:
+        for line in describe(doc, devices, parent / runner.utc_stamp()):
+            out(line)
+        return EXIT_OK
+    directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
+                                     runner.utc_stamp())
+    doc["dir"] = str(directory)
+    campaign.save(directory, doc)
+    return drive(directory, doc, settings, devices, out)
+
+
+def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path) -> list[str]:
+    """The unit plan per device and the side caches, for DRY_RUN."""
+    axis = doc["axis"]
+    lines = [f"campaign: {directory} (not created)",
+             f"axis: {axis['name']} -> {axis['variable'] or 'no variable (A/A)'}; "
+             f"A={axis['a']} B={axis['b']}"]
+    for op, info in doc["ops"].items():
+        lines.append(f"operator {op}: {info.get('node') or info.get('reason')}")
+    for side in SIDES:
+        env = ab_unit.cache_env(directory, side)
+        lines.append(f"cache {side}: {directory / CACHE_DIR / side} ("
+                     + " ".join(f"{k}={v}" for k, v in env.items()) + "); removed at the end")
+    todo = campaign.units_to_run(doc)
+    placed = campaign.deal(todo, devices, doc.get("walls"))
+    lines.append(f"{len(todo)} units, round-major, longest first within a round "
+                 f"({'walls from ' + doc['walls_from'] if doc.get('walls_from') else 'no walls'})"
+                 "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
+    for device in devices:
+        mine = [u for d, u in placed if d == device]
+        lines.append(f"device {device or '-'}: "
+                     + ", ".join(f"{u.id}[{''.join(u.sides)}]" for u in mine))
+    return lines
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
+    """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
+    directory = Path(str(flags["resume"]))
+    doc = campaign.load(directory)
+    given = {}
+    for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
+        if (value := _given(flags, os.environ, name)) is not None:
+            given[key] = backends.get(value).name if key == "backend" else value
+    campaign.check_caliber(doc, given, RESUME_FIXED)
+    settings, stored = settings_from_argv(doc["argv"])
+    if (devices_value := _given(flags, os.environ, "DEVICES")) is not None:
+        settings = spec.resolve({**stored, "devices": devices_value})
+    only = flags.get("only")
+    if only is not None and only not in OP_VERDICTS:
+        raise choice_error("ONLY", only, OP_VERDICTS)
+    rounds_value = _given(flags, os.environ, "ROUNDS")
+    rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
+              if rounds_value else None)
+    verdicts = {op: v["verdict"] for op, v in (_load_operators(directory)).items()}
+    new = campaign.extend(doc, rounds, only, verdicts)
+    out(f"resuming {directory}: {len(campaign.units_to_run(doc))} units to run "
+        f"({len(new)} added)")
+    devices = batch.worker_devices(settings)
+    if _given(flags, os.environ, "DRY_RUN") == "1":
+        for line in describe(doc, devices, directory):
+            out(line)
+        return EXIT_OK
+    campaign.save(directory, doc)
+    return drive(directory, doc, settings, devices, out)
+
+
+def _load_operators(directory: Path) -> dict[str, Any]:
+    from harness import report
+
+    try:
+        return report.load_ab(directory).get("operators") or {}
+    except UsageError:
+        return {}
+
+
+# --------------------------------------------------------------------------- running units
+
+
+def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: list[str | None],
+          out: Callable[[str], None] = print, grace_s: float = GRACE_S,
+          poll_s: float = 0.1) -> int:
+    """Run every unit not finished, one child process each, then write the report; on SIGINT
+    or SIGTERM stop the children, record the campaign interrupted, raise KeyboardInterrupt."""
+    from harness import ab_finish
+
+    todo = campaign.units_to_run(doc)
+    status = campaign.status_map(doc)
+    (directory / LOGS_DIR).mkdir(exist_ok=True)
+    for side in SIDES:
+        for kind in ("flaggems", "triton"):
+            (ab_unit.side_cache(directory, side) / kind).mkdir(parents=True, exist_ok=True)
+    env, began, finished = batch.child_env(), time.monotonic(), 0
+    out(f"campaign directory: {directory} ({len(todo)} units to run of {len(doc['units'])}, "
+        f"{len(devices)} worker(s) on devices {','.join(d or '-' for d in devices)})")
+
+    def log(unit_id: str) -> Path:
+        return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
+
+    def start_unit(unit_id: str, device: str | None) -> subprocess.Popen:
+        entry = campaign.unit_entry(doc, unit_id)
+        entry.update(status="running", device=device, attempts=entry["attempts"] + 1)
+        status[unit_id] = "running"
+        campaign.save(directory, doc)
+        argv = unit_argv(directory, doc["argv"], doc["ops"][entry["op"]]["node"], unit_id,
+                         device)
+        with open(log(unit_id), "ab") as fh:
+            return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    def on_start(job: Running) -> None:
+        unit = campaign.parse_unit_id(job.op)
+        out(f"[start] {job.op} sides={' '.join(unit.sides)} device={job.device or '-'} "
+            f"log={log(job.op)}")
+
+    def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
+        nonlocal finished
+        entry = campaign.unit_entry(doc, job.op)
+        state = batch.status_for(rc, interrupted=interrupted)
+        reason = batch.last_line(log(job.op)) if state in ("failed", "error") else None
+        entry.update(status=state, rc=rc, wall_s=round(time.monotonic() - job.started, 2),
+                     reason=reason)
+        status[job.op] = state
+        campaign.save(directory, doc)
+        finished += not interrupted
+        done = sum(u["status"] in campaign.FINISHED for u in doc["units"])
+        elapsed = time.monotonic() - began
+        eta = campaign.eta_s(elapsed, finished, len(doc["units"]) - done)
+        out(f"[{done}/{len(doc['units'])}] {job.op} {state} rc={'' if rc is None else rc} "
+            f"wall={entry['wall_s']}s device={job.device or '-'} elapsed={elapsed:.0f}s "
+            f"eta={'-' if eta is None else f'{eta:.0f}s'}" + (f"\n    {reason}" if reason else ""))
+
+    scheduler = Scheduler(devices, start_unit, on_start, on_finish,
+                          stop=lambda children: stop_children(children, grace_s), poll_s=poll_s)
+    doc["state"] = "running"
+    campaign.save(directory, doc)
+    try:
+        with deferred_signals(scheduler.request_stop):
+            signum = scheduler.run([u.id for u in todo], ready=lambda uid: campaign.ready(
+                campaign.parse_unit_id(uid), status))
+    finally:
+        _drop_caches(directory, doc)
+    if signum is not None:
+        doc["state"] = "interrupted"
+        campaign.save(directory, doc)
+        left = len(campaign.units_to_run(doc))
+        out(f"AB_INTERRUPTED signal={signal.Signals(signum).name} units_left={left} "
+            f"resume: harness ab --resume {directory}")
+        raise KeyboardInterrupt
+    rc = ab_finish.finish(directory, doc, settings, out)
+    doc["state"] = "done"
+    campaign.save(directory, doc)
+    return rc
+
+
+def _drop_caches(directory: Path, doc: dict[str, Any]) -> None:
+    """Fingerprint what each side's cache compiled (kept in campaign.json for liveness), then
+    remove the caches: a resume starts them afresh."""
+    seen = doc.setdefault("side_artifacts", {})
+    for side in SIDES:
+        cache = ab_unit.side_cache(directory, side)
+        if (cache / "triton").is_dir():
+            found = artifacts.artifact_hashes(cache / "triton", cache.resolve())
+            seen[side] = sorted({*seen.get(side, ()), *found})
+    campaign.save(directory, doc)
+    shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
+
+
+def run_unit_command(directory: Path, unit_id: str, settings: Settings,
+                     out: Callable[[str], None] = print) -> int:
+    """`harness ab-unit DIR UNIT`: a unit's two sides (the driver and a Slurm task call it)."""
+    doc = campaign.load(directory)
+    entry = campaign.unit_entry(doc, unit_id)
+    unit = Unit(entry["op"], entry["round"])
+    plan = run_preflight(settings, report=out)
+    return ab_unit.run_unit(settings, plan, directory, unit, doc["axis"], out)
+
