@@ -123,10 +123,13 @@ def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path)
              f"A={axis['a']} B={axis['b']}"]
     for op, info in doc["ops"].items():
         lines.append(f"operator {op}: {info.get('node') or info.get('reason')}")
+    switch = ab.Axis(axis["name"], axis["variable"])
     for side in SIDES:
-        env = ab_unit.cache_env(directory, side)
-        lines.append(f"cache {side}: {directory / CACHE_DIR / side} ("
-                     + " ".join(f"{k}={v}" for k, v in env.items()) + "); removed at the end")
+        value = switch.env(axis["a"] if side == "A" else axis["b"])
+        env = {**value, **ab_unit.cache_env(directory, side)}
+        mode = "A/r0 tunes and records" if side == "A" else "replays A/r0 strictly"
+        lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
+                     + f" ({mode}; cache removed at the end)")
     todo = campaign.units_to_run(doc)
     placed = campaign.deal(todo, devices, doc.get("walls"))
     lines.append(f"{len(todo)} units, round-major, longest first within a round "

@@ -114,3 +114,28 @@ def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
         time.sleep(0.05)  # the handler runs between bytecodes of the main thread
     assert seen == [signal.SIGINT]
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_queued_item_that_is_not_ready_waits_while_a_later_ready_one_takes_the_device():
+    # mm/r1 may start only after mm/r0 finished; add/r0 is ready and goes in its place
+    rec = Recorder({"mm/r0": 0.05, "mm/r1": 0.01, "add/r0": 0.01})
+    done: set[str] = set()
+    original = rec.on_finish
+
+    def on_finish(job, rc, interrupted):
+        done.add(job.op)
+        original(job, rc, interrupted)
+
+    scheduler = supervise.Scheduler(["0", "1"], rec.start, lambda job: None, on_finish, rec.stop,
+                                    poll_s=0.002)
+    scheduler.run(["mm/r0", "mm/r1", "add/r0"],
+                  ready=lambda op: not op.endswith("/r1") or "mm/r0" in done)
+    times = {op: (began, end) for _, op, began, end in rec.intervals}
+    assert times["mm/r1"][0] >= times["mm/r0"][1]
+    assert times["add/r0"][0] < times["mm/r0"][1]
+
+
+def test_nothing_ready_and_nothing_running_still_starts_the_first_queued_item():
+    rec = Recorder({"x": 0.0, "y": 0.0})
+    _scheduler(rec, [None]).run(["x", "y"], ready=lambda op: False)
+    assert [op for op, _, _ in rec.finished] == ["x", "y"]
