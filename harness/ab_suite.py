@@ -115,10 +115,11 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
     return drive(directory, doc, settings, devices, out)
 
 
-def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path) -> list[str]:
+def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path,
+             state: str = "not created") -> list[str]:
     """The unit plan per device and the side caches, for DRY_RUN."""
     axis = doc["axis"]
-    lines = [f"campaign: {directory} (not created)",
+    lines = [f"campaign: {directory} ({state})",
              f"axis: {axis['name']} -> {axis['variable'] or 'no variable (A/A)'}; "
              f"A={axis['a']} B={axis['b']}"]
     for op, info in doc["ops"].items():
@@ -169,7 +170,7 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
         f"({len(new)} added)")
     devices = batch.worker_devices(settings)
     if _given(flags, os.environ, "DRY_RUN") == "1":
-        for line in describe(doc, devices, directory):
+        for line in describe(doc, devices, directory, "exists; nothing added to it"):
             out(line)
         return EXIT_OK
     campaign.save(directory, doc)

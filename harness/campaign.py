@@ -170,6 +170,8 @@ def save(directory: Path, doc: Mapping[str, Any]) -> Path:
 def load(directory: Path) -> dict[str, Any]:
     """The campaign.json of `directory`; UsageError when it holds none this harness reads."""
     path = Path(directory) / CAMPAIGN_JSON
+    if not Path(directory).is_dir():
+        raise UsageError(f"RESUME={str(directory)!r} is not a campaign directory")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
