@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from harness.spec import Settings
 from harness.suite_report import OP_VERDICTS
 from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 
+LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
 # Settings a resume may not change: they decide whether the new rounds compare with the old.
 RESUME_FIXED = ("backend", "level", "mode")
 # The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
@@ -189,6 +192,71 @@ def _load_operators(directory: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- running units
 
 
+class _Units:
+    """The driver's side of the scheduler: start a unit's child, record how it ended."""
+
+    def __init__(self, directory: Path, doc: dict[str, Any], total_todo: int,
+                 out: Callable[[str], None]) -> None:
+        self.directory, self.doc, self.out = directory, doc, out
+        self.status = campaign.status_map(doc)
+        self.env, self.began, self.finished = batch.child_env(), time.monotonic(), 0
+        self.total_todo = total_todo
+
+    def log(self, unit_id: str) -> Path:
+        return self.directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
+
+    def ready(self, unit_id: str) -> bool:
+        return campaign.ready(campaign.parse_unit_id(unit_id), self.status)
+
+    def start(self, unit_id: str, device: str | None) -> subprocess.Popen:
+        entry = campaign.unit_entry(self.doc, unit_id)
+        entry.update(status="running", device=device, attempts=entry["attempts"] + 1)
+        self.status[unit_id] = "running"
+        campaign.save(self.directory, self.doc)  # a killed driver leaves the unit to rerun
+        node = self.doc["ops"][entry["op"]]["node"]
+        argv = unit_argv(self.directory, self.doc["argv"], node, unit_id, device)
+        with open(self.log(unit_id), "ab") as fh:  # the child holds its own copy of the fd
+            return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=self.env,
+                                    start_new_session=True)
+
+    def on_start(self, job: Running) -> None:
+        unit = campaign.parse_unit_id(job.op)
+        self.out(f"[start] {job.op} sides={' '.join(unit.sides)} device={job.device or '-'} "
+                 f"log={self.log(job.op)}")
+
+    def on_finish(self, job: Running, rc: int | None, interrupted: bool) -> None:
+        entry = campaign.unit_entry(self.doc, job.op)
+        state = batch.status_for(rc, interrupted=interrupted)
+        reason = batch.last_line(self.log(job.op)) if state in ("failed", "error") else None
+        entry.update(status=state, rc=rc, wall_s=round(time.monotonic() - job.started, 2),
+                     reason=reason)
+        self.status[job.op] = state
+        campaign.save(self.directory, self.doc)
+        self.finished += not interrupted
+        units = self.doc["units"]
+        done = sum(u["status"] in campaign.FINISHED for u in units)
+        elapsed = time.monotonic() - self.began
+        eta = campaign.eta_s(elapsed, self.finished, self.total_todo - self.finished)
+        self.out(f"[{done}/{len(units)}] {job.op} {state} rc={'' if rc is None else rc} "
+                 f"wall={entry['wall_s']}s device={job.device or '-'} elapsed={elapsed:.0f}s "
+                 f"eta={'-' if eta is None else f'{eta:.0f}s'}"
+                 + (f"\n    {reason}" if reason else ""))
+
+
+@contextmanager
+def _sole_driver(directory: Path) -> Iterator[None]:
+    """Hold the campaign's lock: two drivers would run its units twice and overwrite each
+    other's campaign.json."""
+    with open(directory / LOCK_FILE, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"campaign {str(directory)!r} is being run by another harness "
+                             "process; wait for it, or stop it and resume") from None
+        yield
+
+
 def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: list[str | None],
           out: Callable[[str], None] = print, grace_s: float = GRACE_S,
           poll_s: float = 0.1) -> int:
@@ -197,72 +265,36 @@ def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: lis
     from harness import ab_finish
 
     todo = campaign.units_to_run(doc)
-    status = campaign.status_map(doc)
-    (directory / LOGS_DIR).mkdir(exist_ok=True)
-    for side in SIDES:
-        for kind in ("flaggems", "triton"):
-            (ab_unit.side_cache(directory, side) / kind).mkdir(parents=True, exist_ok=True)
-    env, began, finished = batch.child_env(), time.monotonic(), 0
-    out(f"campaign directory: {directory} ({len(todo)} units to run of {len(doc['units'])}, "
-        f"{len(devices)} worker(s) on devices {','.join(d or '-' for d in devices)})")
-
-    def log(unit_id: str) -> Path:
-        return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
-
-    def start_unit(unit_id: str, device: str | None) -> subprocess.Popen:
-        entry = campaign.unit_entry(doc, unit_id)
-        entry.update(status="running", device=device, attempts=entry["attempts"] + 1)
-        status[unit_id] = "running"
+    with _sole_driver(directory):
+        (directory / LOGS_DIR).mkdir(exist_ok=True)
+        for side in SIDES:
+            for kind in ("flaggems", "triton"):
+                (ab_unit.side_cache(directory, side) / kind).mkdir(parents=True, exist_ok=True)
+        out(f"campaign directory: {directory} ({len(todo)} units to run of "
+            f"{len(doc['units'])}, {len(devices)} worker(s) on devices "
+            f"{','.join(d or '-' for d in devices)})")
+        units = _Units(directory, doc, len(todo), out)
+        scheduler = Scheduler(devices, units.start, units.on_start, units.on_finish,
+                              stop=lambda children: stop_children(children, grace_s),
+                              poll_s=poll_s)
+        doc["state"] = "running"
         campaign.save(directory, doc)
-        argv = unit_argv(directory, doc["argv"], doc["ops"][entry["op"]]["node"], unit_id,
-                         device)
-        with open(log(unit_id), "ab") as fh:
-            return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-
-    def on_start(job: Running) -> None:
-        unit = campaign.parse_unit_id(job.op)
-        out(f"[start] {job.op} sides={' '.join(unit.sides)} device={job.device or '-'} "
-            f"log={log(job.op)}")
-
-    def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
-        nonlocal finished
-        entry = campaign.unit_entry(doc, job.op)
-        state = batch.status_for(rc, interrupted=interrupted)
-        reason = batch.last_line(log(job.op)) if state in ("failed", "error") else None
-        entry.update(status=state, rc=rc, wall_s=round(time.monotonic() - job.started, 2),
-                     reason=reason)
-        status[job.op] = state
+        try:
+            with deferred_signals(scheduler.request_stop):
+                signum = scheduler.run([u.id for u in todo], ready=units.ready)
+        finally:
+            _drop_caches(directory, doc)
+        doc["state"] = "interrupted" if signum is not None else "measured"
         campaign.save(directory, doc)
-        finished += not interrupted
-        done = sum(u["status"] in campaign.FINISHED for u in doc["units"])
-        elapsed = time.monotonic() - began
-        eta = campaign.eta_s(elapsed, finished, len(doc["units"]) - done)
-        out(f"[{done}/{len(doc['units'])}] {job.op} {state} rc={'' if rc is None else rc} "
-            f"wall={entry['wall_s']}s device={job.device or '-'} elapsed={elapsed:.0f}s "
-            f"eta={'-' if eta is None else f'{eta:.0f}s'}" + (f"\n    {reason}" if reason else ""))
-
-    scheduler = Scheduler(devices, start_unit, on_start, on_finish,
-                          stop=lambda children: stop_children(children, grace_s), poll_s=poll_s)
-    doc["state"] = "running"
-    campaign.save(directory, doc)
-    try:
-        with deferred_signals(scheduler.request_stop):
-            signum = scheduler.run([u.id for u in todo], ready=lambda uid: campaign.ready(
-                campaign.parse_unit_id(uid), status))
-    finally:
-        _drop_caches(directory, doc)
-    if signum is not None:
-        doc["state"] = "interrupted"
+        if signum is not None:
+            out(f"AB_INTERRUPTED signal={signal.Signals(signum).name} "
+                f"units_left={len(campaign.units_to_run(doc))} "
+                f"resume: harness ab --resume {directory}")
+            raise KeyboardInterrupt
+        rc = ab_finish.finish(directory, doc, settings, out)
+        doc["state"] = "done"
         campaign.save(directory, doc)
-        left = len(campaign.units_to_run(doc))
-        out(f"AB_INTERRUPTED signal={signal.Signals(signum).name} units_left={left} "
-            f"resume: harness ab --resume {directory}")
-        raise KeyboardInterrupt
-    rc = ab_finish.finish(directory, doc, settings, out)
-    doc["state"] = "done"
-    campaign.save(directory, doc)
-    return rc
+        return rc
 
 
 def _drop_caches(directory: Path, doc: dict[str, Any]) -> None:

@@ -41,3 +41,16 @@ def test_a_campaign_stores_settings_from_the_environment_as_flags_so_a_resume_re
                                "3")
     assert child[3:6] == ["ab-unit", str(EMBEDDED_SUITE), "mm/r1"]
     assert child[-4:] == ["--node", "benchmark/test_mm.py::test_mm", "--devices", "3"]
+
+
+def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
+    import pytest
+
+    from harness.errors import UsageError
+
+    with ab_suite._sole_driver(tmp_path):
+        with pytest.raises(UsageError, match="is being run by another harness process"):
+            with ab_suite._sole_driver(tmp_path):
+                pass
+    with ab_suite._sole_driver(tmp_path):  # released when the first driver ends
+        pass
