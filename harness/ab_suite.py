@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import fcntl
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -85,8 +86,8 @@ def _operators(settings: Settings, flags: Mapping[str, Any]
         for op, v in info.items():
             print(f"{op}: {v['reason']}")
         raise PreflightError("test_node", "no operator of OPS has a benchmark node")
-    one = dataclasses.replace(settings, op=None, op_file=None, test_node=first)
-    return info, run_preflight(one, with_accelerator=not settings.dry_run, report=print)
+    return info, run_preflight(_with_node(settings, first),
+                               with_accelerator=not settings.dry_run, report=print)
 
 
 def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,
@@ -108,7 +109,8 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
                 "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
     devices = batch.worker_devices(settings)
     if settings.dry_run:
-        for line in describe(doc, devices, parent / runner.utc_stamp()):
+        where = parent / runner.utc_stamp()
+        for line in [*describe(doc, devices, where), *_first_unit(doc, settings, plan, where)]:
             out(line)
         return EXIT_OK
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
@@ -144,6 +146,28 @@ def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path,
         lines.append(f"device {device or '-'}: "
                      + ", ".join(f"{u.id}[{''.join(u.sides)}]" for u in mine))
     return lines
+
+
+def _first_unit(doc: Mapping[str, Any], settings: Settings, plan: Any, directory: Path
+                ) -> list[str]:
+    """The first unit's child command line and the pytest run of its side A."""
+    todo = campaign.units_to_run(doc)
+    if not todo:
+        return []
+    unit = todo[0]
+    node = doc["ops"][unit.op]["node"]
+    argv = unit_argv(directory, doc["argv"], node, unit.id, batch.worker_devices(settings)[0])
+    step = ab.Step("A", unit.round, doc["axis"]["a"])
+    run = ab.side_settings(_with_node(settings, node), step, directory / unit.op)
+    env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
+           **ab_unit.cache_env(directory, "A")}
+    inv = runner.build_invocation(run, plan, directory / unit.run_rel("A"), env)
+    return [f"first unit: {shlex.join(argv)}", f"  its side A runs in {inv.cwd}: "
+            f"{shlex.join(inv.argv)}", *(f"    {k}={v}" for k, v in sorted(inv.env.items()))]
+
+
+def _with_node(settings: Settings, node: str) -> Settings:
+    return dataclasses.replace(settings, op=None, op_file=None, test_node=node)
 
 
 # --------------------------------------------------------------------------- resume
