@@ -142,3 +142,17 @@ def test_resume_refuses_another_level_and_what_is_not_a_campaign(tmp_path):
         "campaign's settings"]
     proc = harness("ab", "--resume", str(tmp_path))
     assert proc.returncode == 2 and "is not a campaign directory" in proc.stderr
+
+
+def test_make_ab_forwards_ops_and_walls_and_plans_longest_first(tmp_path):
+    from .test_run_cli import make
+
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    (batch / "ops_status.csv").write_text("op,wall_s\ntanh,1.0\nmm,9.0\nadd,3.0\n")
+    proc = make("ab", "BACKEND=cpu", "OPS=tanh,add,mm", "AXIS=none", "ROUNDS=2", "DRY_RUN=1",
+                f"WALLS_FROM={batch}", f"OUT={tmp_path / 'runs'}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("device -: mm/r0[AB], add/r0[AB], tanh/r0[AB], mm/r1[BA], add/r1[BA], "
+            "tanh/r1[BA]") in proc.stdout
+    assert not (tmp_path / "runs").exists()
