@@ -308,6 +308,10 @@ def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: lis
                 signum = scheduler.run([u.id for u in todo], ready=units.ready)
         finally:
             _drop_caches(directory, doc)
+        blocked = sorted({u["op"] for u in doc["units"] if u["status"] == campaign.PENDING})
+        if signum is None and blocked:
+            out(f"round 0 of {', '.join(blocked)} did not finish, so their later rounds did not "
+                f"run: harness ab --resume {directory} reruns them")
         doc["state"] = "interrupted" if signum is not None else "measured"
         campaign.save(directory, doc)
         if signum is not None:

@@ -74,8 +74,9 @@ def plan_units(op_rounds: Mapping[str, int], walls: Mapping[str, float] | None =
 
 
 def ready(unit: Unit, status: Mapping[str, str]) -> bool:
-    """A later round replays its operator's A/r0 records, so it waits for round 0 to finish."""
-    return unit.round == 0 or status.get(Unit(unit.op, 0).id) not in (PENDING, "running", None)
+    """A later round replays its operator's A/r0 records, so it waits for round 0 to finish;
+    after a round 0 that crashed or was stopped it waits for a resume to rerun that first."""
+    return unit.round == 0 or status.get(Unit(unit.op, 0).id) in ("ok", "failed")
 
 
 def deal(units: Sequence[Unit], devices: Sequence[str | None],

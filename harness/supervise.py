@@ -59,9 +59,9 @@ class Scheduler:
 
     def run(self, ops: Sequence[str], ready: Callable[[str], bool] | None = None
             ) -> int | None:
-        """Run every operator, each once `ready` says it may start (the first queued that is,
-        or the first queued when nothing runs that could make one ready); return the signal
-        that stopped the batch, or None."""
+        """Run every operator, the first queued one that `ready` accepts first; return the
+        signal that stopped the batch, or None. Operators that are still not ready when
+        nothing runs (nothing could make them ready) are left unrun."""
         queue = deque(ops)
         try:
             while (queue or self.running) and self.signal is None:
@@ -71,6 +71,8 @@ class Scheduler:
                         job = Running(op, device, self.start(op, device), started)
                         self.running[slot] = job
                         self.on_start(job)
+                if not self.running:
+                    break  # the queue holds only operators that can never become ready
                 self._reap()
                 if self.running:
                     time.sleep(self.poll_s)
@@ -80,7 +82,7 @@ class Scheduler:
 
     def _next(self, queue: deque[str], ready: Callable[[str], bool] | None) -> str | None:
         for op in queue:
-            if ready is None or ready(op) or not self.running:
+            if ready is None or ready(op):
                 queue.remove(op)
                 return op
         return None

@@ -39,6 +39,9 @@ def test_a_later_round_waits_for_round_zero_of_its_own_operator_only():
     assert campaign.ready(Unit("mm", 0), status)
     status["mm/r0"] = "failed"  # it finished: its records (what it left) decide the replay
     assert campaign.ready(Unit("mm", 1), status)
+    for crashed in ("error", "interrupted"):  # a resume reruns round 0 and replaces its records
+        status["mm/r0"] = crashed
+        assert not campaign.ready(Unit("mm", 1), status)
 
 
 def test_deal_gives_the_next_unit_to_the_device_that_frees_first():
