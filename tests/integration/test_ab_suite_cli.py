@@ -156,3 +156,40 @@ def test_make_ab_forwards_ops_and_walls_and_plans_longest_first(tmp_path):
     assert ("device -: mm/r0[AB], add/r0[AB], tanh/r0[AB], mm/r1[BA], add/r1[BA], "
             "tanh/r1[BA]") in proc.stdout
     assert not (tmp_path / "runs").exists()
+
+
+FLAKY = '''"""A benchmark whose process dies while a flag file exists: a crashed unit."""
+
+import os
+import signal
+
+import pytest
+
+
+@pytest.mark.flaky
+def test_flaky():
+    if os.path.exists(os.environ["ZL_TEST_FLAKY_FLAG"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def test_a_crashed_round_zero_holds_back_its_later_rounds_until_resume_reruns_it(tmp_path):
+    args = suite_args(tmp_path, "flaky,tanh", 2)
+    suite = Path(args[args.index("--flaggems-dir") + 1])
+    (suite / "benchmark" / "test_flaky.py").write_text(FLAKY)
+    flag = tmp_path / "crash"
+    flag.write_text("")
+    proc = harness(*args, env={"ZL_TEST_FLAKY_FLAG": str(flag)})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    directory = the_campaign(tmp_path)
+    found = units(directory)
+    assert found["flaky/r0"]["status"] == "error" and found["flaky/r1"]["status"] == "not_run"
+    assert found["tanh/r0"]["status"] == found["tanh/r1"]["status"] == "ok"
+    assert "round 0 of flaky did not finish" in proc.stdout
+    flag.unlink()
+    resumed = harness("ab", "--resume", str(directory), env={"ZL_TEST_FLAKY_FLAG": str(flag)})
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    after = units(directory)
+    assert {u: after[u]["attempts"] for u in after} == {
+        "flaky/r0": 2, "flaky/r1": 1, "tanh/r0": 1, "tanh/r1": 1}
+    assert (directory / "flaky" / "A" / "r0.attempt1").is_dir()  # the crashed attempt, kept
