@@ -31,7 +31,14 @@ from harness import (
     supervise,
 )
 from harness.campaign import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.errors import EXIT_OK, Interrupted, PreflightError, UsageError, choice_error
+from harness.errors import (
+    EXIT_OK,
+    EXIT_PREFLIGHT,
+    Interrupted,
+    PreflightError,
+    UsageError,
+    choice_error,
+)
 from harness.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.spec import Settings
 from harness.suite_report import OP_VERDICTS
@@ -131,7 +138,9 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
         where = parent / runner.utc_stamp()
         for line in [*describe(doc, devices, where), *_first_unit(doc, settings, plan, where)]:
             out(line)  # the whole plan first, then every check that would fail
-        return checked.write_failures(out, _err) if checked else EXIT_OK
+        rc = checked.write_failures(out, _err) if checked else EXIT_OK
+        # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
+        return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in ops.values()) else EXIT_OK)
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
     doc["dir"] = str(directory)
@@ -180,9 +189,8 @@ def _first_unit(doc: Mapping[str, Any], settings: Settings, plan: Any, directory
     run = ab.side_settings(_with_node(settings, node), step, directory / unit.op)
     env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
            **ab_unit.cache_env(directory, "A")}
-    inv = runner.build_invocation(run, plan, directory / unit.run_rel("A"), env)
-    return [f"first unit: {shlex.join(argv)}", f"  its side A runs in {inv.cwd}: "
-            f"{shlex.join(inv.argv)}", *(f"    {k}={v}" for k, v in sorted(inv.env.items()))]
+    return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
+            *runner.describe_dry_run(run, plan, directory / unit.run_rel("A"), env)]
 
 
 def _err(line: str) -> None:
