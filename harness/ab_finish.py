@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import ab, identity, receipt, report, stats, suite_report, summary
+from harness import ab, campaign, identity, receipt, report, stats, suite_report, summary
 from harness.campaign import SIDES, round_walls
-from harness.errors import EXIT_AXIS_NOT_LIVE, EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
+from harness.errors import (
+    EXIT_AXIS_NOT_LIVE,
+    EXIT_BENCHMARK_FAILED,
+    EXIT_OK,
+    Interrupted,
+    UsageError,
+)
 from harness.fsutil import atomic_write_json
 from harness.results import RESULTS_JSONL
 from harness.spec import REPO_ROOT, Settings
@@ -198,3 +205,20 @@ def finish(directory: Path, doc: Mapping[str, Any], settings: Settings,
         return EXIT_AXIS_NOT_LIVE
     ok = all(u["status"] == "ok" for u in doc["units"])
     return EXIT_OK if ok else EXIT_BENCHMARK_FAILED
+
+
+def interrupted(directory: Path, doc: dict[str, Any], settings: Settings, signum: int,
+                stopped: list[str], out: Callable[[str], None]) -> Interrupted:
+    """Mark the campaign interrupted in campaign.json, write ab.json, ab.md and the receipt
+    from the units that finished, print AB_INTERRUPTED; the exception to raise."""
+    name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
+    finished = finished_units(doc)
+    doc["state"] = "interrupted"
+    doc["interrupted"] = {"signal": name, "step": step, "finished_units": finished}
+    campaign.save(directory, doc)
+    _, md, _ = write_campaign(directory, doc, settings, {"signal": name, "step": step})
+    out(f"{ab.INTERRUPTED_MARKER} signal={name} step={step} "
+        f"finished_units={','.join(finished) or '-'} "
+        f"units_left={len(campaign.units_to_run(doc))} dir={directory} report={md} "
+        f"resume: harness ab --resume {directory}")
+    return Interrupted(signum, step, directory)

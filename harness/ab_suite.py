@@ -34,7 +34,6 @@ from harness.campaign import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.errors import (
     EXIT_OK,
     EXIT_PREFLIGHT,
-    Interrupted,
     PreflightError,
     UsageError,
     choice_error,
@@ -350,32 +349,14 @@ def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: lis
                 f"run: harness ab --resume {directory} reruns them")
         if signum is not None:
             with deferred_signals(lambda _signum: None):  # a second signal: finish writing
-                raise _interrupted(directory, doc, settings, signum, units.stopped, out)
+                raise ab_finish.interrupted(directory, doc, settings, signum, units.stopped,
+                                            out)
         doc["state"] = "measured"
         campaign.save(directory, doc)
         rc = ab_finish.finish(directory, doc, settings, out)
         doc["state"] = "done"
         campaign.save(directory, doc)
         return rc
-
-
-def _interrupted(directory: Path, doc: dict[str, Any], settings: Settings, signum: int,
-                 stopped: list[str], out: Callable[[str], None]) -> Interrupted:
-    """Mark the campaign interrupted in campaign.json, write ab.json, ab.md and the receipt
-    from the units that finished, print AB_INTERRUPTED; the exception to raise."""
-    from harness import ab_finish
-
-    name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
-    finished = ab_finish.finished_units(doc)
-    doc["state"] = "interrupted"
-    doc["interrupted"] = {"signal": name, "step": step, "finished_units": finished}
-    campaign.save(directory, doc)
-    _, md, _ = ab_finish.write_campaign(directory, doc, settings, {"signal": name, "step": step})
-    out(f"{ab.INTERRUPTED_MARKER} signal={name} step={step} "
-        f"finished_units={','.join(finished) or '-'} "
-        f"units_left={len(campaign.units_to_run(doc))} dir={directory} report={md} "
-        f"resume: harness ab --resume {directory}")
-    return Interrupted(signum, step, directory)
 
 
 def _drop_caches(directory: Path, doc: dict[str, Any]) -> None:
