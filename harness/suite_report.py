@@ -53,10 +53,9 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
 def suite_line(operators: Mapping[str, Mapping[str, Any]]) -> str:
     """One line: how many operators got each verdict."""
     counts = [str(v["verdict"]) for v in operators.values()]
-    shown = ", ".join(f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed"))
-    extra = "".join(f", {counts.count(v)} {v}" for v in ("inconclusive", "flagged")
-                    if v in counts)
-    return f"suite: {shown}{extra} of {len(counts)} operators"
+    shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
+    shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
+    return f"suite: {', '.join(shown)} of {len(counts)} operators"
 
 
 def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float, str]:

@@ -51,3 +51,11 @@ def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded(
 def test_a_one_operator_campaign_is_not_a_suite():
     assert not suite_report.is_suite({"operators": {"mm": {}}})
     assert not suite_report.is_suite({})
+
+
+def test_the_suite_line_counts_inconclusive_operators_before_the_total():
+    # Pinned: "... 2 failed, 1 inconclusive of 3 operators" read as "2 failed of 3".
+    ops = {"a": {"verdict": "failed"}, "b": {"verdict": "failed"},
+           "c": {"verdict": "inconclusive"}}
+    assert suite_report.suite_line(ops) == (
+        "suite: 0 faster, 0 slower, 0 same, 2 failed, 1 inconclusive of 3 operators")
