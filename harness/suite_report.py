@@ -55,7 +55,7 @@ def suite_line(operators: Mapping[str, Mapping[str, Any]]) -> str:
     counts = [str(v["verdict"]) for v in operators.values()]
     shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
     shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
-    return f"suite: {', '.join(shown)} of {len(counts)} operators"
+    return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"
 
 
 def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float, str]:
