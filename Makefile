@@ -97,5 +97,5 @@ pin: ## resolve the base tags of containers/pins.yaml to digests and rewrite it 
 shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make run
 	$(HARNESS) shell
 
-ab: ## an A/B campaign: make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm [A= B= ROUNDS=]
+ab: ## an A/B campaign: make ab AXIS=RLC_ENHANCE OP=mm | OPS=a,b | OPS=all [A= B= ROUNDS=]; RESUME=dir
 	$(HARNESS) ab

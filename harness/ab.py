@@ -13,24 +13,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import signal
 import subprocess
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from harness import identity, receipt, report, runner, stats, summary, supervise
+from harness import report, stats
 from harness.backends import Backend
-from harness.errors import (
-    EXIT_AXIS_NOT_LIVE,
-    EXIT_BENCHMARK_FAILED,
-    EXIT_OK,
-    Interrupted,
-    UsageError,
-)
-from harness.fsutil import atomic_write_json
-from harness.preflight import Plan
-from harness.spec import REPO_ROOT, AbSpec, Settings
+from harness.errors import UsageError
+from harness.spec import Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
@@ -122,16 +113,6 @@ def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) 
     return lines
 
 
-def describe_dry_run(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec) -> list[str]:
-    """The campaign's plan and its first run's, for --dry-run (NOISE_FROM is read first)."""
-    if spec.noise_from:
-        noise_floor_from(spec.noise_from)
-    parent = settings.out / "ab" / f"{axis.name}-{plan.op}"
-    steps = schedule(spec.rounds, spec.a, spec.b)
-    return [*describe(settings, axis, steps, parent / runner.utc_stamp()),
-            *runner.describe_dry_run(settings, plan, parent / "<ts>" / "A" / "r0")]
-
-
 def compiler_mentions(python: str, variable: str) -> bool | None:
     """Whether the installed Triton (or FlagTree) mentions `variable` anywhere in its files;
     None when the interpreter has no Triton."""
@@ -183,155 +164,6 @@ def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -
                            f"mentions {axis.variable}")
     return "not_live", (f"{NOT_LIVE_MARKER} axis={axis.name}: compiled artifacts are equal and "
                         f"the installed compiler never mentions {axis.variable}")
-
-
-@dataclass
-class Progress:
-    """What a campaign ran: each finished step's rc and command, and the signal that stopped
-    it, with the step it was at (None: it ran to the end)."""
-
-    done: list[Step] = field(default_factory=list)
-    codes: list[int] = field(default_factory=list)
-    commands: list[list[str]] = field(default_factory=list)
-    signal: int | None = None
-    stopped_at: str | None = None
-
-    def finished_rounds(self, rounds: int) -> list[int]:
-        """Rounds whose two sides both finished: the only ones a partial campaign compares."""
-        done = {s.rel for s in self.done}
-        return [r for r in range(rounds) if {f"A/r{r}", f"B/r{r}"} <= done]
-
-
-def run_steps(settings: Settings, plan: Plan, axis: Axis, steps: list[Step], campaign: Path,
-              stopper: supervise.GroupStopper, out: Callable[[str], None]) -> Progress:
-    """Run the steps in order until the end or a signal (during a step, or between two)."""
-    progress = Progress()
-    for number, step in enumerate(steps, start=1):
-        if stopper.signal is not None:
-            progress.signal, progress.stopped_at = stopper.signal, step.rel
-            break
-        env = axis.env(step.value or "")
-        out(f"AB_STEP {number}/{len(steps)} {step.rel} "
-            f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
-        try:
-            rc, run_dir = runner.execute(side_settings(settings, step, campaign), plan,
-                                         run_dir=campaign / step.rel, extra_env=env,
-                                         step=step.rel)
-        except Interrupted as exc:
-            progress.signal, progress.stopped_at = exc.signum, step.rel
-            break
-        progress.done.append(step)
-        progress.codes.append(rc)
-        progress.commands.append([f"{k}={v}" for k, v in env.items()] +
-                                 (identity.read_identity(run_dir) or {}).get("command", []))
-    return progress
-
-
-def run_campaign(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec, *,
-                 noise_floor_pct: float, campaign: Path,
-                 out: Callable[[str], None] = print,
-                 stopper: supervise.GroupStopper | None = None) -> tuple[dict, Progress]:
-    """Run every step, then pair, classify and check liveness: (ab.json document, progress).
-    Stopped by a signal, the document compares the rounds that finished on both sides."""
-    steps = schedule(spec.rounds, spec.a, spec.b)
-    progress = run_steps(settings, plan, axis, steps, campaign,
-                         stopper or supervise.GroupStopper(), out)
-    rounds = progress.finished_rounds(spec.rounds)
-    sources = {side: [summary.load_source(campaign / side / f"r{r}") for r in rounds]
-               for side in ("A", "B")}
-    result = summary.compare(sources["A"], sources["B"], noise_floor_pct=noise_floor_pct)
-    caliber = {**settings.caliber(), "op": plan.op, "node": plan.node.nodeid,
-               "axis": axis.name, "axis_var": axis.variable, "a": spec.a, "b": spec.b,
-               "rounds": spec.rounds,
-               "noise_floor_source": str(spec.noise_from) if spec.noise_from else None,
-               "image_digests": {side: sorted({doc.get("image_digest") or "none"
-                                               for s in srcs for _, doc in s.identities})
-                                 for side, srcs in sources.items()},
-               **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
-    identities = {side: [doc for s in srcs for _, doc in s.identities]
-                  for side, srcs in sources.items()}
-    if progress.signal is not None:
-        live, notes = None, ["liveness not checked: the campaign was interrupted"]
-    else:
-        live, notes = _liveness(result, caliber, identities, axis, plan)
-    doc = report.ab_document(result, caliber, liveness=live, notes=notes)
-    doc["commands"] = progress.commands
-    doc["sides"] = {side: [str(campaign / side / f"r{r}") for r in rounds]
-                    for side in ("A", "B")}
-    doc.update(campaign_status(progress, rounds))
-    return doc, progress
-
-
-def campaign_status(progress: Progress, rounds: list[int]) -> dict:
-    """ab.json's status keys: complete or interrupted, and what finished."""
-    return {"status": "complete" if progress.signal is None else "interrupted",
-            "interrupted": None if progress.signal is None else {
-                "signal": signal.Signals(progress.signal).name, "step": progress.stopped_at},
-            "finished_rounds": rounds, "finished_steps": [s.rel for s in progress.done]}
-
-
-def _liveness(result: summary.AbReport, caliber: dict, identities: Mapping[str, list[Mapping]],
-              axis: Axis, plan: Plan) -> tuple[dict | None, list[str]]:
-    """The liveness verdict and notes of a finished campaign (an A/A one: its noise floor)."""
-    notes: list[str] = []
-    live = None
-    if axis.variable is None:
-        floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
-        caliber["measured_noise_floor_pct"] = floor
-        notes.append(f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
-                     "NOISE_FROM to later campaigns)")
-        notes += filter(None, [aa_artifact_note(identities)])
-    elif any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER)
-             for r in result.rows):
-        live = {"status": "live", "detail": "rows differ beyond the noise floor"}
-    else:
-        status, detail = liveness(identities, axis, plan.python)
-        if status == "unchecked":
-            notes.append(detail)
-        else:
-            live = {"status": status, "detail": detail}
-    return live, notes
-
-
-def command(settings: Settings, plan: Plan, axis: Axis, spec: AbSpec,
-            out: Callable[[str], None] = print) -> int:
-    """`harness ab`: the campaign end to end; exit 0, 1 (a run failed) or 6 (axis not live).
-    SIGINT, SIGTERM or SIGHUP stop the running step; the campaign is written as interrupted
-    from the rounds that finished, and errors.Interrupted raised."""
-    floor = noise_floor_from(spec.noise_from) if spec.noise_from else stats.MIN_NOISE_FLOOR_PCT
-    steps = schedule(spec.rounds, spec.a, spec.b)
-    campaign = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{plan.op}",
-                                    runner.utc_stamp())
-    stopper = supervise.GroupStopper()  # between steps: a flag; a step stops its own pytest
-    with supervise.deferred_signals(stopper.request_stop):
-        doc, progress = run_campaign(settings, plan, axis, spec, noise_floor_pct=floor,
-                                     campaign=campaign, out=out, stopper=stopper)
-        md, png = write_campaign(campaign, axis, steps, doc)
-    if progress.signal is not None:
-        out(f"{INTERRUPTED_MARKER} signal={signal.Signals(progress.signal).name} "
-            f"step={progress.stopped_at} finished_rounds="
-            f"{','.join(map(str, doc['finished_rounds'])) or '-'} dir={campaign} report={md}")
-        raise Interrupted(progress.signal, progress.stopped_at or "-", campaign)
-    for line in done_lines(doc, md, png):
-        out(line)
-    if (doc.get("liveness") or {}).get("status") == "not_live":
-        out(f"{NOT_LIVE_MARKER} axis={axis.name}")
-        return EXIT_AXIS_NOT_LIVE
-    return EXIT_OK if all(rc == 0 for rc in progress.codes) else EXIT_BENCHMARK_FAILED
-
-
-def write_campaign(campaign: Path, axis: Axis, steps: list[Step], doc: dict
-                   ) -> tuple[Path, Path | None]:
-    """ab.json, ab.md, ab.png and receipt.json of a campaign, finished or not."""
-    atomic_write_json(campaign / report.AB_JSON, doc)
-    md, png = report.write_report(campaign)
-    receipt.write_receipt(campaign, receipt.build_receipt(
-        campaign={"dir": str(campaign), "axis": axis.name, "variable": axis.variable,
-                  "steps": [s.rel for s in steps], "status": doc["status"],
-                  "finished_steps": doc["finished_steps"]},
-        sides={side: {"runs": doc["sides"][side]} for side in ("A", "B")},
-        rows=doc["rows"], commands=doc["commands"], caliber=doc["caliber"]))
-    return md, png
 
 
 def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:

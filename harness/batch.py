@@ -45,6 +45,7 @@ CHILD_ENV_DROP = supervise.RUN_CHILD_ENV_DROP
 # The checks of `harness run` that hold for every operator of the batch (nodes are resolved
 # per operator); a batch that runs checks OUT before it claims its directory.
 BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
+ALL_OPS = "all"  # OPS=all: every node of the tree
 
 
 # --------------------------------------------------------------------------- what to run
@@ -110,6 +111,36 @@ def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
         raise UsageError(f"{label} cannot be read as UTF-8 text ({exc.__class__.__name__}); "
                          "expected a file with one operator per line") from None
     return parse_ops_file(text, label)
+
+
+def all_ops(settings: Settings) -> dict[str, str]:
+    """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by the
+    operator name a run gives it; a name two nodes share gets -2, -3 ... on the later ones."""
+    fg_dir = settings.flaggems_dir
+    if fg_dir is None:
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR is not set (BACKEND="
+                             f"{settings.backend.name} has no embedded suite)")
+    flaggems.check_layout(fg_dir)
+    found: dict[str, str] = {}
+    for node in flaggems.scan_tree(fg_dir):
+        if "parallel" in node.path.rpartition("/")[2] or not node.function:
+            continue
+        name = base = flaggems.op_name_for(node)
+        n = 1
+        while name in found:
+            n += 1
+            name = f"{base}-{n}"
+        found[name] = node.nodeid
+    if not found:
+        raise PreflightError("test_node", f"OPS='all': no benchmark node under {str(fg_dir)!r}")
+    return found
+
+
+def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
+                ) -> list[str]:
+    """The operators of OPS or OPS_FILE; OPS=all names every node of the tree (all_ops)."""
+    ops = ops_from(flags, env)
+    return list(all_ops(settings)) if ops == [ALL_OPS] else ops
 
 
 def worker_devices(settings: Settings) -> list[str | None]:
@@ -313,7 +344,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
 def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], None] = say
          ) -> int:
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
-    ops = ops_from(flags, os.environ)
+    ops = resolve_ops(settings, flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
     if settings.dry_run:  # the whole plan first, then every check that would fail
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,

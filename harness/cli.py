@@ -7,10 +7,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from harness import (
     __version__,
     ab,
+    ab_suite,
     backends,
     batch,
     container,
@@ -107,6 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
+    if args.resume:
+        return ab_suite.resume(vars(args), out=_report)
     settings = spec.resolve(vars(args))
     campaign = spec.resolve_ab(vars(args))
     axis = ab.resolve_axis(campaign.axis, settings.backend)
@@ -117,14 +121,39 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                                                 campaign.b), where):
                 print(line)
         return rc
-    if settings.dry_run:
-        result = _dry_run_checks(settings)
-        for line in ab.describe_dry_run(settings, runner.placeholder_plan(settings, result.plan),
-                                        axis, campaign):
-            print(line)
-        return result.write_failures(_report, _err)
-    plan = run_preflight(settings, report=_report)
-    return ab.command(settings, plan, axis, campaign, out=print)
+    return ab_suite.start(settings, vars(args), axis, campaign, out=_report)
+
+
+def _add_ab(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ab", help="an A/B campaign of one switch over one operator or many: "
+                       "AXIS, A, B, ROUNDS, OP or OPS")
+    spec.add_arguments(p, (*RUN_VARS, "AXIS", "A", "B", "ROUNDS", "NOISE_FROM"))
+    group = p.add_argument_group("suite campaigns")
+    group.add_argument("--ops", dest="ops", default=None, metavar="OPS",
+                       help="comma-separated operators, or all (every node of the tree) [OPS]")
+    group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
+                       help="file with one operator per line, # comments [OPS_FILE]")
+    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
+                       help="an earlier campaign or batch: its walls order units longest "
+                       "first [WALLS_FROM]")
+    group.add_argument("--resume", dest="resume", default=None, metavar="DIR",
+                       help="complete the campaign in DIR; with --rounds N extend it to N "
+                       "rounds [RESUME]")
+    group.add_argument("--only", dest="only", default=None, metavar="VERDICT",
+                       help="with --resume: add rounds only to operators with this verdict, "
+                       "e.g. inconclusive [ONLY]")
+    p.set_defaults(func=_cmd_ab)
+    # The child of one unit (a campaign's driver or a cluster task runs it); not for users.
+    p = sub.add_parser("ab-unit")
+    p.add_argument("campaign", metavar="DIR")
+    p.add_argument("unit", metavar="UNIT")
+    spec.add_arguments(p, RUN_VARS)
+    p.set_defaults(func=_cmd_ab_unit)
+
+
+def _cmd_ab_unit(args: argparse.Namespace) -> int:
+    settings = spec.resolve(vars(args))
+    return ab_suite.run_unit_command(Path(args.campaign), args.unit, settings, out=_report)
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
@@ -233,9 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run one benchmark node in a new run directory")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_run)
-    p = sub.add_parser("ab", help="an A/B campaign of one switch: AXIS, A, B, ROUNDS")
-    spec.add_arguments(p, (*RUN_VARS, "AXIS", "A", "B", "ROUNDS", "NOISE_FROM"))
-    p.set_defaults(func=_cmd_ab)
+    _add_ab(sub)
     p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
     batch.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_batch)

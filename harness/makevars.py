@@ -19,8 +19,15 @@ SUMMARY_ARGS = "SUMMARY_ARGS"
 RUN = "RUN"
 # Variables of make targets that are no setting of spec.VARS: (name, flag or None, help).
 MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = (
-    ("OPS", "--ops", "batch: comma-separated operators, e.g. tanh,add,mm"),
-    ("OPS_FILE", "--ops-file", "batch: a file of operators, one a line, # comments"),
+    ("OPS", "--ops", "batch, ab: comma-separated operators, e.g. tanh,add,mm (ab: all for "
+                     "every node of the tree)"),
+    ("OPS_FILE", "--ops-file", "batch, ab: a file of operators, one a line, # comments"),
+    ("WALLS_FROM", "--walls-from", "ab: an earlier campaign or batch whose walls order the "
+                                   "units longest first"),
+    ("RESUME", "--resume", "ab: complete the campaign in this directory (with ROUNDS: extend "
+                           "it to that many rounds)"),
+    ("ONLY", "--only", "ab with RESUME: add rounds only to operators with this verdict, e.g. "
+                       "inconclusive"),
     (RUN, None, "summary, report, receipt: the run, batch, campaign or log to read (one path)"),
     (SUMMARY_ARGS, None, "summary: further arguments, e.g. \"--ab A B --format csv\"; split "
                          "into words as a POSIX shell would (quotes group), but no shell runs"),

@@ -228,10 +228,17 @@ def _noise_floor(report: AbReport, caliber: Mapping[str, Any], given: float | No
 
 def status_note(doc: Mapping[str, Any]) -> str | None:
     """The note of an interrupted campaign: that it is incomplete, what stopped it, and which
-    rounds finished; None for a complete one."""
+    units (an operator's round, both sides) finished; None for a complete one."""
     if doc.get("status") != "interrupted":
         return None
     stop = doc.get("interrupted") or {}
+    if "finished_units" in doc:
+        units = doc.get("finished_units") or []
+        planned = len(doc.get("units") or ()) or NOT_RECORDED
+        finished = ", ".join(map(str, units)) or "none"
+        return (f"{INCOMPLETE}: interrupted by {stop.get('signal') or NOT_RECORDED} during "
+                f"{stop.get('step') or NOT_RECORDED}; finished units: {finished} ({len(units)} "
+                f"of {planned}); the table compares the finished rounds only")
     rounds = doc.get("finished_rounds") or []
     planned = (doc.get("caliber") or {}).get("rounds") or NOT_RECORDED
     finished = ", ".join(f"r{r}" for r in rounds) or "none"
@@ -429,6 +436,10 @@ def write_report(path: str | Path) -> tuple[Path, Path | None]:
     caliber = doc.get("caliber") or {}
     live = liveness_note(doc.get("liveness"), caliber.get("axis"))
     notes = [n for n in (status_note(doc), live, *(doc.get("notes") or ())) if n]
-    md = atomic_write_text(directory / AB_MD, render_markdown(doc, caliber, notes=notes))
+    from harness import suite_report  # it renders with this module's table helpers
+
+    text = (suite_report.render_markdown(doc, notes) if suite_report.is_suite(doc)
+            else render_markdown(doc, caliber, notes=notes))
+    md = atomic_write_text(directory / AB_MD, text)
     png = directory / AB_PNG
     return md, png if render_png(doc, png) else None

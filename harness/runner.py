@@ -167,9 +167,10 @@ def placeholder_plan(settings: Settings, plan: Plan) -> Plan:
                                op=plan.op or settings.op or "unresolved")
 
 
-def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path) -> list[str]:
-    """What a run would do, for --dry-run."""
-    inv = build_invocation(settings, plan, run_dir)
+def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
+                     extra_env: dict[str, str] | None = None) -> list[str]:
+    """What a run would do, for --dry-run (`extra_env`: an A/B side's switch and caches)."""
+    inv = build_invocation(settings, plan, run_dir, extra_env)
     return [
         f"run directory: {run_dir} (not created)",
         f"cwd: {inv.cwd}",

@@ -50,10 +50,11 @@ def child_env(environ: Mapping[str, str] | None = None, drop: Sequence[str] = ()
     return env
 
 
-def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path) -> subprocess.Popen:
+def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path, *,
+                append: bool = False) -> subprocess.Popen:
     """Start `argv` in its own session (so stop_children reaches its whole group), stdin
-    closed, stdout and stderr into `log` (created or truncated)."""
-    with open(log, "wb") as fh:  # the child holds its own copy of the descriptor
+    closed, stdout and stderr into `log` (created or truncated; `append`: added to)."""
+    with open(log, "ab" if append else "wb") as fh:  # the child holds its own descriptor
         return subprocess.Popen(list(argv), stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
 
@@ -105,23 +106,35 @@ class Scheduler:
     def request_stop(self, signum: int) -> None:
         self.signal = signum
 
-    def run(self, ops: Sequence[str]) -> int | None:
-        """Run every operator; return the signal that stopped the batch, or None."""
+    def run(self, ops: Sequence[str], ready: Callable[[str], bool] | None = None
+            ) -> int | None:
+        """Run every operator, the first queued one that `ready` accepts first; return the
+        signal that stopped the batch, or None. Operators that are still not ready when
+        nothing runs (nothing could make them ready) are left unrun."""
         queue = deque(ops)
         try:
             while (queue or self.running) and self.signal is None:
                 for slot, device in enumerate(self.devices):
-                    if slot not in self.running and queue:
-                        op, started = queue.popleft(), time.monotonic()
+                    if slot not in self.running and (op := self._next(queue, ready)) is not None:
+                        started = time.monotonic()
                         job = Running(op, device, self.start(op, device), started)
                         self.running[slot] = job
                         self.on_start(job)
+                if not self.running:
+                    break  # the queue holds only operators that can never become ready
                 self._reap()
                 if self.running:
                     time.sleep(self.poll_s)
         finally:
             self._stop_running()
         return self.signal
+
+    def _next(self, queue: deque[str], ready: Callable[[str], bool] | None) -> str | None:
+        for op in queue:
+            if ready is None or ready(op):
+                queue.remove(op)
+                return op
+        return None
 
     def _reap(self) -> None:
         for slot, job in list(self.running.items()):
@@ -150,11 +163,13 @@ def _signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-def stop_children(children: Sequence[subprocess.Popen], grace_s: float = GRACE_S) -> None:
-    """SIGTERM each child's process group (each child leads its own session, so the group is
-    the child and its pytest), wait up to `grace_s` for the groups to empty, SIGKILL the rest."""
+def stop_children(children: Sequence[subprocess.Popen], grace_s: float = GRACE_S,
+                  signum: int = signal.SIGTERM) -> None:
+    """SIGTERM (or `signum`, the signal the caller got) each child's process group (each child
+    leads its own session, so the group is the child and its pytest), wait up to `grace_s` for
+    the groups to empty, SIGKILL the rest."""
     for child in children:
-        _signal_group(child.pid, signal.SIGTERM)
+        _signal_group(child.pid, signum)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         for child in children:

@@ -29,7 +29,7 @@ def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_pa
                    "--shape-mode", "file", "--shape-file", str(shapes), "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     (campaign,) = (tmp_path / "ab" / "none-add").iterdir()
-    assert sorted(p.name for p in (campaign / "A").iterdir()) == ["r0", "r1"]
+    assert sorted(p.name for p in (campaign / "add" / "A").iterdir()) == ["r0", "r1"]
     doc = json.loads((campaign / "ab.json").read_text())
     assert doc["schema"] == "harness-ab/1" and len(doc["rows"]) == 4  # 2 shapes x 2 dtypes
     assert doc["caliber"]["measured_noise_floor_pct"] >= 1.0
@@ -37,23 +37,28 @@ def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_pa
     assert doc["method"]["text"] == "t interval on per-round log ratios, 95%, BH q=0.05"
     md = (campaign / "ab.md").read_text()
     assert "- axis: none (an A/A campaign" in md and "| add | torch.float32 |" in md
-    identity = json.loads((campaign / "B" / "r1" / "run_identity.json").read_text())
-    assert identity["replay_from"] == str(campaign / "A" / "r0") and identity["replay_strict"]
+    identity = json.loads((campaign / "add" / "B" / "r1" / "run_identity.json").read_text())
+    assert identity["replay_from"] == str(campaign / "add" / "A" / "r0")
+    assert identity["replay_strict"]
     verify = harness("receipt", "verify", str(campaign))
     assert verify.returncode == 0 and "RECEIPT_OK" in verify.stdout
     (done,) = [line for line in proc.stdout.splitlines() if line.startswith("AB_DONE")]
     counts = dict(f.split("=", 1) for f in done.split()[1:] if "=" in f)
     assert sum(int(counts[v]) for v in ("faster", "slower", "same", "inconclusive")) == 4
     assert counts["flagged"] == "0"
-    steps = [line for line in proc.stdout.splitlines() if line.startswith("AB_STEP")]
-    assert [s.split()[2] for s in steps] == ["A/r0", "B/r0", "B/r1", "A/r1"]
+    logs = [(campaign / "logs" / f"add-r{r}.log").read_text() for r in (0, 1)]
+    steps = [line for log in logs for line in log.splitlines() if line.startswith("AB_STEP")]
+    assert [s.split()[1] for s in steps] == ["add/A/r0", "add/B/r0", "add/B/r1", "add/A/r1"]
+    assert not (campaign / "cache").exists()  # each side's campaign cache is removed at the end
 
 
 def test_ab_dry_run_shows_both_sides_and_runs_nothing(tmp_path):
     proc = harness("ab", "--backend", "cpu", "--op", "mm", "--axis", "OMP_NUM_THREADS",
                    "--a", "1", "--b", "2", "--rounds", "2", "--out", str(tmp_path), "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert "A/r0: OMP_NUM_THREADS=1" in proc.stdout and "B/r1: OMP_NUM_THREADS=2" in proc.stdout
+    assert "device -: mm/r0[AB], mm/r1[BA]" in proc.stdout
+    assert "side A: OMP_NUM_THREADS=1 FLAGGEMS_CACHE_DIR=" in proc.stdout
+    assert "side B: OMP_NUM_THREADS=2 FLAGGEMS_CACHE_DIR=" in proc.stdout
     assert not any(tmp_path.iterdir())
 
 

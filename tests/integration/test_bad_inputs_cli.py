@@ -132,7 +132,18 @@ def test_ab_dry_run_without_the_stack_prints_the_campaign_then_the_failures(tmp_
                    "--axis", "RLC_ENHANCE", "--out", str(tmp_path))
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = plan_then_failures(proc, "flaggems_dir", "python_modules")
-    assert any("A/r0: FLAGTREE_MUSA_RLC_ENHANCE=0" in line for line in lines)
+    assert any(line.startswith("side A: FLAGTREE_MUSA_RLC_ENHANCE=0 ") for line in lines)
+    assert "  FLAGTREE_MUSA_RLC_ENHANCE=0" in lines  # the first run's own environment
+    assert not any(tmp_path.iterdir())
+
+
+def test_ab_dry_run_of_an_operator_without_a_node_plans_the_rest_and_exits_3(tmp_path):
+    # Pinned: the suite's dry run exited 0 although a real run would skip that operator.
+    proc = harness("ab", "--dry-run", "--backend", "cpu", "--ops", "mm,nope", "--axis",
+                   "OMP_NUM_THREADS", "--out", str(tmp_path))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "operator nope: PREFLIGHT_FAILED check=test_node" in proc.stdout
+    assert "device -: mm/r0[AB], mm/r1[BA], mm/r2[AB]" in proc.stdout
     assert not any(tmp_path.iterdir())
 
 

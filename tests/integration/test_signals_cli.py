@@ -79,11 +79,13 @@ def test_signal_to_harness_run_stops_pytest_and_marks_the_run_interrupted(signum
 
 
 @pytest.mark.parametrize(("signum", "at", "finished"), [
-    (signal.SIGTERM, 3, [0]), (signal.SIGHUP, 1, []), (signal.SIGINT, 2, [])],
+    (signal.SIGTERM, 3, ["add/r0"]), (signal.SIGHUP, 1, []), (signal.SIGINT, 2, [])],
     ids=["SIGTERM", "SIGHUP", "SIGINT"])
 def test_signal_to_harness_ab_keeps_a_partial_campaign_that_report_renders(signum, at, finished,
                                                                           tmp_path):
     # Regression: SIGTERM to `harness ab` orphaned pytest and left a campaign with no status.
+    # The driver runs each unit (an operator's round, both sides) as a child: the signal must
+    # reach the unit's pytest through it, and the campaign keep the units that finished.
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text(TINY)
     out = tmp_path / "runs"
@@ -94,23 +96,29 @@ def test_signal_to_harness_ab_keeps_a_partial_campaign_that_report_renders(signu
     assert proc.returncode == 128 + signum, proc.stdout[-2000:] + proc.stderr
     assert_no_pytest_left(pytest_pid)
     (campaign,) = (out / "ab" / "none-add").iterdir()
-    step = ["A/r0", "B/r0", "B/r1"][at - 1]
+    unit, run = [("add/r0", "A/r0"), ("add/r0", "B/r0"), ("add/r1", "B/r1")][at - 1]
     doc = json.loads((campaign / "ab.json").read_text())
-    assert doc["status"] == "interrupted" and doc["finished_rounds"] == finished
-    assert doc["interrupted"] == {"signal": signum.name, "step": step}
+    assert doc["status"] == "interrupted" and doc["finished_units"] == finished
+    assert doc["interrupted"] == {"signal": signum.name, "step": unit}
     assert len(doc["rows"]) == (2 if finished else 0)  # one shape, two dtypes
-    run_log = (campaign / step / "run.log").read_text()
-    assert f"RUN_INTERRUPTED signal={signum.name} step={step} " in run_log
-    assert f"AB_INTERRUPTED signal={signum.name} step={step} " in proc.stdout
-    assert list(campaign.rglob("tuner_cache")) == []
-    assert proc.stderr.strip() == (f"interrupted by {signum.name} during {step}; what "
+    state = json.loads((campaign / "campaign.json").read_text())
+    assert state["state"] == "interrupted"
+    assert state["interrupted"] == {"signal": signum.name, "step": unit,
+                                    "finished_units": finished}
+    run_log = (campaign / "add" / run / "run.log").read_text()
+    assert f"RUN_INTERRUPTED signal={signum.name} step=add/{run} " in run_log
+    marker = f"AB_INTERRUPTED signal={signum.name} step={unit} " \
+             f"finished_units={','.join(finished) or '-'} "
+    assert marker in proc.stdout and f" dir={campaign} " in proc.stdout
+    assert list(campaign.rglob("tuner_cache")) == [] and not (campaign / "cache").exists()
+    assert proc.stderr.strip() == (f"interrupted by {signum.name} during {unit}; what "
                                    f"finished is kept in {campaign}")
     (campaign / "ab.md").unlink()
     report = harness("report", str(campaign))
     assert report.returncode == 0, report.stderr
     md = (campaign / "ab.md").read_text()
-    rounds = ", ".join(f"r{r}" for r in finished) or "none"
-    assert (f"INCOMPLETE: interrupted by {signum.name} during {step}; finished rounds: "
-            f"{rounds} ({len(finished)} of 2)") in md
+    units = ", ".join(finished) or "none"
+    assert (f"INCOMPLETE: interrupted by {signum.name} during {unit}; finished units: "
+            f"{units} ({len(finished)} of 2)") in md
     receipt = json.loads((campaign / "receipt.json").read_text())
     assert receipt["campaign"]["status"] == "interrupted"

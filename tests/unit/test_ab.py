@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness import ab, backends, spec, supervise
-from harness.errors import Interrupted, UsageError
+from harness import ab, backends, spec
+from harness.errors import UsageError
 
 
 def settings(**flags):
@@ -120,37 +119,3 @@ def test_ab_done_rounds_the_geomean_and_says_why_there_is_no_plot(tmp_path):
     assert lines[1] == (f"AB_DONE rows=4 unpaired=0 faster=0 slower=0 same=0 inconclusive=0 "
                         f"flagged=0 geomean=+0.0% report={md}")
     assert ab.done_lines({**doc, "geomean_speedup_pct": None}, md, png)[0].count("geomean=- ")
-
-
-def _fake_execute(raise_at: str | None = None, flag_after: str | None = None, stopper=None):
-    ran = []
-
-    def execute(settings, plan, *, run_dir, extra_env, step):
-        ran.append(step)
-        if step == raise_at:
-            raise Interrupted(signal.SIGTERM, step, run_dir)
-        if step == flag_after:
-            stopper.request_stop(signal.SIGHUP)
-        return 0, run_dir
-    return execute, ran
-
-
-def test_a_signal_between_two_steps_starts_no_further_step(tmp_path, monkeypatch):
-    stopper = supervise.GroupStopper()
-    execute, ran = _fake_execute(flag_after="B/r0", stopper=stopper)
-    monkeypatch.setattr(ab.runner, "execute", execute)
-    progress = ab.run_steps(settings(), None, ab.Axis("none", None), ab.schedule(2, "0", "1"),
-                            tmp_path, stopper, out=lambda line: None)
-    assert ran == ["A/r0", "B/r0"] and progress.signal == signal.SIGHUP
-    assert progress.stopped_at == "B/r1" and progress.finished_rounds(2) == [0]
-
-
-def test_a_step_stopped_by_a_signal_is_not_counted_as_finished(tmp_path, monkeypatch):
-    execute, ran = _fake_execute(raise_at="B/r0")
-    monkeypatch.setattr(ab.runner, "execute", execute)
-    progress = ab.run_steps(settings(), None, ab.Axis("none", None), ab.schedule(2, "0", "1"),
-                            tmp_path, supervise.GroupStopper(), out=lambda line: None)
-    assert ran == ["A/r0", "B/r0"] and [s.rel for s in progress.done] == ["A/r0"]
-    assert progress.finished_rounds(2) == [] and progress.stopped_at == "B/r0"
-    assert ab.campaign_status(progress, [])["interrupted"] == {"signal": "SIGTERM",
-                                                               "step": "B/r0"}

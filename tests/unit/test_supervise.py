@@ -194,3 +194,28 @@ def test_group_stopper_without_a_child_is_only_a_flag():
     stopper.request_stop(signal.SIGHUP)
     stopper.join()
     assert stopper.signal == signal.SIGHUP
+
+
+def test_a_queued_item_that_is_not_ready_waits_while_a_later_ready_one_takes_the_device():
+    # mm/r1 may start only after mm/r0 finished; add/r0 is ready and goes in its place
+    rec = Recorder({"mm/r0": 0.05, "mm/r1": 0.01, "add/r0": 0.01})
+    done: set[str] = set()
+    original = rec.on_finish
+
+    def on_finish(job, rc, interrupted):
+        done.add(job.op)
+        original(job, rc, interrupted)
+
+    scheduler = supervise.Scheduler(["0", "1"], rec.start, lambda job: None, on_finish, rec.stop,
+                                    poll_s=0.002)
+    scheduler.run(["mm/r0", "mm/r1", "add/r0"],
+                  ready=lambda op: not op.endswith("/r1") or "mm/r0" in done)
+    times = {op: (began, end) for _, op, began, end in rec.intervals}
+    assert times["mm/r1"][0] >= times["mm/r0"][1]
+    assert times["add/r0"][0] < times["mm/r0"][1]
+
+
+def test_items_that_can_never_become_ready_are_left_unrun_instead_of_hanging():
+    rec = Recorder({"x": 0.0, "y": 0.01})
+    assert _scheduler(rec, [None]).run(["x", "y"], ready=lambda op: op == "y") is None
+    assert [op for op, _, _ in rec.finished] == ["y"]

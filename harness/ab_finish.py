@@ -1,0 +1,224 @@
+"""A campaign's result from its finished units: ab.json, liveness, ab.md, the receipt, the exit."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import ab, campaign, identity, receipt, report, stats, suite_report, summary
+from harness.campaign import SIDES, round_walls
+from harness.errors import (
+    EXIT_AXIS_NOT_LIVE,
+    EXIT_BENCHMARK_FAILED,
+    EXIT_OK,
+    Interrupted,
+    UsageError,
+)
+from harness.fsutil import atomic_write_json
+from harness.results import RESULTS_JSONL
+from harness.spec import REPO_ROOT, Settings
+
+Identities = dict[str, list[Mapping[str, Any]]]
+
+
+def done_rounds(directory: Path, doc: Mapping[str, Any], op: str) -> list[int]:
+    """Rounds of `op` whose unit finished and left results on both sides."""
+    return sorted(u["round"] for u in doc["units"] if u["op"] == op
+                  and u["status"] in ("ok", "failed")
+                  and all((directory / op / s / f"r{u['round']}" / RESULTS_JSONL).is_file()
+                          for s in SIDES))
+
+
+def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
+                ) -> tuple[summary.AbReport, dict[str, Identities], dict[str, str]]:
+    """Each operator's sides compared over its finished rounds, merged into one report;
+    with each operator's run identities per side, and why an operator has no rows."""
+    rows: list[summary.AbRow] = []
+    unpaired: list[summary.Unpaired] = []
+    notes: list[str] = []
+    op_geomeans: list[tuple[str, stats.GeomeanStats]] = []
+    identities: dict[str, Identities] = {}
+    failures: dict[str, str] = {}
+    for op, info in doc["ops"].items():
+        rounds = done_rounds(directory, doc, op)
+        if info.get("reason") or not rounds:
+            failures[op] = info.get("reason") or _last_reason(doc, op)
+            continue
+        sources = {side: [summary.load_source(directory / op / side / f"r{r}") for r in rounds]
+                   for side in SIDES}
+        try:
+            result = summary.compare(sources["A"], sources["B"], noise_floor_pct=floor)
+        except UsageError as exc:
+            failures[op] = str(exc)
+            continue
+        rows += result.rows
+        unpaired += result.unpaired
+        notes += result.notes
+        op_geomeans += result.op_geomeans
+        identities[op] = {side: [d for s in srcs for _, d in s.identities]
+                          for side, srcs in sources.items()}
+    return campaign_wide(rows, unpaired, notes, floor, op_geomeans), identities, failures
+
+
+def campaign_wide(rows: list[summary.AbRow], unpaired: list[summary.Unpaired], notes: list[str],
+                  floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]]
+                  ) -> summary.AbReport:
+    """The operators' rows as one A/B: the false-discovery control runs again over every row
+    of the campaign (one family, not one per operator), and the geometric mean spans them all."""
+    method = stats.Method()
+    adjusted = stats.adjust_rows([r.stats for r in rows], noise_floor_pct=floor, method=method)
+    rows = [dataclasses.replace(r, stats=s) for r, s in zip(rows, adjusted, strict=True)]
+    gm = stats.geomean_stats([r.stats.speedup_pct for r in rows], method.confidence)
+    return summary.AbReport(
+        a_label="A", b_label="B", rows=tuple(rows), unpaired=tuple(unpaired),
+        geomean_speedup_pct=None if gm is None else gm.speedup_pct,
+        noise_floor_pct=max(stats.MIN_NOISE_FLOOR_PCT, floor),
+        direct_rows=sum(1 for r in rows if any(summary.DIRECT_MARKER in f for f in r.flags)),
+        notes=tuple(dict.fromkeys(notes)), method=method,
+        geomean_ci_low_pct=None if gm is None else gm.ci_low_pct,
+        geomean_ci_high_pct=None if gm is None else gm.ci_high_pct,
+        op_geomeans=tuple(op_geomeans))
+
+
+def _last_reason(doc: Mapping[str, Any], op: str) -> str:
+    reasons = [u.get("reason") or u["status"] for u in doc["units"] if u["op"] == op]
+    return f"no round finished on both sides ({reasons[-1] if reasons else 'no unit'})"
+
+
+def _differs(ids: Identities) -> bool:
+    a, b = ab.compiled_sets(ids)
+    return not b <= a
+
+
+def decide_liveness(result: summary.AbReport, identities: Mapping[str, Identities],
+                    doc: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str], dict]:
+    """(liveness, notes, caliber additions): rows that differ, an operator whose side B
+    compiled what its side A never did, or else the sides' whole caches and the compiler."""
+    axis = ab.Axis(doc["axis"]["name"], doc["axis"]["variable"])
+    every: Identities = {side: [d for ids in identities.values() for d in ids[side]]
+                         + [{"compiled_artifacts": (doc.get("side_artifacts") or {}).get(side)}]
+                         for side in SIDES}
+    if axis.variable is None:
+        floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
+        notes = [f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
+                 "NOISE_FROM to later campaigns)", ab.aa_artifact_note(every)]
+        return None, [n for n in notes if n], {"measured_noise_floor_pct": floor}
+    if any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER) for r in result.rows):
+        return {"status": "live", "detail": "rows differ beyond the noise floor"}, [], {}
+    differ = sorted(op for op, ids in identities.items() if _differs(ids))
+    if differ:
+        return {"status": "live", "detail": "axis live: side B compiled artifacts side A never "
+                f"produced (operators: {', '.join(differ)})"}, [], {}
+    status, detail = ab.liveness(every, axis, doc.get("python") or "python3")
+    if status == "unchecked":
+        return None, [detail], {}
+    return {"status": status, "detail": detail}, [], {}
+
+
+def finished_units(doc: Mapping[str, Any]) -> list[str]:
+    """The units that ran to their end (a failing benchmark included): a partial campaign
+    compares these."""
+    return [u["id"] for u in doc["units"] if u["status"] in ("ok", "failed")]
+
+
+def campaign_status(doc: Mapping[str, Any], stopped: Mapping[str, str] | None) -> dict:
+    """ab.json's status keys: complete or interrupted ({signal, step}), and what finished."""
+    return {"status": "complete" if stopped is None else "interrupted",
+            "interrupted": dict(stopped) if stopped else None,
+            "finished_units": finished_units(doc)}
+
+
+def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
+                   stopped: Mapping[str, str] | None = None) -> dict:
+    """ab.json of the campaign: every operator's rows, the operators' verdicts, liveness
+    (not checked when a signal stopped the campaign: `stopped`)."""
+    result, identities, failures = compare_ops(directory, doc, float(doc["noise_floor_pct"]))
+    live, notes, extra = ((None, ["liveness not checked: the campaign was interrupted"], {})
+                          if stopped else decide_liveness(result, identities, doc))
+    axis, ops = doc["axis"], list(doc["ops"])
+    every = [d for ids in identities.values() for side in SIDES for d in ids[side]]
+    caliber = {**settings.caliber(), "op": ops[0] if len(ops) == 1 else None, "ops": ops,
+               "node": doc["ops"][ops[0]].get("node") if len(ops) == 1 else None,
+               "axis": axis["name"], "axis_var": axis["variable"], "a": axis["a"],
+               "b": axis["b"], "rounds": max(i["rounds"] for i in doc["ops"].values()),
+               "noise_floor_source": doc.get("noise_from"),
+               "image_digests": {side: sorted({d.get("image_digest") or "none"
+                                               for ids in identities.values() for d in ids[side]})
+                                 for side in SIDES},
+               "walls": round_walls(doc), **extra,
+               **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
+    walls = caliber["walls"]
+    if walls["round0_s"] is not None:
+        notes.append(f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators; "
+                     f"later rounds (replay) {walls['later_round_mean_s'] or '-'} s each")
+    out = report.ab_document(result, caliber, liveness=live, notes=notes)
+    info = {op: {"rounds": i["rounds"], "reason": i.get("reason") or failures.get(op),
+                 "units_failed": sum(1 for u in doc["units"] if u["op"] == op
+                                     and u["status"] != "ok")}
+            for op, i in doc["ops"].items()}
+    out["operators"] = suite_report.operator_summaries(out["rows"], info)
+    for op, ids in identities.items():
+        a, b = ab.compiled_sets(ids)
+        out["operators"][op]["artifacts"] = ("none" if not (a or b)
+                                             else "differ" if not b <= a else "equal")
+    out["commands"] = [[f"{k}={v}" for k, v in (d.get("extra_env") or {}).items()]
+                       + list(d.get("command") or []) for d in every]
+    out["sides"] = {side: [str(directory / op / side / f"r{r}") for op in identities
+                           for r in done_rounds(directory, doc, op)] for side in SIDES}
+    out["units"] = [{k: u.get(k) for k in ("id", "status", "rc", "wall_s", "device",
+                                           "attempts", "reason")} for u in doc["units"]]
+    return out
+
+
+def write_campaign(directory: Path, doc: Mapping[str, Any], settings: Settings,
+                   stopped: Mapping[str, str] | None = None
+                   ) -> tuple[dict[str, Any], Path, Path | None]:
+    """ab.json, ab.md, ab.png and receipt.json of the campaign, finished or not:
+    (ab.json document, ab.md, ab.png or None)."""
+    result = build_document(directory, doc, settings, stopped)
+    result.update(campaign_status(doc, stopped))
+    atomic_write_json(directory / report.AB_JSON, result)
+    md, png = report.write_report(directory)
+    receipt.write_receipt(directory, receipt.build_receipt(
+        campaign={"dir": str(directory), "axis": doc["axis"]["name"],
+                  "variable": doc["axis"]["variable"], "ops": list(doc["ops"]),
+                  "units": [u["id"] for u in doc["units"]], "status": result["status"],
+                  "finished_units": result["finished_units"]},
+        sides={side: {"runs": result["sides"][side]} for side in SIDES},
+        rows=result["rows"], commands=result["commands"], caliber=result["caliber"]))
+    return result, md, png
+
+
+def finish(directory: Path, doc: Mapping[str, Any], settings: Settings,
+           out: Callable[[str], None] = print) -> int:
+    """Write the campaign's files; exit 0, 1 (a unit or operator failed) or 6 (the axis
+    showed no sign of reaching the compiler)."""
+    result, md, png = write_campaign(directory, doc, settings)
+    out(suite_report.suite_line(result["operators"]))
+    for line in ab.done_lines(result, md, png):
+        out(line)
+    if (result.get("liveness") or {}).get("status") == "not_live":
+        out(f"{ab.NOT_LIVE_MARKER} axis={doc['axis']['name']}")
+        return EXIT_AXIS_NOT_LIVE
+    ok = all(u["status"] == "ok" for u in doc["units"])
+    return EXIT_OK if ok else EXIT_BENCHMARK_FAILED
+
+
+def interrupted(directory: Path, doc: dict[str, Any], settings: Settings, signum: int,
+                stopped: list[str], out: Callable[[str], None]) -> Interrupted:
+    """Mark the campaign interrupted in campaign.json, write ab.json, ab.md and the receipt
+    from the units that finished, print AB_INTERRUPTED; the exception to raise."""
+    name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
+    finished = finished_units(doc)
+    doc["state"] = "interrupted"
+    doc["interrupted"] = {"signal": name, "step": step, "finished_units": finished}
+    campaign.save(directory, doc)
+    _, md, _ = write_campaign(directory, doc, settings, {"signal": name, "step": step})
+    out(f"{ab.INTERRUPTED_MARKER} signal={name} step={step} "
+        f"finished_units={','.join(finished) or '-'} "
+        f"units_left={len(campaign.units_to_run(doc))} dir={directory} report={md} "
+        f"resume: harness ab --resume {directory}")
+    return Interrupted(signum, step, directory)

@@ -1,0 +1,98 @@
+"""`harness ab-unit`: one unit of a campaign, its two sides back to back in their sides' caches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import ab, artifacts, identity, runner
+from harness.campaign import CACHE_DIR, Unit
+from harness.errors import HarnessError
+from harness.fsutil import atomic_write_json
+from harness.preflight import Plan
+from harness.spec import Settings
+
+
+def side_cache(directory: Path, side: str) -> Path:
+    """The side's FlagGems and Triton caches, shared by all of its units, never by the other
+    side's."""
+    return directory / CACHE_DIR / side
+
+
+def cache_env(directory: Path, side: str) -> dict[str, str]:
+    cache = side_cache(directory, side).resolve()
+    return {"FLAGGEMS_CACHE_DIR": str(cache / "flaggems"),
+            "TRITON_CACHE_DIR": str(cache / "triton")}
+
+
+def _entries(triton: Path) -> set[str]:
+    return {p.name for p in triton.iterdir()} if triton.is_dir() else set()
+
+
+def added_artifacts(triton: Path, before: set[str], root: Path) -> tuple[int, list[str]]:
+    """(kernels, fingerprints) of the Triton cache entries that appeared since `before`.
+
+    Units of one side running at once on two devices share the cache, so an entry may belong
+    to the other unit; the campaign's verdict also fingerprints each side's whole cache.
+    """
+    fresh = sorted(_entries(triton) - before)
+    kernels, hashes = 0, set()
+    for name in fresh:
+        entry = triton / name
+        kernels += sum(1 for _ in entry.glob("__grp__*.json"))
+        hashes |= {artifacts.fingerprint(p.read_bytes(), str(root).encode())
+                   for p in entry.iterdir()
+                   if p.is_file() and p.suffix not in artifacts.SKIPPED_SUFFIXES}
+    return kernels, sorted(hashes)
+
+
+def _set_aside(run_dir: Path) -> None:
+    """Keep an interrupted attempt's run directory under another name: the unit reruns whole."""
+    if not run_dir.exists():
+        return
+    n = 1
+    while run_dir.with_name(f"{run_dir.name}.attempt{n}").exists():
+        n += 1
+    run_dir.rename(run_dir.with_name(f"{run_dir.name}.attempt{n}"))
+
+
+def _note_cache(run_dir: Path, cache: Path, kernels: int, hashes: list[str]) -> None:
+    """The run compiled into its side's campaign cache, not a private one: say what it added."""
+    path = run_dir / identity.IDENTITY_FILE
+    if not path.is_file():
+        return
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc.update({"tuner_cache_dir": str(cache), "compiled_kernels": kernels,
+                "compiled_artifacts": hashes})
+    atomic_write_json(path, doc)
+
+
+def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit,
+             axis: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
+    """Run the unit's sides in its round's order; exit 0, or the first side's failing code."""
+    switch = ab.Axis(axis["name"], axis.get("variable"))
+    codes = []
+    for side in unit.sides:
+        step = ab.Step(side, unit.round, axis["a"] if side == "A" else axis["b"])
+        op_dir = directory / unit.op
+        run_dir = op_dir / side / f"r{unit.round}"
+        _set_aside(run_dir)
+        env = switch.env(step.value or "")
+        out(f"AB_STEP {unit.op}/{step.rel} "
+            f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
+        cache = side_cache(directory, side).resolve()
+        before = _entries(cache / "triton")
+        try:
+            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir), plan,
+                                         run_dir=run_dir,
+                                         extra_env={**env, **cache_env(directory, side)},
+                                         step=f"{unit.op}/{step.rel}")
+        except HarnessError as exc:  # e.g. round 0 left no records to replay
+            out(f"error: {exc}")
+            codes.append(exc.exit_code)
+            continue
+        _note_cache(run_dir, cache, *added_artifacts(cache / "triton", before, cache))
+        codes.append(rc)
+    return next((rc for rc in codes if rc), 0)

@@ -1,0 +1,66 @@
+"""A campaign's liveness verdict over its operators and its sides' shared caches."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from harness import ab_finish, summary
+
+
+def empty_report():
+    return summary.AbReport(a_label="A", b_label="B", rows=(), unpaired=(),
+                            geomean_speedup_pct=None, noise_floor_pct=1.0,
+                            direct_rows=0, notes=())
+
+
+def doc(side_a=(), side_b=()):
+    return {"axis": {"name": "X", "variable": "SOME_SWITCH_NOBODY_READS"},
+            "python": sys.executable, "side_artifacts": {"A": list(side_a), "B": list(side_b)}}
+
+
+def ids(a, b):
+    return {"A": [{"compiled_artifacts": list(a)}], "B": [{"compiled_artifacts": list(b)}]}
+
+
+def test_one_operator_whose_side_b_compiled_new_code_makes_the_axis_live():
+    # across the suite both sides compiled {x, y}: only per operator does B differ from A
+    identities = {"mm": ids(["x"], ["y"]), "add": ids(["y"], ["x"])}
+    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc())
+    assert live["status"] == "live" and "operators: add, mm" in live["detail"]
+
+
+def test_equal_code_everywhere_and_a_compiler_that_never_names_the_switch_is_not_live():
+    identities = {"mm": ids(["x"], ["x"]), "add": ids([], [])}
+    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc(["x", "z"], ["x"]))
+    assert live["status"] == "not_live" and live["detail"].startswith("AXIS_NOT_LIVE axis=X")
+
+
+def test_a_side_cache_that_compiled_what_the_other_never_did_is_live_when_runs_cannot_tell():
+    # runs of a side share one cache, so a run may find its kernels already compiled
+    identities = {"mm": ids([], []), "add": ids([], [])}
+    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc(["x"], ["w"]))
+    assert live["status"] == "live"
+
+
+def test_nothing_compiled_anywhere_leaves_liveness_unchecked_with_a_note():
+    live, notes, _ = ab_finish.decide_liveness(empty_report(), {"mm": ids([], [])}, doc())
+    assert live is None and notes == ["liveness not checked: this backend compiled no kernels"]
+
+
+def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_alone():
+    # Alone, mm's row (p 0.04) is faster; one family with add's row (p 0.79) adjusts it to
+    # 0.08, which no longer survives q=0.05. Per-operator control would let a suite of many
+    # operators report a false win somewhere almost surely.
+    from harness import stats
+
+    mm = stats.row_stats([1.0, 1.0, 1.0], [0.9, 0.8, 0.85], noise_floor_pct=1.0)
+    add = stats.row_stats([1.0, 1.0, 1.0], [1.2, 0.9, 1.0], noise_floor_pct=1.0)
+    assert mm.verdict is stats.Verdict.FASTER and mm.p_value < 0.05
+    rows = [summary.AbRow("mm", "f32", "[8]", 1, mm, ()),
+            summary.AbRow("add", "f32", "[8]", 1, add, ())]
+    merged = ab_finish.campaign_wide(rows, [], [], 1.0, [])
+    assert [r.stats.verdict for r in merged.rows] == [stats.Verdict.INCONCLUSIVE] * 2
+    assert merged.rows[0].stats.p_adjusted == pytest.approx(2 * mm.p_value)
+    assert merged.method.fdr_q == stats.FDR_Q and merged.geomean_ci_low_pct is not None

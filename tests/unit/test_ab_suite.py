@@ -1,0 +1,126 @@
+"""The campaign driver's pure parts: which operators OPS=all names, what a unit's child gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+import pytest
+
+from harness import ab_finish, ab_suite, batch, spec, supervise
+from harness.errors import Interrupted
+from harness.spec import EMBEDDED_SUITE
+
+
+def settings(**flags):
+    return spec.resolve({"backend": "cpu", **flags}, {}, which=lambda _: None)
+
+
+def test_ops_all_names_every_node_of_the_tree_once():
+    found = batch.all_ops(settings())
+    assert found == {op: f"benchmark/test_{op}.py::test_{op}"
+                     for op in ("add", "mm", "softmax", "sum", "tanh")}
+    assert batch.resolve_ops(settings(), {"ops": "all"}, {}) == list(found)
+
+
+def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
+    import shutil
+
+    suite = shutil.copytree(EMBEDDED_SUITE, tmp_path / "s",
+                            ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    (suite / "benchmark" / "test_add_more.py").write_text(
+        "import pytest\n\n\n@pytest.mark.add\ndef test_add_more():\n    pass\n")
+    found = batch.all_ops(settings(flaggems_dir=str(suite)))
+    assert found["add"] == "benchmark/test_add.py::test_add"
+    assert found["add-2"] == "benchmark/test_add_more.py::test_add_more"
+
+
+def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
+    env = {"SHAPE_MODE": "file", "SHAPE_FILE": "/s.yaml", "ZL_DEVICES": "3", "OP": "mm"}
+    base = spec.resolve({"backend": "cpu", "level": "core"}, env, which=lambda _: None)
+    argv = ab_suite.settings_argv(base)
+    assert argv[:2] == ["--backend", "cpu"]
+    assert argv[argv.index("--shape-file") + 1] == "/s.yaml"
+    for flag in ("--op", "--node", "--devices"):  # what to run and where come per unit
+        assert flag not in argv
+    monkeypatch.setenv("SHAPE_MODE", "upstream")  # a resume in another environment
+    again, _ = ab_suite.settings_from_argv(argv)
+    assert again.caliber() == base.caliber() and again.shape_mode == "file"
+    child = ab_suite.unit_argv(EMBEDDED_SUITE, argv, "benchmark/test_mm.py::test_mm", "mm/r1",
+                               "3")
+    assert child[3:6] == ["ab-unit", str(EMBEDDED_SUITE), "mm/r1"]
+    assert child[-4:] == ["--node", "benchmark/test_mm.py::test_mm", "--devices", "3"]
+
+
+def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
+    from harness.errors import UsageError
+
+    with ab_suite._sole_driver(tmp_path):
+        with pytest.raises(UsageError, match="is being run by another harness process"):
+            with ab_suite._sole_driver(tmp_path):
+                pass
+    with ab_suite._sole_driver(tmp_path):  # released when the first driver ends
+        pass
+
+
+# --------------------------------------------------------------------------- a signal
+
+
+def _campaign(tmp_path):
+    from harness import campaign
+
+    doc = campaign.new_document(
+        directory=tmp_path, axis={"name": "none", "variable": None, "a": "0", "b": "1"},
+        caliber={}, argv=[], ops={"add": {"node": "benchmark/test_add.py::test_add"}},
+        rounds=2, walls={}, walls_from=None)
+    doc.update(noise_floor_pct=1.0, python=sys.executable, noise_from=None)
+    campaign.save(tmp_path, doc)
+    return doc
+
+
+def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_campaign(
+        tmp_path, monkeypatch):
+    # Regression: the driver raised a bare KeyboardInterrupt (exit 130 for every signal) and
+    # left no ab.json, so `harness report` could not render what had finished.
+    doc, started, children = _campaign(tmp_path), [], []
+    real_start = supervise.start_child
+
+    def unit_argv(directory, argv, node, unit, device):
+        started.append(unit)
+        os.kill(os.getpid(), signal.SIGHUP)  # lands while the unit runs
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    def start_child(*args, **kwargs):
+        children.append(real_start(*args, **kwargs))
+        return children[-1]
+
+    monkeypatch.setattr(ab_suite, "unit_argv", unit_argv)
+    monkeypatch.setattr(supervise, "start_child", start_child)
+    lines = []
+    with pytest.raises(Interrupted) as info:
+        ab_suite.drive(tmp_path, doc, settings(), [None], out=lines.append, grace_s=2.0,
+                       poll_s=0.01)
+    assert info.value.exit_code == 128 + signal.SIGHUP and info.value.step == "add/r0"
+    assert started == ["add/r0"] and children[0].poll() == -signal.SIGHUP  # forwarded
+    saved = json.loads((tmp_path / "campaign.json").read_text())
+    assert saved["state"] == "interrupted"
+    assert saved["interrupted"] == {"signal": "SIGHUP", "step": "add/r0", "finished_units": []}
+    assert [u["status"] for u in saved["units"]] == ["interrupted", "not_run"]
+    ab_json = json.loads((tmp_path / "ab.json").read_text())
+    assert ab_json["status"] == "interrupted" and ab_json["rows"] == []
+    assert "INCOMPLETE: interrupted by SIGHUP during add/r0" in (tmp_path / "ab.md").read_text()
+    assert not (tmp_path / "cache").exists()
+    assert any(line.startswith("AB_INTERRUPTED signal=SIGHUP step=add/r0 finished_units=- ")
+               and f" dir={tmp_path} " in line for line in lines)
+
+
+def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
+    doc = _campaign(tmp_path)
+    doc["units"][0]["status"] = "ok"
+    assert ab_finish.finished_units(doc) == ["add/r0"]
+    status = ab_finish.campaign_status(doc, {"signal": "SIGTERM", "step": "add/r1"})
+    assert status == {"status": "interrupted", "finished_units": ["add/r0"],
+                      "interrupted": {"signal": "SIGTERM", "step": "add/r1"}}
+    assert ab_finish.campaign_status(doc, None)["status"] == "complete"

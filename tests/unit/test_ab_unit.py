@@ -1,0 +1,43 @@
+"""A unit's runs in their sides' shared caches: what each run added, and a rerun's leftovers."""
+
+from __future__ import annotations
+
+from harness import ab_unit, artifacts
+
+
+def entry(triton, name, files):
+    (triton / name).mkdir(parents=True)
+    for file, data in files.items():
+        (triton / name / file).write_bytes(data)
+
+
+def test_a_run_is_credited_with_the_cache_entries_it_added_only(tmp_path):
+    triton = tmp_path / "cache" / "A" / "triton"
+    entry(triton, "old", {"k.ptx": b"old code", "__grp__k.json": b"{}"})
+    before = ab_unit._entries(triton)
+    entry(triton, "new", {"k.ptx": b"new code in " + str(tmp_path / "cache" / "A").encode(),
+                          "k.json": b"{}", "__grp__k.json": b"{}"})
+    kernels, hashes = ab_unit.added_artifacts(triton, before, tmp_path / "cache" / "A")
+    assert kernels == 1
+    # the side's cache root is masked as a private one is, so side B's twin hashes alike
+    assert hashes == [artifacts.fingerprint(b"new code in " + artifacts.PRIVATE_ROOT_TOKEN)]
+    assert ab_unit.added_artifacts(tmp_path / "missing", set(), tmp_path) == (0, [])
+
+
+def test_a_rerun_unit_sets_its_interrupted_attempt_aside_instead_of_deleting_it(tmp_path):
+    run = tmp_path / "mm" / "A" / "r0"
+    run.mkdir(parents=True)
+    (run / "run.log").write_text("partial")
+    ab_unit._set_aside(run)
+    run.mkdir()
+    ab_unit._set_aside(run)
+    assert sorted(p.name for p in run.parent.iterdir()) == ["r0.attempt1", "r0.attempt2"]
+    assert (run.parent / "r0.attempt1" / "run.log").read_text() == "partial"
+    ab_unit._set_aside(run)  # nothing there: nothing to do
+
+
+def test_each_side_has_its_own_cache_for_both_flaggems_and_triton(tmp_path):
+    a, b = ab_unit.cache_env(tmp_path, "A"), ab_unit.cache_env(tmp_path, "B")
+    assert set(a) == {"FLAGGEMS_CACHE_DIR", "TRITON_CACHE_DIR"}
+    assert not set(a.values()) & set(b.values())
+    assert a["TRITON_CACHE_DIR"] == str((tmp_path / "cache" / "A" / "triton").resolve())

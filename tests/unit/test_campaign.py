@@ -1,0 +1,148 @@
+"""The campaign plan: units, their order, readiness, campaign.json, resume's extension, walls."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import campaign
+from harness.campaign import Unit
+from harness.errors import UsageError
+
+
+def ids(units):
+    return [u.id for u in units]
+
+
+def test_units_run_round_major_so_a_partial_campaign_holds_a_round_of_everything():
+    units = campaign.plan_units({"mm": 3, "add": 2})
+    assert ids(units) == ["mm/r0", "add/r0", "mm/r1", "add/r1", "mm/r2"]
+
+
+def test_within_a_round_the_longest_operator_goes_first_and_one_without_a_wall_before_it():
+    walls = {"add": 1.0, "mm": 30.0, "tanh": 5.0}
+    units = campaign.plan_units({"add": 2, "tanh": 2, "mm": 2, "new": 2}, walls)
+    assert ids(units) == ["new/r0", "mm/r0", "tanh/r0", "add/r0",
+                          "new/r1", "mm/r1", "tanh/r1", "add/r1"]
+
+
+def test_sides_alternate_by_round_starting_with_the_recording_side():
+    assert [Unit("mm", r).sides for r in range(3)] == [("A", "B"), ("B", "A"), ("A", "B")]
+    assert Unit("mm", 1).run_rel("B") == "mm/B/r1"
+
+
+def test_a_later_round_waits_for_round_zero_of_its_own_operator_only():
+    status = {"mm/r0": "running", "add/r0": "ok", "mm/r1": "not_run", "add/r1": "not_run"}
+    assert not campaign.ready(Unit("mm", 1), status)
+    assert campaign.ready(Unit("add", 1), status)
+    assert campaign.ready(Unit("mm", 0), status)
+    status["mm/r0"] = "failed"  # it finished: its records (what it left) decide the replay
+    assert campaign.ready(Unit("mm", 1), status)
+    for crashed in ("error", "interrupted"):  # a resume reruns round 0 and replaces its records
+        status["mm/r0"] = crashed
+        assert not campaign.ready(Unit("mm", 1), status)
+
+
+def test_deal_gives_the_next_unit_to_the_device_that_frees_first():
+    units = campaign.plan_units({"mm": 1, "add": 1, "tanh": 1}, {"mm": 10, "add": 2, "tanh": 3})
+    placed = [(d, u.id) for d, u in campaign.deal(units, ["0", "1"], {"mm": 10, "add": 2,
+                                                                       "tanh": 3})]
+    assert placed == [("0", "mm/r0"), ("1", "tanh/r0"), ("1", "add/r0")]
+
+
+@pytest.mark.parametrize("text", ["mm", "mm/r", "mm/rx", "/r0", "mm/r-1", ""])
+def test_a_malformed_unit_id_is_refused(text):
+    with pytest.raises(UsageError, match="expected <op>/r<round>"):
+        campaign.parse_unit_id(text)
+
+
+def test_unit_ids_of_dotted_and_dashed_operators_round_trip():
+    assert campaign.parse_unit_id("fused.add-2/r11") == Unit("fused.add-2", 11)
+
+
+def document(tmp_path, rounds=2, ops=None):
+    ops = ops or {"mm": {"node": "benchmark/test_mm.py::test_mm"},
+                  "bad": {"reason": "PREFLIGHT_FAILED check=test_node"}}
+    return campaign.new_document(directory=tmp_path, axis={"name": "X"}, caliber={
+        "backend": "cpu", "level": "core", "mode": "auto"}, argv=[], ops=ops, rounds=rounds,
+        walls={}, walls_from=None)
+
+
+def test_an_operator_without_a_node_is_planned_skipped_and_never_run(tmp_path):
+    doc = document(tmp_path)
+    assert {u["id"]: u["status"] for u in doc["units"]} == {
+        "mm/r0": "not_run", "bad/r0": "skipped", "mm/r1": "not_run", "bad/r1": "skipped"}
+    assert ids(campaign.units_to_run(doc)) == ["mm/r0", "mm/r1"]
+
+
+def test_resume_runs_the_interrupted_crashed_and_unstarted_units_and_no_finished_one(tmp_path):
+    doc = document(tmp_path, rounds=3, ops={op: {"node": op} for op in ("a", "b", "c")})
+    states = {"a/r0": "ok", "b/r0": "failed", "c/r0": "interrupted", "a/r1": "error",
+              "b/r1": "running"}
+    for unit in doc["units"]:
+        unit["status"] = states.get(unit["id"], unit["status"])
+    campaign.save(tmp_path, doc)
+    again = campaign.load(tmp_path)
+    assert ids(campaign.units_to_run(again)) == ["c/r0", "a/r1", "b/r1", "c/r1", "a/r2",
+                                                 "b/r2", "c/r2"]
+
+
+def test_rounds_on_resume_extend_to_that_many_rounds_in_all(tmp_path):
+    doc = document(tmp_path, rounds=2)
+    for unit in doc["units"]:
+        unit["status"] = "ok" if unit["status"] == "not_run" else unit["status"]
+    added = campaign.extend(doc, 4, None, {})
+    assert ids(added) == ["mm/r2", "mm/r3"] and doc["ops"]["mm"]["rounds"] == 4
+    assert campaign.extend(doc, 4, None, {}) == []  # asked again: nothing more to add
+    assert campaign.extend(doc, 3, None, {}) == [] and doc["ops"]["mm"]["rounds"] == 4
+
+
+def test_only_adds_rounds_to_the_operators_with_that_verdict(tmp_path):
+    doc = document(tmp_path, rounds=2, ops={op: {"node": op} for op in ("a", "b")})
+    added = campaign.extend(doc, None, "inconclusive", {"a": "same", "b": "inconclusive"})
+    assert ids(added) == ["b/r2", "b/r3"] and doc["ops"]["a"]["rounds"] == 2
+    with pytest.raises(UsageError, match="ONLY='slower': no operator .* its verdicts: "
+                                         "inconclusive, same"):
+        campaign.extend(doc, None, "slower", {"a": "same", "b": "inconclusive"})
+
+
+def test_resume_refuses_a_different_caliber_in_one_line(tmp_path):
+    doc = document(tmp_path)
+    campaign.check_caliber(doc, {"level": "core"}, ("backend", "level", "mode"))
+    with pytest.raises(UsageError, match="LEVEL='comprehensive' differs from the campaign's "
+                                         "'core'"):
+        campaign.check_caliber(doc, {"level": "comprehensive"}, ("backend", "level", "mode"))
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"schema": "other"}', "[1]"])
+def test_load_refuses_what_is_not_a_campaign(tmp_path, content):
+    if content is not None:
+        (tmp_path / "campaign.json").write_text(content)
+    with pytest.raises(UsageError, match="RESUME="):
+        campaign.load(tmp_path)
+
+
+def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    (batch / "ops_status.csv").write_text("op,status,wall_s\nmm,ok,12.5\nadd,error,\n")
+    assert campaign.walls_from(batch) == {"mm": 12.5}
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    doc = document(earlier, rounds=3, ops={"mm": {"node": "mm"}})
+    for unit, wall in zip(doc["units"], (30.0, 4.0, 5.0), strict=True):
+        unit.update(status="ok", wall_s=wall)
+    campaign.save(earlier, doc)
+    assert campaign.walls_from(earlier) == {"mm": 5.0}  # the median: round 0 tunes
+    with pytest.raises(UsageError, match="WALLS_FROM="):
+        campaign.walls_from(tmp_path)
+
+
+def test_round_walls_set_round_zero_against_the_later_rounds(tmp_path):
+    doc = document(tmp_path, rounds=3, ops={"a": {"node": "a"}, "b": {"node": "b"}})
+    walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 4.0, "a/r2": 3.0, "b/r2": 3.0}
+    for unit in doc["units"]:
+        unit.update(status="ok", wall_s=walls[unit["id"]])
+    assert campaign.round_walls(doc) == {"round0_s": 30.0, "later_round_mean_s": 7.0}
+    assert json.loads(json.dumps(doc))["units"][0]["attempts"] == 0

@@ -1,0 +1,61 @@
+"""A suite campaign's operator verdicts and its ab.md section."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import suite_report
+
+
+@pytest.mark.parametrize(("verdicts", "failed", "expected"), [
+    (["same", "slower", "faster"], False, "slower"),  # a regression is never hidden by a win
+    (["same", "faster"], False, "faster"),
+    (["same", "inconclusive"], False, "inconclusive"),
+    (["same", "flagged"], False, "same"),
+    (["flagged", "flagged"], False, "flagged"),  # no row that says anything about B
+    ([], False, "failed"),
+    (["faster"], True, "failed"),
+])
+def test_an_operators_verdict_puts_regressions_first(verdicts, failed, expected):
+    assert suite_report.operator_verdict(verdicts, failed) == expected
+
+
+def row(op, speedup, verdict, shape="[8]"):
+    return {"op": op, "dtype": "torch.float32", "shape": shape, "occurrence": 1, "a_ms": 1.0,
+            "b_ms": 1.0 / (1 + speedup / 100), "speedup_pct": speedup, "min_pct": speedup,
+            "max_pct": speedup, "ci_low_pct": None, "ci_high_pct": None, "rounds": 3,
+            "verdict": verdict, "flags": []}
+
+
+def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded():
+    rows = [row("mm", 10.0, "faster"), row("mm", 12.0, "faster", "[16]"),
+            row("add", -20.0, "slower"), row("add", 1.0, "same", "[16]")]
+    ops = {"mm": {"rounds": 3}, "add": {"rounds": 3}, "bad": {"rounds": 3, "reason": "boom"}}
+    operators = suite_report.operator_summaries(rows, ops)
+    assert operators["add"]["worst"]["speedup_pct"] == -20.0
+    assert operators["mm"]["geomean_speedup_pct"] == pytest.approx(
+        ((1.10 * 1.12) ** 0.5 - 1) * 100)
+    assert suite_report.suite_line(operators) == (
+        "suite: 1 faster, 1 slower, 0 same, 1 failed of 3 operators")
+    doc = {"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows, "unpaired": [],
+           "operators": operators}
+    assert suite_report.is_suite(doc)
+    md = suite_report.render_markdown(doc, notes=[])
+    table = [line.split(" | ")[0] for line in md.splitlines() if line.startswith("| ")
+             and " | " in line and line.split(" | ")[1] in ("slower", "failed", "faster")]
+    assert table == ["| add", "| bad", "| mm"]
+    assert md.count("<details>") == 3 and "<summary>add: slower, 2 rows</summary>" in md
+    assert "| bad | failed | - | - | 0 | 3 | 0 | boom |" in md
+
+
+def test_a_one_operator_campaign_is_not_a_suite():
+    assert not suite_report.is_suite({"operators": {"mm": {}}})
+    assert not suite_report.is_suite({})
+
+
+def test_the_suite_line_counts_inconclusive_operators_before_the_total():
+    # Pinned: "... 2 failed, 1 inconclusive of 3 operators" read as "2 failed of 3".
+    ops = {"a": {"verdict": "failed"}, "b": {"verdict": "failed"},
+           "c": {"verdict": "inconclusive"}}
+    assert suite_report.suite_line(ops) == (
+        "suite: 0 faster, 0 slower, 0 same, 2 failed, 1 inconclusive of 3 operators")
