@@ -152,12 +152,16 @@ def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
                **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
     walls = caliber["walls"]
     if walls["round0_s"] is not None:
-        notes.append(f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators; "
-                     f"later rounds (replay) {walls['later_round_mean_s'] or '-'} s each")
+        notes.append(f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators, "
+                     f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
+                     f"{walls['later_unit_mean_s'] or '-'} s a unit over "
+                     f"{walls['later_units']} units")
     out = report.ab_document(result, caliber, liveness=live, notes=notes)
-    info = {op: {"rounds": i["rounds"], "reason": i.get("reason") or failures.get(op),
+    # A unit that was never run or was interrupted is left for resume, not failed.
+    info = {op: {"rounds": len(done_rounds(directory, doc, op)),
+                 "reason": i.get("reason") or failures.get(op),
                  "units_failed": sum(1 for u in doc["units"] if u["op"] == op
-                                     and u["status"] != "ok")}
+                                     and u["status"] == "failed")}
             for op, i in doc["ops"].items()}
     out["operators"] = suite_report.operator_summaries(out["rows"], info)
     for op, ids in identities.items():

@@ -219,15 +219,25 @@ def walls_from(path: Path) -> dict[str, float]:
                      f"directory ({CAMPAIGN_JSON}) or a batch directory (ops_status.csv)")
 
 
-def round_walls(doc: Mapping[str, Any]) -> dict[str, float | None]:
-    """Round 0's summed unit walls (it tunes) against the mean over later rounds (they replay)."""
-    sums: dict[int, float] = {}
+def round_walls(doc: Mapping[str, Any]) -> dict[str, float | int | None]:
+    """Round 0's walls (it tunes) against the later rounds' (they replay): round 0's sum, and
+    the mean wall of one unit in each, over the units that ran to the end.
+
+    Per unit, not per round: an interrupted campaign's last round holds only some operators,
+    and its sum would read as a faster round.
+    """
+    first: list[float] = []
+    later: list[float] = []
     for unit in doc["units"]:
         if unit.get("wall_s") is not None and unit["status"] in ("ok", "failed"):
-            sums[unit["round"]] = sums.get(unit["round"], 0.0) + float(unit["wall_s"])
-    later = [s for r, s in sums.items() if r > 0]
-    return {"round0_s": round(sums[0], 2) if 0 in sums else None,
-            "later_round_mean_s": round(sum(later) / len(later), 2) if later else None}
+            (first if unit["round"] == 0 else later).append(float(unit["wall_s"]))
+
+    def mean(walls: list[float]) -> float | None:
+        return round(sum(walls) / len(walls), 2) if walls else None
+
+    return {"round0_s": round(sum(first), 2) if first else None,
+            "round0_unit_mean_s": mean(first), "later_unit_mean_s": mean(later),
+            "later_units": len(later)}
 
 
 def eta_s(elapsed_s: float, done: int, remaining: int) -> float | None:

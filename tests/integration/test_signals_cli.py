@@ -101,6 +101,10 @@ def test_signal_to_harness_ab_keeps_a_partial_campaign_that_report_renders(signu
     assert doc["status"] == "interrupted" and doc["finished_units"] == finished
     assert doc["interrupted"] == {"signal": signum.name, "step": unit}
     assert len(doc["rows"]) == (2 if finished else 0)  # one shape, two dtypes
+    # Units left for resume are not failures, and an operator has the rounds that finished
+    # (an H200 campaign cut short read "units failed 1" for every operator).
+    assert doc["operators"]["add"]["units_failed"] == 0
+    assert doc["operators"]["add"]["rounds"] == len(finished)
     state = json.loads((campaign / "campaign.json").read_text())
     assert state["state"] == "interrupted"
     assert state["interrupted"] == {"signal": signum.name, "step": unit,

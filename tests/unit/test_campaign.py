@@ -144,5 +144,16 @@ def test_round_walls_set_round_zero_against_the_later_rounds(tmp_path):
     walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 4.0, "a/r2": 3.0, "b/r2": 3.0}
     for unit in doc["units"]:
         unit.update(status="ok", wall_s=walls[unit["id"]])
-    assert campaign.round_walls(doc) == {"round0_s": 30.0, "later_round_mean_s": 7.0}
+    assert campaign.round_walls(doc) == {"round0_s": 30.0, "round0_unit_mean_s": 15.0,
+                                         "later_unit_mean_s": 3.5, "later_units": 4}
+
+
+def test_round_walls_of_an_interrupted_campaign_count_only_units_that_ran(tmp_path):
+    # Pinned: a last round holding one operator of two read as a round half as long.
+    doc = document(tmp_path, rounds=2, ops={"a": {"node": "a"}, "b": {"node": "b"}})
+    walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 1.0}
+    for unit in doc["units"]:
+        unit.update(status="ok" if unit["id"] != "b/r1" else "interrupted",
+                    wall_s=walls[unit["id"]])
+    assert campaign.round_walls(doc)["later_unit_mean_s"] == 4.0
     assert json.loads(json.dumps(doc))["units"][0]["attempts"] == 0
