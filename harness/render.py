@@ -46,19 +46,26 @@ def interval(low: float | None, high: float | None) -> str:
 
 def ms(value: float) -> str:
     """Four significant digits, never an exponent: 0.001400, 0.06400, 237.5, 12346."""
+    if not math.isfinite(value):  # an ab.json may hold NaN: show it rather than crash on log10
+        return str(value)
     places = 3 - math.floor(math.log10(value)) if value > 0 else 3
     return f"{value:.{max(0, places)}f}"
+
+
+def _shape(shape: str, occurrence: int) -> str:
+    """A shape, with which measurement of its key it is when measured more than once."""
+    return shape if occurrence == 1 else f"{shape} (#{occurrence})"
 
 
 def row_cells(row: AbRow) -> list[str]:
     """One A/B row's cells under ROW_HEADER; a row timed directly on a side is marked *."""
     s = row.stats
-    shape = row.shape if row.occurrence == 1 else f"{row.shape} (#{row.occurrence})"
     verdict = s.verdict.value
     if s.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER):
         verdict = f"**{verdict}**"
     mark = " *" if any(DIRECT_MARKER in f for f in row.flags) else ""
-    return [row.op, row.dtype, shape, ms(s.a_ms), ms(s.b_ms), pct(s.speedup_pct),
+    return [row.op, row.dtype, _shape(row.shape, row.occurrence), ms(s.a_ms), ms(s.b_ms),
+            pct(s.speedup_pct),
             f"{pct(s.min_pct)}..{pct(s.max_pct)}{mark}", interval(s.ci_low_pct, s.ci_high_pct),
             verdict, " ".join(row.flags) or "-"]
 
@@ -273,11 +280,16 @@ def ab_tables(report: AbReport) -> list[str]:
                             for op, g in report.op_geomeans])]
     if report.rows and all(r.stats.rounds < 2 for r in report.rows):
         out.append("one round per side: no interval, so no row is called faster or slower")
+    return [*out, "", *unpaired_lines(report)]
+
+
+def unpaired_lines(report: AbReport) -> list[str]:
     if not report.unpaired:
-        return [*out, "", "unpaired rows: none"]
-    return [*out, "", f"## Unpaired rows ({len(report.unpaired)})", "",
+        return ["unpaired rows: none"]
+    return [f"## Unpaired rows ({len(report.unpaired)})", "",
             *table(("operator", "dtype", "shape", "reason"),
-                   [(u.op, u.dtype, u.shape, u.reason) for u in report.unpaired])]
+                   [(u.op, u.dtype, _shape(u.shape, u.occurrence), u.reason)
+                    for u in report.unpaired])]
 
 
 def render_ab_md(report: AbReport, write_line: WriteLine, *,

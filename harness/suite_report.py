@@ -104,10 +104,5 @@ def render_markdown(doc: Mapping[str, Any], notes: Sequence[str]) -> str:
         out += ["<details>", f"<summary>{op}: {info['verdict']}, {len(rows)} rows</summary>",
                 "", *(render.table(render.ROW_HEADER, rows) if rows else ["no paired rows"]), "",
                 "</details>", ""]
-    if ab.unpaired:
-        out += [f"## Unpaired rows ({len(ab.unpaired)})", "",
-                *render.table(("operator", "dtype", "shape", "reason"),
-                               [(u.op, u.dtype, u.shape, u.reason) for u in ab.unpaired])]
-    else:
-        out.append("unpaired rows: none")
+    out += render.unpaired_lines(ab)
     return "\n".join(out) + "\n"

@@ -225,7 +225,8 @@ def test_rounds_give_an_interval_and_a_verdict(tmp_path: Path) -> None:
     assert [op for op, _ in report.op_geomeans] == ["tanh", "exp"]
     text = "\n".join(lines_of(render_ab_md, report))
     assert "| **faster** |" in text
-    assert "| operator | rows | geometric mean speedup % | interval % |" in text  # two operators: a table
+    # two operators: a table of their geometric means
+    assert "| operator | rows | geometric mean speedup % | interval % |" in text
 
 
 # ---------------------------------------------------------------- one run
