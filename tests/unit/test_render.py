@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +106,12 @@ def test_no_module_but_stats_computes_a_geometric_mean() -> None:
              if path.name != "stats.py"
              and (sites := geomean_sites(path.read_text(encoding="utf-8")))}
     assert found == {}
+
+
+def test_the_renderers_import_neither_pytest_nor_matplotlib() -> None:
+    # The PNG renderer draws with matplotlib: importing it must wait until a chart is drawn.
+    code = ("import sys, harness.cli, harness.render, harness.comparison, harness.report; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', 'matplotlib')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(HARNESS.parent)}, check=True)
+    assert proc.stdout.strip() == "[]"
