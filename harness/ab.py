@@ -21,6 +21,7 @@ from pathlib import Path
 from harness import report, stats
 from harness.backends import Backend
 from harness.errors import UsageError
+from harness.sources import AB_JSON
 from harness.spec import Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
@@ -183,8 +184,8 @@ def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:
 def noise_floor_from(path: Path) -> float:
     """The noise floor an A/A campaign measured (its ab.json)."""
     try:
-        doc = json.loads((path / report.AB_JSON).read_text(encoding="utf-8"))
+        doc = json.loads((path / AB_JSON).read_text(encoding="utf-8"))
         return float(doc["caliber"]["measured_noise_floor_pct"])
     except (OSError, ValueError, KeyError, TypeError):
         raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign "
-                         f"(no measured_noise_floor_pct in {report.AB_JSON})") from None
+                         f"(no measured_noise_floor_pct in {AB_JSON})") from None

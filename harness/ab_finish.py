@@ -8,7 +8,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import ab, campaign, identity, receipt, report, stats, suite_report, summary
+from harness import (
+    ab,
+    campaign,
+    comparison,
+    identity,
+    receipt,
+    report,
+    stats,
+    suite_report,
+)
+from harness.boundary import DIRECT_MARKER
 from harness.campaign import SIDES, round_walls
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
@@ -17,8 +27,8 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.fsutil import atomic_write_json
 from harness.results import RESULTS_JSONL
+from harness.sources import load_source
 from harness.spec import REPO_ROOT, Settings
 
 Identities = dict[str, list[Mapping[str, Any]]]
@@ -33,11 +43,11 @@ def done_rounds(directory: Path, doc: Mapping[str, Any], op: str) -> list[int]:
 
 
 def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
-                ) -> tuple[summary.AbReport, dict[str, Identities], dict[str, str]]:
+                ) -> tuple[comparison.AbReport, dict[str, Identities], dict[str, str]]:
     """Each operator's sides compared over its finished rounds, merged into one report;
     with each operator's run identities per side, and why an operator has no rows."""
-    rows: list[summary.AbRow] = []
-    unpaired: list[summary.Unpaired] = []
+    rows: list[comparison.AbRow] = []
+    unpaired: list[comparison.Unpaired] = []
     notes: list[str] = []
     op_geomeans: list[tuple[str, stats.GeomeanStats]] = []
     identities: dict[str, Identities] = {}
@@ -47,10 +57,10 @@ def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
         if info.get("reason") or not rounds:
             failures[op] = info.get("reason") or _last_reason(doc, op)
             continue
-        sources = {side: [summary.load_source(directory / op / side / f"r{r}") for r in rounds]
+        sources = {side: [load_source(directory / op / side / f"r{r}") for r in rounds]
                    for side in SIDES}
         try:
-            result = summary.compare(sources["A"], sources["B"], noise_floor_pct=floor)
+            result = comparison.compare(sources["A"], sources["B"], noise_floor_pct=floor)
         except UsageError as exc:
             failures[op] = str(exc)
             continue
@@ -63,20 +73,20 @@ def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
     return campaign_wide(rows, unpaired, notes, floor, op_geomeans), identities, failures
 
 
-def campaign_wide(rows: list[summary.AbRow], unpaired: list[summary.Unpaired], notes: list[str],
-                  floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]]
-                  ) -> summary.AbReport:
+def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpaired],
+                  notes: list[str], floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]]
+                  ) -> comparison.AbReport:
     """The operators' rows as one A/B: the false-discovery control runs again over every row
     of the campaign (one family, not one per operator), and the geometric mean spans them all."""
     method = stats.Method()
     adjusted = stats.adjust_rows([r.stats for r in rows], noise_floor_pct=floor, method=method)
     rows = [dataclasses.replace(r, stats=s) for r, s in zip(rows, adjusted, strict=True)]
     gm = stats.geomean_stats([r.stats.speedup_pct for r in rows], method.confidence)
-    return summary.AbReport(
+    return comparison.AbReport(
         a_label="A", b_label="B", rows=tuple(rows), unpaired=tuple(unpaired),
         geomean_speedup_pct=None if gm is None else gm.speedup_pct,
         noise_floor_pct=max(stats.MIN_NOISE_FLOOR_PCT, floor),
-        direct_rows=sum(1 for r in rows if any(summary.DIRECT_MARKER in f for f in r.flags)),
+        direct_rows=sum(1 for r in rows if any(DIRECT_MARKER in f for f in r.flags)),
         notes=tuple(dict.fromkeys(notes)), method=method,
         geomean_ci_low_pct=None if gm is None else gm.ci_low_pct,
         geomean_ci_high_pct=None if gm is None else gm.ci_high_pct,
@@ -93,7 +103,7 @@ def _differs(ids: Identities) -> bool:
     return not b <= a
 
 
-def decide_liveness(result: summary.AbReport, identities: Mapping[str, Identities],
+def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identities],
                     doc: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str], dict]:
     """(liveness, notes, caliber additions): rows that differ, an operator whose side B
     compiled what its side A never did, or else the sides' whole caches and the compiler."""
@@ -156,7 +166,7 @@ def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
                      f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
                      f"{walls['later_unit_mean_s'] or '-'} s a unit over "
                      f"{walls['later_units']} units")
-    out = report.ab_document(result, caliber, liveness=live, notes=notes)
+    out = comparison.ab_document(result, caliber, liveness=live, notes=notes)
     # A unit that was never run or was interrupted is left for resume, not failed.
     info = {op: {"rounds": len(done_rounds(directory, doc, op)),
                  "reason": i.get("reason") or failures.get(op),
@@ -184,7 +194,7 @@ def write_campaign(directory: Path, doc: Mapping[str, Any], settings: Settings,
     (ab.json document, ab.md, ab.png or None)."""
     result = build_document(directory, doc, settings, stopped)
     result.update(campaign_status(doc, stopped))
-    atomic_write_json(directory / report.AB_JSON, result)
+    comparison.save_ab(directory, result)
     md, png = report.write_report(directory)
     receipt.write_receipt(directory, receipt.build_receipt(
         campaign={"dir": str(directory), "axis": doc["axis"]["name"],

@@ -235,10 +235,10 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
 
 
 def _load_operators(directory: Path) -> dict[str, Any]:
-    from harness import report
+    from harness import comparison
 
     try:
-        return report.load_ab(directory).get("operators") or {}
+        return comparison.load_ab(directory).get("operators") or {}
     except UsageError:
         return {}
 

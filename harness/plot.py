@@ -9,8 +9,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.comparison import AbReport, AbRow
 from harness.fsutil import atomic_write_bytes
-from harness.summary import AbReport, AbRow
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

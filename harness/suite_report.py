@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness import report, stats
+from harness import render, stats
+from harness.comparison import as_report
+from harness.render import pct
 
 V = stats.Verdict
 # An operator's verdict, in the order the report lists them: regressions first. `failed`: no
@@ -64,21 +66,17 @@ def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float,
     return OP_VERDICTS.index(info["verdict"]), geomean if geomean is not None else 0.0, op
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}"
-
-
 def operators_table(operators: Mapping[str, Mapping[str, Any]]) -> list[str]:
     cells = []
     for op, info in sorted(operators.items(), key=_regressions_first):
         worst = info.get("worst")
-        worst_text = "-" if not worst else (f"{_pct(worst['speedup_pct'])}% {worst['dtype']} "
+        worst_text = "-" if not worst else (f"{pct(worst['speedup_pct'])}% {worst['dtype']} "
                                             f"{worst['shape']}")
-        cells.append([op, info["verdict"], _pct(info.get("geomean_speedup_pct")), worst_text,
+        cells.append([op, info["verdict"], pct(info.get("geomean_speedup_pct")), worst_text,
                       str(info.get("rows", 0)), str(info.get("rounds") or "-"),
                       str(info.get("units_failed") or 0), info.get("reason") or "-"])
-    return report._table(("operator", "verdict", "geomean %", "worst row", "rows", "rounds",
-                          "units failed", "reason"), cells)
+    return render.table(("operator", "verdict", "geomean %", "worst row", "rows", "rounds",
+                         "units failed", "reason"), cells)
 
 
 def is_suite(doc: Mapping[str, Any]) -> bool:
@@ -88,40 +86,23 @@ def is_suite(doc: Mapping[str, Any]) -> bool:
 def render_markdown(doc: Mapping[str, Any], notes: Sequence[str]) -> str:
     """ab.md of a suite campaign: caliber, notes, the suite line, operators (regressions first),
     then each operator's rows folded under <details>."""
-    ab = report.as_report(doc)
+    ab = as_report(doc)
     caliber = doc.get("caliber") or {}
     operators = doc["operators"]
-    floor = report._noise_floor(ab, caliber, None)
-    out = [f"# A/B: {caliber.get('axis') or 'axis ' + report.NOT_RECORDED} on "
-           f"{len(operators)} operators", "", "## Caliber", "",
-           *report.caliber_lines(caliber, floor), ""]
-    if notes:
-        out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
-    if any(n.startswith(report.INCOMPLETE) for n in notes):
-        out += ["**This campaign is incomplete: it was interrupted before every unit ran.**",
-                ""]
-    if any(n.startswith(report.NOT_LIVE) for n in notes):
-        out += ["**The axis showed no sign of reaching the compiler: no row below says "
-                "anything about the switch.**", ""]
-    interval = report._interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
+    floor = render.stated_floor(ab, caliber, None)
+    out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
+    interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
     out += ["## Suite", "", f"**{suite_line(operators)}**; geometric mean speedup "
-            f"{_pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} paired rows, interval over "
+            f"{pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} paired rows, interval over "
             f"rows {interval}", "",
             "speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "
             "operator is slower if any row is, faster if any row is and none slower.", "",
             *operators_table(operators), ""]
-    header = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
-              "interval %", "verdict", "flags")
     for op, info in sorted(operators.items(), key=_regressions_first):
-        rows = [report._cells(r) for r in ab.rows if r.op == op]
+        rows = [render.row_cells(r) for r in ab.rows if r.op == op]
         out += ["<details>", f"<summary>{op}: {info['verdict']}, {len(rows)} rows</summary>",
-                "", *(report._table(header, rows) if rows else ["no paired rows"]), "",
+                "", *(render.table(render.ROW_HEADER, rows) if rows else ["no paired rows"]), "",
                 "</details>", ""]
-    if ab.unpaired:
-        out += [f"## Unpaired rows ({len(ab.unpaired)})", "",
-                *report._table(("operator", "dtype", "shape", "reason"),
-                               [(u.op, u.dtype, u.shape, u.reason) for u in ab.unpaired])]
-    else:
-        out.append("unpaired rows: none")
+    out += render.unpaired_lines(ab)
     return "\n".join(out) + "\n"

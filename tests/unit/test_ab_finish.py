@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from harness import ab_finish, summary
+from harness import ab_finish, comparison
 
 
 def empty_report():
-    return summary.AbReport(a_label="A", b_label="B", rows=(), unpaired=(),
+    return comparison.AbReport(a_label="A", b_label="B", rows=(), unpaired=(),
                             geomean_speedup_pct=None, noise_floor_pct=1.0,
                             direct_rows=0, notes=())
 
@@ -58,8 +58,8 @@ def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_a
     mm = stats.row_stats([1.0, 1.0, 1.0], [0.9, 0.8, 0.85], noise_floor_pct=1.0)
     add = stats.row_stats([1.0, 1.0, 1.0], [1.2, 0.9, 1.0], noise_floor_pct=1.0)
     assert mm.verdict is stats.Verdict.FASTER and mm.p_value < 0.05
-    rows = [summary.AbRow("mm", "f32", "[8]", 1, mm, ()),
-            summary.AbRow("add", "f32", "[8]", 1, add, ())]
+    rows = [comparison.AbRow("mm", "f32", "[8]", 1, mm, ()),
+            comparison.AbRow("add", "f32", "[8]", 1, add, ())]
     merged = ab_finish.campaign_wide(rows, [], [], 1.0, [])
     assert [r.stats.verdict for r in merged.rows] == [stats.Verdict.INCONCLUSIVE] * 2
     assert merged.rows[0].stats.p_adjusted == pytest.approx(2 * mm.p_value)

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from harness import plot
-from harness.report import AB_PNG, as_report, render_png
+from harness.comparison import as_report
+from harness.render import render_png
+from harness.report import AB_PNG
 from tests.unit.test_report import CALIBER, DIRECT_MARKER, PNG_MAGIC, ab_row, document
 
 pytest.importorskip("matplotlib")

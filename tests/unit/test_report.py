@@ -12,20 +12,12 @@ import pytest
 
 from harness import cli
 from harness.boundary import DIRECT_MARKER
+from harness.comparison import SCHEMA, ab_document, as_report, compare
 from harness.errors import UsageError
-from harness.report import (
-    AB_JSON,
-    AB_MD,
-    AB_PNG,
-    SCHEMA,
-    ab_document,
-    as_report,
-    render_markdown,
-    render_png,
-    write_report,
-)
+from harness.render import render_markdown, render_png
+from harness.report import AB_MD, AB_PNG, write_report
 from harness.results import Row
-from harness.summary import Source, compare
+from harness.sources import AB_JSON, Source
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from harness import cli, report
+from harness import cli, comparison
+from harness.comparison import compare
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json
 from harness.results import Row, write_results
-from harness.sources import ACCEPTED, load_source, log_caliber
-from harness.summary import compare, summarize
+from harness.sources import AB_JSON, ACCEPTED, load_source, log_caliber
+from harness.summary import summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 RECORD = DATA / "tanh_core_kernel.record.log"
@@ -88,14 +89,14 @@ def test_campaign_directory_gives_its_ab_json_with_the_liveness_note(tmp_path: P
     root = campaign(tmp_path / "c", (2.0, 2.02, 1.98), (1.0, 1.01, 0.99))
     sides = {s: [load_source(root / s / f"r{r}") for r in range(3)] for s in "AB"}
     result = compare(sides["A"], sides["B"])
-    atomic_write_json(root / report.AB_JSON, report.ab_document(
+    atomic_write_json(root / AB_JSON, comparison.ab_document(
         result, {"axis": "OMP_NUM_THREADS", "a": "1", "b": "2"},
         liveness={"status": "live", "detail": "rows differ beyond the noise floor"}))
     text = "\n".join(lines([str(root)]))
-    assert lines([str(root / report.AB_JSON)]) == text.splitlines()
+    assert lines([str(root / AB_JSON)]) == text.splitlines()
     assert text.startswith("## A/B: A=OMP_NUM_THREADS=1 B=OMP_NUM_THREADS=2\n")
     assert "- note: rows differ beyond the noise floor" in text
-    assert "| tanh | torch.float32 | [[64, 64]] | 1 | 2.000000 | 1.000000 | +100.0 |" in text
+    assert "| tanh | torch.float32 | [[64, 64]] | 2.000 | 1.000 | +100.0 |" in text
     assert "faster" in text
 
 
@@ -114,10 +115,10 @@ def test_campaign_is_summarized_alone_and_is_not_a_side(tmp_path: Path) -> None:
         summarize([str(root), str(KERNEL)])
     with pytest.raises(UsageError, match="is an A/B campaign"):
         summarize([], ab=[str(root), str(KERNEL)])
-    atomic_write_json(root / report.AB_JSON, report.ab_document(compare(
+    atomic_write_json(root / AB_JSON, comparison.ab_document(compare(
         [load_source(root / "A" / "r0")], [load_source(root / "B" / "r0")]), {}))
     with pytest.raises(UsageError, match="ab.json' is an A/B campaign"):
-        summarize([], ab=[str(root / report.AB_JSON), str(KERNEL)])
+        summarize([], ab=[str(root / AB_JSON), str(KERNEL)])
 
 
 # ---------------------------------------------------------------- anything else

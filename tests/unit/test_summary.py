@@ -11,16 +11,11 @@ import pytest
 
 from harness import cli
 from harness.boundary import DIRECT_MARKER, REPLAY_FALLBACK_MARKER
+from harness.comparison import SELF_TUNED, compare
 from harness.errors import UsageError
-from harness.results import Row, write_results
-from harness.stats import Verdict
-from harness.summary import (
+from harness.render import (
     AB_CSV_FIELDS,
     REGIME,
-    SELF_TUNED,
-    Source,
-    compare,
-    load_source,
     render_ab_csv,
     render_ab_json,
     render_ab_md,
@@ -28,8 +23,11 @@ from harness.summary import (
     render_runs_json,
     render_runs_md,
     run_groups,
-    summarize,
 )
+from harness.results import Row, write_results
+from harness.sources import Source, load_source
+from harness.stats import Verdict
+from harness.summary import summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 KERNEL = DATA / "h200" / "tanh_core_kernel.log"
@@ -95,8 +93,10 @@ def test_md_of_the_tanh_ab_shows_the_hand_checked_row() -> None:
     out: list[str] = []
     summarize([], ab=[str(KERNEL), str(GRAPH)], allow_mixed=True, write_line=out.append)
     text = "\n".join(out)
-    assert "| tanh | torch.float16 | [[64, 64]] | 1 | 0.036992 | 0.001395 | +2551.8 |" in text
-    assert "geomean speedup:" in text and "over 15 paired rows, interval over rows [" in text
+    # ab.md's row table: ms to four significant digits (0.036992 reads 0.03699)
+    assert "| tanh | torch.float16 | [[64, 64]] | 0.03699 | 0.001395 | +2551.8 |" in text
+    assert "geometric mean speedup:" in text
+    assert "over 15 paired rows (0 flagged), interval over rows [" in text
     assert "one round per side" in text
     assert "t interval on per-round log ratios, 95%, BH q=0.05" in text
 
@@ -185,8 +185,8 @@ def test_unpaired_rows_are_listed_with_their_reason(tmp_path: Path) -> None:
     assert [(u.shape, u.reason) for u in report.unpaired] == [
         ("[[8]]", "only in A"), ("[[9]]", "FAILED in B"), ("[[7]]", "only in B")]
     text = "\n".join(lines_of(render_ab_md, report))
-    assert "### unpaired rows (3)" in text
-    assert "| tanh | torch.float16 | [[9]] | 1 | FAILED in B |" in text
+    assert "## Unpaired rows (3)" in text
+    assert "| tanh | torch.float16 | [[9]] | FAILED in B |" in text
 
 
 def test_direct_timer_rows_are_flagged_and_annotated(tmp_path: Path) -> None:
@@ -224,8 +224,9 @@ def test_rounds_give_an_interval_and_a_verdict(tmp_path: Path) -> None:
     assert stats.verdict is Verdict.FASTER
     assert [op for op, _ in report.op_geomeans] == ["tanh", "exp"]
     text = "\n".join(lines_of(render_ab_md, report))
-    assert "| faster |" in text
-    assert "| op | rows | geomean speedup % | interval % |" in text  # two operators: a table
+    assert "| **faster** |" in text
+    # two operators: a table of their geometric means
+    assert "| operator | rows | geometric mean speedup % | interval % |" in text
 
 
 # ---------------------------------------------------------------- one run
