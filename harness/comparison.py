@@ -44,7 +44,6 @@ one back and `as_report` turns it into an AbReport again. The schema, "harness-a
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -55,7 +54,7 @@ from typing import Any, cast
 from harness import stats
 from harness.boundary import DIRECT_MARKER, FLAG_MARKERS
 from harness.errors import UsageError
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_json, read_json
 from harness.results import SUCCESS, Row
 from harness.sources import AB_JSON, CALIBER_FIELDS, Source
 
@@ -388,14 +387,9 @@ def as_report(source: Any) -> AbReport:
 
 def load_ab(path: str | Path) -> dict[str, Any]:
     """The ab.json at `path` (or inside the directory `path`); UsageError if it is not one."""
-    target = Path(path)
-    target = target / AB_JSON if target.is_dir() else target
-    try:
-        doc = json.loads(target.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"no {AB_JSON} at {str(target)!r}: give a campaign directory") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{str(target)!r} is not JSON: {exc}") from None
+    target, doc = read_json(path, AB_JSON, UsageError,
+                            missing=f"no {AB_JSON} at {{path!r}}: give a campaign directory",
+                            not_json="{path!r} is not JSON: {exc}")
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema != SCHEMA or not isinstance(doc.get("rows"), list):
         raise UsageError(f"{str(target)!r} is not an A/B result: schema={schema!r}, "

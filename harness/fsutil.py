@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 
 
 def _umask() -> int:
@@ -47,3 +47,21 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     """Write `data` as indented, key-sorted JSON, atomically."""
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError], *,
+              missing: str, not_json: str) -> tuple[Path, Any]:
+    """The JSON document at `path`, or named `name` inside the directory `path`: (its file,
+    its data).
+
+    A missing file raises `error(missing)`, one that is not UTF-8 JSON `error(not_json)`; both
+    are format strings of `path` (the file, with !r) and, for `not_json`, `exc`.
+    """
+    target = Path(path)
+    target = target / name if target.is_dir() else target
+    try:
+        return target, json.loads(target.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(missing.format(path=str(target))) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(not_json.format(path=str(target), exc=exc)) from None

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -271,8 +272,7 @@ def run_preflight(settings: Settings, env: Environment | None = None,
     return plan
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """A check that failed, with the error a run would stop on."""
 
     check: str

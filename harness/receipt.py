@@ -20,7 +20,6 @@ is gone, and a harness file the receipt does not list all make it fail.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 
 from harness import __version__, identity
 from harness.errors import UsageError
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_json, read_json
 from harness.spec import REPO_ROOT
 
 SCHEMA = "harness-receipt/1"
@@ -126,15 +125,9 @@ def _safe_path(rel: object) -> bool:
 def load_receipt(path: str | Path) -> dict[str, Any]:
     """The receipt at `path` (a file, or a directory holding receipt.json); ReceiptError if
     it is not one this harness reads."""
-    target = Path(path)
-    if target.is_dir():
-        target = target / RECEIPT_JSON
-    try:
-        data = json.loads(target.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReceiptError(f"no receipt at {str(target)!r}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ReceiptError(f"{str(target)!r} is not a receipt: not JSON ({exc})") from None
+    target, data = read_json(path, RECEIPT_JSON, ReceiptError,
+                             missing="no receipt at {path!r}",
+                             not_json="{path!r} is not a receipt: not JSON ({exc})")
     schema = data.get("schema") if isinstance(data, dict) else None
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         raise ReceiptError(f"{str(target)!r} is not a receipt: schema={schema!r}, "
