@@ -315,6 +315,52 @@ def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],
                      f"{backend.name!r} in its image; set RUNNER=host to run on this host")
 
 
+def _read_vars(flags: Mapping[str, object], env: Mapping[str, str]
+               ) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Every variable's raw value and where it came from, closed sets checked;
+    ZL_ENABLE_CUDAGRAPH=0 read as MODE=direct where MODE is not given."""
+    raw: dict[str, str | None] = {}
+    sources: dict[str, str] = {}
+    for var in VARS:
+        raw[var.make], sources[var.make] = _raw(var, flags, env)
+        if raw[var.make] is not None:
+            _check_choice(var, raw[var.make], sources[var.make])
+    if sources["MODE"] == "default" and env.get("ZL_ENABLE_CUDAGRAPH") == "0":
+        raw["MODE"], sources["MODE"] = "direct", "env"
+    return raw, sources
+
+
+def _timer(mode: str, backend: Backend) -> tuple[str, str]:
+    """(MODE, the timer it gives on `backend`): auto is graph where the backend can capture."""
+    if mode == "graph" and not backend.can_capture:
+        raise UsageError(f"MODE='graph' is not accepted on BACKEND={backend.name!r}, which "
+                         "cannot capture graphs; expected one of: direct, auto")
+    timer = "graph" if mode == "graph" or (mode == "auto" and backend.can_capture) else "direct"
+    return mode, timer
+
+
+def _shapes(raw: Mapping[str, str | None]) -> tuple[str, Path | None]:
+    """(SHAPE_MODE, SHAPE_FILE): a file exactly when the mode reads one."""
+    shape_mode = raw["SHAPE_MODE"] or "upstream"
+    shape_file = Path(raw["SHAPE_FILE"]) if raw["SHAPE_FILE"] else None
+    if shape_mode == "file" and shape_file is None:
+        raise UsageError("SHAPE_MODE='file' needs SHAPE_FILE (a shape YAML)")
+    if shape_mode == "upstream" and shape_file is not None:
+        raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file")
+    return shape_mode, shape_file
+
+
+def _isolate(raw: Mapping[str, str | None], sources: Mapping[str, str]) -> bool:
+    """ISOLATE_TUNER_CACHE, forced on by REPLAY_FROM (refused when set to 0 by the user)."""
+    isolate = raw["ISOLATE_TUNER_CACHE"] == "1"
+    if raw["REPLAY_FROM"]:
+        if sources["ISOLATE_TUNER_CACHE"] != "default" and not isolate:
+            raise UsageError("REPLAY_FROM needs a private tuner cache; ISOLATE_TUNER_CACHE=0 "
+                             "would mix the replayed winners with the shared cache's")
+        isolate = True  # pinned winners go into a cache that holds nothing else
+    return isolate
+
+
 def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
             which: Callable[[str], str | None] | None = None) -> Settings:
     """Build Settings from parsed flags (by dest) and the environment; a flag beats the env."""
@@ -322,35 +368,11 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
 
     env = os.environ if env is None else env
     which = shutil.which if which is None else which
-    raw: dict[str, str | None] = {}
-    sources: dict[str, str] = {}
-    for var in VARS:
-        raw[var.make], sources[var.make] = _raw(var, flags, env)
-        if raw[var.make] is not None:
-            _check_choice(var, raw[var.make], sources[var.make])
-
-    if sources["MODE"] == "default" and env.get("ZL_ENABLE_CUDAGRAPH") == "0":
-        raw["MODE"], sources["MODE"] = "direct", "env"
+    raw, sources = _read_vars(flags, env)
     backend = backends.get(raw["BACKEND"]) if raw["BACKEND"] else backends.detect(which)
-    mode = raw["MODE"] or "auto"
-    timer = "graph" if mode == "graph" or (mode == "auto" and backend.can_capture) else "direct"
-    if mode == "graph" and not backend.can_capture:
-        raise UsageError(f"MODE='graph' is not accepted on BACKEND={backend.name!r}, which "
-                         "cannot capture graphs; expected one of: direct, auto")
-
-    shape_mode = raw["SHAPE_MODE"] or "upstream"
-    shape_file = Path(raw["SHAPE_FILE"]) if raw["SHAPE_FILE"] else None
-    if shape_mode == "file" and shape_file is None:
-        raise UsageError("SHAPE_MODE='file' needs SHAPE_FILE (a shape YAML)")
-    if shape_mode == "upstream" and shape_file is not None:
-        raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file")
-
-    isolate = raw["ISOLATE_TUNER_CACHE"] == "1"
-    if raw["REPLAY_FROM"]:
-        if sources["ISOLATE_TUNER_CACHE"] != "default" and not isolate:
-            raise UsageError("REPLAY_FROM needs a private tuner cache; ISOLATE_TUNER_CACHE=0 "
-                             "would mix the replayed winners with the shared cache's")
-        isolate = True  # pinned winners go into a cache that holds nothing else
+    mode, timer = _timer(raw["MODE"] or "auto", backend)
+    shape_mode, shape_file = _shapes(raw)
+    isolate = _isolate(raw, sources)
     pwg = raw["PARALLEL_WARMUP_GPUS"]
     if pwg and raw["WARMUP_SHARE"]:
         raise UsageError(f"WARMUP_SHARE={raw['WARMUP_SHARE']!r} marks a parallel warmup's "
