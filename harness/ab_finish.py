@@ -141,7 +141,9 @@ def finish(directory: Path, doc: Mapping[str, Any], settings: Settings,
     receipt.write_receipt(directory, receipt.build_receipt(
         campaign={"dir": str(directory), "axis": doc["axis"]["name"],
                   "variable": doc["axis"]["variable"], "ops": list(doc["ops"]),
-                  "units": [u["id"] for u in doc["units"]]},
+                  "units": [u["id"] for u in doc["units"]],
+                  # the batch scripts the cluster ran, by sha256 (EXECUTOR=slurm)
+                  "slurm": (doc.get("slurm") or {}).get("submissions")},
         sides={side: {"runs": result["sides"][side]} for side in SIDES},
         rows=result["rows"], commands=result["commands"], caliber=result["caliber"]))
     out(suite_report.suite_line(result["operators"]))

@@ -17,7 +17,8 @@ from harness.errors import UsageError
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
-RUNNERS = ("host", "docker", "podman")
+CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
+RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EMBEDDED_SUITE = REPO_ROOT / "examples" / "cpu_suite"
@@ -82,7 +83,8 @@ VARS: tuple[Var, ...] = (
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", "ab: interleaved rounds", "3"),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign whose measured noise floor applies"),
-    Var("RUNNER", "ZL_RUNNER", "--runner", "docker, podman or host", None, RUNNERS),
+    Var("RUNNER", "ZL_RUNNER", "--runner", "docker, podman or host; with EXECUTOR=slurm "
+        "also pyxis or apptainer", None, RUNNERS),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0", ("0", "1")),
 )
