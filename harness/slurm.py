@@ -233,24 +233,26 @@ class Slurm:
             return {} if "Invalid job id" in proc.stderr else None
         return slurm_text.parse_squeue(proc.stdout)
 
-    def ended(self, jobs: Sequence[str], task_jobs: Mapping[str, str] | None = None
+    def ended(self, jobs: Sequence[str], tasks: Mapping[str, str | None]
               ) -> dict[str, TaskState]:
-        """How each task of `jobs` ended, from scontrol while the controller remembers it,
-        else from the jobcomp/filetxt log where the cluster writes one (its lines name a
-        task by its own job id: `task_jobs`, {task: job id}, from the tasks' started files)."""
+        """How the `tasks` of `jobs` ended ({task: its own job id where known}), from scontrol
+        while the controller remembers them, else from the jobcomp/filetxt log where the
+        cluster writes one (its lines name a task by `ArrayJobId`/`ArrayTaskId` or its own
+        job id)."""
         found: dict[str, TaskState] = {}
         for job in jobs:
             proc = self._call(["scontrol", "-o", "show", "job", job])
             if proc.returncode == 0:
                 found.update(slurm_text.parse_scontrol_jobs(proc.stdout))
-        wanted = {task: job for task, job in (task_jobs or {}).items() if task not in found}
+        wanted = {task: job for task, job in tasks.items() if task not in found}
         log = self.jobcomp_log() if wanted else None
         if log and Path(log).is_file():
-            text = Path(log).read_text(encoding="utf-8", errors="replace")
-            lines = slurm_text.parse_jobcomp(text, list(wanted.values()))
+            lines = slurm_text.parse_jobcomp(Path(log).read_text(encoding="utf-8",
+                                                                 errors="replace"))
             for task, job in wanted.items():
-                if job in lines:
-                    found[task] = TaskState(task, lines[job].state, None, lines[job].exit_code)
+                line = lines.get(task) or (lines.get(job) if job else None)
+                if line:
+                    found[task] = TaskState(task, line.state, None, line.exit_code)
         return found
 
     def jobcomp_log(self) -> str | None:

@@ -154,7 +154,9 @@ class Watch:
                 time.sleep(self.poll_s)
         self._collect()
         missing = [i for i in self.items if i not in self.seen]
-        ended = (self.slurm.ended(list(self.jobs), read_started(self.directory))
+        started = read_started(self.directory)
+        tasks = {f"{job}_{n}": None for job, n in (self.items[i] for i in missing)}
+        ended = (self.slurm.ended(list(self.jobs), {t: started.get(t) for t in tasks})
                  if missing else {})
         return self.signal, {i: ended.get(f"{job}_{n}") or TaskState(f"{job}_{n}", "UNKNOWN")
                              for i in missing for job, n in [self.items[i]]}
@@ -177,7 +179,8 @@ def submit_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cf
     """Write and submit the arrays of every unit still to run; their jobs and tasks."""
     todo = campaign.units_to_run(doc)
     record = doc.setdefault("slurm", {"submissions": []})
-    stages = campaign_stages(todo, cfg, len(record["submissions"]) + 1)
+    rounds = {s["key"].split("-")[0] for s in record["submissions"]}  # s1, s2, ...: a submit
+    stages = campaign_stages(todo, cfg, len(rounds) + 1)
     plan = {"kind": "ab", "dir": str(directory), "argv": doc["argv"], "mode": cfg.unit,
             "nodes": {op: i.get("node") for op, i in doc["ops"].items()}}
     cwd, jobs, after = Path.cwd(), {}, None

@@ -86,33 +86,49 @@ def parse_key_values(text: str) -> dict[str, str]:
     return values
 
 
-def parse_scontrol_jobs(text: str) -> dict[str, TaskState]:
-    """Array tasks of `scontrol [-o] show job ID` (one line or indented lines per job, a
-    record starting at each `JobId=`), by `<ArrayJobId>_<ArrayTaskId>`; jobs not in an array
-    are left out."""
-    found = {}
-    for chunk in re.split(r"(?=(?:^|\s)JobId=)", text):
-        record = parse_key_values(chunk)
-        job, index = record.get("ArrayJobId"), record.get("ArrayTaskId")
-        if not (job and index and index.isdigit() and "JobState" in record):
-            continue
-        task = f"{job}_{index}"
-        found[task] = TaskState(task, record["JobState"], record.get("Reason"),
-                                record.get("ExitCode"))
+def task_indices(text: str) -> list[int]:
+    """`ArrayTaskId` of a record: `3`, or tasks not split off yet, `4-7,9` or `0-9:2`."""
+    found: list[int] = []
+    for part in text.split("%")[0].split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", part)
+        if not m:
+            return []
+        first = int(m.group(1))
+        found += range(first, int(m.group(2) or first) + 1, int(m.group(3) or 1))
     return found
 
 
-def parse_jobcomp(text: str, job_ids: Sequence[str]) -> dict[str, TaskState]:
-    """Tasks of the jobcomp/filetxt log's lines for `job_ids`, by the task id Slurm names in
-    `JobId` (filetxt has no array fields: a task's line carries its own job id), the last line
-    of a job winning (a requeued task writes one per run)."""
-    wanted = set(job_ids)
+def parse_scontrol_jobs(text: str) -> dict[str, TaskState]:
+    """Array tasks of `scontrol [-o] show job ID` (one line or indented lines per job, a
+    record starting at each `JobId=`), by `<ArrayJobId>_<ArrayTaskId>`; a record of tasks
+    not split off yet (`ArrayTaskId=4-7`) stands for each; jobs not in an array are left out."""
+    found = {}
+    for chunk in re.split(r"(?=(?:^|\s)JobId=)", text):
+        record = parse_key_values(chunk)
+        job = record.get("ArrayJobId")
+        if not (job and "JobState" in record):
+            continue
+        for index in task_indices(record.get("ArrayTaskId", "")):
+            task = f"{job}_{index}"
+            found[task] = TaskState(task, record["JobState"], record.get("Reason"),
+                                    record.get("ExitCode"))
+    return found
+
+
+def parse_jobcomp(text: str) -> dict[str, TaskState]:
+    """The jobcomp/filetxt log's lines by the job's own id (`JobId`) and, where the line has
+    `ArrayJobId` and `ArrayTaskId`, also by `<ArrayJobId>_<ArrayTaskId>`; the last line of a
+    job wins (a requeued task writes one per run)."""
     found = {}
     for line in text.splitlines():
         record = parse_key_values(line)
         job = record.get("JobId")
-        if job in wanted and "JobState" in record:
-            found[job] = TaskState(job, record["JobState"], None, record.get("ExitCode"))
+        if not job or "JobState" not in record:
+            continue
+        array = (record.get("ArrayJobId"), record.get("ArrayTaskId"))
+        keys = [job, f"{array[0]}_{array[1]}"] if all(array) else [job]
+        for key in keys:
+            found[key] = TaskState(key, record["JobState"], None, record.get("ExitCode"))
     return found
 
 

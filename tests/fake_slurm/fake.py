@@ -102,12 +102,14 @@ def _jobcomp(doc: dict, index: int) -> None:
     if os.environ.get("FAKE_SLURM_JOBCOMP") != "1":
         return
     task = doc["tasks"][index]
+    # Slurm 22.05's filetxt adds the array fields after EligibleTime for an array task.
     line = (f"JobId={task['job_id']} UserId=root(0) GroupId=root(0) Name=fake "
             f"JobState={task['state']} Partition=debug TimeLimit=UNLIMITED "
             "StartTime=2026-11-30T10:00:00 EndTime=2026-11-30T10:00:05 NodeList=fake1 "
             "NodeCnt=1 ProcCnt=1 WorkDir=/ ReservationName= Tres=cpu=1,node=1,billing=1 "
             "Account= QOS= WcKey= Cluster=fake SubmitTime=2026-11-30T10:00:00 "
-            f"EligibleTime=2026-11-30T10:00:00 DerivedExitCode=0:0 ExitCode={task['exit']}\n")
+            f"EligibleTime=2026-11-30T10:00:00 ArrayJobId={doc['id']} ArrayTaskId={index} "
+            f"DerivedExitCode=0:0 ExitCode={task['exit']}\n")
     with open(STATE / "jobcomp.log", "a") as fh:
         fh.write(line)
 
