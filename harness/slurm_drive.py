@@ -137,8 +137,8 @@ class Watch:
         last, cancelled_at = "", None
         with deferred_signals(self.request_stop):
             while True:
-                self._collect()
                 queued = self.slurm.queued(list(self.jobs))
+                self._collect()  # after squeue: a task writes its done files before it leaves
                 if queued is not None:
                     last = self._progress(queued, last)
                     if not queued:
