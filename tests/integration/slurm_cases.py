@@ -117,8 +117,8 @@ def interrupt_then_resume(env: Mapping[str, str], shared: Path) -> None:
     done = [u for u, v in before.items() if v["status"] == "ok"]
     assert len(done) == 1
     left = [u for u in before if u not in done]
-    assert before[left[0]]["status"] == "interrupted" and "CANCELLED" in before[left[0]][
-        "reason"]
+    # cancelled while pending (Slurm says CANCELLED) or while running (its task stopped it)
+    assert before[left[0]]["status"] == "interrupted", before[left[0]]
     resumed = harness(env, "ab", "--resume", str(directory))
     assert resumed.returncode == 0, says(resumed)
     after = units(directory)
