@@ -114,7 +114,7 @@ def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, st
                          "of BACKEND by digest (name@sha256:...), where the nodes pull it")
     if image and not _IMAGE.fullmatch(image):
         raise UsageError(f"SLURM_IMAGE={image!r} is not accepted; expected an image by "
-                         "digest, e.g. registry/zl-flaggems-cuda@sha256:<64 hex digits>")
+                         "digest, e.g. registry/zl-flaggems@sha256:<64 hex digits>")
     return SlurmConfig(
         partition=slurm_text.check_name("SLURM_PARTITION", _value("SLURM_PARTITION", flags,
                                                                    env)),
