@@ -74,7 +74,8 @@ def _operators(settings: Settings, flags: Mapping[str, Any], remote: bool = Fals
     accelerator = not (settings.dry_run or remote)
     many = any(flags.get(k) or os.environ.get(k.upper()) for k in ("ops", "ops_file"))
     if not many:
-        plan = run_preflight(settings, with_accelerator=accelerator, report=print)
+        plan = run_preflight(settings, with_accelerator=accelerator, report=print,
+                             remote=remote)
         return {plan.op: {"node": plan.node.nodeid}}, plan
     if settings.op or settings.test_node:
         raise UsageError("give OP (one operator) or OPS/OPS_FILE (several), not both")
@@ -89,7 +90,7 @@ def _operators(settings: Settings, flags: Mapping[str, Any], remote: bool = Fals
             print(f"{op}: {v['reason']}")
         raise PreflightError("test_node", "no operator of OPS has a benchmark node")
     return info, run_preflight(_with_node(settings, first),
-                               with_accelerator=accelerator, report=print)
+                               with_accelerator=accelerator, report=print, remote=remote)
 
 
 def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,

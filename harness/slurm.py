@@ -129,23 +129,35 @@ def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, st
 # --------------------------------------------------------------------------- the script
 
 
+def task_mounts(settings: Settings, directory: Path, cwd: Path) -> list[tuple[Path, bool]]:
+    """(path, writable) that a task's container sees at the same path: what a local container
+    run mounts (the checkout, OUT, the inputs named by path) and the campaign directory."""
+    from harness.container import mounts
+
+    found = mounts(settings, cwd)
+    directory = Path(os.path.abspath(directory))
+    if not any(directory == m or m in directory.parents for m, _ in found):
+        found.append((directory, True))
+    return found
+
+
 def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
-                 mounts: Sequence[Path]) -> list[str]:
+                 mounts: Sequence[tuple[Path, bool]]) -> list[str]:
     """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says."""
     env = ["env", f"PYTHONPATH={REPO_ROOT}"]
     inner = ["-m", "harness.cli", "slurm-task", str(plan)]
     if settings.runner == "host":
         return [*env, sys.executable, *inner]
     env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
-    paths = list(dict.fromkeys(str(p) for p in mounts))
-    for path in paths:
-        if "," in path or ":" in path:
-            raise UsageError(f"RUNNER={settings.runner!r} cannot mount {path!r}: a path "
+    paths = [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounts]
+    for path, _ in mounts:
+        if "," in str(path) or ":" in str(path):
+            raise UsageError(f"RUNNER={settings.runner!r} cannot mount {str(path)!r}: a path "
                              "with ',' or ':' cannot be named in a mount list")
     if settings.runner == "pyxis":
         return ["srun", f"--container-image={cfg.image}",
-                "--container-mounts=" + ",".join(f"{p}:{p}" for p in paths),
-                f"--container-workdir={cwd}", *env, "python3", *inner]
+                "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *env,
+                "python3", *inner]
     binds = [a for p in paths for a in ("--bind", p)]
     return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
             f"docker://{cfg.image}", *env, "python3", *inner]
@@ -195,7 +207,7 @@ def write_stage(directory: Path, settings: Settings, cfg: SlurmConfig, stage: St
     (base / DONE_DIR).mkdir(exist_ok=True)
     plan_path = base / f"{stage.key}.plan.json"
     atomic_write_json(plan_path, {**plan, "tasks": stage.tasks})
-    command = task_command(settings, cfg, plan_path, cwd, [directory, REPO_ROOT, cwd])
+    command = task_command(settings, cfg, plan_path, cwd, task_mounts(settings, directory, cwd))
     text = script_text(settings, cfg, f"zl-{directory.parent.name}"[:64], command)
     script = atomic_write_text(base / f"{stage.key}.sbatch", text)
     return script, hashlib.sha256(text.encode()).hexdigest()

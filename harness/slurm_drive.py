@@ -64,14 +64,14 @@ def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConf
 def describe(directory: Path, settings: Settings, cfg: SlurmConfig, stages: Sequence[Stage],
              plan: Mapping[str, Any], cwd: Path) -> list[str]:
     """DRY_RUN: each stage's batch script and sbatch command line, nothing written."""
-    from harness.slurm import script_text, task_command
+    from harness.slurm import script_text, task_command, task_mounts
 
     lines = [f"executor: slurm, SLURM_UNIT={cfg.unit}, RUNNER={settings.runner}"]
     directory = Path(os.path.abspath(directory))
     base = directory / "slurm"
     for i, stage in enumerate(stages):
         command = task_command(settings, cfg, base / f"{stage.key}.plan.json", cwd,
-                               [directory, cwd])
+                               task_mounts(settings, directory, cwd))
         after = f"JOB_OF_{stages[i - 1].key}" if i else None
         lines += [f"--- {base / (stage.key + '.sbatch')} ({len(stage.tasks)} task(s): "
                   + "; ".join(",".join(t) for t in stage.tasks[:8])
