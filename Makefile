@@ -23,6 +23,9 @@ FLAG_MAP := BACKEND=backend OP=op OP_FILE=op-file TEST_NODE=node LEVEL=level \
 	RUNNER=runner OUT=out DRY_RUN=dry-run
 AB_FLAG_MAP := AXIS=axis A=a B=b ROUNDS=rounds NOISE_FROM=noise-from OPS=ops OPS_FILE=ops-file \
 	WALLS_FROM=walls-from RESUME=resume ONLY=only
+SLURM_FLAG_MAP := EXECUTOR=executor SLURM_PARTITION=slurm-partition SLURM_ACCOUNT=slurm-account \
+	SLURM_TIME=slurm-time SLURM_PARALLEL=slurm-parallel SLURM_ARGS=slurm-args \
+	SLURM_UNIT=slurm-unit SLURM_IMAGE=slurm-image
 flag = $(if $(filter command line,$(origin $(1))),$(if $($(1)),--$(2)=$($(1))))
 flags = $(foreach p,$(1),$(call flag,$(firstword $(subst =, ,$(p))),$(lastword $(subst =, ,$(p)))))
 ARGS = $(call flags,$(FLAG_MAP))
@@ -72,7 +75,8 @@ run: ## run one benchmark node: make run BACKEND=cuda OP=mm RUNNER=host
 
 .PHONY: batch
 batch: ## many operators over DEVICES, one process each: make batch OPS=tanh,mm | OPS_FILE=f
-	$(HARNESS) batch $(ARGS) $(call flag,OPS,ops) $(call flag,OPS_FILE,ops-file)
+	$(HARNESS) batch $(ARGS) $(call flag,OPS,ops) $(call flag,OPS_FILE,ops-file) \
+		$(call flags,$(SLURM_FLAG_MAP))
 
 .PHONY: summary
 summary: ## tables of a run, batch or log: make summary RUN=<dir|log> [SUMMARY_ARGS="--ab A B"]
@@ -96,4 +100,4 @@ shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make
 	$(HARNESS) shell $(ARGS)
 
 ab: ## an A/B campaign: make ab AXIS=RLC_ENHANCE OP=mm | OPS=a,b | OPS=all [A= B= ROUNDS=]; RESUME=dir
-	$(HARNESS) ab $(ARGS) $(call flags,$(AB_FLAG_MAP))
+	$(HARNESS) ab $(ARGS) $(call flags,$(AB_FLAG_MAP)) $(call flags,$(SLURM_FLAG_MAP))

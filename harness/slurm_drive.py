@@ -56,9 +56,12 @@ def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConf
             task_walls.append(sum(walls.get(op_of(i), fallback) for i in items))
         total += slurm_text.makespan(task_walls, cfg.parallel or len(task_walls))
     slots = cfg.parallel or "unthrottled"
+    notes = [f"{guessed} item(s) without a wall taken as the median, {fallback:.0f} s"] \
+        if guessed else []
+    if cfg.unit == "node":  # the node runs a task's units over its devices at once
+        notes.append("a task's units counted one after another: an upper bound")
     return [f"estimated makespan: {total:.0f} s on {slots} array slot(s), longest first"
-            + (f" ({guessed} item(s) without a wall taken as the median, {fallback:.0f} s)"
-               if guessed else "")]
+            + (f" ({'; '.join(notes)})" if notes else "")]
 
 
 def describe(directory: Path, settings: Settings, cfg: SlurmConfig, stages: Sequence[Stage],
