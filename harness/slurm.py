@@ -243,7 +243,10 @@ class Slurm:
         if proc.returncode != 0:
             # A job purged from the controller: squeue knows no such id any more.
             return {} if "Invalid job id" in proc.stderr else None
-        return slurm_text.parse_squeue(proc.stdout)
+        try:
+            return slurm_text.parse_squeue(proc.stdout)
+        except ValueError as exc:  # another squeue than the one this was written for
+            raise PreflightError("squeue", str(exc)) from None
 
     def ended(self, jobs: Sequence[str], tasks: Mapping[str, str | None]
               ) -> dict[str, TaskState]:
@@ -286,9 +289,14 @@ def preflight(out_dir: Path, warn: Callable[[str], None],
         raise PreflightError("sbatch", "EXECUTOR=slurm needs sbatch on PATH (a Slurm login "
                              "node); none was found")
     where = Path(os.path.abspath(out_dir))
+    if where.exists() and not where.is_dir():
+        raise UsageError(f"OUT={str(out_dir)!r} is not accepted; it is a file, not a directory")
     if any(where == Path(p) or Path(p) in where.parents for p in NODE_LOCAL):
         warn(f"warning: OUT={str(out_dir)!r} is under a node-local path; array tasks on "
              "other nodes cannot write there")
-    where.mkdir(parents=True, exist_ok=True)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PreflightError("out", f"OUT={str(out_dir)!r} cannot be created ({exc})") from None
     if not os.access(where, os.W_OK):
         raise PreflightError("out", f"OUT={str(out_dir)!r} is not writable")

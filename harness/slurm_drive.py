@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 from harness import ab_suite, batch, campaign, slurm_text
 from harness.campaign import Unit
-from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK
+from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError
 from harness.slurm import Slurm, SlurmConfig, Stage, sbatch_argv, write_stage
 from harness.slurm_task import done_path, read_done, read_started
 from harness.slurm_text import TaskState
@@ -193,7 +194,11 @@ def submit_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cf
         script, sha = write_stage(directory, settings, cfg, stage, plan, cwd)
         argv = sbatch_argv(cfg, len(stage.tasks), script, directory / "slurm" / "logs", cwd,
                            after)
-        after = slurm.submit(argv)
+        try:
+            after = slurm.submit(argv)
+        except HarnessError:
+            _withdraw(doc, jobs, slurm, out)
+            raise
         jobs[after] = stage.tasks
         record["submissions"].append({"job": after, "key": stage.key, "argv": argv,
                                       "script": str(script), "script_sha256": sha,
@@ -203,6 +208,17 @@ def submit_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cf
             entry = campaign.unit_entry(doc, item)
             entry.update(status="submitted", attempts=entry["attempts"] + 1)
     return jobs
+
+
+def _withdraw(doc: dict[str, Any], jobs: Mapping[str, list[list[str]]], slurm: Slurm,
+              out: Callable[[str], None]) -> None:
+    """A later array could not be submitted: cancel the ones that were, so that the campaign
+    is as it was before (its units not run) and a resume submits them all again."""
+    if jobs:
+        out(f"cancelling what was submitted: scancel {' '.join(jobs)}")
+        slurm.cancel(list(jobs))
+    for item in (i for tasks in jobs.values() for t in tasks for i in t):
+        campaign.unit_entry(doc, item)["status"] = campaign.PENDING
 
 
 def drive_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cfg: SlurmConfig,
@@ -222,7 +238,12 @@ def drive_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cfg
                 for kind in ("flaggems", "triton"):
                     (ab_suite.ab_unit.side_cache(directory, side) / kind).mkdir(
                         parents=True, exist_ok=True)
-            jobs = submit_campaign(directory, doc, settings, cfg, slurm, out)
+            try:
+                jobs = submit_campaign(directory, doc, settings, cfg, slurm, out)
+            except HarnessError:
+                shutil.rmtree(directory / campaign.CACHE_DIR, ignore_errors=True)
+                campaign.save(directory, doc)
+                raise
         doc["state"] = "running"
         campaign.save(directory, doc)
 

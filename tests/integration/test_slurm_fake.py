@@ -113,3 +113,17 @@ def test_a_task_index_outside_its_plan_is_refused(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("error: SLURM_ARRAY_TASK_ID='1' is not accepted; expected "
                                    "a task index below 1")
+
+
+def test_a_refused_submission_is_exit_3_and_leaves_the_campaign_to_resume(fake_env, tmp_path):
+    env = {**fake_env, "FAKE_SLURM_SBATCH_FAIL": "sbatch: error: Batch job submission "
+                                                 "failed: Invalid partition name specified"}
+    proc = harness(env, "ab", *common_args(tmp_path), "--op", "tanh", "--axis", "none",
+                   "--rounds", "2")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "PREFLIGHT_FAILED check=sbatch" in proc.stdout
+    assert "Invalid partition name specified" in proc.stdout
+    directory = slurm_cases.campaign_dir(tmp_path)
+    units = slurm_cases.units(directory)
+    assert {u["status"] for u in units.values()} == {"not_run"}
+    assert not (directory / "cache").exists()

@@ -149,12 +149,6 @@ def test_preflight_needs_sbatch_and_warns_about_node_local_out(tmp_path):
     assert warned and "node-local" in warned[0]
 
 
-def test_preflight_refuses_an_out_that_is_a_file(tmp_path):
-    (tmp_path / "f").write_text("")
-    with pytest.raises(OSError):
-        slurm.preflight(tmp_path / "f", print, which=lambda _: "/x")
-
-
 # --------------------------------------------------------------------------- stages
 
 
@@ -279,3 +273,46 @@ def test_watch_cancels_on_a_signal_unless_detached(tmp_path):
         signum, missing = watch.run()
         assert signum == 2 and fake.cancelled is not detach
         assert (missing == {}) is detach
+
+
+def test_preflight_out_that_is_a_file_is_bad_input(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(UsageError, match="OUT=.* is a file, not a directory"):
+        slurm.preflight(tmp_path / "f", print, which=lambda _: "/x")
+
+
+def test_a_squeue_of_another_format_stops_the_driver_loudly():
+    run = Scripted({"squeue": [(0, "JOBID PARTITION NAME\n12_0 debug x\n", "")]})
+    with pytest.raises(PreflightError, match="check=squeue"):
+        slurm.Slurm(run).queued(["12"])
+
+
+class RefusesSecond:
+    """sbatch accepts the first array and refuses the second."""
+
+    def __init__(self):
+        self.submitted, self.cancelled = 0, []
+
+    def submit(self, argv):
+        self.submitted += 1
+        if self.submitted > 1:
+            raise PreflightError("sbatch", "sbatch exited 1: QOSMaxSubmitJobPerUserLimit")
+        return "41"
+
+    def cancel(self, jobs):
+        self.cancelled += jobs
+
+
+def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(tmp_path):
+    from harness import campaign
+
+    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
+                                                          "a": "0", "b": "1"},
+                                caliber={}, argv=["--backend", "cpu"],
+                                ops={"tanh": {"node": "n"}}, rounds=2, walls={},
+                                walls_from=None)
+    fake = RefusesSecond()
+    with pytest.raises(PreflightError, match="QOSMaxSubmitJobPerUserLimit"):
+        slurm_drive.submit_campaign(tmp_path, doc, settings(), SlurmConfig(), fake, print)
+    assert fake.cancelled == ["41"]
+    assert [u["status"] for u in doc["units"]] == ["not_run", "not_run"]
