@@ -325,7 +325,11 @@ def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str],
     cwd = Path.cwd()
     script, _ = write_stage(directory, settings, cfg, stage, plan, cwd)
     argv = sbatch_argv(cfg, len(stage.tasks), script, directory / "slurm" / "logs", cwd)
-    job = slurm.submit(argv)
+    try:
+        job = slurm.submit(argv)
+    except HarnessError:
+        shutil.rmtree(directory)  # claimed a moment ago by this process; nothing ran in it
+        raise
     out(f"batch directory: {directory} (job {job}, {len(stage.tasks)} task(s)): "
         f"{shlex.join(argv)}")
 

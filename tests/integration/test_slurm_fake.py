@@ -51,7 +51,9 @@ def test_a_task_lost_with_its_node_is_reported_from_the_jobcomp_log(fake_env, tm
 
 
 def test_without_sbatch_nothing_is_created_and_the_exit_is_3(tmp_path):
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
     proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "PREFLIGHT_FAILED check=sbatch" in proc.stdout
@@ -97,7 +99,9 @@ def test_dry_run_prints_the_script_the_sbatch_line_and_the_makespan(fake_env, tm
 
 
 def test_ab_dry_run_on_slurm_needs_no_sbatch_and_shows_both_arrays(tmp_path):
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
     proc = harness(env, "ab", *common_args(tmp_path), "--ops", "tanh,add", "--axis", "none",
                    "--rounds", "2", "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -127,3 +131,10 @@ def test_a_refused_submission_is_exit_3_and_leaves_the_campaign_to_resume(fake_e
     units = slurm_cases.units(directory)
     assert {u["status"] for u in units.values()} == {"not_run"}
     assert not (directory / "cache").exists()
+
+
+def test_a_refused_batch_submission_leaves_no_batch_directory(fake_env, tmp_path):
+    env = {**fake_env, "FAKE_SLURM_SBATCH_FAIL": "sbatch: error: invalid account"}
+    proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh")
+    assert proc.returncode == 3 and "invalid account" in proc.stdout
+    assert list((tmp_path / "runs" / "batch").iterdir()) == []
