@@ -205,11 +205,7 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
     settings, stored = settings_from_argv(doc["argv"])
     if (devices_value := _given(flags, os.environ, "DEVICES")) is not None:
         settings = spec.resolve({**stored, "devices": devices_value})
-    cfg = None
-    if remote:
-        given = {**(doc.get("slurm") or {}).get("flags", {}),
-                 **slurm.given_flags(flags, os.environ)}
-        cfg = slurm.config(settings, {**given, "detach": flags.get("detach")}, {})
+    cfg, kept = slurm.resume_config(doc, settings, flags, os.environ) if remote else (None, {})
     only = flags.get("only")
     if only is not None and only not in OP_VERDICTS:
         raise choice_error("ONLY", only, OP_VERDICTS)
@@ -230,7 +226,7 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
     campaign.save(directory, doc)
     if cfg:
         slurm.preflight(directory, out)
-        doc.setdefault("slurm", {"flags": {}, "submissions": []})["flags"] = given
+        doc.setdefault("slurm", {"flags": {}, "submissions": []})["flags"] = kept
         return slurm_drive.drive_campaign(directory, doc, settings, cfg, out)
     return drive(directory, doc, settings, devices, out)
 

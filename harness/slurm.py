@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import slurm_text
 from harness.errors import PreflightError, UsageError, choice_error
@@ -87,6 +88,14 @@ def given_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str
     them, so that a resume submits as the campaign did."""
     return {v.dest: value for v in VARS if v.make != "EXECUTOR"
             and (value := _value(v.make, flags, env)) is not None}
+
+
+def resume_config(doc: Mapping[str, Any], settings: Settings, flags: Mapping[str, object],
+                  env: Mapping[str, str]) -> tuple[SlurmConfig, dict[str, str]]:
+    """A resume's SlurmConfig: the campaign's SLURM_* values, any given now replacing them;
+    with those values, to keep."""
+    kept = {**(doc.get("slurm") or {}).get("flags", {}), **given_flags(flags, env)}
+    return config(settings, {**kept, "detach": flags.get("detach")}, {}), kept
 
 
 def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, object]:

@@ -221,6 +221,42 @@ def _withdraw(doc: dict[str, Any], jobs: Mapping[str, list[list[str]]], slurm: S
         campaign.unit_entry(doc, item)["status"] = campaign.PENDING
 
 
+def _submit_or_attach(directory: Path, doc: dict[str, Any], settings: Settings,
+                      cfg: SlurmConfig, slurm: Slurm, out: Callable[[str], None]
+                      ) -> dict[str, list[list[str]]]:
+    """The campaign's arrays still queued, or else new ones for every unit left to run."""
+    jobs = _queued_jobs(slurm, doc)
+    if jobs:
+        out(f"re-attaching to job(s) {', '.join(jobs)} of {directory}")
+        return jobs
+    (directory / campaign.LOGS_DIR).mkdir(exist_ok=True)
+    for side in campaign.SIDES:
+        for kind in ("flaggems", "triton"):
+            (ab_suite.ab_unit.side_cache(directory, side) / kind).mkdir(parents=True,
+                                                                       exist_ok=True)
+    try:
+        return submit_campaign(directory, doc, settings, cfg, slurm, out)
+    except HarnessError:
+        shutil.rmtree(directory / campaign.CACHE_DIR, ignore_errors=True)
+        campaign.save(directory, doc)
+        raise
+
+
+def _recorder(directory: Path, doc: dict[str, Any], out: Callable[[str], None]
+              ) -> Callable[[str, dict], None]:
+    """Record a unit's done file in campaign.json and say how it ended."""
+    def on_done(item: str, done: dict) -> None:
+        entry = campaign.unit_entry(doc, item)
+        entry.update(status=done["status"], rc=done.get("rc"), wall_s=done.get("wall_s"),
+                     reason=done.get("reason"), slurm_task=done.get("task"),
+                     device=f"{done.get('host')}:{done.get('device') or '-'}")
+        campaign.save(directory, doc)
+        out(f"{item} {done['status']} rc={'' if done.get('rc') is None else done['rc']} "
+            f"wall={done.get('wall_s')}s task={done.get('task')} host={done.get('host')}"
+            + (f"\n    {done['reason']}" if done.get("reason") else ""))
+    return on_done
+
+
 def drive_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cfg: SlurmConfig,
                    out: Callable[[str], None] = print, slurm: Slurm | None = None) -> int:
     """Submit (or re-attach to) the campaign's arrays, follow them, then write the report."""
@@ -229,35 +265,11 @@ def drive_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cfg
     slurm = slurm or Slurm()
     directory = directory.resolve()
     with ab_suite._sole_driver(directory):
-        jobs = _queued_jobs(slurm, doc)
-        if jobs:
-            out(f"re-attaching to job(s) {', '.join(jobs)} of {directory}")
-        else:
-            (directory / campaign.LOGS_DIR).mkdir(exist_ok=True)
-            for side in campaign.SIDES:
-                for kind in ("flaggems", "triton"):
-                    (ab_suite.ab_unit.side_cache(directory, side) / kind).mkdir(
-                        parents=True, exist_ok=True)
-            try:
-                jobs = submit_campaign(directory, doc, settings, cfg, slurm, out)
-            except HarnessError:
-                shutil.rmtree(directory / campaign.CACHE_DIR, ignore_errors=True)
-                campaign.save(directory, doc)
-                raise
+        jobs = _submit_or_attach(directory, doc, settings, cfg, slurm, out)
         doc["state"] = "running"
         campaign.save(directory, doc)
-
-        def on_done(item: str, done: dict) -> None:
-            entry = campaign.unit_entry(doc, item)
-            entry.update(status=done["status"], rc=done.get("rc"), wall_s=done.get("wall_s"),
-                         reason=done.get("reason"), slurm_task=done.get("task"),
-                         device=f"{done.get('host')}:{done.get('device') or '-'}")
-            campaign.save(directory, doc)
-            out(f"{item} {done['status']} rc={'' if done.get('rc') is None else done['rc']} "
-                f"wall={done.get('wall_s')}s task={done.get('task')} host={done.get('host')}"
-                + (f"\n    {done['reason']}" if done.get("reason") else ""))
-
-        signum, missing = Watch(slurm, directory, jobs, on_done, out, cfg.detach).run()
+        signum, missing = Watch(slurm, directory, jobs, _recorder(directory, doc, out), out,
+                                cfg.detach).run()
         if signum is not None and cfg.detach:
             doc["state"] = "submitted"
             campaign.save(directory, doc)
