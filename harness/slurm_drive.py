@@ -13,15 +13,27 @@ from typing import Any
 
 from harness import ab_suite, batch, campaign, slurm_text
 from harness.campaign import Unit
-from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError
+from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError, UsageError
 from harness.slurm import Slurm, SlurmConfig, Stage, sbatch_argv, write_stage
 from harness.slurm_task import done_path, read_done, read_started
 from harness.slurm_text import TaskState
 from harness.spec import Settings
 from harness.supervise import deferred_signals
 
-POLL_S = float(os.environ.get("ZL_SLURM_POLL_S", "10"))  # squeue at most this often
+POLL_VAR = "ZL_SLURM_POLL_S"  # seconds between two squeue calls (the tests shorten it)
 CANCEL_WAIT_S = 120.0  # after scancel, how long to wait for the tasks to leave the queue
+
+
+def poll_s(env: Mapping[str, str]) -> float:
+    value = env.get(POLL_VAR) or "10"
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise UsageError(f"{POLL_VAR}={value!r} is not accepted; expected seconds, "
+                         "more than 0 and at most 3600")
+    return seconds
 
 
 def stage_tasks(items: Sequence[str], cfg: SlurmConfig) -> list[list[str]]:
@@ -104,9 +116,10 @@ class Watch:
 
     def __init__(self, slurm: Slurm, directory: Path, jobs: Mapping[str, list[list[str]]],
                  on_done: Callable[[str, dict], None], out: Callable[[str], None],
-                 detach: bool, poll_s: float = POLL_S) -> None:
+                 detach: bool, poll: float | None = None) -> None:
         self.slurm, self.directory, self.jobs = slurm, directory, dict(jobs)
-        self.on_done, self.out, self.detach, self.poll_s = on_done, out, detach, poll_s
+        self.on_done, self.out, self.detach = on_done, out, detach
+        self.poll_s = poll_s(os.environ) if poll is None else poll
         self.items = {item: (job, i) for job, tasks in self.jobs.items()
                       for i, task in enumerate(tasks) for item in task}
         self.seen: set[str] = set()
@@ -143,6 +156,9 @@ class Watch:
             while True:
                 queued = self.slurm.queued(list(self.jobs))
                 self._collect()  # after squeue: a task writes its done files before it leaves
+                if queued is None and last != "no answer":
+                    self.out("warning: squeue did not answer; asking again")
+                    last = "no answer"
                 if queued is not None:
                     last = self._progress(queued, last)
                     if not queued:

@@ -316,3 +316,21 @@ def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(t
         slurm_drive.submit_campaign(tmp_path, doc, settings(), SlurmConfig(), fake, print)
     assert fake.cancelled == ["41"]
     assert [u["status"] for u in doc["units"]] == ["not_run", "not_run"]
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-1", "nan", "1e9"])
+def test_poll_interval_refused(value):
+    with pytest.raises(UsageError, match=f"ZL_SLURM_POLL_S={value!r}"):
+        slurm_drive.poll_s({"ZL_SLURM_POLL_S": value})
+
+
+def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
+    class Silent(FakeSlurm):
+        def queued(self, jobs):
+            self.polls += 1
+            return None if self.polls < 4 else {}
+
+    lines = []
+    slurm_drive.Watch(Silent(tmp_path, []), tmp_path, {"7": []}, lambda *_: None,
+                      lines.append, False, 0).run()
+    assert lines.count("warning: squeue did not answer; asking again") == 1
