@@ -103,11 +103,26 @@ def describe(directory: Path, settings: Settings, cfg: SlurmConfig, stages: Sequ
 def describe_campaign(doc: Mapping[str, Any], settings: Settings, cfg: SlurmConfig,
                       directory: Path) -> list[str]:
     """DRY_RUN of a campaign on Slurm: its arrays and the makespan from its walls."""
-    stages = campaign_stages(campaign.units_to_run(doc), cfg, 1)
+    stages = campaign_stages(campaign.units_to_run(doc), cfg, _submission_number(doc))
     plan = {"kind": "ab", "dir": str(directory)}
     return [*describe(directory, settings, cfg, stages, plan, Path.cwd()),
-            *estimate(stages, doc.get("walls") or {}, cfg,
+            *estimate(stages, doc.get("walls") or _own_walls(doc), cfg,
                       lambda item: campaign.parse_unit_id(item).op)]
+
+
+def _own_walls(doc: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds per operator from the campaign's own finished units (a resume's estimate)."""
+    per_op: dict[str, list[float]] = {}
+    for unit in doc["units"]:
+        if unit.get("wall_s") is not None:
+            per_op.setdefault(unit["op"], []).append(float(unit["wall_s"]))
+    return {op: sorted(w)[len(w) // 2] for op, w in per_op.items()}
+
+
+def _submission_number(doc: Mapping[str, Any]) -> int:
+    """1 for a campaign's first submission, 2 for its first resubmission, ..."""
+    keys = {s["key"].split("-")[0] for s in (doc.get("slurm") or {}).get("submissions", ())}
+    return len(keys) + 1
 
 
 class Watch:
@@ -199,8 +214,7 @@ def submit_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cf
     """Write and submit the arrays of every unit still to run; their jobs and tasks."""
     todo = campaign.units_to_run(doc)
     record = doc.setdefault("slurm", {"submissions": []})
-    rounds = {s["key"].split("-")[0] for s in record["submissions"]}  # s1, s2, ...: a submit
-    stages = campaign_stages(todo, cfg, len(rounds) + 1)
+    stages = campaign_stages(todo, cfg, _submission_number(doc))
     plan = {"kind": "ab", "dir": str(directory), "argv": doc["argv"], "mode": cfg.unit,
             "nodes": {op: i.get("node") for op, i in doc["ops"].items()}}
     cwd, jobs, after = Path.cwd(), {}, None

@@ -334,3 +334,18 @@ def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
     slurm_drive.Watch(Silent(tmp_path, []), tmp_path, {"7": []}, lambda *_: None,
                       lines.append, False, 0).run()
     assert lines.count("warning: squeue did not answer; asking again") == 1
+
+
+def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_walls(
+        tmp_path):
+    from harness import campaign
+
+    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
+                                                          "a": "0", "b": "1"},
+                                caliber={}, argv=[], ops={"tanh": {"node": "n"}}, rounds=2,
+                                walls={}, walls_from=None)
+    campaign.unit_entry(doc, "tanh/r0").update(status="ok", wall_s=30.0)
+    doc["slurm"] = {"submissions": [{"key": "s1-r0"}, {"key": "s1-later"}]}
+    lines = slurm_drive.describe_campaign(doc, settings(), SlurmConfig(), tmp_path)
+    assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
+    assert lines[-1] == "estimated makespan: 30 s on unthrottled array slot(s), longest first"
