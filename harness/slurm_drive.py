@@ -68,12 +68,13 @@ def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConf
             guessed += sum(op_of(i) not in walls for i in items)
             task_walls.append(sum(walls.get(op_of(i), fallback) for i in items))
         total += slurm_text.makespan(task_walls, cfg.parallel or len(task_walls))
-    slots = cfg.parallel or "unthrottled"
+    slots = (f"on {cfg.parallel} array slot(s)" if cfg.parallel
+             else "with every task at once (no SLURM_PARALLEL)")
     notes = [f"{guessed} item(s) without a wall taken as the median, {fallback:.0f} s"] \
         if guessed else []
     if cfg.unit == "node":  # the node runs a task's units over its devices at once
         notes.append("a task's units counted one after another: an upper bound")
-    return [f"estimated makespan: {total:.0f} s on {slots} array slot(s), longest first"
+    return [f"estimated makespan: {total:.0f} s {slots}, longest first"
             + (f" ({'; '.join(notes)})" if notes else "")]
 
 

@@ -348,4 +348,5 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
     doc["slurm"] = {"submissions": [{"key": "s1-r0"}, {"key": "s1-later"}]}
     lines = slurm_drive.describe_campaign(doc, settings(), SlurmConfig(), tmp_path)
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
-    assert lines[-1] == "estimated makespan: 30 s on unthrottled array slot(s), longest first"
+    assert lines[-1] == ("estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), "
+                         "longest first")
