@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser, run_vars: Sequence[str]) -> N
                        help="comma-separated operators, e.g. tanh,add,mm [OPS]")
     group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
                        help="file with one operator per line, # comments [OPS_FILE]")
+    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
+                       help="EXECUTOR=slurm DRY_RUN: an earlier batch or campaign whose walls "
+                       "estimate the makespan [WALLS_FROM]")
     spec.add_arguments(parser, tuple(v for v in run_vars if v not in NOT_BATCH_VARS))
 
 
@@ -346,6 +349,12 @@ def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], N
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
     ops = resolve_ops(settings, flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
+    from harness import slurm
+
+    if slurm.executor(flags, os.environ) == "slurm":
+        from harness import slurm_drive
+
+        return slurm_drive.batch_main(settings, flags, ops, forwarded, out)
     if settings.dry_run:  # the whole plan first, then every check that would fail
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out)
