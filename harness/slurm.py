@@ -9,13 +9,12 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import slurm_text
+from harness import cmdline, slurm_text
 from harness.errors import PreflightError, UsageError, choice_error
 from harness.fsutil import atomic_write_json, atomic_write_text
 from harness.identity import IMAGE_DIGEST_VAR
@@ -154,9 +153,10 @@ def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
                  mounts: Sequence[tuple[Path, bool]]) -> list[str]:
     """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says."""
     env = ["env", f"PYTHONPATH={REPO_ROOT}"]
-    inner = ["-m", "harness.cli", "slurm-task", str(plan)]
+    task = cmdline.harness_argv("slurm-task", str(plan))
+    inner = task[1:]  # in an image, its own python3 runs the same arguments
     if settings.runner == "host":
-        return [*env, sys.executable, *inner]
+        return [*env, *task]
     env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
     paths = [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounts]
     for path, _ in mounts:

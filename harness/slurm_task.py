@@ -11,14 +11,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import batch, campaign, spec
+from harness import batch, campaign, cmdline, spec
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
 from harness.fsutil import atomic_write_json
 from harness.slurm import DONE_DIR, SLURM_DIR
 from harness.supervise import Running, Scheduler, deferred_signals, stop_children
 
 TASK_VAR = "SLURM_ARRAY_TASK_ID"
-HOST_RUNNER = ["--runner", "host"]  # the task already runs where it should: no image again
+# The task already runs where it should: no image again.
+HOST_RUNNER = cmdline.flag_args({"RUNNER": "host"})
 
 
 STARTED_DIR = "started"  # one file per task that started: its own job id, for jobcomp
