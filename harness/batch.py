@@ -33,7 +33,8 @@ from harness.supervise import (
     stop_children,
 )
 
-COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run")
+COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
+           "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended
 STATUSES = ("ok", "failed", "error", "not_run", "interrupted")
 # A batch takes every setting of `harness run` but these: what to run comes from OPS.
 NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
@@ -187,6 +188,8 @@ class OpStatus:
     timer: str = ""
     wall_s: float | None = None
     run: str = ""
+    slurm_task: str = ""
+    slurm_state: str = ""
 
     def row(self) -> dict[str, str]:
         return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}

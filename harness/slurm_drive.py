@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import shutil
@@ -13,7 +14,13 @@ from typing import Any
 
 from harness import ab_suite, batch, campaign, slurm_text
 from harness.campaign import Unit
-from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError, UsageError
+from harness.errors import (
+    EXIT_BENCHMARK_FAILED,
+    EXIT_OK,
+    HarnessError,
+    Interrupted,
+    UsageError,
+)
 from harness.slurm import Slurm, SlurmConfig, Stage, sbatch_argv, write_stage
 from harness.slurm_task import done_path, read_done, read_started
 from harness.slurm_text import TaskState
@@ -306,25 +313,24 @@ def drive_campaign(directory: Path, doc: dict[str, Any], settings: Settings, cfg
             campaign.save(directory, doc)
             out(f"detached: job(s) {', '.join(jobs)} keep running; "
                 f"harness ab --resume {directory} re-attaches")
-            raise KeyboardInterrupt
+            raise Interrupted(signum, "detach", directory)
         for item, state in missing.items():
             entry = campaign.unit_entry(doc, item)
             status = "interrupted" if signum is not None else "error"
             entry.update(status=status, reason=state.describe(), slurm_task=state.task)
             out(f"{item} {status}: {state.describe()}")
         ab_suite._drop_caches(directory, doc)
-        return _end_campaign(directory, doc, settings, signum, out, ab_finish.finish)
+        if signum is not None:  # as a local campaign: the partial report, exit 128 + signum
+            with deferred_signals(lambda _signum: None):  # a second signal: finish writing
+                raise ab_finish.interrupted(directory, doc, settings, signum, sorted(missing),
+                                            out)
+        return _end_campaign(directory, doc, settings, out, ab_finish.finish)
 
 
 def _end_campaign(directory: Path, doc: dict[str, Any], settings: Settings,
-                  signum: int | None, out: Callable[[str], None], finish: Callable) -> int:
-    doc["state"] = "interrupted" if signum is not None else "measured"
+                  out: Callable[[str], None], finish: Callable) -> int:
+    doc["state"] = "measured"
     campaign.save(directory, doc)
-    if signum is not None:
-        out(f"AB_INTERRUPTED signal={signal.Signals(signum).name} "
-            f"units_left={len(campaign.units_to_run(doc))} "
-            f"resume: harness ab --resume {directory}")
-        raise KeyboardInterrupt
     rc = finish(directory, doc, settings, out)
     doc["state"] = "done"
     campaign.save(directory, doc)
@@ -356,6 +362,16 @@ def batch_main(settings: Settings, flags: Mapping[str, Any], ops: Sequence[str],
     return EXIT_OK
 
 
+def _final_states(slurm: Slurm, record: batch.BatchRecord, job: str, directory: Path) -> None:
+    """Each operator's array task state once the array ended (COMPLETED, FAILED, ...)."""
+    started = read_started(directory)
+    tasks = {s.slurm_task for s in record.table.values() if s.slurm_task and not s.slurm_state}
+    ended = slurm.ended([job], {t: started.get(t) for t in tasks}) if tasks else {}
+    for status in list(record.table.values()):
+        if (state := ended.get(status.slurm_task)) and not status.slurm_state:
+            record.record(dataclasses.replace(status, slurm_state=state.state))
+
+
 def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str],
               cfg: SlurmConfig, out: Callable[[str], None] = print,
               slurm: Slurm | None = None) -> int:
@@ -377,9 +393,10 @@ def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str],
         f"{shlex.join(argv)}")
 
     def on_done(op: str, done: dict) -> None:
-        status = batch.finished_status(op, f"{done.get('host')}:{done.get('device') or '-'}",
-                                       done.get("rc"), float(done.get("wall_s") or 0),
-                                       record.log(op), done["status"] == "interrupted")
+        status = dataclasses.replace(batch.finished_status(
+            op, f"{done.get('host')}:{done.get('device') or '-'}", done.get("rc"),
+            float(done.get("wall_s") or 0), record.log(op), done["status"] == "interrupted"),
+            slurm_task=str(done.get("task") or ""))
         out(batch._progress(record.record(status), len(ops), status))
         if done.get("reason"):
             out(f"    {done['reason']}")
@@ -387,8 +404,10 @@ def run_batch(settings: Settings, ops: Sequence[str], forwarded: Sequence[str],
     signum, missing = Watch(slurm, directory, {job: stage.tasks}, on_done, out,
                             cfg.detach).run()
     for op, state in missing.items():
-        record.record(batch.OpStatus(op, status="interrupted" if signum else "error"))
+        record.record(batch.OpStatus(op, status="interrupted" if signum else "error",
+                                     slurm_task=state.task, slurm_state=state.state))
         out(f"{op}: {state.describe()}")
+    _final_states(slurm, record, job, directory)
     if signum is not None:
         out(f"BATCH_INTERRUPTED signal={signal.Signals(signum).name} {record.counts()} "
             f"status={record.csv}" + (f" (job {job} keeps running)" if cfg.detach else ""))

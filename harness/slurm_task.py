@@ -70,6 +70,15 @@ def load_plan(path: Path, env: Mapping[str, str]) -> tuple[dict[str, Any], int]:
     return plan, int(value)
 
 
+def visible_devices(env: Mapping[str, str]) -> dict[str, str]:
+    """The device visibility variables (of any backend) that Slurm set for this task: which
+    devices its units see, kept in its started file for a later look."""
+    from harness import backends
+
+    names = {name for b in backends.registry().all() for name in b.visibility_vars}
+    return {name: env[name] for name in sorted(names) if name in env}
+
+
 def _settings(argv: list[str]) -> spec.Settings:
     parser = argparse.ArgumentParser(add_help=False)
     spec.add_arguments(parser)
@@ -142,7 +151,8 @@ def run_task(plan_path: Path, env: Mapping[str, str], out: Callable[[str], None]
     task = _Task(plan, f"{env.get('SLURM_ARRAY_JOB_ID', '?')}_{index}", out)
     started = started_path(task.directory, task.label)
     started.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(started, {"job_id": env.get("SLURM_JOB_ID"), "host": task.host})
+    atomic_write_json(started, {"job_id": env.get("SLURM_JOB_ID"), "host": task.host,
+                                "visible": visible_devices(env)})
     runnable = []
     for item in items:
         why = _blocked(task.directory, item) if plan["kind"] == "ab" else None

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.spec import REPO_ROOT
-
-from . import slurm_cases
-from .slurm_cases import common_args, harness
+from tests.slurm import cases as slurm_cases
+from tests.slurm.cases import common_args, harness
 
 pytestmark = pytest.mark.integration
 FAKE_BIN = REPO_ROOT / "tests" / "fake_slurm" / "bin"

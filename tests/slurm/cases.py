@@ -8,18 +8,23 @@ import csv
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.spec import REPO_ROOT
+from harness.spec import EMBEDDED_SUITE, REPO_ROOT
 from tests.procs import wait_for
 
-from .test_batch_cli import private_suite
-
 SHAPES = "tanh:\n  shapes:\n    - [8, 8]\nadd:\n  shapes:\n    - [8, 8]\n"
+
+
+def private_suite(shared: Path) -> Path:
+    """A copy of the cpu suite where every node sees it, its record logs apart from others'."""
+    return shutil.copytree(EMBEDDED_SUITE, shared / "suite",
+                           ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
 
 
 def harness(env: Mapping[str, str], *args: str, timeout: float = 900
@@ -85,6 +90,10 @@ def batch_node_mode(env: Mapping[str, str], shared: Path) -> None:
     assert "--array=0-1%2" in proc.stdout
     plan = json.loads((batch_dir / "slurm" / "s1.plan.json").read_text())
     assert plan["tasks"] == [["tanh", "nosuchop"], ["add"]]
+    # each operator ran once, in the task its plan gave it: no overlap between the tasks
+    job = rows["tanh"]["slurm_task"].split("_")[0]
+    assert {op: r["slurm_task"] for op, r in rows.items()} == {
+        "tanh": f"{job}_0", "nosuchop": f"{job}_0", "add": f"{job}_1"}
 
 
 def _start(env: Mapping[str, str], args: list[str]) -> subprocess.Popen:
