@@ -263,6 +263,29 @@ def test_watch_reports_each_done_item_and_a_task_that_died_without_one(tmp_path)
     assert any("done=2" in line for line in lines)
 
 
+class DropsPending(FakeSlurm):
+    """Real Slurm after `scancel J_1` of a pending element: no record of 7_1 anywhere."""
+
+    def ended(self, jobs, tasks):
+        return {"7_0": TaskState("7_0", "COMPLETED", None, "0:0")}
+
+
+def test_a_task_cancelled_while_pending_reads_cancelled_not_unknown(tmp_path):
+    # Regression: the real cluster keeps no record of it, and the unit read "UNKNOWN".
+    fake = DropsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
+    watch = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]}, lambda *_: None,
+                              print, False, 0)
+    _, missing = watch.run()
+    assert missing == {"b/r0": TaskState("7_1", "CANCELLED", "cancelled_while_pending")}
+    started = tmp_path / "slurm" / "started" / "7_1.json"
+    started.parent.mkdir(parents=True, exist_ok=True)
+    started.write_text(json.dumps({"job_id": "9"}))  # it ran: losing it is no cancel
+    fake = DropsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
+    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+                                   lambda *_: None, print, False, 0).run()
+    assert missing["b/r0"].state == "UNKNOWN"
+
+
 def test_watch_cancels_on_a_signal_unless_detached(tmp_path):
     items = ["a/r0", "b/r0"]
     for detach in (False, True):
