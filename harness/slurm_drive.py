@@ -201,20 +201,10 @@ class Watch:
         tasks = {f"{job}_{n}": None for job, n in (self.items[i] for i in missing)}
         ended = (self.slurm.ended(list(self.jobs), {t: started.get(t) for t in tasks})
                  if missing else {})
-        return self.signal, {i: ended.get(f"{job}_{n}") or _unrecorded(f"{job}_{n}", ended,
-                                                                      started)
-                             for i in missing for job, n in [self.items[i]]}
+        return self.signal, {
+            i: ended.get(f"{job}_{n}") or slurm_text.unrecorded(f"{job}_{n}", ended, started)
+            for i in missing for job, n in [self.items[i]]}
 
-
-def _unrecorded(task: str, ended: Mapping[str, TaskState], started: Mapping[str, str]
-                ) -> TaskState:
-    """A task Slurm has no record of. One that never started while its array's other tasks
-    are remembered was scancel'led while pending: Slurm drops such an element from the
-    array's pending range without a record of its own (scontrol and jobcomp both)."""
-    job = task.split("_")[0]
-    if task not in started and any(t.split("_")[0] == job for t in ended):
-        return TaskState(task, "CANCELLED", "cancelled_while_pending")
-    return TaskState(task, "UNKNOWN")
 
 
 # --------------------------------------------------------------------------- ab

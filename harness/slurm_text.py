@@ -46,6 +46,17 @@ class TaskState:
         return f"slurm task {self.task} {self.state}{exit_code}{reason}"
 
 
+def unrecorded(task: str, ended: Mapping[str, TaskState], started: Mapping[str, str]
+                ) -> TaskState:
+    """A task Slurm has no record of. One that never started while its array's other tasks
+    are remembered was scancel'led while pending: Slurm drops such an element from the
+    array's pending range without a record of its own (scontrol and jobcomp both)."""
+    job = task.split("_")[0]
+    if task not in started and any(t.split("_")[0] == job for t in ended):
+        return TaskState(task, "CANCELLED", "cancelled_while_pending")
+    return TaskState(task, "UNKNOWN")
+
+
 # --------------------------------------------------------------------------- parsing
 
 
