@@ -35,8 +35,8 @@ def gpu(session: nox.Session) -> None:
 @nox.session
 def slurm(session: nox.Session) -> None:
     """Tests marked slurm, on a single-node Slurm they bring up (root; installs its packages)."""
-    # The package's own dependencies (pytest, pyyaml) only: torch's wheel would double the time
-    # of this session in CI, and no job these tests submit imports it. For the same reason only
-    # tests/slurm, where the cluster fixture lives, is collected.
-    session.install("-e", ".")
+    # The cpu path's dependencies: the harness's array tasks run the cpu suite, which imports
+    # torch. Only tests/slurm, where the cluster fixture lives, is collected.
+    session.install("-r", "requirements/cpu.txt")
+    session.install("--no-deps", "-e", ".")
     session.run("pytest", "-m", "slurm", "tests/slurm", *session.posargs)

@@ -200,7 +200,9 @@ def write_campaign(directory: Path, doc: Mapping[str, Any], settings: Settings,
         campaign={"dir": str(directory), "axis": doc["axis"]["name"],
                   "variable": doc["axis"]["variable"], "ops": list(doc["ops"]),
                   "units": [u["id"] for u in doc["units"]], "status": result["status"],
-                  "finished_units": result["finished_units"]},
+                  "finished_units": result["finished_units"],
+                  # the batch scripts the cluster ran, by sha256 (EXECUTOR=slurm)
+                  "slurm": (doc.get("slurm") or {}).get("submissions")},
         sides={side: {"runs": result["sides"][side]} for side in SIDES},
         rows=result["rows"], commands=result["commands"], caliber=result["caliber"]))
     return result, md, png

@@ -82,23 +82,26 @@ def unit_argv(directory: Path, argv: list[str], node: str, unit: str, device: st
 # --------------------------------------------------------------------------- a new campaign
 
 
-def _preflight(settings: Settings, out: Callable[[str], None]
+def _preflight(settings: Settings, out: Callable[[str], None], remote: bool = False
                ) -> tuple[Plan, PreflightResult | None]:
     """The plan of a run; a dry run makes every check it can and keeps the failures for after
-    its plan (None: a real run, whose preflight stops at the first failure)."""
+    its plan (None: a real run, whose preflight stops at the first failure). `remote`: the
+    units run on a cluster's nodes, so this host needs no accelerator."""
     if not settings.dry_run:
-        return run_preflight(settings, report=out), None
-    result = collect_preflight(settings, with_accelerator=False, report=out)
+        return run_preflight(settings, with_accelerator=not remote, report=out,
+                             remote=remote), None
+    result = collect_preflight(settings, with_accelerator=False, report=out, remote=remote)
     return runner.placeholder_plan(settings, result.plan), result
 
 
-def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str], None]
+def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str], None],
+               remote: bool = False
                ) -> tuple[dict[str, dict[str, Any]], Plan, PreflightResult | None]:
     """{op: {"node"} or {"reason"}}, the preflight plan of the first operator with a node and
     a dry run's preflight result (PreflightError when no operator has a node)."""
     many = any(flags.get(k) or os.environ.get(k.upper()) for k in ("ops", "ops_file"))
     if not many:
-        plan, result = _preflight(settings, out)
+        plan, result = _preflight(settings, out, remote)
         return {plan.op: {"node": plan.node.nodeid}}, plan, result
     if settings.op or settings.test_node:
         raise UsageError("give OP (one operator) or OPS/OPS_FILE (several), not both")
@@ -112,13 +115,17 @@ def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str]
         for op, v in info.items():
             out(f"{op}: {v['reason']}")
         raise PreflightError("test_node", "no operator of OPS has a benchmark node")
-    return info, *_preflight(_with_node(settings, first), out)
+    return info, *_preflight(_with_node(settings, first), out, remote)
 
 
 def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,
           out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report."""
-    ops, plan, checked = _operators(settings, flags, out)
+    from harness import slurm, slurm_drive
+
+    remote = slurm.executor(flags, os.environ) == "slurm"
+    cfg = slurm.config(settings, flags, os.environ) if remote else None
+    ops, plan, checked = _operators(settings, flags, out, remote)
     walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
     walls = campaign.walls_from(Path(walls_path)) if walls_path else {}
     floor = (ab.noise_floor_from(ab_spec.noise_from) if ab_spec.noise_from
@@ -132,18 +139,25 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
         rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
     doc.update({"noise_floor_pct": floor, "python": plan.python,
                 "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
-    devices = batch.worker_devices(settings)
+    devices = [] if remote else batch.worker_devices(settings)
     if settings.dry_run:
         where = parent / runner.utc_stamp()
-        for line in [*describe(doc, devices, where), *_first_unit(doc, settings, plan, where)]:
+        for line in [*describe(doc, devices, where),
+                     *_first_unit(doc, settings, plan, where, bool(devices)),
+                     *(slurm_drive.describe_campaign(doc, settings, cfg, where) if cfg else ())]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
         # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in ops.values()) else EXIT_OK)
+    if cfg:
+        slurm.preflight(settings.out, out)
+        doc["slurm"] = {"flags": slurm.given_flags(flags, os.environ), "submissions": []}
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
     doc["dir"] = str(directory)
     campaign.save(directory, doc)
+    if cfg:
+        return slurm_drive.drive_campaign(directory, doc, settings, cfg, out)
     return drive(directory, doc, settings, devices, out)
 
 
@@ -164,7 +178,7 @@ def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path,
         lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
                      + f" ({mode}; cache removed at the end)")
     todo = campaign.units_to_run(doc)
-    placed = campaign.deal(todo, devices, doc.get("walls"))
+    placed = campaign.deal(todo, devices, doc.get("walls")) if devices else []
     lines.append(f"{len(todo)} units, round-major, longest first within a round "
                  f"({'walls from ' + doc['walls_from'] if doc.get('walls_from') else 'no walls'})"
                  "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
@@ -175,15 +189,16 @@ def describe(doc: Mapping[str, Any], devices: list[str | None], directory: Path,
     return lines
 
 
-def _first_unit(doc: Mapping[str, Any], settings: Settings, plan: Any, directory: Path
-                ) -> list[str]:
+def _first_unit(doc: Mapping[str, Any], settings: Settings, plan: Any, directory: Path,
+                devices: bool = True) -> list[str]:
     """The first unit's child command line and the pytest run of its side A."""
     todo = campaign.units_to_run(doc)
     if not todo:
         return []
     unit = todo[0]
     node = doc["ops"][unit.op]["node"]
-    argv = unit_argv(directory, doc["argv"], node, unit.id, batch.worker_devices(settings)[0])
+    argv = unit_argv(directory, doc["argv"], node, unit.id,
+                     (batch.worker_devices(settings) if devices else [None])[0])
     step = ab.Step("A", unit.round, doc["axis"]["a"])
     run = ab.side_settings(_with_node(settings, node), step, directory / unit.op)
     env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
@@ -212,9 +227,15 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
         if (value := _given(flags, os.environ, name)) is not None:
             given[key] = backends.get(value).name if key == "backend" else value
     campaign.check_caliber(doc, given, RESUME_FIXED)
+    from harness import slurm, slurm_drive
+
+    # A campaign resumes where it ran unless EXECUTOR says otherwise.
+    remote = slurm.executor(flags, os.environ, "slurm" if doc.get("slurm") else "local"
+                            ) == "slurm"
     settings, stored = settings_from_argv(doc["argv"])
     if (devices_value := _given(flags, os.environ, "DEVICES")) is not None:
         settings = spec.resolve({**stored, "devices": devices_value})
+    cfg, kept = slurm.resume_config(doc, settings, flags, os.environ) if remote else (None, {})
     only = flags.get("only")
     if only is not None and only not in OP_VERDICTS:
         raise choice_error("ONLY", only, OP_VERDICTS)
@@ -225,12 +246,18 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
     new = campaign.extend(doc, rounds, only, verdicts)
     out(f"resuming {directory}: {len(campaign.units_to_run(doc))} units to run "
         f"({len(new)} added)")
-    devices = batch.worker_devices(settings)
+    devices = [] if cfg else batch.worker_devices(settings)
     if _given(flags, os.environ, "DRY_RUN") == "1":
-        for line in describe(doc, devices, directory, "exists; nothing added to it"):
+        for line in [*describe(doc, devices, directory, "exists; nothing added to it"),
+                     *(slurm_drive.describe_campaign(doc, settings, cfg, directory)
+                       if cfg else ())]:
             out(line)
         return EXIT_OK
     campaign.save(directory, doc)
+    if cfg:
+        slurm.preflight(directory, out)
+        doc.setdefault("slurm", {"flags": {}, "submissions": []})["flags"] = kept
+        return slurm_drive.drive_campaign(directory, doc, settings, cfg, out)
     return drive(directory, doc, settings, devices, out)
 
 

@@ -33,7 +33,8 @@ from harness.supervise import (
     stop_children,
 )
 
-COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run")
+COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
+           "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended
 STATUSES = ("ok", "failed", "error", "not_run", "interrupted")
 # A batch takes every setting of `harness run` but these: what to run comes from OPS.
 NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
@@ -59,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser, run_vars: Sequence[str]) -> N
                        help="comma-separated operators, e.g. tanh,add,mm [OPS]")
     group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
                        help="file with one operator per line, # comments [OPS_FILE]")
+    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
+                       help="EXECUTOR=slurm DRY_RUN: an earlier batch or campaign whose walls "
+                       "estimate the makespan [WALLS_FROM]")
     spec.add_arguments(parser, tuple(v for v in run_vars if v not in NOT_BATCH_VARS))
 
 
@@ -184,6 +188,8 @@ class OpStatus:
     timer: str = ""
     wall_s: float | None = None
     run: str = ""
+    slurm_task: str = ""
+    slurm_state: str = ""
 
     def row(self) -> dict[str, str]:
         return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
@@ -346,6 +352,12 @@ def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], N
     """`harness batch`: validate, then print the plan (--dry-run) or run it."""
     ops = resolve_ops(settings, flags, os.environ)
     forwarded = forwarded_flags(settings, flags)
+    from harness import slurm
+
+    if slurm.executor(flags, os.environ) == "slurm":
+        from harness import slurm_drive
+
+        return slurm_drive.batch_main(settings, flags, ops, forwarded, out)
     if settings.dry_run:  # the whole plan first, then every check that would fail
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out)

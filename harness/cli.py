@@ -21,6 +21,7 @@ from harness import (
     receipt,
     report,
     runner,
+    slurm,
     spec,
     warmup,
 )
@@ -76,7 +77,7 @@ def _dry_run_checks(settings: spec.Settings) -> PreflightResult:
 def _in_image(settings: spec.Settings, args: argparse.Namespace) -> int | None:
     """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image
     (or, under DRY_RUN, 0 after printing the container command line); None on the host."""
-    if settings.runner == "host":
+    if settings.runner in ("host", *spec.CLUSTER_RUNNERS):  # a cluster runner: in each task
         return None
     return container.run_in_image(settings, args.argv)
 
@@ -111,8 +112,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
         return ab_suite.resume(vars(args), out=_report)
-    settings = spec.resolve(vars(args))
-    campaign = spec.resolve_ab(vars(args))
+    flags = slurm.local_flags(vars(args), os.environ)
+    settings = spec.resolve(flags)
+    campaign = spec.resolve_ab(flags)
     axis = ab.resolve_axis(campaign.axis, settings.backend)
     if (rc := _in_image(settings, args)) is not None:
         if settings.dry_run:  # the container line shows only the inner command
@@ -121,7 +123,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                                                 campaign.b), where):
                 print(line)
         return rc
-    return ab_suite.start(settings, vars(args), axis, campaign, out=_report)
+    return ab_suite.start(settings, flags, axis, campaign, out=_report)
 
 
 def _add_ab(sub: argparse._SubParsersAction) -> None:
@@ -142,6 +144,7 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--only", dest="only", default=None, metavar="VERDICT",
                        help="with --resume: add rounds only to operators with this verdict, "
                        "e.g. inconclusive [ONLY]")
+    slurm.add_arguments(p)
     p.set_defaults(func=_cmd_ab)
     # The child of one unit (a campaign's driver or a cluster task runs it); not for users.
     p = sub.add_parser("ab-unit")
@@ -149,6 +152,16 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
     p.add_argument("unit", metavar="UNIT")
     spec.add_arguments(p, RUN_VARS)
     p.set_defaults(func=_cmd_ab_unit)
+    # One Slurm array task: its share of a plan's units (the generated batch script runs it).
+    p = sub.add_parser("slurm-task")
+    p.add_argument("plan", metavar="PLAN")
+    p.set_defaults(func=_cmd_slurm_task)
+
+
+def _cmd_slurm_task(args: argparse.Namespace) -> int:
+    from harness import slurm_task
+
+    return slurm_task.run_task(Path(args.plan), os.environ, out=_report)
 
 
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
@@ -177,10 +190,11 @@ def _add_summary(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    settings = spec.resolve(vars(args))
+    flags = slurm.local_flags(vars(args), os.environ)
+    settings = spec.resolve(flags)
     if (rc := _in_image(settings, args)) is not None:
         return rc
-    return batch.main(settings, vars(args))
+    return batch.main(settings, flags)
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
@@ -265,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ab(sub)
     p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
     batch.add_arguments(p, RUN_VARS)
+    slurm.add_arguments(p)
     p.set_defaults(func=_cmd_batch)
     _add_summary(sub)
     _add_image_commands(sub)

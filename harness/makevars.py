@@ -7,7 +7,7 @@ import shlex
 import textwrap
 from collections.abc import MutableMapping, Sequence
 
-from harness import spec
+from harness import slurm, spec
 from harness.errors import UsageError
 
 # The Makefile hands every variable given on its command line over in this one environment
@@ -23,7 +23,8 @@ MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = (
                      "every node of the tree)"),
     ("OPS_FILE", "--ops-file", "batch, ab: a file of operators, one a line, # comments"),
     ("WALLS_FROM", "--walls-from", "ab: an earlier campaign or batch whose walls order the "
-                                   "units longest first"),
+                                   "units longest first (batch: EXECUTOR=slurm DRY_RUN's "
+                                   "estimate)"),
     ("RESUME", "--resume", "ab: complete the campaign in this directory (with ROUNDS: extend "
                            "it to that many rounds)"),
     ("ONLY", "--only", "ab with RESUME: add rounds only to operators with this verdict, e.g. "
@@ -34,6 +35,9 @@ MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = (
     ("ALLOW_UNPINNED", None, "image: 1 builds from a base tag that has no digest yet"),
     ("PYTHON", None, "the interpreter that runs the harness and pytest (make's own; default: "
                      ".venv's when it exists, else python3)"),
+    # ab and batch: where the units run (harness/slurm.py holds them, as no run reads them)
+    *((v.make, v.flag, f"ab, batch: {v.help.replace('%%', '%')} [{v.env}"
+       + (f"; default {v.default}]" if v.default is not None else "]")) for v in slurm.VARS),
 )
 _MAKE_ONLY_FLAGS = {name: flag for name, flag, _ in MAKE_ONLY if flag}
 

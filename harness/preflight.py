@@ -244,14 +244,20 @@ def _check_shape_file(path: Path | None) -> None:
 
 
 def iter_checks(settings: Settings, env: Environment | None = None,
-                with_accelerator: bool = True) -> Iterator[tuple[str, str | None, Plan]]:
+                with_accelerator: bool = True, remote: bool = False
+                ) -> Iterator[tuple[str, str | None, Plan]]:
     """Run the checks in order, yielding (name, skip reason or None, plan) after each.
 
-    The first failure raises PreflightError; nothing is created on disk either way.
+    The first failure raises PreflightError; nothing is created on disk either way. `remote`:
+    the units run on a cluster's nodes, which check the accelerator and the Python stack.
     """
     env = env or Environment()
     plan = Plan(python=env.python)
     for name in CHECKS:
+        if remote and name in (*ACCELERATOR_CHECKS, "python_modules"):
+            plan.skipped.append(name)
+            yield name, "checked by each cluster task on its node", plan
+            continue
         if not with_accelerator and name in ACCELERATOR_CHECKS:
             plan.skipped.append(name)
             yield name, "dry run: needs the accelerator host", plan
@@ -263,10 +269,11 @@ def iter_checks(settings: Settings, env: Environment | None = None,
 
 def run_preflight(settings: Settings, env: Environment | None = None,
                   with_accelerator: bool = True,
-                  report: Callable[[str], None] | None = None) -> Plan:
+                  report: Callable[[str], None] | None = None, remote: bool = False) -> Plan:
     """Run every check; report one line per check; return the plan or raise PreflightError."""
     plan = Plan()
-    for name, reason, plan in iter_checks(settings, env, with_accelerator):  # noqa: B007
+    for name, reason, plan in iter_checks(settings, env, with_accelerator,  # noqa: B007
+                                          remote):
         if report:
             report(f"preflight {name}: " + (f"skipped ({reason})" if reason else "ok"))
     return plan
@@ -305,10 +312,12 @@ class PreflightResult:
 
 def collect_preflight(settings: Settings, env: Environment | None = None,
                       with_accelerator: bool = True, checks: tuple[str, ...] = CHECKS,
-                      report: Callable[[str], None] | None = None) -> PreflightResult:
+                      report: Callable[[str], None] | None = None, remote: bool = False
+                      ) -> PreflightResult:
     """Run `checks` in order without stopping at a failure, as a dry run shows them.
 
-    A check whose prerequisite (NEEDS) failed is skipped rather than failed a second time.
+    A check whose prerequisite (NEEDS) failed is skipped rather than failed a second time;
+    `remote` skips what each cluster task checks on its node (as iter_checks does).
     """
     env = env or Environment()
     plan = Plan(python=env.python)
@@ -316,7 +325,9 @@ def collect_preflight(settings: Settings, env: Environment | None = None,
     broken: set[str] = set()
     for name in checks:
         reason = None
-        if not with_accelerator and name in ACCELERATOR_CHECKS:
+        if remote and name in (*ACCELERATOR_CHECKS, "python_modules"):
+            reason = "checked by each cluster task on its node"
+        elif not with_accelerator and name in ACCELERATOR_CHECKS:
             reason = "dry run: needs the accelerator host"
         elif NEEDS.get(name) in broken:
             reason = f"needs {NEEDS[name]}, which failed"

@@ -18,7 +18,8 @@ from harness.warmup_share import parse_share
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
-RUNNERS = ("host", "docker", "podman")
+CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
+RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a directory name: no separators
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -122,7 +123,8 @@ VARS: tuple[Var, ...] = (
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3"),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign whose measured noise floor applies"),
-    Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens", None, RUNNERS,
+    Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
+        "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman"),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0", ("0", "1")),

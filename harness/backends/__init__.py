@@ -74,6 +74,11 @@ class Backend:
     # Engine flags (`docker`/`podman` first) that give a container exactly the DEVICES given, or
     # every device when none is; inside, they are numbered from 0. None: no vendor image.
     container_device_args: Callable[[str, Sequence[str]], tuple[str, ...]] | None = None
+    # What a Slurm array task takes: "gpu" where Slurm sets this stack's visibility variable
+    # for a `--gres=gpu:1` task (one device, one unit), "node" where it does not (a whole
+    # node, its units spread over its devices by the harness).
+    slurm_unit: str = "gpu"
+    apptainer_flags: tuple[str, ...] = ()  # `apptainer exec` flags that bring the devices in
 
     @property
     def can_capture(self) -> bool:
@@ -160,6 +165,8 @@ class Backend:
             "python_modules": list(self.python_modules),
             "is_accelerator": self.is_accelerator,
             "switches": dict(self.switches),
+            "slurm_unit": self.slurm_unit,
+            "apptainer_flags": list(self.apptainer_flags),
         }
 
 

@@ -65,4 +65,6 @@ BACKEND = Backend(
     capture_rules=(),
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems", "torch_npu"),
+    # Slurm sets no ASCEND_RT_VISIBLE_DEVICES for GRES: a task takes a node and sets it itself.
+    slurm_unit="node",
 )

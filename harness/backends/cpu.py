@@ -13,4 +13,6 @@ BACKEND = Backend(
     graph_class=None,
     python_modules=("torch",),
     is_accelerator=False,
+    # One unit a task, as on GPUs; with no accelerator the task asks for no GRES.
+    slurm_unit="gpu",
 )

@@ -113,4 +113,6 @@ BACKEND = Backend(
     container_device_args=gpu_container_args,
     # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).
     switches={"RLC_ENHANCE": "FLAGTREE_RLC_ENHANCE"},
+    slurm_unit="gpu",  # Slurm sets CUDA_VISIBLE_DEVICES for a GPU GRES task
+    apptainer_flags=("--nv",),
 )

@@ -81,4 +81,6 @@ BACKEND = Backend(
     container_device_args=mthreads_container_args,
     # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).
     switches={"RLC_ENHANCE": "FLAGTREE_MUSA_RLC_ENHANCE"},
+    # Slurm sets no MUSA_VISIBLE_DEVICES for GRES: a task takes a node and sets it itself.
+    slurm_unit="node",
 )

@@ -139,4 +139,6 @@ BACKEND = Backend(
     capture_rules=ROCM_CAPTURE_RULES,
     unknown_capture_verdict=Verdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),
+    slurm_unit="gpu",  # Slurm sets ROCR_VISIBLE_DEVICES for a GPU GRES task
+    apptainer_flags=("--rocm",),
 )

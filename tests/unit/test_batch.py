@@ -93,9 +93,10 @@ def test_csv_has_exactly_the_design_columns_in_order():
     text = batch.render_csv([batch.OpStatus("tanh", "ok", "n", 0, 8, "cpu", "", "direct", 1.5,
                                             "runs/tanh/x"), batch.OpStatus("mm")])
     lines = text.splitlines()
-    assert lines[0] == "op,node,status,rc,rows,backend,device,timer,wall_s,run"
-    assert lines[1] == "tanh,n,ok,0,8,cpu,,direct,1.5,runs/tanh/x"
-    assert lines[2] == "mm,,not_run,,,,,,,"
+    assert lines[0] == ("op,node,status,rc,rows,backend,device,timer,wall_s,run,slurm_task,"
+                        "slurm_state")
+    assert lines[1] == "tanh,n,ok,0,8,cpu,,direct,1.5,runs/tanh/x,,"
+    assert lines[2] == "mm,,not_run,,,,,,,,,"
 
 
 def _fake_run(tmp_path: Path, identity: dict | None) -> Path:

@@ -1,0 +1,311 @@
+"""EXECUTOR=slurm: the settings, the batch script, and sbatch/squeue/scontrol/scancel calls."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import cmdline, slurm_text
+from harness.errors import PreflightError, UsageError, choice_error
+from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.identity import IMAGE_DIGEST_VAR
+from harness.slurm_text import TaskState
+from harness.spec import CLUSTER_RUNNERS, IN_IMAGE_VAR, REPO_ROOT, Settings, Var
+
+EXECUTORS = ("local", "slurm")
+SLURM_DIR = "slurm"  # under a campaign or batch: scripts, plans, task logs, done files
+DONE_DIR = "done"  # one JSON file per finished unit, written by the task that ran it
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")  # not seen by other nodes
+VARS: tuple[Var, ...] = (
+    Var("EXECUTOR", "ZL_EXECUTOR", "--executor", "local (this host's DEVICES) or slurm "
+        "(a job array)", "local", EXECUTORS),
+    Var("SLURM_PARTITION", "SLURM_PARTITION", "--slurm-partition", "slurm: partition"),
+    Var("SLURM_ACCOUNT", "SLURM_ACCOUNT", "--slurm-account", "slurm: account"),
+    Var("SLURM_TIME", "SLURM_TIME", "--slurm-time", "slurm: time limit of one task"),
+    Var("SLURM_PARALLEL", "SLURM_PARALLEL", "--slurm-parallel",
+        "slurm: array tasks at once (%%P); in node mode, nodes"),
+    Var("SLURM_ARGS", "SLURM_ARGS", "--slurm-args", "slurm: further sbatch options, "
+        "--option[=value] each"),
+    Var("SLURM_UNIT", "SLURM_UNIT", "--slurm-unit", "slurm: gpu (one device a task) or node "
+        "(a whole node a task); default: the backend's", None, slurm_text.SLURM_UNITS),
+    Var("SLURM_IMAGE", "SLURM_IMAGE", "--slurm-image", "slurm: the harness image by digest "
+        "(name@sha256:...) that RUNNER=pyxis or apptainer runs"),
+)
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:#-]*@sha256:[0-9a-f]{64}")
+
+Run = Callable[..., subprocess.CompletedProcess]
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """The Slurm variables, validated."""
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    parallel: int | None = None
+    args: tuple[str, ...] = ()
+    unit: str = "gpu"
+    image: str | None = None
+    detach: bool = False
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where units run (EXECUTOR)")
+    for var in VARS:
+        group.add_argument(var.flag, dest=var.dest, default=None, metavar=var.make,
+                           help=f"{var.help} [{var.env}]")
+    group.add_argument("--detach", dest="detach", action="store_true",
+                       help="slurm: Ctrl-C leaves the array running (resume re-attaches)")
+
+
+def _value(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+    var = next(v for v in VARS if v.make == name)
+    value = flags.get(var.dest)
+    return str(value) if value not in (None, "") else (env.get(var.env) or None)
+
+
+def executor(flags: Mapping[str, object], env: Mapping[str, str], default: str = "local"
+             ) -> str:
+    value = _value("EXECUTOR", flags, env) or default
+    if value not in EXECUTORS:
+        raise choice_error("EXECUTOR", value, EXECUTORS)
+    return value
+
+
+def given_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, str]:
+    """The SLURM_* values given as flags or in the environment, by flag dest: a campaign keeps
+    them, so that a resume submits as the campaign did."""
+    return {v.dest: value for v in VARS if v.make != "EXECUTOR"
+            and (value := _value(v.make, flags, env)) is not None}
+
+
+def resume_config(doc: Mapping[str, Any], settings: Settings, flags: Mapping[str, object],
+                  env: Mapping[str, str]) -> tuple[SlurmConfig, dict[str, str]]:
+    """A resume's SlurmConfig: the campaign's SLURM_* values, any given now replacing them;
+    with those values, to keep."""
+    kept = {**(doc.get("slurm") or {}).get("flags", {}), **given_flags(flags, env)}
+    return config(settings, {**kept, "detach": flags.get("detach")}, {}), kept
+
+
+def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, object]:
+    """The flags with RUNNER defaulting to host under EXECUTOR=slurm (a task runs on its
+    node's stack unless RUNNER names a cluster runner); a cluster runner needs slurm."""
+    flags = dict(flags)
+    runner = flags.get("runner") or env.get("ZL_RUNNER")
+    if executor(flags, env) == "slurm":
+        if not runner:
+            flags["runner"] = "host"
+        elif runner not in ("host", *CLUSTER_RUNNERS):
+            raise UsageError(f"RUNNER={runner!r} is not accepted with EXECUTOR=slurm; "
+                             f"expected one of: host, {', '.join(CLUSTER_RUNNERS)}")
+    elif runner in CLUSTER_RUNNERS:
+        raise UsageError(f"RUNNER={runner!r} runs Slurm tasks; it needs EXECUTOR=slurm")
+    return flags
+
+
+def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
+           ) -> SlurmConfig:
+    """SlurmConfig from flags and the environment, the backend's unit as the default."""
+    image = _value("SLURM_IMAGE", flags, env)
+    if settings.runner in CLUSTER_RUNNERS and not image:
+        raise UsageError(f"RUNNER={settings.runner!r} needs SLURM_IMAGE: the harness image "
+                         "of BACKEND by digest (name@sha256:...), where the nodes pull it")
+    if image and not _IMAGE.fullmatch(image):
+        raise UsageError(f"SLURM_IMAGE={image!r} is not accepted; expected an image by "
+                         "digest, e.g. registry/zl-flaggems@sha256:<64 hex digits>")
+    return SlurmConfig(
+        partition=slurm_text.check_name("SLURM_PARTITION", _value("SLURM_PARTITION", flags,
+                                                                   env)),
+        account=slurm_text.check_name("SLURM_ACCOUNT", _value("SLURM_ACCOUNT", flags, env)),
+        time=slurm_text.check_time(_value("SLURM_TIME", flags, env)),
+        parallel=slurm_text.check_parallel(_value("SLURM_PARALLEL", flags, env)),
+        args=slurm_text.check_args(_value("SLURM_ARGS", flags, env)),
+        unit=slurm_text.check_unit(_value("SLURM_UNIT", flags, env), settings.backend.slurm_unit),
+        image=image, detach=bool(flags.get("detach")))
+
+
+# --------------------------------------------------------------------------- the script
+
+
+def task_mounts(settings: Settings, directory: Path, cwd: Path) -> list[tuple[Path, bool]]:
+    """(path, writable) that a task's container sees at the same path: what a local container
+    run mounts (the checkout, OUT, the inputs named by path) and the campaign directory."""
+    from harness.container import mounts
+
+    found = mounts(settings, cwd)
+    directory = Path(os.path.abspath(directory))
+    if not any(directory == m or m in directory.parents for m, _ in found):
+        found.append((directory, True))
+    return found
+
+
+def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
+                 mounts: Sequence[tuple[Path, bool]]) -> list[str]:
+    """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says."""
+    env = ["env", f"PYTHONPATH={REPO_ROOT}"]
+    task = cmdline.harness_argv("slurm-task", str(plan))
+    inner = task[1:]  # in an image, its own python3 runs the same arguments
+    if settings.runner == "host":
+        return [*env, *task]
+    env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
+    paths = [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounts]
+    for path, _ in mounts:
+        if "," in str(path) or ":" in str(path):
+            raise UsageError(f"RUNNER={settings.runner!r} cannot mount {str(path)!r}: a path "
+                             "with ',' or ':' cannot be named in a mount list")
+    if settings.runner == "pyxis":
+        return ["srun", f"--container-image={cfg.image}",
+                "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *env,
+                "python3", *inner]
+    binds = [a for p in paths for a in ("--bind", p)]
+    return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
+            f"docker://{cfg.image}", *env, "python3", *inner]
+
+
+def script_text(settings: Settings, cfg: SlurmConfig, name: str, command: Sequence[str]
+                ) -> str:
+    """The batch script: the resources as #SBATCH lines, then the task's one command."""
+    lines = ["#!/bin/bash", "# Written by the harness: one array task runs its share of the "
+             "units of the plan it names.", f"#SBATCH --job-name={name}"]
+    for option, value in (("partition", cfg.partition), ("account", cfg.account),
+                          ("time", cfg.time)):
+        if value:
+            lines.append(f"#SBATCH --{option}={value}")
+    if cfg.unit == "node":
+        lines += ["#SBATCH --nodes=1", "#SBATCH --exclusive"]
+    else:
+        lines.append("#SBATCH --ntasks=1")
+        if settings.backend.is_accelerator:
+            lines.append("#SBATCH --gres=gpu:1")
+    return "\n".join([*lines, f"exec {shlex.join(command)}", ""])
+
+
+def sbatch_argv(cfg: SlurmConfig, tasks: int, script: Path, logs: Path, cwd: Path,
+                after: str | None = None) -> list[str]:
+    """The sbatch command line of one array (after: a job whose end it waits for)."""
+    argv = ["sbatch", "--parsable", f"--array={slurm_text.array_spec(tasks, cfg.parallel)}",
+            f"--output={logs / '%A_%a.out'}", f"--chdir={cwd}"]
+    if after:
+        argv.append(f"--dependency=afterany:{after}")
+    return [*argv, *cfg.args, str(script)]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One array of a submission: its key (file names), its tasks' items, the job it waits on."""
+
+    key: str
+    tasks: list[list[str]]
+
+
+def write_stage(directory: Path, settings: Settings, cfg: SlurmConfig, stage: Stage,
+                plan: Mapping[str, object], cwd: Path) -> tuple[Path, str]:
+    """Write the stage's plan and batch script under DIR/slurm; (script, its sha256)."""
+    base = directory / SLURM_DIR
+    (base / "logs").mkdir(parents=True, exist_ok=True)
+    (base / DONE_DIR).mkdir(exist_ok=True)
+    plan_path = base / f"{stage.key}.plan.json"
+    atomic_write_json(plan_path, {**plan, "tasks": stage.tasks})
+    command = task_command(settings, cfg, plan_path, cwd, task_mounts(settings, directory, cwd))
+    text = script_text(settings, cfg, f"zl-{directory.parent.name}"[:64], command)
+    script = atomic_write_text(base / f"{stage.key}.sbatch", text)
+    return script, hashlib.sha256(text.encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------- Slurm's commands
+
+
+class Slurm:
+    """sbatch, squeue, scontrol and scancel; `run` is subprocess.run or a test's stand-in."""
+
+    def __init__(self, run: Run = subprocess.run) -> None:
+        self.run = run
+        self._jobcomp: str | None | bool = False  # False: not asked yet
+
+    def _call(self, argv: list[str]) -> subprocess.CompletedProcess:
+        try:
+            return self.run(argv, capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise PreflightError("slurm", f"{argv[0]} failed: {exc}") from None
+
+    def submit(self, argv: list[str]) -> str:
+        proc = self._call(argv)
+        if proc.returncode != 0:
+            raise PreflightError("sbatch", f"sbatch exited {proc.returncode}: "
+                                 f"{(proc.stderr or proc.stdout).strip()[:500]}")
+        return slurm_text.parse_sbatch(proc.stdout)
+
+    def queued(self, jobs: Sequence[str]) -> dict[str, TaskState] | None:
+        """Tasks still queued or running; None when squeue could not answer this time."""
+        proc = self._call(["squeue", "--array", "--noheader", "--format=%i|%T|%r",
+                           f"--jobs={','.join(jobs)}"])
+        if proc.returncode != 0:
+            # A job purged from the controller: squeue knows no such id any more.
+            return {} if "Invalid job id" in proc.stderr else None
+        try:
+            return slurm_text.parse_squeue(proc.stdout)
+        except ValueError as exc:  # another squeue than the one this was written for
+            raise PreflightError("squeue", str(exc)) from None
+
+    def ended(self, jobs: Sequence[str], tasks: Mapping[str, str | None]
+              ) -> dict[str, TaskState]:
+        """How the `tasks` of `jobs` ended ({task: its own job id where known}), from scontrol
+        while the controller remembers them, else from the jobcomp/filetxt log where the
+        cluster writes one (its lines name a task by `ArrayJobId`/`ArrayTaskId` or its own
+        job id)."""
+        found: dict[str, TaskState] = {}
+        for job in jobs:
+            proc = self._call(["scontrol", "-o", "show", "job", job])
+            if proc.returncode == 0:
+                found.update(slurm_text.parse_scontrol_jobs(proc.stdout))
+        wanted = {task: job for task, job in tasks.items() if task not in found}
+        log = self.jobcomp_log() if wanted else None
+        if log and Path(log).is_file():
+            lines = slurm_text.parse_jobcomp(Path(log).read_text(encoding="utf-8",
+                                                                 errors="replace"))
+            for task, job in wanted.items():
+                line = lines.get(task) or (lines.get(job) if job else None)
+                if line:
+                    found[task] = TaskState(task, line.state, None, line.exit_code)
+        return found
+
+    def jobcomp_log(self) -> str | None:
+        if self._jobcomp is False:
+            proc = self._call(["scontrol", "show", "config"])
+            self._jobcomp = (slurm_text.jobcomp_log(slurm_text.parse_config(proc.stdout))
+                             if proc.returncode == 0 else None)
+        return self._jobcomp or None
+
+    def cancel(self, jobs: Sequence[str]) -> None:
+        self._call(["scancel", *jobs])
+
+
+def preflight(out_dir: Path, warn: Callable[[str], None],
+              which: Callable[[str], str | None] = shutil.which) -> None:
+    """sbatch on PATH (exit 3 otherwise); OUT writable, and a warning where other nodes
+    cannot see it."""
+    if which("sbatch") is None:
+        raise PreflightError("sbatch", "EXECUTOR=slurm needs sbatch on PATH (a Slurm login "
+                             "node); none was found")
+    where = Path(os.path.abspath(out_dir))
+    if where.exists() and not where.is_dir():
+        raise UsageError(f"OUT={str(out_dir)!r} is not accepted; it is a file, not a directory")
+    if any(where == Path(p) or Path(p) in where.parents for p in NODE_LOCAL):
+        warn(f"warning: OUT={str(out_dir)!r} is under a node-local path; array tasks on "
+             "other nodes cannot write there")
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PreflightError("out", f"OUT={str(out_dir)!r} cannot be created ({exc})") from None
+    if not os.access(where, os.W_OK):
+        raise PreflightError("out", f"OUT={str(out_dir)!r} is not writable")

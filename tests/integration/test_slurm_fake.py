@@ -1,0 +1,139 @@
+"""`harness ab` and `harness batch` with EXECUTOR=slurm against the fake Slurm of
+tests/fake_slurm (sbatch/squeue/scontrol/scancel on PATH that run each task locally)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.spec import REPO_ROOT
+from tests.slurm import cases as slurm_cases
+from tests.slurm.cases import common_args, harness
+
+pytestmark = pytest.mark.integration
+FAKE_BIN = REPO_ROOT / "tests" / "fake_slurm" / "bin"
+
+
+@pytest.fixture
+def fake_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}",
+            "FAKE_SLURM_STATE": str(tmp_path / "fake-slurm"), "ZL_SLURM_POLL_S": "0.2"}
+
+
+def test_ab_suite_campaign_runs_every_unit_as_an_array_task(fake_env, tmp_path):
+    slurm_cases.ab_suite_campaign(fake_env, tmp_path)
+
+
+def test_batch_node_mode_shares_operators_and_records_a_failure(fake_env, tmp_path):
+    slurm_cases.batch_node_mode(fake_env, tmp_path)
+
+
+def test_interrupt_cancels_the_array_and_resume_resubmits_only_what_is_left(fake_env,
+                                                                           tmp_path):
+    slurm_cases.interrupt_then_resume(fake_env, tmp_path)
+
+
+def test_detached_campaign_keeps_running_and_resume_reattaches(fake_env, tmp_path):
+    slurm_cases.detach_then_reattach(fake_env, tmp_path)
+
+
+def test_a_task_lost_with_its_node_is_reported_from_the_jobcomp_log(fake_env, tmp_path):
+    env = {**fake_env, "FAKE_SLURM_NODE_FAIL": "1", "FAKE_SLURM_PURGED": "1",
+           "FAKE_SLURM_JOBCOMP": "1"}
+    proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh,add")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "add: slurm task " in proc.stdout and "NODE_FAIL exit=0:0" in proc.stdout
+    assert "[1/2] tanh ok" in proc.stdout
+
+
+def test_without_sbatch_nothing_is_created_and_the_exit_is_3(tmp_path):
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "PREFLIGHT_FAILED check=sbatch" in proc.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("bad, line", [
+    (["--slurm-args", "--wrap=id; rm -rf ~"],
+     "error: SLURM_ARGS='--wrap=id; rm -rf ~' is not accepted: --wrap is set by the harness"),
+    (["--slurm-time", "1h"], "error: SLURM_TIME='1h' is not accepted"),
+    (["--runner", "docker"], "error: RUNNER='docker' is not accepted with EXECUTOR=slurm"),
+    (["--runner", "pyxis"], "error: RUNNER='pyxis' needs SLURM_IMAGE")])
+def test_a_bad_slurm_value_is_one_line_exit_2_and_nothing_submitted(fake_env, tmp_path, bad,
+                                                                    line):
+    proc = harness(fake_env, "ab", *common_args(tmp_path), "--op", "tanh", "--axis", "none",
+                   *bad)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith(line)
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "fake-slurm").exists()
+
+
+def test_cluster_runner_without_slurm_is_refused(tmp_path):
+    proc = harness(dict(os.environ), "batch", "--backend", "cpu", "--ops", "tanh",
+                   "--runner", "apptainer", "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: RUNNER='apptainer' runs Slurm tasks; it needs "
+                                   "EXECUTOR=slurm")
+
+
+def test_dry_run_prints_the_script_the_sbatch_line_and_the_makespan(fake_env, tmp_path):
+    walls = tmp_path / "earlier"
+    walls.mkdir()
+    (walls / "ops_status.csv").write_text("op,wall_s\ntanh,30\nadd,50\n")
+    proc = harness({**fake_env, "WALLS_FROM": str(walls), "SLURM_PARALLEL": "1"}, "batch",
+                   *common_args(tmp_path), "--ops", "tanh,add", "--dry-run",
+                   "--slurm-partition", "debug")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "#SBATCH --partition=debug" in proc.stdout
+    assert "--- submit: sbatch --parsable --array=0-1%1 " in proc.stdout
+    assert "estimated makespan: 80 s on 1 array slot(s)" in proc.stdout
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "fake-slurm").exists()
+
+
+def test_ab_dry_run_on_slurm_needs_no_sbatch_and_shows_both_arrays(tmp_path):
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    env = {**os.environ, "PATH": str(empty)}
+    proc = harness(env, "ab", *common_args(tmp_path), "--ops", "tanh,add", "--axis", "none",
+                   "--rounds", "2", "--dry-run")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("--- submit: sbatch") == 2
+    assert "--dependency=afterany:JOB_OF_s1-r0" in proc.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_task_index_outside_its_plan_is_refused(tmp_path):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"kind": "batch", "tasks": [["tanh"]]}))
+    proc = harness({**os.environ, "SLURM_ARRAY_TASK_ID": "1"}, "slurm-task", str(plan))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: SLURM_ARRAY_TASK_ID='1' is not accepted; expected "
+                                   "a task index below 1")
+
+
+def test_a_refused_submission_is_exit_3_and_leaves_the_campaign_to_resume(fake_env, tmp_path):
+    env = {**fake_env, "FAKE_SLURM_SBATCH_FAIL": "sbatch: error: Batch job submission "
+                                                 "failed: Invalid partition name specified"}
+    proc = harness(env, "ab", *common_args(tmp_path), "--op", "tanh", "--axis", "none",
+                   "--rounds", "2")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "PREFLIGHT_FAILED check=sbatch" in proc.stdout
+    assert "Invalid partition name specified" in proc.stdout
+    directory = slurm_cases.campaign_dir(tmp_path)
+    units = slurm_cases.units(directory)
+    assert {u["status"] for u in units.values()} == {"not_run"}
+    assert not (directory / "cache").exists()
+
+
+def test_a_refused_batch_submission_leaves_no_batch_directory(fake_env, tmp_path):
+    env = {**fake_env, "FAKE_SLURM_SBATCH_FAIL": "sbatch: error: invalid account"}
+    proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh")
+    assert proc.returncode == 3 and "invalid account" in proc.stdout
+    assert list((tmp_path / "runs" / "batch").iterdir()) == []

@@ -1,0 +1,63 @@
+"""The array task's side: its index in the plan, and a later round held back by round 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import campaign, slurm_task
+from harness.errors import UsageError
+
+
+@pytest.mark.parametrize("value", ["", "x", "2", "-1"])
+def test_a_task_index_outside_the_plan_is_refused(tmp_path, value):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"tasks": [["a"], ["b"]]}))
+    with pytest.raises(UsageError, match=f"SLURM_ARRAY_TASK_ID={value!r}"):
+        slurm_task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": value})
+
+
+@pytest.mark.parametrize("content", [b"\x00\xff\xfe", b"{not json"])
+def test_a_plan_that_is_not_json_is_refused(tmp_path, content):
+    plan = tmp_path / "p.json"
+    plan.write_bytes(content)
+    with pytest.raises(UsageError, match="is not a plan"):
+        slurm_task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": "0"})
+
+
+def test_a_plan_that_is_a_directory_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="is not a plan"):
+        slurm_task.load_plan(tmp_path, {"SLURM_ARRAY_TASK_ID": "0"})
+
+
+def _campaign(tmp_path, status0: str) -> None:
+    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
+                                                          "a": "0", "b": "1"},
+                                caliber={}, argv=[], ops={"tanh": {"node": "n"}}, rounds=2,
+                                walls={}, walls_from=None)
+    campaign.unit_entry(doc, "tanh/r0")["status"] = status0
+    campaign.save(tmp_path, doc)
+
+
+def test_a_later_round_waits_for_round_zero_from_its_done_file_or_the_campaign(tmp_path):
+    _campaign(tmp_path, "submitted")
+    assert slurm_task._blocked(tmp_path, "tanh/r1") == "round 0 of tanh did not finish"
+    assert slurm_task._blocked(tmp_path, "tanh/r0") is None
+    done = slurm_task.done_path(tmp_path, "tanh/r0")
+    done.parent.mkdir(parents=True)
+    done.write_text(json.dumps({"item": "tanh/r0", "status": "failed"}))
+    assert slurm_task._blocked(tmp_path, "tanh/r1") is None  # failed rows still replay
+    done.write_text(json.dumps({"item": "tanh/r0", "status": "interrupted"}))
+    assert slurm_task._blocked(tmp_path, "tanh/r1") is not None
+    _campaign(tmp_path, "ok")  # finished in an earlier submission
+    assert slurm_task._blocked(tmp_path, "tanh/r1") is None
+
+
+def test_read_done_skips_a_file_being_written_and_one_of_garbage(tmp_path):
+    base = tmp_path / "slurm" / "done"
+    base.mkdir(parents=True)
+    (base / "a-r0.json").write_text(json.dumps({"item": "a/r0", "status": "ok"}))
+    (base / "b-r0.json").write_bytes(b"\x00\x01")
+    (base / "c-r0.json").write_text("[1, 2]")
+    assert list(slurm_task.read_done(tmp_path)) == ["a/r0"]
