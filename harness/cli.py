@@ -131,13 +131,9 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
                        "AXIS, A, B, ROUNDS, OP or OPS")
     spec.add_arguments(p, (*RUN_VARS, "AXIS", "A", "B", "ROUNDS", "NOISE_FROM"))
     group = p.add_argument_group("suite campaigns")
-    group.add_argument("--ops", dest="ops", default=None, metavar="OPS",
-                       help="comma-separated operators, or all (every node of the tree) [OPS]")
-    group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
-                       help="file with one operator per line, # comments [OPS_FILE]")
-    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
-                       help="an earlier campaign or batch: its walls order units longest "
-                       "first [WALLS_FROM]")
+    batch.add_ops_arguments(group, ops="comma-separated operators, or all (every node of the "
+                            "tree)", walls="an earlier campaign or batch: its walls order units "
+                            "longest first")
     group.add_argument("--resume", dest="resume", default=None, metavar="DIR",
                        help="complete the campaign in DIR; with --rounds N extend it to N "
                        "rounds [RESUME]")
