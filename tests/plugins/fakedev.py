@@ -101,7 +101,8 @@ def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mod
     return 0.125
 '''
 
-FAKE_AUTOTUNER = '''
+# triton.Config as the fake autotuners use it: kwargs and the launch options.
+FAKE_CONFIG = '''
 class Config:
     def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
                  pre_hook=None):
@@ -112,6 +113,9 @@ class Config:
         extra = {"num_warps": self.num_warps, "num_ctas": self.num_ctas,
                  "num_stages": self.num_stages, "maxnreg": self.maxnreg}
         return {**self.kwargs, **{k: v for k, v in extra.items() if v is not None}}
+'''
+
+FAKE_AUTOTUNER = FAKE_CONFIG + '''
 
 
 class Autotuner:

@@ -82,17 +82,7 @@ class OutOfResources(Exception):
     pass
 
 
-class Config:
-    def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
-                 pre_hook=None):
-        self.kwargs, self.num_warps, self.num_stages = kwargs, num_warps, num_stages
-        self.num_ctas, self.maxnreg, self.pre_hook = num_ctas, maxnreg, pre_hook
-
-    def all_kwargs(self):
-        extra = {"num_warps": self.num_warps, "num_ctas": self.num_ctas,
-                 "num_stages": self.num_stages, "maxnreg": self.maxnreg}
-        return {**self.kwargs, **{k: v for k, v in extra.items() if v is not None}}
-
+''' + fakedev.FAKE_CONFIG + '''
 
 class JITFunction:
     def __init__(self):
