@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import subprocess
 import time
@@ -136,7 +137,10 @@ class _Task:
         self.out(f"[done] {item} {status} rc={'' if rc is None else rc}")
 
     def on_finish(self, job: Running, rc: int | None, interrupted: bool) -> None:
-        status = batch.status_for(rc, interrupted=interrupted)
+        # scancel signals every process of the task: a unit killed by it before the task's own
+        # handler ran was stopped, not broken.
+        stopped = rc is not None and -rc in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        status = batch.status_for(rc, interrupted=interrupted or stopped)
         reason = batch.last_line(self.log(job.op)) if status in ("failed", "error") else None
         self.done(job.op, status, rc=rc, wall_s=round(time.monotonic() - job.started, 2),
                   device=job.device, reason=reason)
