@@ -197,10 +197,11 @@ def _first_unit(doc: Mapping[str, Any], settings: Settings, plan: Any, directory
         return []
     unit = todo[0]
     node = doc["ops"][unit.op]["node"]
-    argv = unit_argv(directory, doc["argv"], node, unit.id,
-                     (batch.worker_devices(settings) if devices else [None])[0])
+    device = (batch.worker_devices(settings) if devices else [None])[0]
+    argv = unit_argv(directory, doc["argv"], node, unit.id, device)
     step = ab.Step("A", unit.round, doc["axis"]["a"])
-    run = ab.side_settings(_with_node(settings, node), step, directory / unit.op)
+    pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
+    run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op)
     env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
            **ab_unit.cache_env(directory, "A")}
     return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",

@@ -178,7 +178,8 @@ def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
         "plugins: " + (" ".join(inv.plugins) or "-"),
         "environment:",
         *(f"  {k}={v}" for k, v in sorted(inv.env.items())),
-        *(f"  {line[2:]}" for line in header_lines(settings, plan, run_dir, inv)[1:]),
+        *(f"  {line.removeprefix('# ')}"
+          for line in header_lines(settings, plan, run_dir, inv)[1:]),
     ]
 
 

@@ -124,3 +124,18 @@ def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
     assert status == {"status": "interrupted", "finished_units": ["add/r0"],
                       "interrupted": {"signal": "SIGTERM", "step": "add/r1"}}
     assert ab_finish.campaign_status(doc, None)["status"] == "complete"
+
+
+def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path, monkeypatch):
+    # Regression: the first unit's child got `--devices 0`, but the plan printed for its side A
+    # showed the campaign's DEVICES=0,1 as its CUDA_VISIBLE_DEVICES.
+    from harness.preflight import Plan
+    from harness.providers.flaggems import Node
+
+    doc = _campaign(tmp_path)
+    monkeypatch.setattr(batch, "worker_devices", lambda s: ["1", "0"])
+    plan = Plan(node=Node("benchmark/test_add.py", "test_add", ("add",)), op="add",
+                python=sys.executable)
+    lines = ab_suite._first_unit(doc, settings(devices="1,0"), plan, tmp_path)
+    assert lines[0].endswith("--devices 1")
+    assert "  devices: 1" in lines and "  devices: 1,0" not in lines

@@ -205,3 +205,14 @@ def test_a_dry_run_plan_without_a_node_or_flaggems_dir_still_renders(tmp_path):
     assert "plugins: harness.plugins.compat_musa" in "\n".join(lines)
     resolved = _plan()
     assert runner.placeholder_plan(s, resolved) is resolved
+
+
+def test_a_dry_run_prints_the_compile_workers_marker_whole(tmp_path):
+    # Regression: the dry run cut two characters off every header line to drop "# ", and the
+    # marker line, which has none, read "MPILE_WORKERS_OFF".
+    s = spec.resolve({"backend": "cuda", "runner": "host", "flaggems_dir": str(tmp_path),
+                      "compile_workers": "4"}, {}, which=lambda _: None)
+    lines = runner.describe_dry_run(s, _plan(), tmp_path / "run")
+    assert ("  COMPILE_WORKERS_OFF reason=triton_lacks_async_compile compile_workers=4"
+            in lines)
+    assert "  op: tanh" in lines
