@@ -140,16 +140,20 @@ def compiled_sets(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], se
 
 
 def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:
-    """An A/A campaign also tests the fingerprint that liveness relies on: identical sides must
-    compile identical artifacts. None when nothing was compiled."""
+    """An A/A campaign also tests the fingerprint that liveness relies on: side B, which only
+    replays A's winners, must compile nothing that side A (which also compiled every tuning
+    candidate) did not. None when nothing was compiled."""
     a, b = compiled_sets(identities)
     if not a and not b:
         return None
-    if a == b:
-        return (f"A/A: both sides compiled the same {len(a)} artifacts, so compiled code "
-                "fingerprints can tell a live switch on this stack")
-    return (f"A/A: identical sides compiled different artifacts ({len(a ^ b)} of "
-            f"{len(a | b)} differ): compiled-code liveness is unreliable on this stack")
+    if b <= a:
+        extra = f"; side A's other {len(a - b)} are its tuning candidates" if a - b else ""
+        return (f"A/A: side B compiled nothing that side A did not ({len(b)} artifacts, all "
+                f"among side A's {len(a)}{extra}), so compiled code fingerprints can tell a "
+                "live switch on this stack")
+    return (f"A/A: identical sides compiled different artifacts (side B compiled {len(b - a)} "
+            f"of its {len(b)} that side A never did): compiled-code liveness is unreliable on "
+            "this stack")
 
 
 def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -> tuple[str, str]:

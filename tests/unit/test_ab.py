@@ -101,10 +101,20 @@ def test_noise_floor_comes_from_an_aa_campaign(tmp_path):
 
 def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():
     same = ab.aa_artifact_note({"A": [doc("x", "y"), doc("y")], "B": [doc("y", "x")]})
-    assert same.startswith("A/A: both sides compiled the same 2 artifacts")
+    assert same.startswith("A/A: side B compiled nothing that side A did not (2 artifacts, all "
+                           "among side A's 2)")
     differ = ab.aa_artifact_note({"A": [doc("x", "y")], "B": [doc("x", "z")]})
-    assert "unreliable" in differ and "(2 of 3 differ)" in differ
+    assert "unreliable" in differ and "(side B compiled 1 of its 2 that side A never did)" in differ
     assert ab.aa_artifact_note({"A": [doc()], "B": [doc()]}) is None
+
+
+def test_an_aa_campaign_whose_side_a_also_compiled_tuning_candidates_reads_reliable():
+    # Regression: on an H200 A/A suite, side A's cache held 1037 artifacts (every mm candidate
+    # it tuned) and side B's 198 winners, all among A's; the note compared the sets for
+    # equality and called the fingerprints unreliable, which liveness (B within A) never is.
+    note = ab.aa_artifact_note({"A": [doc("w", "c1", "c2")], "B": [doc("w")]})
+    assert "unreliable" not in note
+    assert "(1 artifacts, all among side A's 3; side A's other 2 are its tuning candidates)" in note
 
 
 def test_ab_done_rounds_the_geomean_and_says_why_there_is_no_plot(tmp_path):
