@@ -278,11 +278,13 @@ class _Units:
     """The driver's side of the scheduler: start a unit's child, record how it ended."""
 
     def __init__(self, directory: Path, doc: dict[str, Any], total_todo: int,
-                 out: Callable[[str], None]) -> None:
+                 out: Callable[[str], None], workers: int = 1) -> None:
         self.directory, self.doc, self.out = directory, doc, out
         self.status = campaign.status_map(doc)
-        self.env, self.began, self.finished = batch.child_env(), time.monotonic(), 0
-        self.total_todo = total_todo
+        self.env, self.began = batch.child_env(), time.monotonic()
+        self.total_todo, self.workers = total_todo, workers
+        self.walls: list[float] = []  # of the units that ran to their end in this session
+        self.running: dict[str, float] = {}  # unit -> when it started
         self.stopped: list[str] = []  # the units a signal stopped
 
     def log(self, unit_id: str) -> Path:
@@ -302,6 +304,7 @@ class _Units:
         return supervise.start_child(argv, self.env, self.log(unit_id), append=True)
 
     def on_start(self, job: Running) -> None:
+        self.running[job.op] = job.started
         unit = campaign.parse_unit_id(job.op)
         self.out(f"[start] {job.op} sides={' '.join(unit.sides)} device={job.device or '-'} "
                  f"log={self.log(job.op)}")
@@ -314,13 +317,18 @@ class _Units:
                      reason=reason)
         self.status[job.op] = state
         campaign.save(self.directory, self.doc)
-        self.finished += not interrupted
+        del self.running[job.op]
         if interrupted:
             self.stopped.append(job.op)
+        else:
+            self.walls.append(entry["wall_s"])
         units = self.doc["units"]
         done = sum(u["status"] in campaign.FINISHED for u in units)
-        elapsed = time.monotonic() - self.began
-        eta = campaign.eta_s(elapsed, self.finished, self.total_todo - self.finished)
+        now = time.monotonic()
+        elapsed = now - self.began
+        eta = campaign.eta_from_walls(
+            self.walls, [now - t for t in self.running.values()],
+            self.total_todo - len(self.walls) - len(self.running), self.workers)
         self.out(f"[{done}/{len(units)}] {job.op} {state} rc={'' if rc is None else rc} "
                  f"wall={entry['wall_s']}s device={job.device or '-'} elapsed={elapsed:.0f}s "
                  f"eta={'-' if eta is None else f'{eta:.0f}s'}"
@@ -358,7 +366,7 @@ def drive(directory: Path, doc: dict[str, Any], settings: Settings, devices: lis
         out(f"campaign directory: {directory} ({len(todo)} units to run of "
             f"{len(doc['units'])}, {len(devices)} worker(s) on devices "
             f"{','.join(d or '-' for d in devices)})")
-        units = _Units(directory, doc, len(todo), out)
+        units = _Units(directory, doc, len(todo), out, workers=len(devices))
         scheduler = Scheduler(devices, units.start, units.on_start, units.on_finish,
                               stop=lambda children: stop_children(
                                   children, grace_s, scheduler.signal or signal.SIGTERM),

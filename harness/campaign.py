@@ -240,6 +240,19 @@ def round_walls(doc: Mapping[str, Any]) -> dict[str, float | int | None]:
             "later_units": len(later)}
 
 
-def eta_s(elapsed_s: float, done: int, remaining: int) -> float | None:
-    """Seconds left when the rest goes as fast as what finished in this session."""
+def eta_from_rate(elapsed_s: float, done: int, remaining: int) -> float | None:
+    """Seconds left when the rest finishes at the rate units finished in this session (a
+    cluster's queue decides how many run at once, so only the rate is known)."""
     return None if done == 0 else elapsed_s / done * remaining
+
+
+def eta_from_walls(walls_s: Sequence[float], running_s: Sequence[float], waiting: int,
+                   workers: int) -> float | None:
+    """Seconds left on `workers` devices: every unit takes the mean wall of those finished in
+    this session, a running one less what it has run (`running_s`), and the `waiting` ones go
+    `workers` at a time. None before a unit has finished."""
+    if not walls_s:
+        return None
+    mean = sum(walls_s) / len(walls_s)
+    left = sum(max(0.0, mean - ran) for ran in running_s) + waiting * mean
+    return left / max(1, workers)

@@ -167,7 +167,7 @@ class Watch:
         counts = (f"[slurm {','.join(self.jobs)}] done={len(self.seen)} running={busy} "
                   f"pending={len(left) - busy} failed={self.failed}")
         if counts != last:  # a line when a count changes, not at every poll
-            eta = campaign.eta_s(time.monotonic() - self.began, len(self.seen), len(left))
+            eta = campaign.eta_from_rate(time.monotonic() - self.began, len(self.seen), len(left))
             self.out(f"{counts} eta={'-' if eta is None else f'{eta:.0f}s'}")
         return counts
 

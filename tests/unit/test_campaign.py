@@ -157,3 +157,19 @@ def test_round_walls_of_an_interrupted_campaign_count_only_units_that_ran(tmp_pa
                     wall_s=walls[unit["id"]])
     assert campaign.round_walls(doc)["later_unit_mean_s"] == 4.0
     assert json.loads(json.dumps(doc))["units"][0]["attempts"] == 0
+
+
+def test_the_eta_counts_the_devices_and_what_running_units_have_done():
+    # Regression: the first progress line of a 30-unit campaign on two H200s said eta=1409s:
+    # 29 units at the one finished unit's 48.6 s, as if they ran one at a time; the campaign
+    # needed about 650 s.
+    assert campaign.eta_from_walls([48.6], [49.0], 28, 2) == pytest.approx(28 * 48.6 / 2)
+    # a running unit 10 s into a 40 s mean has 30 s left; three wait for two devices
+    assert campaign.eta_from_walls([30.0, 50.0], [10.0], 3, 2) == pytest.approx((30 + 120) / 2)
+    assert campaign.eta_from_walls([], [5.0], 3, 2) is None
+    assert campaign.eta_from_walls([10.0], [], 0, 4) == 0
+
+
+def test_a_cluster_eta_follows_the_rate_units_finish_at():
+    assert campaign.eta_from_rate(100.0, 4, 8) == pytest.approx(200.0)
+    assert campaign.eta_from_rate(100.0, 0, 8) is None
