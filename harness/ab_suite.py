@@ -40,7 +40,6 @@ from harness.errors import (
 )
 from harness.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.spec import Settings
-from harness.suite_report import OP_VERDICTS
 from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 
 LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
@@ -238,8 +237,8 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
         settings = spec.resolve({**stored, "devices": devices_value})
     cfg, kept = slurm.resume_config(doc, settings, flags, os.environ) if remote else (None, {})
     only = flags.get("only")
-    if only is not None and only not in OP_VERDICTS:
-        raise choice_error("ONLY", only, OP_VERDICTS)
+    if only is not None and only not in stats.OP_VERDICTS:
+        raise choice_error("ONLY", only, stats.OP_VERDICTS)
     rounds_value = _given(flags, os.environ, "ROUNDS")
     rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)

@@ -1,14 +1,17 @@
-"""ab.png: an A/B campaign's per-row speedups, intervals and verdicts as one chart."""
+"""ab.png: an A/B campaign as one chart: a line per row for one operator; for a suite, a line
+per operator (its geometric mean with that mean's interval and its rows' range, sorted)."""
 
 from __future__ import annotations
 
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import stats
 from harness.comparison import AbReport, AbRow
 from harness.fsutil import atomic_write_bytes
 
@@ -80,19 +83,61 @@ def stretch_for(low: float, high: float) -> float:
     return max(MIN_STRETCH, outside * LINEAR_SHARE / (2.0 * (1.0 - LINEAR_SHARE)))
 
 
-def _row_label(row: AbRow, with_op: bool) -> str:
+def _row_label(row: AbRow) -> str:
     dtype = row.dtype.removeprefix("torch.")
     shape = row.shape
     if len(shape) > LABEL_CHARS:  # both ends: shapes often differ only in their last tensor
         head = LABEL_CHARS * 3 // 5
         shape = f"{shape[:head]}…{shape[-(LABEL_CHARS - head - 1):]}"
     occurrence = f" #{row.occurrence}" if row.occurrence > 1 else ""
-    return f"{row.op + ' ' if with_op else ''}{dtype} {shape}{occurrence}"
+    return f"{dtype} {shape}{occurrence}"
 
 
-def _limits(report: AbReport, floor: float | None) -> tuple[float, float]:
-    """The x range: every median, interval and min..max, the noise band, and zero."""
+@dataclass(frozen=True)
+class OperatorLine:
+    """One operator of a suite chart; `geomean` None: no paired row."""
+
+    op: str
+    verdict: str
+    rows: int
+    geomean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    worst: float | None = None  # the rows' lowest speedup
+    best: float | None = None
+
+
+def operator_lines(report: AbReport, operators: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> list[OperatorLine]:
+    """A line per operator, sorted from the lowest geometric mean (the worst regression) up;
+    operators without a paired row first. Verdicts come from `operators` (ab.json's) where
+    given, else from the rows by `stats.operator_verdict`."""
+    operators = operators or {}
+    by_op: dict[str, list[AbRow]] = {}
+    for row in report.rows:
+        by_op.setdefault(row.op, []).append(row)
+    means = dict(report.op_geomeans)
+    lines = []
+    for op in dict.fromkeys([*by_op, *operators]):
+        rows = by_op.get(op, [])
+        verdict = (operators.get(op) or {}).get("verdict") or stats.operator_verdict(
+            [r.stats.verdict.value for r in rows], False)
+        mean = means.get(op) or (stats.geomean_stats([r.stats.speedup_pct for r in rows])
+                                 if rows else None)
+        speedups = [r.stats.speedup_pct for r in rows]
+        lines.append(OperatorLine(op, str(verdict), len(rows)) if mean is None else
+                     OperatorLine(op, str(verdict), len(rows), mean.speedup_pct, mean.ci_low_pct,
+                                  mean.ci_high_pct, min(speedups), max(speedups)))
+    return sorted(lines, key=lambda x: (x.geomean is not None, x.geomean or 0.0, x.op))
+
+
+def _limits(report: AbReport, floor: float | None,
+            lines: Sequence[OperatorLine] = ()) -> tuple[float, float]:
+    """The x range: every median, interval and min..max, each operator line's interval, the
+    noise band, and zero."""
     values = [0.0, *([-floor, floor] if floor else [-1.0, 1.0])]
+    values += [v for x in lines for v in (x.ci_low, x.ci_high)
+               if v is not None and math.isfinite(v)]
     for row in report.rows:
         s = row.stats
         values += [v for v in (s.speedup_pct, s.min_pct, s.max_pct, s.ci_low_pct,
@@ -172,36 +217,58 @@ def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
                 markeredgecolor="black", markeredgewidth=0.5, zorder=3)
 
 
-def _legend_handles(report: AbReport, floor: float | None) -> list[Any]:
+def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
+    for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
+        if line.geomean is None:
+            continue
+        color = COLORS.get(line.verdict, OTHER_COLOR)
+        ax.hlines(y, line.worst, line.best, color=color, linewidth=1, alpha=0.6)
+        if line.ci_low is not None and line.ci_high is not None:
+            ax.hlines(y, line.ci_low, line.ci_high, color=color, linewidth=4, alpha=0.8)
+        ax.plot([line.geomean], [y], "o", color=color, markersize=6,
+                markeredgecolor="black", markeredgewidth=0.5, zorder=3)
+
+
+def _legend_handles(report: AbReport, floor: float | None,
+                    lines: Sequence[OperatorLine] | None = None) -> list[Any]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles: list[Any] = []
     if floor:
         handles.append(Patch(color="0.88", label=f"noise floor ±{floor:.1f}%"))
-    handles += [Line2D([], [], color="0.3", linewidth=4, label="95% interval"),
-                Line2D([], [], color="0.3", linewidth=1, label="min..max of rounds")]
+    thick, thin = (("95% interval", "min..max of rounds") if lines is None else
+                   ("95% interval of the geometric mean", "range of the operator's rows"))
+    handles += [Line2D([], [], color="0.3", linewidth=4, label=thick),
+                Line2D([], [], color="0.3", linewidth=1, label=thin)]
     if report.geomean_speedup_pct is not None:
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1,
                               label=f"geometric mean {report.geomean_speedup_pct:+.1f}%"))
-    seen = dict.fromkeys(r.stats.verdict.value for r in report.rows)
+    seen = (dict.fromkeys(r.stats.verdict.value for r in report.rows) if lines is None else
+            dict.fromkeys(x.verdict for x in lines if x.geomean is not None))
     handles += [Line2D([], [], marker="o", linestyle="", color=COLORS.get(v, OTHER_COLOR),
-                       markeredgecolor="black", markeredgewidth=0.5, label=v) for v in seen]
+                       markeredgecolor="black", markeredgewidth=0.5,
+                       label=v if lines is None else f"operator {v}") for v in seen]
     return handles
 
 
 def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
-                 noise_floor: float | None = None) -> Figure:
-    """The ab.png figure of `report`, laid out and drawn, for saving or inspecting."""
+                 noise_floor: float | None = None,
+                 operators: Mapping[str, Mapping[str, Any]] | None = None) -> Figure:
+    """The ab.png figure of `report`, laid out and drawn, for saving or inspecting: a line
+    per row for one operator, a line per operator for more (`operators`: ab.json's)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     caliber = caliber or {}
-    rows = report.rows
-    fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(len(rows), 2)), layout="constrained")
+    suite = len({r.op for r in report.rows} | set(operators or {})) > 1
+    lines = operator_lines(report, operators) if suite else []
+    count = len(lines) if suite else len(report.rows)
+    fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(count, 2)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    stretch = stretch_for(*_limits(report, noise_floor))
+    limits = _limits(report, noise_floor, lines)
+    stretch = stretch_for(*limits)
     ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
                                          partial(scale_inverse, stretch=stretch)))
     if noise_floor:
@@ -209,27 +276,33 @@ def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
     ax.axvline(0.0, color="black", linewidth=0.8)
     if report.geomean_speedup_pct is not None:
         ax.axvline(report.geomean_speedup_pct, color="black", linestyle="--", linewidth=1)
-    _draw_rows(ax, rows)
-    low, high = _padded(ax, *_limits(report, noise_floor))
+    if suite:
+        _draw_operators(ax, lines)
+        labels = [_clip(f"{x.op} ({x.rows} rows)" if x.geomean is not None
+                        else f"{x.op} (no paired row)", LABEL_CHARS) for x in lines]
+    else:
+        _draw_rows(ax, report.rows)
+        labels = [_row_label(r) for r in report.rows]
+    low, high = _padded(ax, *limits)
     ax.set_xlim(low, high)
     ax.xaxis.set_major_formatter(_formatter(pct_label))
     ax.xaxis.set_minor_locator(_no_ticks())
     ax.tick_params(axis="x", labelsize=TICK_FONT)
     ax.grid(axis="x", color="0.85", linewidth=0.6)
-    ax.set_ylim(-0.7, max(len(rows), 1) - 0.3)
-    with_op = len({r.op for r in rows}) > 1
-    ax.set_yticks(list(range(len(rows) - 1, -1, -1)),
-                  [_row_label(r, with_op) for r in rows], fontsize=8, family="monospace",
+    ax.set_ylim(-0.7, max(count, 1) - 0.3)
+    ax.set_yticks(list(range(count - 1, -1, -1)), labels, fontsize=8, family="monospace",
                   parse_math=False)
-    ax.set_xlabel("speedup of B over A, % = (A_ms / B_ms - 1) * 100: right of 0, B is faster\n"
+    what = ("speedup of B over A, % = (A_ms / B_ms - 1) * 100" if not suite else
+            "each operator's geometric mean speedup of B over A, % = (A_ms / B_ms - 1) * 100")
+    ax.set_xlabel(f"{what}: right of 0, B is faster\n"
                   "scale: logarithmic in A_ms / B_ms (+100% and -50%, 2x either way, lie equally "
                   f"far from 0), stretched {stretch:.1f}x within ±{LINEAR_PCT:g}%", fontsize=9)
     # parse_math off: a value such as A=$HOME would otherwise be typeset, or fail, as TeX.
     ax.set_title(title_text(report, caliber), fontsize=10, loc="left", parse_math=False)
-    if not rows:
+    if not count:
         ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
-    ax.legend(handles=_legend_handles(report, noise_floor), loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.legend(handles=_legend_handles(report, noise_floor, lines if suite else None),
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.canvas.draw()  # lays the axes out: the ticks need its width
     ax.set_xticks(percent_ticks(ax, low, high))
     fig.canvas.draw()
@@ -249,11 +322,12 @@ def _no_ticks() -> Any:
 
 
 def render_png(report: AbReport, path: str | Path, *, caliber: Mapping[str, Any] | None = None,
-               noise_floor: float | None = None) -> bool:
+               noise_floor: float | None = None,
+               operators: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
     """Write ab.png atomically; False (nothing written) without matplotlib."""
     if not available():
         return False
-    fig = build_figure(report, caliber, noise_floor)
+    fig = build_figure(report, caliber, noise_floor, operators)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     atomic_write_bytes(Path(path), buffer.getvalue())

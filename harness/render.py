@@ -376,6 +376,8 @@ def render_png(source: Any, path: str | Path, *, noise_floor: float | None = Non
     """ab.png of an ab.json document (its caliber titles the chart), an AbReport or a list of
     rows; False (nothing written) without matplotlib."""
     caliber = (source.get("caliber") or {}) if isinstance(source, Mapping) else {}
+    operators = (source.get("operators") or None) if isinstance(source, Mapping) else None
     report = as_report(source)
     return plot.render_png(report, path, caliber=caliber,
-                           noise_floor=stated_floor(report, caliber, noise_floor))
+                           noise_floor=stated_floor(report, caliber, noise_floor),
+                           operators=operators)

@@ -28,6 +28,24 @@ class Verdict(Enum):
     FLAGGED = "flagged"  # timed under another regime on a side: never faster/slower/same
 
 
+# An operator's verdict, in the order a suite report lists them: regressions first. `failed`:
+# no paired row; `flagged`: every row timed under another regime on a side.
+OP_VERDICTS = (Verdict.SLOWER.value, "failed", Verdict.INCONCLUSIVE.value,
+               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value)
+
+
+def operator_verdict(row_verdicts: Sequence[str], failed: bool) -> str:
+    """An operator's verdict from its rows': failed (no paired row, or `failed`), slower (any
+    row slower), faster (any faster, none slower), inconclusive (any row that more rounds
+    would decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
+    if failed or not row_verdicts:
+        return "failed"
+    for verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE, Verdict.SAME):
+        if verdict.value in row_verdicts:
+            return verdict.value
+    return Verdict.FLAGGED.value
+
+
 @dataclass(frozen=True)
 class Method:
     """How rows were judged: the interval, its confidence and the false-discovery rate q."""

@@ -9,24 +9,6 @@ from harness import render, stats
 from harness.comparison import as_report
 from harness.render import pct
 
-V = stats.Verdict
-# An operator's verdict, in the order the report lists them: regressions first. `failed`: no
-# paired row; `flagged`: every row timed under another regime on a side.
-OP_VERDICTS = (V.SLOWER.value, "failed", V.INCONCLUSIVE.value, V.FLAGGED.value, V.SAME.value,
-               V.FASTER.value)
-
-
-def operator_verdict(row_verdicts: Sequence[str], failed: bool) -> str:
-    """failed (no paired row), slower (any row slower), faster (any faster, none slower),
-    inconclusive (any row that more rounds would decide), same (any row same, the rest
-    flagged), else flagged (every row flagged)."""
-    if failed or not row_verdicts:
-        return "failed"
-    for verdict in (V.SLOWER, V.FASTER, V.INCONCLUSIVE, V.SAME):
-        if verdict.value in row_verdicts:
-            return verdict.value
-    return V.FLAGGED.value
-
 
 def geomean_pct(speedups: Sequence[float]) -> float | None:
     """The geometric mean of speedups in % (None: none)."""
@@ -43,7 +25,8 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
         mine = [r for r in rows if r["op"] == op]
         worst = min(mine, key=lambda r: r["speedup_pct"], default=None)
         out[op] = {
-            "verdict": operator_verdict([r["verdict"] for r in mine], bool(info.get("reason"))),
+            "verdict": stats.operator_verdict([r["verdict"] for r in mine],
+                                              bool(info.get("reason"))),
             "rows": len(mine), "rounds": info.get("rounds"),
             "geomean_speedup_pct": geomean_pct([r["speedup_pct"] for r in mine]),
             "worst": None if worst is None else {k: worst[k] for k in (
@@ -63,7 +46,7 @@ def suite_line(operators: Mapping[str, Mapping[str, Any]]) -> str:
 def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float, str]:
     op, info = item
     geomean = info.get("geomean_speedup_pct")
-    return OP_VERDICTS.index(info["verdict"]), geomean if geomean is not None else 0.0, op
+    return stats.OP_VERDICTS.index(info["verdict"]), geomean if geomean is not None else 0.0, op
 
 
 def operators_table(operators: Mapping[str, Mapping[str, Any]]) -> list[str]:

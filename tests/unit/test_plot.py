@@ -20,7 +20,8 @@ LONG_SHAPE = "[[16, 4096, 4096], [16, 4096, 128], [16, 128, 4096], [1, 1, 1], [2
 
 
 def figure(doc: dict[str, Any]) -> Any:
-    return plot.build_figure(as_report(doc), doc["caliber"], doc["caliber"]["noise_floor_pct"])
+    return plot.build_figure(as_report(doc), doc["caliber"], doc["caliber"]["noise_floor_pct"],
+                             doc.get("operators"))
 
 
 def thirty_rows() -> dict[str, Any]:
@@ -29,9 +30,8 @@ def thirty_rows() -> dict[str, Any]:
         pct = (i - 15) * 0.7 if i % 3 else (i - 15) * 6.0
         verdict = "faster" if pct > 3 else "slower" if pct < -3 else "same"
         rows.append({**ab_row(LONG_SHAPE if i % 4 == 0 else f"[[{64 * (i + 1)}, 64]]", 1.0, 1.0,
-                              pct, verdict, (pct - 1.0, pct + 1.0)),
-                     "op": ("layer_norm", "mm", "softmax")[i % 3]})
-    return document(rows=rows, caliber={**CALIBER, "op": "layer_norm,mm,softmax"})
+                              pct, verdict, (pct - 1.0, pct + 1.0)), "op": "layer_norm"})
+    return document(rows=rows, caliber={**CALIBER, "op": "layer_norm"})
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -106,9 +106,9 @@ def test_thirty_rows_keep_each_label_apart() -> None:
     assert len(extents) == 30
     assert all(low.y1 <= high.y0 + 0.5 for low, high in zip(extents, extents[1:], strict=False))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels[0].startswith("layer_norm float16 [[16, 4096, 4096]")
+    assert labels[0].startswith("float16 [[16, 4096, 4096]")
     assert "…" in labels[0] and labels[0].endswith("[1, 1, 1], [2, 2]]")
-    assert len(labels[0]) == len("layer_norm float16 ") + plot.LABEL_CHARS
+    assert len(labels[0]) == len("float16 ") + plot.LABEL_CHARS
 
 
 def test_a_single_operator_is_named_once_in_the_title_not_on_every_row() -> None:
@@ -181,3 +181,72 @@ def test_hostile_values_reach_the_title_as_plain_text_and_stay_inside() -> None:
     assert all(not t.get_parse_math() for t in fig.axes[0].get_yticklabels())
     box = fig.get_tightbbox(fig.canvas.get_renderer())
     assert box.x1 <= fig.bbox_inches.x1 + 1e-6 and box.x0 >= -1e-6
+
+
+def suite_document(n_ops: int = 3) -> dict[str, Any]:
+    """A suite campaign's ab.json: `n_ops` operators of two rows each, op k at about k-1 %,
+    their verdicts in `operators`, and one operator that never paired a row."""
+    rows, operators = [], {}
+    for k in range(n_ops):
+        op = f"op{k:03d}"
+        for shape, offset in (("[[64, 64]]", -0.5), ("[[4096, 4096]]", 0.5)):
+            rows.append({**ab_row(shape, 1.0, 1.0, k - 1 + offset, "same", (k - 2.0, k)),
+                         "op": op})
+        operators[op] = {"verdict": "slower" if k == 0 else "same", "rows": 2}
+    operators["unique"] = {"verdict": "failed", "rows": 0, "reason": "no paired row"}
+    return document(rows=rows, operators=operators,
+                    caliber={**CALIBER, "op": ",".join(operators)})
+
+
+def labels_top_down(fig: Any) -> list[str]:
+    ticks = fig.axes[0].get_yticklabels()
+    renderer = fig.canvas.get_renderer()
+    return [t.get_text() for t in sorted(ticks, key=lambda t: -t.get_window_extent(renderer).y0)]
+
+
+def test_a_suite_chart_has_a_line_per_operator_from_the_worst_up() -> None:
+    doc = suite_document(3)
+    doc["rows"][4:6] = [{**r, "speedup_pct": -30.0} for r in doc["rows"][4:6]]  # op002 worst
+    fig = figure(doc)
+    assert labels_top_down(fig) == ["unique (no paired row)", "op002 (2 rows)", "op000 (2 rows)",
+                                    "op001 (2 rows)"]
+    lines = plot.operator_lines(as_report(doc), doc["operators"])
+    assert [x.verdict for x in lines] == ["failed", "same", "slower", "same"]
+    assert lines[1].geomean == pytest.approx(-30.0) and lines[1].worst == -30.0
+    assert lines[2].ci_low is not None  # the interval of op000's geometric mean (two rows)
+
+
+def test_a_suite_chart_colours_each_operator_by_its_verdict_in_ab_json() -> None:
+    from matplotlib.colors import to_hex
+
+    fig = figure(suite_document(2))
+    markers = sorted((line for line in fig.axes[0].lines if line.get_marker() == "o"),
+                     key=lambda line: -line.get_ydata()[0])
+    assert [to_hex(m.get_color()) for m in markers] == [to_hex(plot.COLORS["slower"]),
+                                                        to_hex(plot.COLORS["same"])]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "95% interval of the geometric mean" in legend
+    assert "operator slower" in legend and "operator same" in legend
+
+
+def test_two_hundred_operators_stay_readable() -> None:
+    fig = figure(suite_document(200))
+    renderer = fig.canvas.get_renderer()
+    extents = sorted((t.get_window_extent(renderer) for t in fig.axes[0].get_yticklabels()),
+                     key=lambda e: e.y0)
+    assert len(extents) == 201
+    assert all(low.y1 <= high.y0 + 0.5 for low, high in zip(extents, extents[1:], strict=False))
+    box, page = fig.get_tightbbox(renderer), fig.bbox_inches
+    assert box.x0 >= page.x0 - 1e-6 and box.x1 <= page.x1 + 1e-6
+    assert box.y0 >= page.y0 - 1e-6 and box.y1 <= page.y1 + 1e-6
+    assert fig.get_figheight() * plot.DPI < 8000  # a PNG a browser still shows whole
+
+
+def test_an_operator_interval_wider_than_its_rows_stays_on_the_chart() -> None:
+    # Pinned: the x range followed the rows only, and on an H200 suite chart mul's interval
+    # (three rows, two degrees of freedom) ran off the right edge.
+    doc = suite_document(2)
+    low, high = figure(doc).axes[0].get_xlim()
+    lines = [x for x in plot.operator_lines(as_report(doc), doc["operators"]) if x.ci_low]
+    assert lines and all(low < x.ci_low and x.ci_high < high for x in lines)
+    assert max(x.ci_high for x in lines) > max(r["max_pct"] for r in doc["rows"])

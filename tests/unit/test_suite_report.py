@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import suite_report
+from harness import stats, suite_report
 
 
 @pytest.mark.parametrize(("verdicts", "failed", "expected"), [
@@ -17,7 +17,7 @@ from harness import suite_report
     (["faster"], True, "failed"),
 ])
 def test_an_operators_verdict_puts_regressions_first(verdicts, failed, expected):
-    assert suite_report.operator_verdict(verdicts, failed) == expected
+    assert stats.operator_verdict(verdicts, failed) == expected
 
 
 def row(op, speedup, verdict, shape="[8]"):
