@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Does the GIL hold back Triton compiling an autotune sweep on threads, on this host?
+
+COMPILE_WORKERS compiles a key's candidates on threads under Triton's AsyncCompileMode. Where a
+compiler holds the GIL through much of a compile, worker processes would do better. This
+compiles one matmul kernel under every config of a sweep three ways, each in a fresh process
+with an empty TRITON_CACHE_DIR: one after another, on N threads under AsyncCompileMode, and on
+N worker processes (started, and their Triton imported, before the clock runs). It prints one
+line per way and a verdict. Needs a Triton with `triton.runtime._async_compile` and a device it
+can compile for.
+
+    python3 scripts/compile_scaling.py [--workers 16] [--modes serial,threads,processes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+
+MODES = ("serial", "threads", "processes")
+# Processes beat threads by more than this factor: the threads wait on the GIL.
+GIL_BOUND_FACTOR = 1.33
+SHAPE = (4096, 4096, 4096)  # M, N, K: every block size divides it, as in a real sweep
+
+
+def sweep() -> list[dict[str, int]]:
+    """48 configs, the size of a matmul autotune sweep: tiles x K step x stages x warps."""
+    tiles = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+    return [{"BM": m, "BN": n, "BK": k, "num_stages": s, "num_warps": w}
+            for (m, n), k, s, w in itertools.product(tiles, (32, 64), (3, 4), (4, 8))]
+
+
+try:  # `--help` and the tests run without Triton
+    import triton
+    import triton.language as tl
+except ImportError:
+    triton = None
+
+if triton is not None:
+
+    @triton.jit
+    def matmul(a, b, c, m, n, k, lda, ldb, ldc,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        row = tl.program_id(0) * BM + tl.arange(0, BM)
+        col = tl.program_id(1) * BN + tl.arange(0, BN)
+        inner = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for start in range(0, k, BK):
+            x = tl.load(a + row[:, None] * lda + (start + inner)[None, :])
+            y = tl.load(b + (start + inner)[:, None] * ldb + col[None, :])
+            acc += tl.dot(x, y)
+        mask = (row[:, None] < m) & (col[None, :] < n)
+        tl.store(c + row[:, None] * ldc + col[None, :], acc.to(c.dtype.element_ty), mask=mask)
+
+
+def compile_one(config: Mapping[str, int]) -> None:
+    """Compile the kernel for one config without launching it."""
+    import torch
+
+    m, n, k = SHAPE
+    matmul.warmup(torch.float16, torch.float16, torch.float16, m, n, k, k, n, n,
+                     grid=(1,), **config)
+
+
+def _ready(_: int) -> int:
+    """A worker process's first task: find the device target (Triton is imported with this
+    module), then linger so that the next task goes to another worker."""
+    from triton.runtime import driver
+
+    driver.active.get_current_target()
+    time.sleep(0.5)
+    return os.getpid()
+
+
+def timed(mode: str, workers: int, configs: list[dict[str, int]]) -> float:
+    """Seconds to compile every config in `mode` (in this process, whose cache is empty)."""
+    if mode == "serial":
+        started = time.perf_counter()
+        for config in configs:
+            compile_one(config)
+        return time.perf_counter() - started
+    if mode == "threads":
+        from concurrent.futures import ThreadPoolExecutor
+
+        from triton.runtime._async_compile import AsyncCompileMode
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool):
+            for config in configs:
+                compile_one(config)
+        return time.perf_counter() - started
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        # every worker started and warm before the clock: a pool lives as long as a run
+        for _ in range(10):
+            if len(set(pool.map(_ready, range(workers * 2)))) == workers:
+                break
+        started = time.perf_counter()
+        list(pool.map(compile_one, configs))
+        return time.perf_counter() - started
+
+
+def verdict(seconds: Mapping[str, float]) -> str:
+    """What the measured seconds say about threads against processes."""
+    serial, threads, procs = (seconds.get(m) for m in MODES)
+    speedups = ", ".join(f"{m} {serial / s:.1f}x" for m, s in seconds.items()
+                         if serial and m != "serial" and s > 0)
+    if threads is None or procs is None:
+        return f"speedup over serial: {speedups or '-'}"
+    if threads > procs * GIL_BOUND_FACTOR:
+        return (f"GIL-bound: processes compile {threads / procs:.2f}x faster than threads "
+                f"({speedups})")
+    return f"threads suffice: processes are {threads / procs:.2f}x as fast ({speedups})"
+
+
+def _child(mode: str, workers: int) -> None:
+    configs = sweep()
+    print(f"SECONDS {timed(mode, workers, configs):.3f}", flush=True)
+
+
+def measure(modes: Iterable[str], workers: int) -> dict[str, float]:
+    """Each mode in a fresh process with an empty cache; {mode: seconds}."""
+    out = {}
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="compile-scaling-") as cache:
+            proc = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--child", mode,
+                 "--workers", str(workers)],
+                env={**os.environ, "TRITON_CACHE_DIR": cache}, capture_output=True, text=True,
+                check=False)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SECONDS ")]
+        if proc.returncode != 0 or not lines:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise SystemExit(f"error: mode {mode} failed (rc {proc.returncode}): {tail[0]}")
+        out[mode] = float(lines[-1].split()[1])
+        print(f"{mode}: {len(sweep())} configs in {out[mode]:.2f} s"
+              + ("" if mode == "serial" else f" on {workers} {mode}"), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=16, help="threads or processes (16)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated, of {', '.join(MODES)} (all)")
+    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers {args.workers}: give 1 or more")
+    if args.child:
+        _child(args.child, args.workers)
+        return 0
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        parser.error(f"--modes {args.modes!r}: choose from {', '.join(MODES)}")
+    if triton is None:
+        parser.error("Triton cannot be imported by this Python: nothing to compile with")
+    print(verdict(measure(modes, args.workers)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

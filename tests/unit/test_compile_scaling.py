@@ -1,0 +1,60 @@
+"""scripts/compile_scaling.py: its sweep, its verdict and its refusals (the timing itself needs
+Triton and a device)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compile_scaling.py"
+
+
+@pytest.fixture(scope="module")
+def cs():
+    spec = importlib.util.spec_from_file_location("compile_scaling", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sweep_is_48_distinct_configs_whose_tiles_divide_the_shape(cs):
+    configs = cs.sweep()
+    assert len(configs) == 48
+    assert len({tuple(sorted(c.items())) for c in configs}) == 48
+    m, n, k = cs.SHAPE
+    assert all(m % c["BM"] == 0 and n % c["BN"] == 0 and k % c["BK"] == 0 for c in configs)
+
+
+def test_threads_far_slower_than_processes_read_gil_bound(cs):
+    line = cs.verdict({"serial": 21.4, "threads": 4.4, "processes": 2.2})
+    assert line.startswith("GIL-bound: processes compile 2.00x faster than threads")
+    assert "threads 4.9x" in line and "processes 9.7x" in line
+
+
+def test_threads_close_to_processes_suffice(cs):
+    line = cs.verdict({"serial": 21.4, "threads": 4.4, "processes": 4.0})
+    assert line.startswith("threads suffice: processes are 1.10x as fast")
+
+
+def test_without_both_pools_only_speedups_are_given(cs):
+    assert cs.verdict({"serial": 20.0, "threads": 5.0}) == "speedup over serial: threads 4.0x"
+    assert cs.verdict({"threads": 5.0}) == "speedup over serial: -"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--workers", "0"], "--workers 0: give 1 or more"),
+    (["--modes", "serial,gpu"], "--modes 'serial,gpu': choose from serial, threads, processes"),
+])
+def test_bad_arguments_name_the_value_and_exit_2(cs, capsys, argv, message):
+    with pytest.raises(SystemExit) as info:
+        cs.main(argv)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_without_triton_it_says_so_instead_of_failing_per_mode(cs, capsys, monkeypatch):
+    monkeypatch.setattr(cs, "triton", None)
+    with pytest.raises(SystemExit) as info:
+        cs.main(["--modes", "serial"])
+    assert info.value.code == 2 and "Triton cannot be imported" in capsys.readouterr().err
