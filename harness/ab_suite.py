@@ -45,6 +45,9 @@ from harness.supervise import GRACE_S, Running, Scheduler, deferred_signals, sto
 LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
 # Settings a resume may not change: they decide whether the new rounds compare with the old.
 RESUME_FIXED = ("backend", "level", "mode")
+# What a resume reads besides --resume, --only and the executor's flags: the fixed caliber
+# (refused when it differs), where units run, how many rounds, and whether to only print.
+RESUME_TAKES = ("BACKEND", "LEVEL", "MODE", "DEVICES", "ROUNDS", "DRY_RUN")
 # The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
 UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
     "OP", "OP_FILE", "TEST_NODE", "AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "DEVICES"))
@@ -221,6 +224,7 @@ def _with_node(settings: Settings, node: str) -> Settings:
 def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
     directory = Path(str(flags["resume"]))
+    refuse_unused(flags)
     doc = campaign.load(directory)
     given = {}
     for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
@@ -259,6 +263,21 @@ def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
         doc.setdefault("slurm", {"flags": {}, "submissions": []})["flags"] = kept
         return slurm_drive.drive_campaign(directory, doc, settings, cfg, out)
     return drive(directory, doc, settings, devices, out)
+
+
+def refuse_unused(flags: Mapping[str, Any]) -> None:
+    """A resume runs the campaign's own settings: a setting given with it that it would not
+    use (OP=mm, DTYPES=...) is refused rather than silently dropped."""
+    unused = [var.make for var in spec.VARS
+              if var.make not in RESUME_TAKES and flags.get(var.dest) not in (None, "")]
+    unused += [name for name, dest in (("OPS", "ops"), ("OPS_FILE", "ops_file"),
+                                       ("WALLS_FROM", "walls_from"))
+               if flags.get(dest) not in (None, "")]
+    if unused:
+        raise UsageError(
+            f"RESUME runs the campaign with its own settings; {', '.join(unused)} cannot be "
+            "given with it (a resume takes ROUNDS, ONLY, DEVICES, DRY_RUN, EXECUTOR and the "
+            "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
 
 
 def _load_operators(directory: Path) -> dict[str, Any]:

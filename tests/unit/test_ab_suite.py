@@ -139,3 +139,18 @@ def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path, monkeypatc
     lines = ab_suite._first_unit(doc, settings(devices="1,0"), plan, tmp_path)
     assert lines[0].endswith("--devices 1")
     assert "  devices: 1" in lines and "  devices: 1,0" not in lines
+
+
+def test_a_resume_refuses_settings_it_would_silently_drop():
+    # Regression: `make ab RESUME=<dir> OP=mm DTYPES=float32` resumed the campaign as it was
+    # and said nothing of OP or DTYPES.
+    from harness.errors import UsageError
+
+    with pytest.raises(UsageError) as info:
+        ab_suite.refuse_unused({"resume": "d", "op": "mm", "dtypes": "float32", "ops": "a,b",
+                                "rounds": "3"})
+    assert "; OP, DTYPES, OPS cannot be given with it" in str(info.value)
+    ab_suite.refuse_unused({"resume": "d", "rounds": "5", "devices": "0,1", "dry_run": "1",
+                            "backend": "cpu", "level": "core", "mode": "auto", "only": "same",
+                            "executor": "slurm", "slurm_partition": "gpu", "op": None,
+                            "dtypes": ""})
