@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Does the GIL hold back Triton compiling an autotune sweep on threads, on this host?
 
-COMPILE_WORKERS compiles a key's candidates on threads under Triton's AsyncCompileMode. Where a
-compiler holds the GIL through much of a compile, worker processes would do better. This
-compiles one matmul kernel under every config of a sweep three ways, each in a fresh process
-with an empty TRITON_CACHE_DIR: one after another, on N threads under AsyncCompileMode, and on
-N worker processes (started, and their Triton imported, before the clock runs). It prints one
-line per way and a verdict. Needs a Triton with `triton.runtime._async_compile` and a device it
-can compile for.
+COMPILE_WORKERS compiles a key's candidates on threads (Triton's AsyncCompileMode hands each
+compile to a thread pool). Where a compiler holds the GIL through much of a compile, worker
+processes would do better. This compiles one matmul kernel under every config of a sweep
+(`triton.compile`, what a compile thread runs) three ways, each in a fresh process with an
+empty TRITON_CACHE_DIR: one after another, on N threads, and on N worker processes (started,
+Triton imported, before the clock runs). It prints one line per way and a verdict. It needs
+Triton and, without --target, a device; with --target (e.g. cuda:90) it compiles for that
+target on a host without one.
 
     python3 scripts/compile_scaling.py [--workers 16] [--modes serial,threads,processes]
+                                       [--target cuda:90]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 MODES = ("serial", "threads", "processes")
 # Processes beat threads by more than this factor: the threads wait on the GIL.
@@ -39,6 +42,7 @@ def sweep() -> list[dict[str, int]]:
 try:  # `--help` and the tests run without Triton
     import triton
     import triton.language as tl
+    from triton.compiler import ASTSource
 except ImportError:
     triton = None
 
@@ -59,42 +63,58 @@ if triton is not None:
         tl.store(c + row[:, None] * ldc + col[None, :], acc.to(c.dtype.element_ty), mask=mask)
 
 
-def compile_one(config: Mapping[str, int]) -> None:
-    """Compile the kernel for one config without launching it."""
-    import torch
+SIGNATURE = {"a": "*fp16", "b": "*fp16", "c": "*fp16", "m": "i32", "n": "i32", "k": "i32",
+             "lda": "i32", "ldb": "i32", "ldc": "i32",
+             "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
 
-    m, n, k = SHAPE
-    matmul.warmup(torch.float16, torch.float16, torch.float16, m, n, k, k, n, n,
-                     grid=(1,), **config)
+
+def parse_target(text: str | None) -> Any:
+    """`backend:arch` (cuda:90, hip:gfx942) as a Triton GPUTarget; None: the device's own."""
+    if text is None:
+        from triton.runtime import driver
+
+        return driver.active.get_current_target()
+    from triton.backends.compiler import GPUTarget
+
+    backend, _, arch = text.partition(":")
+    if not backend or not arch:
+        raise ValueError(f"--target {text!r}: expected backend:arch, e.g. cuda:90 or hip:gfx942")
+    return GPUTarget(backend, int(arch) if arch.isdigit() else arch,
+                     32 if backend == "cuda" else 64)
+
+
+def compile_one(config: Mapping[str, int], target: Any) -> None:
+    """Compile the kernel for one config (for `target`) without launching it."""
+    constexprs = {name: config[name] for name in ("BM", "BN", "BK")}
+    options = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    triton.compile(ASTSource(matmul, SIGNATURE, constexprs=constexprs), target=target,
+                   options=options)
 
 
 def _ready(_: int) -> int:
-    """A worker process's first task: find the device target (Triton is imported with this
-    module), then linger so that the next task goes to another worker."""
-    from triton.runtime import driver
-
-    driver.active.get_current_target()
+    """A worker process's first task (Triton is imported with this module); it lingers so
+    that the next task goes to another worker."""
     time.sleep(0.5)
     return os.getpid()
 
 
-def timed(mode: str, workers: int, configs: list[dict[str, int]]) -> float:
+def timed(mode: str, workers: int, configs: list[dict[str, int]], target: Any) -> float:
     """Seconds to compile every config in `mode` (in this process, whose cache is empty)."""
+    from functools import partial
+
+    one = partial(compile_one, target=target)
     if mode == "serial":
         started = time.perf_counter()
         for config in configs:
-            compile_one(config)
+            one(config)
         return time.perf_counter() - started
     if mode == "threads":
         from concurrent.futures import ThreadPoolExecutor
 
-        from triton.runtime._async_compile import AsyncCompileMode
-
-        started = time.perf_counter()
-        with ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool):
-            for config in configs:
-                compile_one(config)
-        return time.perf_counter() - started
+        with ThreadPoolExecutor(workers) as pool:
+            started = time.perf_counter()
+            list(pool.map(one, configs))
+            return time.perf_counter() - started
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -104,7 +124,7 @@ def timed(mode: str, workers: int, configs: list[dict[str, int]]) -> float:
             if len(set(pool.map(_ready, range(workers * 2)))) == workers:
                 break
         started = time.perf_counter()
-        list(pool.map(compile_one, configs))
+        list(pool.map(one, configs))
         return time.perf_counter() - started
 
 
@@ -121,19 +141,19 @@ def verdict(seconds: Mapping[str, float]) -> str:
     return f"threads suffice: processes are {threads / procs:.2f}x as fast ({speedups})"
 
 
-def _child(mode: str, workers: int) -> None:
+def _child(mode: str, workers: int, target: str | None) -> None:
     configs = sweep()
-    print(f"SECONDS {timed(mode, workers, configs):.3f}", flush=True)
+    print(f"SECONDS {timed(mode, workers, configs, parse_target(target)):.3f}", flush=True)
 
 
-def measure(modes: Iterable[str], workers: int) -> dict[str, float]:
+def measure(modes: Iterable[str], workers: int, target: str | None = None) -> dict[str, float]:
     """Each mode in a fresh process with an empty cache; {mode: seconds}."""
     out = {}
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="compile-scaling-") as cache:
             proc = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", mode,
-                 "--workers", str(workers)],
+                 "--workers", str(workers), *(["--target", target] if target else [])],
                 env={**os.environ, "TRITON_CACHE_DIR": cache}, capture_output=True, text=True,
                 check=False)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SECONDS ")]
@@ -151,12 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=16, help="threads or processes (16)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated, of {', '.join(MODES)} (all)")
+    parser.add_argument("--target", default=None, metavar="BACKEND:ARCH",
+                        help="compile for this target, e.g. cuda:90 (default: the device's)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: give 1 or more")
     if args.child:
-        _child(args.child, args.workers)
+        _child(args.child, args.workers, args.target)
         return 0
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
@@ -164,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes {args.modes!r}: choose from {', '.join(MODES)}")
     if triton is None:
         parser.error("Triton cannot be imported by this Python: nothing to compile with")
-    print(verdict(measure(modes, args.workers)))
+    if args.target is not None:
+        try:
+            parse_target(args.target)
+        except ValueError as exc:
+            parser.error(str(exc))
+    print(verdict(measure(modes, args.workers, args.target)))
     return 0
 
 

@@ -4,6 +4,7 @@ Triton and a device)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,19 @@ def test_without_triton_it_says_so_instead_of_failing_per_mode(cs, capsys, monke
     with pytest.raises(SystemExit) as info:
         cs.main(["--modes", "serial"])
     assert info.value.code == 2 and "Triton cannot be imported" in capsys.readouterr().err
+
+
+def test_a_target_is_backend_colon_arch(cs, monkeypatch):
+    import collections
+    import types
+
+    target = collections.namedtuple("GPUTarget", "backend arch warp_size")
+    for name in ("triton", "triton.backends"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    compiler = types.ModuleType("triton.backends.compiler")
+    compiler.GPUTarget = target
+    monkeypatch.setitem(sys.modules, "triton.backends.compiler", compiler)
+    assert cs.parse_target("cuda:90") == target("cuda", 90, 32)
+    assert cs.parse_target("hip:gfx942") == target("hip", "gfx942", 64)
+    with pytest.raises(ValueError, match="--target 'cuda': expected backend:arch"):
+        cs.parse_target("cuda")
