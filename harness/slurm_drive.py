@@ -202,7 +202,7 @@ class Watch:
         ended = (self.slurm.ended(list(self.jobs), {t: started.get(t) for t in tasks})
                  if missing else {})
         return self.signal, {
-            i: ended.get(f"{job}_{n}") or slurm_text.unrecorded(f"{job}_{n}", ended, started)
+            i: slurm_text.settled(f"{job}_{n}", ended, started)
             for i in missing for job, n in [self.items[i]]}
 
 

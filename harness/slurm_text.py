@@ -46,6 +46,20 @@ class TaskState:
         return f"slurm task {self.task} {self.state}{exit_code}{reason}"
 
 
+def settled(task: str, ended: Mapping[str, TaskState], started: Mapping[str, str]
+            ) -> TaskState:
+    """How a task that left no done file ended: Slurm's record of it (`ended`), else
+    `unrecorded`. A task cancelled before it started reads cancelled_while_pending either way:
+    Slurm keeps a record of such an element only when it had split it off the array's pending
+    range, and then with the pending reason (JobArrayTaskLimit) and a meaningless 0:0."""
+    state = ended.get(task)
+    if state is None:
+        return unrecorded(task, ended, started)
+    if state.state == "CANCELLED" and task not in started:
+        return TaskState(task, "CANCELLED", "cancelled_while_pending")
+    return state
+
+
 def unrecorded(task: str, ended: Mapping[str, TaskState], started: Mapping[str, str]
                 ) -> TaskState:
     """A task Slurm has no record of. One that never started while its array's other tasks

@@ -373,3 +373,28 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-1] == ("estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), "
                          "longest first")
+
+
+class SplitsPending(FakeSlurm):
+    """Real Slurm after `scancel J_1` of a pending element it had split off the array: a
+    record of 7_1, CANCELLED with its pending reason and exit 0:0."""
+
+    def ended(self, jobs, tasks):
+        return {"7_0": TaskState("7_0", "COMPLETED", None, "0:0"),
+                "7_1": TaskState("7_1", "CANCELLED", "JobArrayTaskLimit", "0:0")}
+
+
+def test_a_task_cancelled_while_pending_reads_the_same_with_or_without_a_record(tmp_path):
+    # Regression: on the single-node cluster the same scancel of a pending element read
+    # "CANCELLED exit=0:0 reason=JobArrayTaskLimit" when Slurm had kept a record of it.
+    fake = SplitsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
+    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+                                   lambda *_: None, print, False, 0).run()
+    assert missing == {"b/r0": TaskState("7_1", "CANCELLED", "cancelled_while_pending")}
+    started = tmp_path / "slurm" / "started" / "7_1.json"
+    started.parent.mkdir(parents=True, exist_ok=True)
+    started.write_text(json.dumps({"job_id": "9"}))  # it ran, then was cancelled: as recorded
+    fake = SplitsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
+    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+                                   lambda *_: None, print, False, 0).run()
+    assert missing["b/r0"] == TaskState("7_1", "CANCELLED", "JobArrayTaskLimit", "0:0")
