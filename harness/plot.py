@@ -206,27 +206,29 @@ def title_text(report: AbReport, caliber: Mapping[str, Any]) -> str:
     return f"{first}\n{', '.join(facts)}"
 
 
+def _draw_line(ax: Axes, y: int, verdict: str, span: tuple[float, float],
+               interval: tuple[float | None, float | None], point: float) -> None:
+    """One line of the chart: a thin span, a thick interval where there is one, a dot."""
+    color = COLORS.get(verdict, OTHER_COLOR)
+    ax.hlines(y, *span, color=color, linewidth=1, alpha=0.6)
+    if interval[0] is not None and interval[1] is not None:
+        ax.hlines(y, *interval, color=color, linewidth=4, alpha=0.8)
+    ax.plot([point], [y], "o", color=color, markersize=6, markeredgecolor="black",
+            markeredgewidth=0.5, zorder=3)
+
+
 def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
     for y, row in zip(range(len(rows) - 1, -1, -1), rows, strict=True):
         s = row.stats
-        color = COLORS.get(s.verdict.value, OTHER_COLOR)
-        ax.hlines(y, s.min_pct, s.max_pct, color=color, linewidth=1, alpha=0.6)
-        if s.ci_low_pct is not None and s.ci_high_pct is not None:
-            ax.hlines(y, s.ci_low_pct, s.ci_high_pct, color=color, linewidth=4, alpha=0.8)
-        ax.plot([s.speedup_pct], [y], "o", color=color, markersize=6,
-                markeredgecolor="black", markeredgewidth=0.5, zorder=3)
+        _draw_line(ax, y, s.verdict.value, (s.min_pct, s.max_pct),
+                   (s.ci_low_pct, s.ci_high_pct), s.speedup_pct)
 
 
 def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
     for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
-        if line.geomean is None:
-            continue
-        color = COLORS.get(line.verdict, OTHER_COLOR)
-        ax.hlines(y, line.worst, line.best, color=color, linewidth=1, alpha=0.6)
-        if line.ci_low is not None and line.ci_high is not None:
-            ax.hlines(y, line.ci_low, line.ci_high, color=color, linewidth=4, alpha=0.8)
-        ax.plot([line.geomean], [y], "o", color=color, markersize=6,
-                markeredgecolor="black", markeredgewidth=0.5, zorder=3)
+        if line.geomean is not None:
+            _draw_line(ax, y, line.verdict, (line.worst, line.best),
+                       (line.ci_low, line.ci_high), line.geomean)
 
 
 def _legend_handles(report: AbReport, floor: float | None,
