@@ -54,9 +54,7 @@ UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
 
 
 def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str | None:
-    var = spec.VARS_BY_MAKE[name]
-    value = flags.get(var.dest)
-    return str(value) if value not in (None, "") else (env.get(var.env) or None)
+    return spec.VARS_BY_MAKE[name].given(flags, env)
 
 
 def settings_argv(settings: Settings) -> list[str]:

@@ -122,8 +122,7 @@ def operator_lines(report: AbReport, operators: Mapping[str, Mapping[str, Any]] 
         rows = by_op.get(op, [])
         verdict = (operators.get(op) or {}).get("verdict") or stats.operator_verdict(
             [r.stats.verdict.value for r in rows], False)
-        mean = means.get(op) or (stats.geomean_stats([r.stats.speedup_pct for r in rows])
-                                 if rows else None)
+        mean = means.get(op)  # every operator with a paired row has one
         speedups = [r.stats.speedup_pct for r in rows]
         lines.append(OperatorLine(op, str(verdict), len(rows)) if mean is None else
                      OperatorLine(op, str(verdict), len(rows), mean.speedup_pct, mean.ci_low_pct,

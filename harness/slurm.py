@@ -69,9 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _value(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
-    var = next(v for v in VARS if v.make == name)
-    value = flags.get(var.dest)
-    return str(value) if value not in (None, "") else (env.get(var.env) or None)
+    return next(v for v in VARS if v.make == name).given(flags, env)
 
 
 def executor(flags: Mapping[str, object], env: Mapping[str, str], default: str = "local"

@@ -64,6 +64,11 @@ class Var:
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
 
+    def given(self, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+        """Its value where one was given: the flag's, else its environment variable's."""
+        value = flags.get(self.dest)
+        return str(value) if value not in (None, "") else (env.get(self.env) or None)
+
     def label(self, source: str) -> str:
         """How an error names the variable: by the spelling the user actually wrote."""
         if source == "flag":
