@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.boundary import PRECOMPILE_FILE
 
@@ -26,6 +27,27 @@ def default_workers(cores: int | None = None) -> int:
         except AttributeError:  # no affinity call on this platform
             cores = os.cpu_count() or 1
     return max(1, min(DEFAULT_CAP, cores))
+
+
+def compile_cost(config: Any) -> float:
+    """A guess at how long `config` takes to compile, to start the slowest compiles first.
+
+    A compile runs on one thread, so a sweep's compiling ends no sooner than its slowest
+    compile does after it started; started last, it keeps the threads waiting. Compile time
+    grows with the code unrolled per warp: the product of the config's integer
+    meta-parameters (its block sizes) times its pipeline stages, over its warps. It ranked the
+    one-thread compile times of scripts/compile_scaling.py's 48-config matmul sweep (0.1 to
+    2.7 s each) with a Kendall tau of 0.73 and 0.84 in two runs. Only the order in which
+    compiles start depends on it: what is compiled, and what the tuner times in which order,
+    do not.
+    """
+    size = 1
+    for value in config.kwargs.values():
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            size *= value
+    stages = getattr(config, "num_stages", None) or 1
+    warps = getattr(config, "num_warps", None) or 1
+    return size * stages / warps
 
 
 def off_reason(workers: int, tunes_with_triton: bool, features: Mapping[str, bool]) -> str | None:

@@ -6,12 +6,14 @@ compile to a thread pool). Where a compiler holds the GIL through much of a comp
 processes would do better. This compiles one matmul kernel under every config of a sweep
 (`triton.compile`, what a compile thread runs) three ways, each in a fresh process with an
 empty TRITON_CACHE_DIR: one after another, on N threads, and on N worker processes (started,
-Triton imported, before the clock runs). It prints one line per way and a verdict. It needs
-Triton and, without --target, a device; with --target (e.g. cuda:90) it compiles for that
-target on a host without one.
+Triton imported, before the clock runs). It prints one line per way and a verdict, and from
+the serial way how well the precompile plugin's `compile_cost` ranks the compiles by time.
+Threads and processes start the costliest compiles first, as the plugin does (`--order given`:
+in the sweep's order, small tiles first). It needs Triton and, without --target, a device; with
+--target (e.g. cuda:90) it compiles for that target on a host without one.
 
     python3 scripts/compile_scaling.py [--workers 16] [--modes serial,threads,processes]
-                                       [--target cuda:90]
+                                       [--order cost|given] [--target cuda:90]
 """
 
 from __future__ import annotations
@@ -23,10 +25,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness.precompile import compile_cost  # noqa: E402 the harness beside this script
+
 MODES = ("serial", "threads", "processes")
+ORDERS = ("cost", "given")
 # Processes beat threads by more than this factor: the threads wait on the GIL.
 GIL_BOUND_FACTOR = 1.33
 SHAPE = (4096, 4096, 4096)  # M, N, K: every block size divides it, as in a real sweep
@@ -68,6 +76,24 @@ SIGNATURE = {"a": "*fp16", "b": "*fp16", "c": "*fp16", "m": "i32", "n": "i32", "
              "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
 
 
+def cost(config: Mapping[str, int]) -> float:
+    """The plugin's compile_cost of a sweep config."""
+    meta = {k: v for k, v in config.items() if k not in ("num_stages", "num_warps")}
+    return compile_cost(types.SimpleNamespace(kwargs=meta, num_stages=config["num_stages"],
+                                              num_warps=config["num_warps"]))
+
+
+def kendall_tau(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Kendall's tau-a of two equally long sequences: +1 when they rank alike, -1 reversed."""
+    def sign(d: float) -> int:
+        return (d > 0) - (d < 0)
+
+    pairs = [(i, j) for i in range(len(xs)) for j in range(i + 1, len(xs))]
+    if not pairs:
+        return 0.0
+    return sum(sign(xs[i] - xs[j]) * sign(ys[i] - ys[j]) for i, j in pairs) / len(pairs)
+
+
 def parse_target(text: str | None) -> Any:
     """`backend:arch` (cuda:90, hip:gfx942) as a Triton GPUTarget; None: the device's own."""
     if text is None:
@@ -98,23 +124,27 @@ def _ready(_: int) -> int:
     return os.getpid()
 
 
-def timed(mode: str, workers: int, configs: list[dict[str, int]], target: Any) -> float:
-    """Seconds to compile every config in `mode` (in this process, whose cache is empty)."""
+def timed(mode: str, workers: int, configs: list[dict[str, int]], target: Any
+          ) -> tuple[float, list[float]]:
+    """Seconds to compile every config in `mode` (in this process, whose cache is empty), and
+    in the serial mode each config's seconds, in the order of `configs`."""
     from functools import partial
 
     one = partial(compile_one, target=target)
     if mode == "serial":
-        started = time.perf_counter()
+        each = []
         for config in configs:
+            started = time.perf_counter()
             one(config)
-        return time.perf_counter() - started
+            each.append(time.perf_counter() - started)
+        return sum(each), each
     if mode == "threads":
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(workers) as pool:
             started = time.perf_counter()
             list(pool.map(one, configs))
-            return time.perf_counter() - started
+            return time.perf_counter() - started, []
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -125,7 +155,19 @@ def timed(mode: str, workers: int, configs: list[dict[str, int]], target: Any) -
                 break
         started = time.perf_counter()
         list(pool.map(one, configs))
-        return time.perf_counter() - started
+        return time.perf_counter() - started, []
+
+
+def ordered(configs: list[dict[str, int]], order: str) -> list[dict[str, int]]:
+    """The sweep in the order its compiles start: costliest first, or as given."""
+    return sorted(configs, key=cost, reverse=True) if order == "cost" else list(configs)
+
+
+def ranking(configs: Sequence[Mapping[str, int]], seconds: Sequence[float]) -> str:
+    """How well compile_cost ranks the measured one-at-a-time compile times."""
+    tau = kendall_tau([cost(c) for c in configs], seconds)
+    return (f"compile_cost ranks the {len(seconds)} serial compiles with Kendall tau {tau:.2f} "
+            f"(slowest {max(seconds):.2f} s, fastest {min(seconds):.2f} s)")
 
 
 def verdict(seconds: Mapping[str, float]) -> str:
@@ -141,19 +183,24 @@ def verdict(seconds: Mapping[str, float]) -> str:
     return f"threads suffice: processes are {threads / procs:.2f}x as fast ({speedups})"
 
 
-def _child(mode: str, workers: int, target: str | None) -> None:
-    configs = sweep()
-    print(f"SECONDS {timed(mode, workers, configs, parse_target(target)):.3f}", flush=True)
+def _child(mode: str, workers: int, target: str | None, order: str) -> None:
+    configs = sweep() if mode == "serial" else ordered(sweep(), order)
+    total, each = timed(mode, workers, configs, parse_target(target))
+    for index, seconds in enumerate(each):
+        print(f"CONFIG {index} {seconds:.4f}", flush=True)
+    print(f"SECONDS {total:.3f}", flush=True)
 
 
-def measure(modes: Iterable[str], workers: int, target: str | None = None) -> dict[str, float]:
+def measure(modes: Iterable[str], workers: int, target: str | None = None,
+            order: str = "cost") -> dict[str, float]:
     """Each mode in a fresh process with an empty cache; {mode: seconds}."""
     out = {}
     for mode in modes:
         with tempfile.TemporaryDirectory(prefix="compile-scaling-") as cache:
             proc = subprocess.run(
                 [sys.executable, os.path.abspath(__file__), "--child", mode,
-                 "--workers", str(workers), *(["--target", target] if target else [])],
+                 "--workers", str(workers), "--order", order,
+                 *(["--target", target] if target else [])],
                 env={**os.environ, "TRITON_CACHE_DIR": cache}, capture_output=True, text=True,
                 check=False)
         lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("SECONDS ")]
@@ -162,7 +209,11 @@ def measure(modes: Iterable[str], workers: int, target: str | None = None) -> di
             raise SystemExit(f"error: mode {mode} failed (rc {proc.returncode}): {tail[0]}")
         out[mode] = float(lines[-1].split()[1])
         print(f"{mode}: {len(sweep())} configs in {out[mode]:.2f} s"
-              + ("" if mode == "serial" else f" on {workers} {mode}"), flush=True)
+              + ("" if mode == "serial" else f" on {workers} {mode}, {order} order"), flush=True)
+        each = [float(ln.split()[2]) for ln in proc.stdout.splitlines()
+                if ln.startswith("CONFIG ")]
+        if each:
+            print(ranking(sweep(), each), flush=True)
     return out
 
 
@@ -173,12 +224,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(MODES)} (all)")
     parser.add_argument("--target", default=None, metavar="BACKEND:ARCH",
                         help="compile for this target, e.g. cuda:90 (default: the device's)")
+    parser.add_argument("--order", choices=ORDERS, default="cost",
+                        help="start the costliest compiles first (cost) or in sweep order")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error(f"--workers {args.workers}: give 1 or more")
     if args.child:
-        _child(args.child, args.workers, args.target)
+        _child(args.child, args.workers, args.target, args.order)
         return 0
     modes = [m for m in args.modes.split(",") if m]
     unknown = [m for m in modes if m not in MODES]
@@ -191,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             parse_target(args.target)
         except ValueError as exc:
             parser.error(str(exc))
-    print(verdict(measure(modes, args.workers, args.target)))
+    print(verdict(measure(modes, args.workers, args.target, args.order)))
     return 0
 
 

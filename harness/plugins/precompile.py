@@ -21,6 +21,7 @@ from harness.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
 from harness.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
 from harness.fsutil import atomic_write_json
 from harness.plugins.markers import write_marker
+from harness.precompile import compile_cost
 
 READER = "the precompile plugin"
 
@@ -111,12 +112,12 @@ class Precompiler:
     A tuner prunes its configs only when its cache lacks the key, for FlagGems' LibTuner and
     plain Triton autotuners alike. The wrapper takes the candidates that pruning (and the
     autotune plugin's replay pin or run-off, or the warmup_share plugin's share) left,
-    launches each with `warmup=True` under Triton's `AsyncCompileMode` over N threads, and
-    waits for every compile before returning the same list, in the same order; the tuner then
-    times them one by one, each launch finding its kernel compiled. A candidate that fails to
-    compile fails again, as it always did, when the tuner times it. Under a parallel warmup's
-    claims, a candidate is claimed just before a thread is free to compile it, so shards
-    still split the configs by how fast they compile.
+    launches each with `warmup=True` under Triton's `AsyncCompileMode` over N threads, the
+    costliest (`compile_cost`) first, and waits for every compile before returning the same list, in
+    the same order; the tuner then times them one by one, each launch finding its kernel
+    compiled. A candidate that fails to compile fails again, as it always did, when the tuner
+    times it. Under a parallel warmup's claims, a candidate is claimed just before a thread is
+    free to compile it, so shards still split the configs by how fast they compile.
     """
 
     def __init__(self, config: pytest.Config, workers: int, run_dir: Path) -> None:
@@ -155,7 +156,7 @@ class Precompiler:
         claim = self._claimer(tuner)
         started, before = time.perf_counter(), len(self.pool.futures)
         with mode_cls(self.pool, ignore_errors=True):
-            for config in todo:
+            for config in sorted(todo, key=compile_cost, reverse=True):
                 self.pool.free.acquire()  # claim no config before a thread can compile it
                 submitted = len(self.pool.futures)
                 try:

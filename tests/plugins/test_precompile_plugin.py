@@ -88,23 +88,24 @@ class JITFunction:
     def __init__(self):
         self.kernel_cache = {}
 
-    def _compile(self, block):
-        LOG.append(("compile", block, threading.current_thread().name))
+    def _compile(self, block, desc=None):
+        LOG.append(("compile", block, threading.current_thread().name, desc))
         if block == 48:
             raise OutOfResources(f"BLOCK={block} needs more shared memory than there is")
         return f"kernel{block}"
 
     def run(self, *args, grid, warmup, **kwargs):
-        key = (kwargs["BLOCK"], kwargs["num_warps"])
+        # like a TMA descriptor's block shape, an argument's block is specialized on
+        key = (kwargs["BLOCK"], kwargs["num_warps"], getattr(args[0], "block", None))
         kernel = self.kernel_cache.get(key)
         if kernel is None:
             mode = _async_compile.active_mode.get() if _async_compile else None
             if mode is not None:
                 def finalize(k, key=key):
                     self.kernel_cache[key] = k
-                kernel = mode.submit(key, lambda: self._compile(key[0]), finalize)
+                kernel = mode.submit(key, lambda: self._compile(key[0], key[2]), finalize)
             else:
-                kernel = self.kernel_cache[key] = self._compile(key[0])
+                kernel = self.kernel_cache[key] = self._compile(key[0], key[2])
         if not warmup:
             LOG.append(("launch", kwargs["BLOCK"]))
         return kernel
@@ -124,6 +125,8 @@ class Autotuner:
     def _bench(self, *args, config, **meta):
         LOG.append(("time", config.kwargs["BLOCK"]))
         current = dict(meta, **config.all_kwargs())
+        if config.pre_hook:
+            config.pre_hook({**self.nargs, **current})
         self.pre_hook({**self.nargs, **current})
         try:
             self.fn.run(*args, **current)
@@ -144,6 +147,8 @@ class Autotuner:
                 self.cache[key] = min(timings, key=timings.get)
                 self.configs_timings = timings
         config = self.best_config = self.cache[key]
+        if config.pre_hook:
+            config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
         ret = self.fn.run(*args, **kwargs, **config.all_kwargs())
         self.nargs = None
         return ret
@@ -188,7 +193,8 @@ def suite(pytester, monkeypatch):
     return pytester
 
 
-def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, plugins=()):
+def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, plugins=(),
+        test=TEST):
     """Run the suite with the precompile plugin (workers > 0) and `plugins`; return the
     pytest result and the log the test wrote."""
     mod = pytester.path / "triton" / "runtime" / "_async_compile.py"
@@ -206,7 +212,7 @@ def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, p
     if workers:
         monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, str(workers))
         args += ["-p", "harness.plugins.precompile"]
-    pytester.makepyfile(test_kernels=TEST.format(sizes=sizes))
+    pytester.makepyfile(test_kernels=test.format(sizes=sizes))
     result = pytester.runpytest_subprocess(*args)
     log_file = run_dir / "log.json"
     return result, json.loads(log_file.read_text()) if log_file.exists() else None, run_dir
@@ -234,6 +240,16 @@ def test_every_candidate_is_compiled_once_on_the_threads_then_timed_in_order(
                      "seconds": facts["seconds"], "skipped": {}}
     result.stdout.fnmatch_lines(["COMPILE_WORKERS_DONE workers=4 keys=1 candidates=5 "
                                  "compiled=5 failed=1 seconds=*"])
+
+
+def test_the_costliest_compiles_start_first_and_the_tuner_times_in_its_own_order(
+        suite, monkeypatch, tmp_path):
+    # one thread: the compiles run in the order they were handed out
+    result, log, _ = run(suite, monkeypatch, tmp_path, workers=1)
+    result.assert_outcomes(passed=1)
+    assert events(log, "compile")[:5] == [128, 64, 48, 32, 16]
+    assert events(log, "time") == [16, 32, 48, 64, 128]
+    assert log["winners"] == {"(8,)": 32}
 
 
 def test_off_is_identical_to_no_plugin(suite, monkeypatch, tmp_path):
@@ -294,7 +310,7 @@ def test_claimed_shards_compile_only_the_configs_they_claim(suite, monkeypatch, 
     # the first shard claimed every config; the second compiles none of them ahead (only its
     # run's launch of the config it settled on, as without the plugin)
     assert sorted(events(first, "compile")) == [16, 32, 48, 48, 64, 128]
-    assert [e for e in second["log"] if e[0] == "compile"] == [["compile", 16, "MainThread"]]
+    assert [e for e in second["log"] if e[0] == "compile"] == [["compile", 16, "MainThread", None]]
     assert events(second, "time") == []  # another shard's configs time as inf, unrun
 
 

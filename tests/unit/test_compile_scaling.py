@@ -75,3 +75,31 @@ def test_a_target_is_backend_colon_arch(cs, monkeypatch):
     assert cs.parse_target("hip:gfx942") == target("hip", "gfx942", 64)
     with pytest.raises(ValueError, match="--target 'cuda': expected backend:arch"):
         cs.parse_target("cuda")
+
+
+def test_kendall_tau_reads_alike_reversed_and_mixed_rankings(cs):
+    assert cs.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert cs.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+    assert cs.kendall_tau([1, 2, 3], [1, 3, 2]) == pytest.approx(1 / 3)
+    assert cs.kendall_tau([5], [1]) == 0.0
+
+
+def test_cost_order_starts_the_biggest_tiles_on_fewest_warps_first(cs):
+    configs = cs.ordered(cs.sweep(), "cost")
+    assert sorted(map(str, configs)) == sorted(map(str, cs.sweep()))  # same configs
+    first, last = configs[0], configs[-1]
+    assert first["BM"] * first["BN"] == 256 * 128 and first["num_warps"] == 4
+    assert (last["BM"], last["BN"], last["BK"], last["num_warps"]) == (64, 64, 32, 8)
+    assert cs.ordered(cs.sweep(), "given") == cs.sweep()
+
+
+def test_ranking_reports_tau_and_the_spread_of_serial_compiles(cs):
+    configs = cs.sweep()
+    seconds = [cs.cost(c) / 1e5 for c in configs]  # times that rank exactly as the cost does
+    line = cs.ranking(configs, seconds)
+    assert line.startswith("compile_cost ranks the 48 serial compiles with Kendall tau ")
+    assert f"slowest {max(seconds):.2f} s, fastest {min(seconds):.2f} s" in line
+    tau = float(line.split("tau ")[1].split()[0])
+    assert tau > 0.9  # ties in cost count as neither concordant nor discordant
+    reversed_line = cs.ranking(configs, [-s for s in seconds])
+    assert float(reversed_line.split("tau ")[1].split()[0]) < -0.9

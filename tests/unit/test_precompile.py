@@ -57,6 +57,32 @@ def test_compile_workers_is_part_of_the_caliber(tmp_path):
     assert resolve(tmp_path, compile_workers="5").caliber()["compile_workers"] == 5
 
 
+def _config(num_stages=3, num_warps=4, **meta):
+    import types
+
+    return types.SimpleNamespace(kwargs=meta, num_stages=num_stages, num_warps=num_warps)
+
+
+def test_compile_cost_grows_with_tile_and_stages_and_falls_with_warps():
+    small, big = _config(BM=64, BN=64, BK=32), _config(BM=256, BN=128, BK=64)
+    assert precompile.compile_cost(big) > precompile.compile_cost(small)
+    assert (precompile.compile_cost(_config(BM=128, num_stages=4))
+            == 2 * precompile.compile_cost(_config(BM=128, num_stages=2)))
+    assert (precompile.compile_cost(_config(BM=128, num_warps=8))
+            == precompile.compile_cost(_config(BM=128, num_warps=4)) / 2)
+
+
+def test_compile_cost_reads_only_positive_integer_meta_parameters():
+    plain = precompile.compile_cost(_config(BM=64))
+    assert precompile.compile_cost(_config(BM=64, EVEN_K=True, scale=0.5, name="x",
+                                           OFFSET=0, SIGN=-1)) == plain
+    # a config without stages or warps (another tuner's) still gets a cost
+    import types
+
+    assert precompile.compile_cost(types.SimpleNamespace(
+        kwargs={"BLOCK": 32}, num_stages=None, num_warps=None)) == 32
+
+
 def test_off_reasons():
     assert precompile.off_reason(0, True, FOUND) == "compile_workers_0"
     assert precompile.off_reason(4, False, FOUND) == "no_triton"
