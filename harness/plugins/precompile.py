@@ -111,9 +111,10 @@ class Precompiler:
 
     A tuner prunes its configs only when its cache lacks the key, for FlagGems' LibTuner and
     plain Triton autotuners alike. The wrapper takes the candidates that pruning (and the
-    autotune plugin's replay pin or run-off, or the warmup_share plugin's share) left,
-    launches each with `warmup=True` under Triton's `AsyncCompileMode` over N threads, the
-    costliest (`compile_cost`) first, and waits for every compile before returning the same list, in
+    autotune plugin's replay pin or run-off, or the warmup_share plugin's share) left, runs
+    each config's pre_hook as the tuner will before timing it, launches it with
+    `warmup=True` under Triton's `AsyncCompileMode` over N threads, the costliest
+    (`compile_cost`) first, and waits for every compile before returning the same list, in
     the same order; the tuner then times them one by one, each launch finding its kernel
     compiled. A candidate that fails to compile fails again, as it always did, when the tuner
     times it. Under a parallel warmup's claims, a candidate is claimed just before a thread is
@@ -161,8 +162,12 @@ class Precompiler:
                 submitted = len(self.pool.futures)
                 try:
                     if claim is None or claim(config):
-                        tuner.fn.run(*args, **{**kwargs, **config.all_kwargs(),
-                                               "warmup": True})
+                        current = {**kwargs, **config.all_kwargs()}
+                        if getattr(config, "pre_hook", None) is not None:
+                            # as the tuner's _bench does before it launches: the hook may
+                            # set what the kernel specializes on (a TMA descriptor's block)
+                            config.pre_hook({**tuner.nargs, **current})
+                        tuner.fn.run(*args, **{**current, "warmup": True})
                 except Exception:  # noqa: BLE001 the tuner meets it again when it times
                     self.facts.failed += 1
                 if len(self.pool.futures) == submitted:  # no compile started

@@ -252,6 +252,39 @@ def test_the_costliest_compiles_start_first_and_the_tuner_times_in_its_own_order
     assert log["winners"] == {"(8,)": 32}
 
 
+DESC_KERNELS = """
+from triton.runtime.autotuner import Autotuner, Config, JITFunction
+
+
+HOOKED = []
+
+
+class Desc:  # a host TMA descriptor: made with a dummy block, set per config by a pre_hook
+    block = None
+
+
+def set_block(nargs):
+    nargs["x"].block = nargs["BLOCK"]
+
+
+scale = Autotuner(JITFunction(), ["x", "n"],
+                  [Config({"BLOCK": b}, pre_hook=set_block) for b in (16, 32, 64)], key=["n"])
+"""
+DESC_TEST = TEST.replace('kernels.scale.run("x", n', 'kernels.scale.run(kernels.Desc(), n')
+
+
+def test_a_config_pre_hook_runs_before_its_compile_so_the_tuner_finds_it_compiled(
+        suite, monkeypatch, tmp_path):
+    suite.makepyfile(kernels=DESC_KERNELS)
+    result, log, _ = run(suite, monkeypatch, tmp_path, workers=2, test=DESC_TEST)
+    result.assert_outcomes(passed=1)
+    compiles = [e for e in log["log"] if e[0] == "compile"]
+    # each compiled for the block its hook sets, on the threads; none again when timed
+    assert sorted((e[1], e[3]) for e in compiles) == [(16, 16), (32, 32), (64, 64)]
+    assert all(e[2].startswith("zl-compile") for e in compiles)
+    assert events(log, "time") == [16, 32, 64] and log["winners"] == {"(8,)": 32}
+
+
 def test_off_is_identical_to_no_plugin(suite, monkeypatch, tmp_path):
     _, on, _ = run(suite, monkeypatch, tmp_path, workers=3, sizes=(8, 16))
     result, off, run_dir = run(suite, monkeypatch, tmp_path, workers=0, sizes=(8, 16))
