@@ -244,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             parse_target(args.target)
         except ValueError as exc:
             parser.error(str(exc))
-    print(verdict(measure(modes, args.workers, args.target, args.order)))
+    try:
+        print(verdict(measure(modes, args.workers, args.target, args.order)))
+    except KeyboardInterrupt:  # subprocess.run has killed the mode's process
+        print("interrupted: nothing measured past the last line", file=sys.stderr)
+        return 130
     return 0
 
 

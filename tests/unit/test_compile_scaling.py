@@ -103,3 +103,13 @@ def test_ranking_reports_tau_and_the_spread_of_serial_compiles(cs):
     assert tau > 0.9  # ties in cost count as neither concordant nor discordant
     reversed_line = cs.ranking(configs, [-s for s in seconds])
     assert float(reversed_line.split("tau ")[1].split()[0]) < -0.9
+
+
+def test_ctrl_c_ends_with_one_line_and_exit_130(cs, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cs, "triton", object())
+    monkeypatch.setattr(cs, "measure", interrupted)
+    assert cs.main(["--modes", "serial"]) == 130
+    assert capsys.readouterr().err == "interrupted: nothing measured past the last line\n"
