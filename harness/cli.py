@@ -12,9 +12,7 @@ from pathlib import Path
 from harness import (
     __version__,
     ab,
-    ab_suite,
     backends,
-    batch,
     container,
     images,
     makevars,
@@ -25,6 +23,8 @@ from harness import (
     spec,
     warmup,
 )
+from harness.campaign import batch, start
+from harness.campaign.unit import run_unit_command
 from harness.errors import (
     EXIT_OK,
     EXIT_USAGE,
@@ -111,7 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
-        return ab_suite.resume(vars(args), out=_report)
+        return start.resume(vars(args), out=_report)
     flags = slurm.local_flags(vars(args), os.environ)
     settings = spec.resolve(flags)
     campaign = spec.resolve_ab(flags)
@@ -123,7 +123,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                                                 campaign.b), where):
                 print(line)
         return rc
-    return ab_suite.start(settings, flags, axis, campaign, out=_report)
+    return start.start(settings, flags, axis, campaign, out=_report)
 
 
 def _add_ab(sub: argparse._SubParsersAction) -> None:
@@ -155,14 +155,14 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_slurm_task(args: argparse.Namespace) -> int:
-    from harness import slurm_task
+    from harness.executors.slurm import task
 
-    return slurm_task.run_task(Path(args.plan), os.environ, out=_report)
+    return task.run_task(Path(args.plan), os.environ, out=_report)
 
 
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
-    return ab_suite.run_unit_command(Path(args.campaign), args.unit, settings, out=_report)
+    return run_unit_command(Path(args.campaign), args.unit, settings, out=_report)
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:

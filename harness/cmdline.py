@@ -60,7 +60,7 @@ def to_argv(settings: Settings, **overrides: object) -> list[str]:
     The settings come in spec.VARS order, then the overridden ones in the order given, so
     that a printed command line ends with what the caller changed. A setting left empty (no
     DTYPES, no DEVICES) has no flag: a child that must not take it from its environment
-    needs that variable dropped there (see supervise.child_env).
+    needs that variable dropped there (see executors.procs.child_env).
     """
     values = setting_values(dataclasses.replace(settings, **overrides))
     changed = [name.upper() for name in overrides if name.upper() in values]

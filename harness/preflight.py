@@ -17,8 +17,8 @@ import yaml
 
 from harness import records
 from harness.backends import Device
-from harness.devices import visible_devices
 from harness.errors import EXIT_OK, HarnessError, PreflightError, UsageError
+from harness.executors.devices import visible_devices
 from harness.precompile import ASYNC_MODULE
 from harness.providers import benchmark_classes, flaggems
 from harness.spec import VARS_BY_MAKE, Settings

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from harness import artifacts, autotune, boundary, identity, precompile, results, supervise
+from harness import artifacts, autotune, boundary, identity, precompile, results
 from harness.backends import Device
 from harness.errors import Interrupted, PreflightError
+from harness.executors import procs as supervise
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
     PLUGINS_VAR,

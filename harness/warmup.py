@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import boundary, cmdline, runner, supervise
-from harness.devices import select_devices
+from harness import boundary, cmdline, runner
 from harness.errors import UsageError
+from harness.executors import procs as supervise
+from harness.executors.devices import select_devices
 from harness.preflight import Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
@@ -41,6 +42,7 @@ from harness.providers.benchmark_classes import (
     resolve_shape_keys,
 )
 from harness.records import Records, merge, read_records, write_records
+from harness.rundir import run_dir_from_log
 from harness.spec import Settings
 from harness.warmup_share import share_text
 
@@ -287,7 +289,7 @@ def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[Records, int]
     without a run or records raises UsageError."""
     parts = []
     for shard in shards:
-        run_dir = supervise.run_dir_from_log(warm_dir / f"{shard.name}.log")
+        run_dir = run_dir_from_log(warm_dir / f"{shard.name}.log")
         if run_dir is None:
             raise UsageError(f"{shard.name} claimed no run directory")
         parts.append(read_records(run_dir))

@@ -149,7 +149,7 @@ def test_sigterm_kills_children_that_ignore_sigterm_and_their_grandchildren(tmp_
 def test_make_batch_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
     proc = make("batch", "BACKEND=cpu", "OPS=add", "DRY_RUN=1", f"OUT={tmp_path}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "[1/1] add device=- node=benchmark/test_add.py::test_add" in proc.stdout
+    assert "[1/1] add node=benchmark/test_add.py::test_add" in proc.stdout
     assert "-m harness.cli run --op add --backend cpu" in proc.stdout
     assert not any(tmp_path.iterdir())
 

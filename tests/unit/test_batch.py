@@ -11,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import batch, spec
+from harness import spec
+from harness.campaign import batch, ops, where
 from harness.errors import PreflightError, UsageError
+from harness.executors import procs
+from harness.executors.base import Ended, state_for
+from harness.executors.local import LocalExecutor
 from harness.spec import EMBEDDED_SUITE
 
 
@@ -30,12 +34,12 @@ def _accelerator(tmp_path: Path, devices: str) -> spec.Settings:
 
 
 def test_ops_are_comma_separated_and_blanks_are_ignored():
-    assert batch.parse_ops(" tanh, add ,mm,") == ["tanh", "add", "mm"]
+    assert ops.parse_ops(" tanh, add ,mm,") == ["tanh", "add", "mm"]
 
 
 def test_ops_file_takes_one_op_per_line_with_comments_and_blank_lines():
     text = "# pointwise\ntanh\n\n  add   # binary\n#mm\nlayer_norm\n"
-    assert batch.parse_ops_file(text) == ["tanh", "add", "layer_norm"]
+    assert ops.parse_ops_file(text) == ["tanh", "add", "layer_norm"]
 
 
 @pytest.mark.parametrize(("value", "needle"), [
@@ -46,24 +50,24 @@ def test_ops_file_takes_one_op_per_line_with_comments_and_blank_lines():
 ])
 def test_bad_ops_name_the_value(value, needle):
     with pytest.raises(UsageError, match=needle.replace(".", r"\.")):
-        batch.parse_ops(value)
+        ops.parse_ops(value)
 
 
 def test_ops_file_with_two_ops_on_a_line_is_refused():
     with pytest.raises(UsageError, match="'tanh add' is not an operator name"):
-        batch.parse_ops_file("tanh add\n")
+        ops.parse_ops_file("tanh add\n")
 
 
 def test_ops_from_flags_beat_the_environment(tmp_path):
     env = {"OPS": "mm", "OPS_FILE": str(tmp_path / "nope")}
-    assert batch.ops_from({"ops": "tanh"}, env) == ["tanh"]
-    assert batch.ops_from({}, {"OPS": "mm"}) == ["mm"]
+    assert ops.ops_from({"ops": "tanh"}, env) == ["tanh"]
+    assert ops.ops_from({}, {"OPS": "mm"}) == ["mm"]
 
 
 def test_ops_from_reads_the_ops_file(tmp_path):
     path = tmp_path / "ops.txt"
     path.write_text("tanh\nadd\n")
-    assert batch.ops_from({"ops_file": str(path)}, {}) == ["tanh", "add"]
+    assert ops.ops_from({"ops_file": str(path)}, {}) == ["tanh", "add"]
 
 
 @pytest.mark.parametrize(("flags", "needle"), [
@@ -73,7 +77,7 @@ def test_ops_from_reads_the_ops_file(tmp_path):
 ])
 def test_ops_from_refuses(flags, needle):
     with pytest.raises(UsageError, match=needle):
-        batch.ops_from(flags, {})
+        ops.ops_from(flags, {})
 
 
 # --------------------------------------------------------------------------- status and csv
@@ -86,7 +90,7 @@ def test_ops_from_refuses(flags, needle):
     (0, True, "interrupted"),
 ])
 def test_status_mapping(rc, interrupted, status):
-    assert batch.status_for(rc, interrupted=interrupted) == status
+    assert state_for(rc, interrupted=interrupted) == status
 
 
 def test_csv_has_exactly_the_design_columns_in_order():
@@ -113,7 +117,7 @@ def _fake_run(tmp_path: Path, identity: dict | None) -> Path:
 def test_finished_status_reads_the_childs_identity(tmp_path):
     ident = {"node": "benchmark/test_tanh.py::test_tanh", "rows": 15, "backend": "cpu",
              "timer": "direct"}
-    status = batch.finished_status("tanh", "3", 0, 41.234, _fake_run(tmp_path, ident))
+    status = batch.finished_status(Ended("tanh", "ok", 0, 41.23, "3"), _fake_run(tmp_path, ident))
     assert status == batch.OpStatus("tanh", "ok", ident["node"], 0, 15, "cpu", "3", "direct",
                                     41.23, str(tmp_path / "runs" / "tanh" / "20261129-120000"))
 
@@ -121,14 +125,17 @@ def test_finished_status_reads_the_childs_identity(tmp_path):
 def test_finished_status_of_a_child_that_never_claimed_a_run(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("PREFLIGHT_FAILED check=test_node detail=no benchmark node\n")
-    status = batch.finished_status("x", None, 3, 0.5, log)
+    status = batch.finished_status(Ended("x", state_for(3), 3, 0.5), log)
     assert (status.status, status.rc, status.run, status.node, status.rows) == (
         "error", 3, "", "", None)
-    assert batch.last_line(log).startswith("PREFLIGHT_FAILED check=test_node")
+    from harness.executors.base import last_line
+
+    assert last_line(log).startswith("PREFLIGHT_FAILED check=test_node")
 
 
 def test_interrupted_child_keeps_its_partial_run_directory(tmp_path):
-    status = batch.finished_status("tanh", None, -15, 2.0, _fake_run(tmp_path, None), True)
+    status = batch.finished_status(Ended("tanh", state_for(-15, interrupted=True), -15, 2.0),
+                                   _fake_run(tmp_path, None))
     assert status.status == "interrupted" and status.run.endswith("20261129-120000")
     assert status.rows is None
 
@@ -137,17 +144,17 @@ def test_interrupted_child_keeps_its_partial_run_directory(tmp_path):
 
 
 def test_cpu_has_one_unpinned_worker_whatever_devices_says(tmp_path):
-    assert batch.worker_devices(_settings(tmp_path, devices="0,1")) == [None]
+    assert where.worker_devices(_settings(tmp_path, devices="0,1")) == [None]
 
 
 def test_accelerator_gets_one_worker_per_distinct_device(tmp_path):
-    assert batch.worker_devices(_accelerator(tmp_path, "2,0,2")) == ["2", "0"]
+    assert where.worker_devices(_accelerator(tmp_path, "2,0,2")) == ["2", "0"]
 
 
 def test_accelerator_without_a_device_tool_falls_back_to_one_unpinned_worker(tmp_path):
     settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
     backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
-    assert batch.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
+    assert where.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
 
 
 def test_a_visibility_selection_pins_workers_where_the_device_tool_is_missing(tmp_path,
@@ -157,7 +164,7 @@ def test_a_visibility_selection_pins_workers_where_the_device_tool_is_missing(tm
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
     settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
     backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
-    assert batch.worker_devices(dataclasses.replace(settings, backend=backend)) == ["6", "7"]
+    assert where.worker_devices(dataclasses.replace(settings, backend=backend)) == ["6", "7"]
 
 
 def test_children_get_the_resolved_backend_and_the_given_flags_but_not_devices(tmp_path):
@@ -165,15 +172,19 @@ def test_children_get_the_resolved_backend_and_the_given_flags_but_not_devices(t
              "out": "x", "mode": ""}
     forwarded = batch.forwarded_flags(_accelerator(tmp_path, "0,1"), flags)
     assert forwarded == ["--backend", "cuda", "--level", "core", "--out", "x"]
-    argv = batch.child_argv(forwarded, "tanh", "1")
+    argv = batch.child_argv(forwarded, "tanh")
     assert argv[:6] == [sys.executable, "-m", "harness.cli", "run", "--op", "tanh"]
-    assert argv[-2:] == ["--devices", "1"]
-    assert "--devices" not in batch.child_argv(forwarded, "tanh", None)
+    assert "--devices" not in argv
+    local = LocalExecutor(["1"])
+    task = batch.Task("tanh", tuple(argv), tmp_path / "l")
+    assert local.argv(task, "1")[-2:] == ["--devices", "1"]
+    assert "--devices" not in local.argv(task, None)
 
 
 def test_child_environment_cannot_redirect_the_child_to_another_node():
-    env = batch.child_env({"OP": "mm", "OP_FILE": "f", "TEST_NODE": "n", "ZL_DRY_RUN": "1",
-                           "ZL_LEVEL": "core", "PYTHONPATH": "/elsewhere"})
+    env = procs.child_env({"OP": "mm", "OP_FILE": "f", "TEST_NODE": "n", "ZL_DRY_RUN": "1",
+                           "ZL_LEVEL": "core", "PYTHONPATH": "/elsewhere"},
+                          procs.RUN_CHILD_ENV_DROP)
     assert not {"OP", "OP_FILE", "TEST_NODE", "ZL_DRY_RUN"} & set(env)
     assert env["ZL_LEVEL"] == "core"
     assert env["PYTHONPATH"].split(os.pathsep) == [str(spec.REPO_ROOT), "/elsewhere"]
@@ -200,11 +211,11 @@ def test_run_batch_writes_status_logs_and_progress(tmp_path):
     rcs = {"tanh": 0, "mm": 1, "add": 0}
     lines: list[str] = []
 
-    def command(op, device):
+    def command(op):
         return [sys.executable, "-c", _CHILD, op, str(rcs[op]), str(settings.out)]
 
-    rc = batch.run_batch(settings, list(rcs), [], command=command, out=lines.append,
-                         poll_s=0.01)
+    rc = batch.run_batch(batch.BatchRecord(settings.out, list(rcs)), list(rcs), [],
+                         LocalExecutor([None], poll_s=0.01), command=command, out=lines.append)
     assert rc == 1
     (batch_dir,) = (settings.out / "batch").iterdir()
     with open(batch_dir / "ops_status.csv", newline="") as fh:
@@ -222,26 +233,29 @@ def test_run_batch_writes_status_logs_and_progress(tmp_path):
 
 def test_run_batch_all_ok_exits_zero(tmp_path):
     settings = _settings(tmp_path)
-    rc = batch.run_batch(settings, ["tanh"], [], out=lambda _: None, poll_s=0.01,
-                         command=lambda op, _: [sys.executable, "-c", _CHILD, op, "0",
-                                                str(settings.out)])
+    rc = batch.run_batch(batch.BatchRecord(settings.out, ["tanh"]), ["tanh"], [],
+                         LocalExecutor([None], poll_s=0.01), out=lambda _: None,
+                         command=lambda op: [sys.executable, "-c", _CHILD, op, "0",
+                                             str(settings.out)])
     assert rc == 0
 
 
 def test_dry_run_resolves_every_node_and_prints_each_child_command(tmp_path):
     settings = _settings(tmp_path, flaggems_dir=str(EMBEDDED_SUITE))
     forwarded = batch.forwarded_flags(settings, {"level": "core"})
-    lines, rc = batch.describe_dry_run(settings, ["tanh", "add"], forwarded)
+    lines, rc = batch.describe_dry_run(settings, ["tanh", "add"], forwarded,
+                                       LocalExecutor([None]))
     assert rc == 0
     text = "\n".join(lines)
-    assert "[1/2] tanh device=- node=benchmark/test_tanh.py::test_tanh" in text
+    assert "[1/2] tanh node=benchmark/test_tanh.py::test_tanh" in text
+    assert "device -: tanh, add" in lines
     assert "-m harness.cli run --op add --backend cpu --level core" in text
     assert not (tmp_path / "runs").exists()
 
 
 def test_dry_run_with_an_unknown_op_exits_3_naming_it(tmp_path):
     settings = _settings(tmp_path, flaggems_dir=str(EMBEDDED_SUITE))
-    lines, rc = batch.describe_dry_run(settings, ["tanh", "nope"], [])
+    lines, rc = batch.describe_dry_run(settings, ["tanh", "nope"], [], LocalExecutor([None]))
     assert rc == 3
     assert any("nope" in line and "PREFLIGHT_FAILED check=test_node" in line for line in lines)
 
@@ -256,14 +270,14 @@ def test_batch_subcommand_takes_gpus_as_an_alias_of_devices():
 def test_ops_file_that_is_a_directory_is_not_reported_missing(tmp_path):
     with pytest.raises(UsageError, match=r"OPS_FILE='.*' is not a file; expected a file with "
                                          "one operator per line"):
-        batch.ops_from({"ops_file": str(tmp_path)}, {})
+        ops.ops_from({"ops_file": str(tmp_path)}, {})
 
 
 def test_binary_ops_file_is_refused_without_a_traceback(tmp_path):
     path = tmp_path / "ops.txt"
     path.write_bytes(b"tanh\n\xff\xfe\x00\x01")
     with pytest.raises(UsageError, match="cannot be read as UTF-8 text"):
-        batch.ops_from({}, {"OPS_FILE": str(path)})
+        ops.ops_from({}, {"OPS_FILE": str(path)})
 
 
 def test_batch_dry_run_prints_the_plan_then_the_checks_that_fail(tmp_path, capsys):
@@ -271,7 +285,7 @@ def test_batch_dry_run_prints_the_plan_then_the_checks_that_fail(tmp_path, capsy
     lines: list[str] = []
     assert batch.main(settings, {"ops": "tanh,add"}, out=lines.append) == 3
     plan_at = next(i for i, line in enumerate(lines) if line.startswith("batch directory:"))
-    assert "[1/2] tanh device=- node=<unresolved: check flaggems_dir failed>" in lines
+    assert "[1/2] tanh node=<unresolved: check flaggems_dir failed>" in lines
     failed = [i for i, line in enumerate(lines) if line.startswith("PREFLIGHT_FAILED")]
     assert failed and min(failed) > plan_at
     assert lines[failed[0]].startswith("PREFLIGHT_FAILED check=flaggems_dir")

@@ -192,7 +192,8 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
         tmp_path, monkeypatch):
     # Before: the child got os.environ whole, so an exported ZL_AUTOTUNE_REPLAY pinned another
     # run's winners in a run that replays nothing.
-    from harness import runner, supervise
+    from harness import runner
+    from harness.executors import procs as supervise
 
     monkeypatch.setenv(boundary.REPLAY_VAR, str(tmp_path / "stale.jsonl"))
     monkeypatch.setenv(boundary.REPLAY_STRICT_VAR, "1")

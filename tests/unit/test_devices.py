@@ -6,7 +6,7 @@ import pytest
 
 from harness import spec
 from harness.backends import Device
-from harness.devices import select_devices, visible_devices
+from harness.executors.devices import select_devices, visible_devices
 
 FOUND = [Device(0, "a", uuid="GPU-aaa"), Device(1, "b", uuid="GPU-bbb"), Device(2, "c")]
 

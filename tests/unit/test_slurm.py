@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends, slurm, slurm_drive, spec
+from harness import backends, slurm, spec
+from harness.campaign import driver, where
+from harness.campaign import plan as campaign
 from harness.errors import PreflightError, UsageError
+from harness.executors.slurm import array
 from harness.slurm import SlurmConfig, Stage
 from harness.slurm_text import TaskState
 
@@ -154,32 +157,44 @@ def test_preflight_needs_sbatch_and_warns_about_node_local_out(tmp_path):
 
 def test_gpu_mode_one_item_a_task_node_mode_shares():
     items = ["a/r0", "b/r0", "c/r0"]
-    assert slurm_drive.stage_tasks(items, SlurmConfig(unit="gpu")) == [["a/r0"], ["b/r0"],
+    assert array.stage_tasks(items, SlurmConfig(unit="gpu")) == [["a/r0"], ["b/r0"],
                                                                        ["c/r0"]]
-    assert slurm_drive.stage_tasks(items, SlurmConfig(unit="node", parallel=2)) == [
+    assert array.stage_tasks(items, SlurmConfig(unit="node", parallel=2)) == [
         ["a/r0", "c/r0"], ["b/r0"]]
-    assert slurm_drive.stage_tasks(items, SlurmConfig(unit="node")) == [items]
+    assert array.stage_tasks(items, SlurmConfig(unit="node")) == [items]
 
 
-def test_campaign_stages_put_later_rounds_after_round_zero():
-    from harness.campaign import Unit
+def _doc(tmp_path, ops=("tanh",), rounds=2):
+    return campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
+                                                           "a": "0", "b": "1"},
+                                 caliber={}, argv=["--backend", "cpu"],
+                                 ops={op: {"node": "n"} for op in ops}, rounds=rounds,
+                                 walls={}, walls_from=None)
 
-    stages = slurm_drive.campaign_stages([Unit("a", 0), Unit("a", 1), Unit("b", 0)],
-                                         SlurmConfig(), 2)
+
+def test_campaign_stages_put_later_rounds_after_round_zero(tmp_path):
+    doc = _doc(tmp_path, ("a", "b"))
+    campaign.unit_entry(doc, "b/r1")["status"] = "ok"
+    tasks = driver.unit_tasks(tmp_path, doc)
+    stages = array.plan_stages(tasks, SlurmConfig(), 2)
     assert stages == [Stage("s2-r0", [["a/r0"], ["b/r0"]]), Stage("s2-later", [["a/r1"]])]
-    assert [s.key for s in slurm_drive.campaign_stages([Unit("a", 2)], SlurmConfig(), 1)] \
-        == ["s1-later"]
+    assert [t.after for t in tasks] == [None, None, "a/r0"]
+    for done in ("a/r0", "b/r0"):  # round 0 done: nothing to wait for
+        campaign.unit_entry(doc, done)["status"] = "ok"
+    (later,) = driver.unit_tasks(tmp_path, doc)
+    assert later.after is None
+    assert [s.key for s in array.plan_stages([later], SlurmConfig(), 1)] == ["s1-later"]
 
 
 def test_estimate_adds_the_stages_and_takes_the_median_for_an_unknown_wall():
     stages = [Stage("s1-r0", [["a/r0"], ["b/r0"], ["c/r0"]]), Stage("s1-later", [["a/r1"]])]
-    lines = slurm_drive.estimate(stages, {"a": 100.0, "b": 40.0}, SlurmConfig(parallel=2),
-                                 lambda item: item.split("/")[0])
+    lines = array.estimate(stages, {"a": 100.0, "b": 40.0}, SlurmConfig(parallel=2),
+                           lambda item: item.split("/")[0])
     # c takes the median wall (of [40, 100], index 1: 100); round 0 on two slots: 100 and
     # 100 first, then 40 after one of them (140); the later round waits for it: + 100
     assert lines == ["estimated makespan: 240 s on 2 array slot(s), longest first (1 item(s) "
                      "without a wall taken as the median, 100 s)"]
-    assert "no walls" in slurm_drive.estimate(stages, {}, SlurmConfig(), str)[0]
+    assert "no walls" in array.estimate(stages, {}, SlurmConfig(), str)[0]
 
 
 # --------------------------------------------------------------------------- Slurm's commands
@@ -255,7 +270,7 @@ class FakeSlurm:
 def test_watch_reports_each_done_item_and_a_task_that_died_without_one(tmp_path):
     items = ["a/r0", "b/r0", "c/r0"]
     fake, seen, lines = FakeSlurm(tmp_path, items, fail_silently="b/r0"), [], []
-    watch = slurm_drive.Watch(fake, tmp_path, {"7": [[i] for i in items]},
+    watch = array.Watch(fake, tmp_path, {"7": [[i] for i in items]},
                               lambda item, doc: seen.append(item), lines.append, False, 0)
     signum, missing = watch.run()
     assert signum is None and sorted(seen) == ["a/r0", "c/r0"]
@@ -273,7 +288,7 @@ class DropsPending(FakeSlurm):
 def test_a_task_cancelled_while_pending_reads_cancelled_not_unknown(tmp_path):
     # Regression: the real cluster keeps no record of it, and the unit read "UNKNOWN".
     fake = DropsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
-    watch = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]}, lambda *_: None,
+    watch = array.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]}, lambda *_: None,
                               print, False, 0)
     _, missing = watch.run()
     assert missing == {"b/r0": TaskState("7_1", "CANCELLED", "cancelled_while_pending")}
@@ -281,7 +296,7 @@ def test_a_task_cancelled_while_pending_reads_cancelled_not_unknown(tmp_path):
     started.parent.mkdir(parents=True, exist_ok=True)
     started.write_text(json.dumps({"job_id": "9"}))  # it ran: losing it is no cancel
     fake = DropsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
-    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+    _, missing = array.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
                                    lambda *_: None, print, False, 0).run()
     assert missing["b/r0"].state == "UNKNOWN"
 
@@ -290,7 +305,7 @@ def test_watch_cancels_on_a_signal_unless_detached(tmp_path):
     items = ["a/r0", "b/r0"]
     for detach in (False, True):
         fake = FakeSlurm(tmp_path / str(detach), items)
-        watch = slurm_drive.Watch(fake, tmp_path / str(detach), {"7": [[i] for i in items]},
+        watch = array.Watch(fake, tmp_path / str(detach), {"7": [[i] for i in items]},
                                   lambda *_: None, print, detach, 0)
         watch.request_stop(2)
         signum, missing = watch.run()
@@ -327,24 +342,23 @@ class RefusesSecond:
 
 
 def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(tmp_path):
-    from harness import campaign
-
-    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
-                                                          "a": "0", "b": "1"},
-                                caliber={}, argv=["--backend", "cpu"],
-                                ops={"tanh": {"node": "n"}}, rounds=2, walls={},
-                                walls_from=None)
+    doc = _doc(tmp_path)
+    campaign.save(tmp_path, doc)
     fake = RefusesSecond()
+    executor = where.cluster(settings(), SlurmConfig(), tmp_path, record=doc.setdefault(
+        "slurm", {"submissions": []}), client=fake, out=print)
+    executor.queued_jobs = lambda: {}  # nothing of an earlier run to re-attach to
     with pytest.raises(PreflightError, match="QOSMaxSubmitJobPerUserLimit"):
-        slurm_drive.submit_campaign(tmp_path, doc, settings(), SlurmConfig(), fake, print)
+        driver.drive(tmp_path, doc, settings(), executor, out=print)
     assert fake.cancelled == ["41"]
     assert [u["status"] for u in doc["units"]] == ["not_run", "not_run"]
+    assert not (tmp_path / "cache").exists()
 
 
 @pytest.mark.parametrize("value", ["fast", "0", "-1", "nan", "1e9"])
 def test_poll_interval_refused(value):
     with pytest.raises(UsageError, match=f"ZL_SLURM_POLL_S={value!r}"):
-        slurm_drive.poll_s({"ZL_SLURM_POLL_S": value})
+        where.poll_s({"ZL_SLURM_POLL_S": value})
 
 
 def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
@@ -354,22 +368,20 @@ def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
             return None if self.polls < 4 else {}
 
     lines = []
-    slurm_drive.Watch(Silent(tmp_path, []), tmp_path, {"7": []}, lambda *_: None,
+    array.Watch(Silent(tmp_path, []), tmp_path, {"7": []}, lambda *_: None,
                       lines.append, False, 0).run()
     assert lines.count("warning: squeue did not answer; asking again") == 1
 
 
 def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_walls(
         tmp_path):
-    from harness import campaign
+    from harness.campaign import start
 
-    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
-                                                          "a": "0", "b": "1"},
-                                caliber={}, argv=[], ops={"tanh": {"node": "n"}}, rounds=2,
-                                walls={}, walls_from=None)
+    doc = _doc(tmp_path)
     campaign.unit_entry(doc, "tanh/r0").update(status="ok", wall_s=30.0)
     doc["slurm"] = {"submissions": [{"key": "s1-r0"}, {"key": "s1-later"}]}
-    lines = slurm_drive.describe_campaign(doc, settings(), SlurmConfig(), tmp_path)
+    executor = where.cluster(settings(), SlurmConfig(), tmp_path, record=doc["slurm"])
+    lines = start.describe(doc, executor, tmp_path)
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-1] == ("estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), "
                          "longest first")
@@ -388,13 +400,13 @@ def test_a_task_cancelled_while_pending_reads_the_same_with_or_without_a_record(
     # Regression: on the single-node cluster the same scancel of a pending element read
     # "CANCELLED exit=0:0 reason=JobArrayTaskLimit" when Slurm had kept a record of it.
     fake = SplitsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
-    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+    _, missing = array.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
                                    lambda *_: None, print, False, 0).run()
     assert missing == {"b/r0": TaskState("7_1", "CANCELLED", "cancelled_while_pending")}
     started = tmp_path / "slurm" / "started" / "7_1.json"
     started.parent.mkdir(parents=True, exist_ok=True)
     started.write_text(json.dumps({"job_id": "9"}))  # it ran, then was cancelled: as recorded
     fake = SplitsPending(tmp_path, ["a/r0", "b/r0"], fail_silently="b/r0")
-    _, missing = slurm_drive.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
+    _, missing = array.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
                                    lambda *_: None, print, False, 0).run()
     assert missing["b/r0"] == TaskState("7_1", "CANCELLED", "JobArrayTaskLimit", "0:0")

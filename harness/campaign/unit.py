@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import ab, artifacts, identity, runner
-from harness.campaign import CACHE_DIR, Unit
+from harness.campaign import plan
+from harness.campaign.plan import CACHE_DIR, Unit
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_json
-from harness.preflight import Plan
+from harness.preflight import Plan, run_preflight
 from harness.spec import Settings
 
 
@@ -96,3 +97,13 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit,
         _note_cache(run_dir, cache, *added_artifacts(cache / "triton", before, cache))
         codes.append(rc)
     return next((rc for rc in codes if rc), 0)
+
+
+def run_unit_command(directory: Path, unit_id: str, settings: Settings,
+                     out: Callable[[str], None] = print) -> int:
+    """`harness ab-unit DIR UNIT`: a unit's two sides, as an executor's task runs them."""
+    doc = plan.load(directory)
+    entry = plan.unit_entry(doc, unit_id)
+    unit = Unit(entry["op"], entry["round"])
+    run_plan = run_preflight(settings, report=out)
+    return run_unit(settings, run_plan, directory, unit, doc["axis"], out)

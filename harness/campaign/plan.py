@@ -73,26 +73,6 @@ def plan_units(op_rounds: Mapping[str, int], walls: Mapping[str, float] | None =
     return order_units((Unit(op, r) for op, n in op_rounds.items() for r in range(n)), walls)
 
 
-def ready(unit: Unit, status: Mapping[str, str]) -> bool:
-    """A later round replays its operator's A/r0 records, so it waits for round 0 to finish;
-    after a round 0 that crashed or was stopped it waits for a resume to rerun that first."""
-    return unit.round == 0 or status.get(Unit(unit.op, 0).id) in ("ok", "failed")
-
-
-def deal(units: Sequence[Unit], devices: Sequence[str | None],
-         walls: Mapping[str, float] | None = None) -> list[tuple[str | None, Unit]]:
-    """The device each unit would run on when every unit takes its operator's wall (1 s when
-    unknown): the next unit goes to the device that frees first, as the scheduler does."""
-    walls = walls or {}
-    free = [(0.0, slot) for slot in range(len(devices))]
-    placed = []
-    for unit in units:
-        at, slot = min(free)
-        free[slot] = (at + walls.get(unit.op, 1.0), slot)
-        placed.append((devices[slot], unit))
-    return placed
-
-
 # --------------------------------------------------------------------------- campaign.json
 
 
@@ -205,11 +185,7 @@ def walls_from(path: Path) -> dict[str, float]:
     (ops_status.csv's wall_s); UsageError when `path` is neither."""
     path = Path(path)
     if (path / CAMPAIGN_JSON).is_file():
-        per_op: dict[str, list[float]] = {}
-        for unit in load(path)["units"]:
-            if unit.get("wall_s") is not None:
-                per_op.setdefault(unit["op"], []).append(float(unit["wall_s"]))
-        return {op: sorted(w)[len(w) // 2] for op, w in per_op.items()}
+        return own_walls(load(path))
     status = path / "ops_status.csv"
     if status.is_file():
         with open(status, newline="", encoding="utf-8") as fh:
@@ -217,6 +193,15 @@ def walls_from(path: Path) -> dict[str, float]:
                     if r.get("op") and (r.get("wall_s") or "").strip()}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
                      f"directory ({CAMPAIGN_JSON}) or a batch directory (ops_status.csv)")
+
+
+def own_walls(doc: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds per operator from the campaign's own finished units (a resume's estimate)."""
+    per_op: dict[str, list[float]] = {}
+    for unit in doc["units"]:
+        if unit.get("wall_s") is not None:
+            per_op.setdefault(unit["op"], []).append(float(unit["wall_s"]))
+    return {op: sorted(w)[len(w) // 2] for op, w in per_op.items()}
 
 
 def round_walls(doc: Mapping[str, Any]) -> dict[str, float | int | None]:

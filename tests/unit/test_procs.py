@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import supervise
+from harness import rundir
+from harness.executors import procs
 from harness.spec import REPO_ROOT
 
 
@@ -47,7 +48,7 @@ class Recorder:
         self.started[op] = (device, time.monotonic())
         return FakeChild(self.durations[op], self.rcs.get(op, 0))
 
-    def on_finish(self, job: supervise.Running, rc: int | None, interrupted: bool) -> None:
+    def on_finish(self, job: procs.Running, rc: int | None, interrupted: bool) -> None:
         device, began = self.started[job.op]
         assert device == job.device
         self.intervals.append((device, job.op, began, time.monotonic()))
@@ -59,8 +60,8 @@ class Recorder:
         self.stopped.extend(children)
 
 
-def _scheduler(rec: Recorder, devices, on_start=lambda job: None) -> supervise.Scheduler:
-    return supervise.Scheduler(devices, rec.start, on_start, rec.on_finish, rec.stop, poll_s=0.002)
+def _scheduler(rec: Recorder, devices, on_start=lambda job: None) -> procs.Scheduler:
+    return procs.Scheduler(devices, rec.start, on_start, rec.on_finish, rec.stop, poll_s=0.002)
 
 
 def test_scheduler_never_runs_two_ops_on_one_device_at_once():
@@ -85,7 +86,7 @@ def test_scheduler_takes_ops_in_queue_order_and_a_failure_does_not_stop_it():
 
 def test_scheduler_stop_marks_running_interrupted_and_starts_nothing_more():
     rec = Recorder({"a": 0.01, "b": 30, "c": 30, "d": 0.01})
-    holder: list[supervise.Scheduler] = []
+    holder: list[procs.Scheduler] = []
 
     def on_start(job):
         if job.op == "c":  # both devices are busy with long ops now
@@ -113,7 +114,7 @@ def test_scheduler_stops_its_children_when_a_callback_raises():
 def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
     seen: list[int] = []
     before = signal.getsignal(signal.SIGINT)
-    with supervise.deferred_signals(seen.append):
+    with procs.deferred_signals(seen.append):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)  # the handler runs between bytecodes of the main thread
     assert seen == [signal.SIGINT]
@@ -133,28 +134,28 @@ print("ZL_KEEP=" + os.environ.get("ZL_KEEP", "-"), "OP=" + os.environ.get("OP", 
 
 def test_start_child_leads_its_own_session_logs_both_streams_and_closes_stdin(tmp_path):
     log = tmp_path / "a child's log; 1.log"
-    env = supervise.child_env({"ZL_KEEP": "1", "OP": "mm", "PATH": os.environ["PATH"]},
-                              supervise.RUN_CHILD_ENV_DROP)
-    child = supervise.start_child([sys.executable, "-c", _TALKER], env, log)
+    env = procs.child_env({"ZL_KEEP": "1", "OP": "mm", "PATH": os.environ["PATH"]},
+                              procs.RUN_CHILD_ENV_DROP)
+    child = procs.start_child([sys.executable, "-c", _TALKER], env, log)
     assert child.wait(timeout=30) == 0
     lines = log.read_text().splitlines()
     assert {"out", "err", "stdin='' session=True", "ZL_KEEP=1 OP=-"} <= set(lines)
 
 
 def test_child_env_puts_this_checkout_first_and_unbuffers_output():
-    env = supervise.child_env({"PYTHONPATH": "/elsewhere", "ZL_DRY_RUN": "1"}, ("ZL_DRY_RUN",))
+    env = procs.child_env({"PYTHONPATH": "/elsewhere", "ZL_DRY_RUN": "1"}, ("ZL_DRY_RUN",))
     assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/elsewhere"]
     assert env["PYTHONUNBUFFERED"] == "1" and "ZL_DRY_RUN" not in env
-    assert supervise.child_env({})["PYTHONPATH"] == str(REPO_ROOT)
+    assert procs.child_env({})["PYTHONPATH"] == str(REPO_ROOT)
 
 
 def test_run_dir_from_log_reads_the_header_and_keeps_spaces(tmp_path):
     log = tmp_path / "x.log"
-    assert supervise.run_dir_from_log(log) is None  # never started
+    assert rundir.run_dir_from_log(log) is None  # never started
     log.write_text("preflight ok\n# harness run header\n# run_dir: /r/a b; c/20260101\n# op: x\n")
-    assert supervise.run_dir_from_log(log) == Path("/r/a b; c/20260101")
+    assert rundir.run_dir_from_log(log) == Path("/r/a b; c/20260101")
     log.write_text("PREFLIGHT_FAILED check=test_node detail=none\n")
-    assert supervise.run_dir_from_log(log) is None
+    assert rundir.run_dir_from_log(log) is None
 
 
 def _sleeper() -> subprocess.Popen:
@@ -164,7 +165,7 @@ def _sleeper() -> subprocess.Popen:
 
 def test_group_stopper_stops_a_child_the_signal_arrived_before():
     # A signal between starting pytest and watching it must still stop pytest.
-    stopper = supervise.GroupStopper(grace_s=1.0)
+    stopper = procs.GroupStopper(grace_s=1.0)
     stopper.request_stop(signal.SIGTERM)
     stopper.request_stop(signal.SIGINT)
     child = _sleeper()
@@ -180,7 +181,7 @@ def test_group_stopper_kills_a_group_that_ignores_sigterm():
          "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"],
         start_new_session=True, stdout=subprocess.PIPE)
     child.stdout.readline()  # SIGTERM is ignored from here on
-    stopper = supervise.GroupStopper(grace_s=0.5)
+    stopper = procs.GroupStopper(grace_s=0.5)
     stopper.watch(child)
     started = time.monotonic()
     stopper.request_stop(signal.SIGHUP)
@@ -190,7 +191,7 @@ def test_group_stopper_kills_a_group_that_ignores_sigterm():
 
 
 def test_group_stopper_without_a_child_is_only_a_flag():
-    stopper = supervise.GroupStopper()
+    stopper = procs.GroupStopper()
     stopper.request_stop(signal.SIGHUP)
     stopper.join()
     assert stopper.signal == signal.SIGHUP
@@ -206,7 +207,7 @@ def test_a_queued_item_that_is_not_ready_waits_while_a_later_ready_one_takes_the
         done.add(job.op)
         original(job, rc, interrupted)
 
-    scheduler = supervise.Scheduler(["0", "1"], rec.start, lambda job: None, on_finish, rec.stop,
+    scheduler = procs.Scheduler(["0", "1"], rec.start, lambda job: None, on_finish, rec.stop,
                                     poll_s=0.002)
     scheduler.run(["mm/r0", "mm/r1", "add/r0"],
                   ready=lambda op: not op.endswith("/r1") or "mm/r0" in done)

@@ -1,4 +1,5 @@
-"""The campaign driver's pure parts: which operators OPS=all names, what a unit's child gets."""
+"""A campaign's start and driver: which operators OPS=all names, what a unit's child gets,
+a signal mid-campaign, the dry run's first unit, what a resume refuses."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import sys
 
 import pytest
 
-from harness import ab_finish, ab_suite, batch, spec, supervise
+from harness import spec
+from harness.campaign import driver, ops, start
+from harness.campaign import finish as ab_finish
 from harness.errors import Interrupted
+from harness.executors import procs
+from harness.executors.local import LocalExecutor
 from harness.spec import EMBEDDED_SUITE
 
 
@@ -19,10 +24,10 @@ def settings(**flags):
 
 
 def test_ops_all_names_every_node_of_the_tree_once():
-    found = batch.all_ops(settings())
+    found = ops.all_ops(settings())
     assert found == {op: f"benchmark/test_{op}.py::test_{op}"
                      for op in ("add", "mm", "softmax", "sum", "tanh")}
-    assert batch.resolve_ops(settings(), {"ops": "all"}, {}) == list(found)
+    assert ops.resolve_ops(settings(), {"ops": "all"}, {}) == list(found)
 
 
 def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
@@ -32,7 +37,7 @@ def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
                             ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
     (suite / "benchmark" / "test_add_more.py").write_text(
         "import pytest\n\n\n@pytest.mark.add\ndef test_add_more():\n    pass\n")
-    found = batch.all_ops(settings(flaggems_dir=str(suite)))
+    found = ops.all_ops(settings(flaggems_dir=str(suite)))
     assert found["add"] == "benchmark/test_add.py::test_add"
     assert found["add-2"] == "benchmark/test_add_more.py::test_add_more"
 
@@ -40,16 +45,18 @@ def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
 def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
     env = {"SHAPE_MODE": "file", "SHAPE_FILE": "/s.yaml", "ZL_DEVICES": "3", "OP": "mm"}
     base = spec.resolve({"backend": "cpu", "level": "core"}, env, which=lambda _: None)
-    argv = ab_suite.settings_argv(base)
+    argv = start.settings_argv(base)
     assert argv[:2] == ["--backend", "cpu"]
     assert argv[argv.index("--shape-file") + 1] == "/s.yaml"
     for flag in ("--op", "--node", "--devices"):  # what to run and where come per unit
         assert flag not in argv
     monkeypatch.setenv("SHAPE_MODE", "upstream")  # a resume in another environment
-    again, _ = ab_suite.settings_from_argv(argv)
+    again, _ = start.settings_from_argv(argv)
     assert again.caliber() == base.caliber() and again.shape_mode == "file"
-    child = ab_suite.unit_argv(EMBEDDED_SUITE, argv, "benchmark/test_mm.py::test_mm", "mm/r1",
-                               "3")
+    task = driver.unit_tasks(EMBEDDED_SUITE, {"argv": argv, "walls": {}, "ops": {
+        "mm": {"node": "benchmark/test_mm.py::test_mm"}}, "units": [
+        {"op": "mm", "round": 1, "status": "not_run"}]})[0]
+    child = LocalExecutor(["3"]).argv(task, "3")
     assert child[3:6] == ["ab-unit", str(EMBEDDED_SUITE), "mm/r1"]
     assert child[-4:] == ["--node", "benchmark/test_mm.py::test_mm", "--devices", "3"]
 
@@ -57,11 +64,11 @@ def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monke
 def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
     from harness.errors import UsageError
 
-    with ab_suite._sole_driver(tmp_path):
+    with driver.sole_driver(tmp_path):
         with pytest.raises(UsageError, match="is being run by another harness process"):
-            with ab_suite._sole_driver(tmp_path):
+            with driver.sole_driver(tmp_path):
                 pass
-    with ab_suite._sole_driver(tmp_path):  # released when the first driver ends
+    with driver.sole_driver(tmp_path):  # released when the first driver ends
         pass
 
 
@@ -69,7 +76,7 @@ def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
 
 
 def _campaign(tmp_path):
-    from harness import campaign
+    from harness.campaign import plan as campaign
 
     doc = campaign.new_document(
         directory=tmp_path, axis={"name": "none", "variable": None, "a": "0", "b": "1"},
@@ -85,23 +92,23 @@ def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_ca
     # Regression: the driver raised a bare KeyboardInterrupt (exit 130 for every signal) and
     # left no ab.json, so `harness report` could not render what had finished.
     doc, started, children = _campaign(tmp_path), [], []
-    real_start = supervise.start_child
+    real_start = procs.start_child
 
-    def unit_argv(directory, argv, node, unit, device):
-        started.append(unit)
+    def unit_argv(directory, argv, node, unit):
+        return [unit, sys.executable, "-c", "import time; time.sleep(60)"]
+
+    def start_child(argv, *args, **kwargs):
+        started.append(argv[0])
+        children.append(real_start(argv[1:], *args, **kwargs))
         os.kill(os.getpid(), signal.SIGHUP)  # lands while the unit runs
-        return [sys.executable, "-c", "import time; time.sleep(60)"]
-
-    def start_child(*args, **kwargs):
-        children.append(real_start(*args, **kwargs))
         return children[-1]
 
-    monkeypatch.setattr(ab_suite, "unit_argv", unit_argv)
-    monkeypatch.setattr(supervise, "start_child", start_child)
+    monkeypatch.setattr(driver, "unit_argv", unit_argv)
+    monkeypatch.setattr(procs, "start_child", start_child)
     lines = []
     with pytest.raises(Interrupted) as info:
-        ab_suite.drive(tmp_path, doc, settings(), [None], out=lines.append, grace_s=2.0,
-                       poll_s=0.01)
+        driver.drive(tmp_path, doc, settings(), LocalExecutor([None], grace_s=2.0, poll_s=0.01),
+                     out=lines.append)
     assert info.value.exit_code == 128 + signal.SIGHUP and info.value.step == "add/r0"
     assert started == ["add/r0"] and children[0].poll() == -signal.SIGHUP  # forwarded
     saved = json.loads((tmp_path / "campaign.json").read_text())
@@ -126,17 +133,17 @@ def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
     assert ab_finish.campaign_status(doc, None)["status"] == "complete"
 
 
-def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path, monkeypatch):
+def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path):
     # Regression: the first unit's child got `--devices 0`, but the plan printed for its side A
     # showed the campaign's DEVICES=0,1 as its CUDA_VISIBLE_DEVICES.
     from harness.preflight import Plan
     from harness.providers.flaggems import Node
 
     doc = _campaign(tmp_path)
-    monkeypatch.setattr(batch, "worker_devices", lambda s: ["1", "0"])
     plan = Plan(node=Node("benchmark/test_add.py", "test_add", ("add",)), op="add",
                 python=sys.executable)
-    lines = ab_suite._first_unit(doc, settings(devices="1,0"), plan, tmp_path)
+    lines = start._first_unit(doc, settings(devices="1,0"), plan, LocalExecutor(["1", "0"]),
+                              tmp_path)
     assert lines[0].endswith("--devices 1")
     assert "  devices: 1" in lines and "  devices: 1,0" not in lines
 
@@ -147,10 +154,10 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
     from harness.errors import UsageError
 
     with pytest.raises(UsageError) as info:
-        ab_suite.refuse_unused({"resume": "d", "op": "mm", "dtypes": "float32", "ops": "a,b",
+        start.refuse_unused({"resume": "d", "op": "mm", "dtypes": "float32", "ops": "a,b",
                                 "rounds": "3"})
     assert "; OP, DTYPES, OPS cannot be given with it" in str(info.value)
-    ab_suite.refuse_unused({"resume": "d", "rounds": "5", "devices": "0,1", "dry_run": "1",
+    start.refuse_unused({"resume": "d", "rounds": "5", "devices": "0,1", "dry_run": "1",
                             "backend": "cpu", "level": "core", "mode": "auto", "only": "same",
                             "executor": "slurm", "slurm_partition": "gpu", "op": None,
                             "dtypes": ""})

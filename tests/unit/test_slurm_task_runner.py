@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from harness import campaign, slurm_task
+from harness.campaign import driver
+from harness.campaign import plan as campaign
 from harness.errors import UsageError
+from harness.executors.slurm import files, task
 
 
 @pytest.mark.parametrize("value", ["", "x", "2", "-1"])
@@ -15,7 +17,7 @@ def test_a_task_index_outside_the_plan_is_refused(tmp_path, value):
     plan = tmp_path / "p.json"
     plan.write_text(json.dumps({"tasks": [["a"], ["b"]]}))
     with pytest.raises(UsageError, match=f"SLURM_ARRAY_TASK_ID={value!r}"):
-        slurm_task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": value})
+        task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": value})
 
 
 @pytest.mark.parametrize("content", [b"\x00\xff\xfe", b"{not json"])
@@ -23,35 +25,31 @@ def test_a_plan_that_is_not_json_is_refused(tmp_path, content):
     plan = tmp_path / "p.json"
     plan.write_bytes(content)
     with pytest.raises(UsageError, match="is not a plan"):
-        slurm_task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": "0"})
+        task.load_plan(plan, {"SLURM_ARRAY_TASK_ID": "0"})
 
 
 def test_a_plan_that_is_a_directory_is_refused(tmp_path):
     with pytest.raises(UsageError, match="is not a plan"):
-        slurm_task.load_plan(tmp_path, {"SLURM_ARRAY_TASK_ID": "0"})
+        task.load_plan(tmp_path, {"SLURM_ARRAY_TASK_ID": "0"})
 
 
-def _campaign(tmp_path, status0: str) -> None:
+def test_a_later_round_waits_for_round_zero_from_its_done_file(tmp_path):
     doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
                                                           "a": "0", "b": "1"},
                                 caliber={}, argv=[], ops={"tanh": {"node": "n"}}, rounds=2,
                                 walls={}, walls_from=None)
-    campaign.unit_entry(doc, "tanh/r0")["status"] = status0
-    campaign.save(tmp_path, doc)
-
-
-def test_a_later_round_waits_for_round_zero_from_its_done_file_or_the_campaign(tmp_path):
-    _campaign(tmp_path, "submitted")
-    assert slurm_task._blocked(tmp_path, "tanh/r1") == "round 0 of tanh did not finish"
-    assert slurm_task._blocked(tmp_path, "tanh/r0") is None
-    done = slurm_task.done_path(tmp_path, "tanh/r0")
+    first, later = driver.unit_tasks(tmp_path, doc)
+    assert task.blocked(tmp_path, later) == "tanh/r0 did not finish"
+    assert task.blocked(tmp_path, first) is None
+    done = files.done_path(tmp_path, "tanh/r0")
     done.parent.mkdir(parents=True)
     done.write_text(json.dumps({"item": "tanh/r0", "status": "failed"}))
-    assert slurm_task._blocked(tmp_path, "tanh/r1") is None  # failed rows still replay
+    assert task.blocked(tmp_path, later) is None  # failed rows still replay
     done.write_text(json.dumps({"item": "tanh/r0", "status": "interrupted"}))
-    assert slurm_task._blocked(tmp_path, "tanh/r1") is not None
-    _campaign(tmp_path, "ok")  # finished in an earlier submission
-    assert slurm_task._blocked(tmp_path, "tanh/r1") is None
+    assert task.blocked(tmp_path, later) is not None
+    campaign.unit_entry(doc, "tanh/r0")["status"] = "ok"  # finished in an earlier submission
+    (later,) = driver.unit_tasks(tmp_path, doc)
+    assert task.blocked(tmp_path, later) is None
 
 
 def test_read_done_skips_a_file_being_written_and_one_of_garbage(tmp_path):
@@ -60,4 +58,4 @@ def test_read_done_skips_a_file_being_written_and_one_of_garbage(tmp_path):
     (base / "a-r0.json").write_text(json.dumps({"item": "a/r0", "status": "ok"}))
     (base / "b-r0.json").write_bytes(b"\x00\x01")
     (base / "c-r0.json").write_text("[1, 2]")
-    assert list(slurm_task.read_done(tmp_path)) == ["a/r0"]
+    assert list(files.read_done(tmp_path)) == ["a/r0"]

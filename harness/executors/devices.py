@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from harness.backends import Device
+from harness.backends import Backend, Device
 from harness.spec import Settings
 
 
@@ -19,16 +19,21 @@ def select_devices(settings: Settings, environ: Mapping[str, str] | None = None,
     asked only in that last case. None where the backend has no accelerator: its children
     run unpinned. [] where the tool finds no device.
     """
-    backend = settings.backend
+    return select_ids(settings.backend, settings.devices, environ, enumerate_devices)
+
+
+def select_ids(backend: Backend, chosen: Sequence[str], environ: Mapping[str, str] | None = None,
+               enumerate_devices: Callable[[], list[Device]] | None = None) -> list[str] | None:
+    """select_devices for a backend and a DEVICES value (`chosen`, empty: not given)."""
     if not backend.is_accelerator:
         return None
-    if settings.devices:
-        return list(dict.fromkeys(settings.devices))
-    environ = os.environ if environ is None else environ
-    visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
-    chosen = [item.strip() for item in visible.split(",") if item.strip()]
     if chosen:
         return list(dict.fromkeys(chosen))
+    environ = os.environ if environ is None else environ
+    visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
+    visible_ids = [item.strip() for item in visible.split(",") if item.strip()]
+    if visible_ids:
+        return list(dict.fromkeys(visible_ids))
     return [str(d.index) for d in (enumerate_devices or backend.enumerate_devices)()]
 
 

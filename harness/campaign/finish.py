@@ -10,7 +10,6 @@ from typing import Any
 
 from harness import (
     ab,
-    campaign,
     comparison,
     identity,
     receipt,
@@ -19,7 +18,8 @@ from harness import (
     suite_report,
 )
 from harness.boundary import DIRECT_MARKER
-from harness.campaign import SIDES, round_walls
+from harness.campaign import plan
+from harness.campaign.plan import SIDES, round_walls
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
     EXIT_BENCHMARK_FAILED,
@@ -231,10 +231,10 @@ def interrupted(directory: Path, doc: dict[str, Any], settings: Settings, signum
     finished = finished_units(doc)
     doc["state"] = "interrupted"
     doc["interrupted"] = {"signal": name, "step": step, "finished_units": finished}
-    campaign.save(directory, doc)
+    plan.save(directory, doc)
     _, md, _ = write_campaign(directory, doc, settings, {"signal": name, "step": step})
     out(f"{ab.INTERRUPTED_MARKER} signal={name} step={step} "
         f"finished_units={','.join(finished) or '-'} "
-        f"units_left={len(campaign.units_to_run(doc))} dir={directory} report={md} "
+        f"units_left={len(plan.units_to_run(doc))} dir={directory} report={md} "
         f"resume: harness ab --resume {directory}")
     return Interrupted(signum, step, directory)

@@ -1,4 +1,4 @@
-"""The campaign plan: units, their order, readiness, campaign.json, resume's extension, walls."""
+"""The campaign plan: units, their order, campaign.json, resume's extension, walls."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness import campaign
-from harness.campaign import Unit
+from harness.campaign import plan as campaign
+from harness.campaign.plan import Unit
 from harness.errors import UsageError
 
 
@@ -30,25 +30,6 @@ def test_within_a_round_the_longest_operator_goes_first_and_one_without_a_wall_b
 def test_sides_alternate_by_round_starting_with_the_recording_side():
     assert [Unit("mm", r).sides for r in range(3)] == [("A", "B"), ("B", "A"), ("A", "B")]
     assert Unit("mm", 1).run_rel("B") == "mm/B/r1"
-
-
-def test_a_later_round_waits_for_round_zero_of_its_own_operator_only():
-    status = {"mm/r0": "running", "add/r0": "ok", "mm/r1": "not_run", "add/r1": "not_run"}
-    assert not campaign.ready(Unit("mm", 1), status)
-    assert campaign.ready(Unit("add", 1), status)
-    assert campaign.ready(Unit("mm", 0), status)
-    status["mm/r0"] = "failed"  # it finished: its records (what it left) decide the replay
-    assert campaign.ready(Unit("mm", 1), status)
-    for crashed in ("error", "interrupted"):  # a resume reruns round 0 and replaces its records
-        status["mm/r0"] = crashed
-        assert not campaign.ready(Unit("mm", 1), status)
-
-
-def test_deal_gives_the_next_unit_to_the_device_that_frees_first():
-    units = campaign.plan_units({"mm": 1, "add": 1, "tanh": 1}, {"mm": 10, "add": 2, "tanh": 3})
-    placed = [(d, u.id) for d, u in campaign.deal(units, ["0", "1"], {"mm": 10, "add": 2,
-                                                                       "tanh": 3})]
-    assert placed == [("0", "mm/r0"), ("1", "tanh/r0"), ("1", "add/r0")]
 
 
 @pytest.mark.parametrize("text", ["mm", "mm/r", "mm/rx", "/r0", "mm/r-1", ""])

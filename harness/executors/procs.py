@@ -1,10 +1,9 @@
 """Child processes over devices: started, one at a time per device, stopped and reaped on a signal.
 
-`harness batch` runs its operators and the parallel warmup its shards through this, and `harness
-run` its pytest (GroupStopper): each child leads its own session (its process group is the child
-and what it started), a device never holds two measurements at once, and SIGINT, SIGTERM or
-SIGHUP stop every child's group, SIGTERM first and SIGKILL after GRACE_S, before the interrupt
-goes on.
+The local executor runs its tasks through this, and `harness run` its pytest (GroupStopper):
+each child leads its own session (its process group is the child and what it started), a
+device never holds two measurements at once, and SIGINT, SIGTERM or SIGHUP stop every child's
+group, SIGTERM first and SIGKILL after GRACE_S, before the interrupt goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness.boundary import RUN_DIR_LINE
 from harness.spec import REPO_ROOT, VARS_BY_MAKE
 
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
@@ -57,18 +55,6 @@ def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path, *,
     with open(log, "ab" if append else "wb") as fh:  # the child holds its own descriptor
         return subprocess.Popen(list(argv), stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
-
-
-def run_dir_from_log(log: Path) -> Path | None:
-    """The run directory a `harness run` child claimed, from its header; None when it
-    claimed none (or never started)."""
-    if not log.is_file():
-        return None
-    with open(log, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if line.startswith(RUN_DIR_LINE):
-                return Path(line[len(RUN_DIR_LINE):].rstrip("\n"))
-    return None
 
 
 class Child(Protocol):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from harness import ab_unit, artifacts
+from harness import artifacts
+from harness.campaign import unit as ab_unit
 
 
 def entry(triton, name, files):

@@ -1,0 +1,247 @@
+"""`harness batch`: many operators, one `harness run` task each, through an executor."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import shlex
+import shutil
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from harness import cmdline, errors, runner, slurm, spec
+from harness.campaign import ops as ops_
+from harness.campaign import plan, where
+from harness.errors import HarnessError, PreflightError
+from harness.executors.base import NOT_RUN, STATES, Ended, Executor, Task
+from harness.executors.procs import say
+from harness.fsutil import atomic_write_text
+from harness.identity import read_identity
+from harness.preflight import CHECKS, collect_preflight
+from harness.rundir import run_dir_from_log
+from harness.spec import Settings
+
+COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
+           "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended
+# A batch takes every setting of `harness run` but these: what to run comes from OPS.
+NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
+# Every child gets the batch's settings flags but these: BACKEND goes resolved, DEVICES as the
+# child's one device, and a batch under DRY_RUN starts no child.
+NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
+# The checks of `harness run` that hold for every operator of the batch (nodes are resolved
+# per operator); a batch that runs checks OUT before it claims its directory.
+BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
+
+
+def add_arguments(parser: argparse.ArgumentParser, run_vars: Sequence[str]) -> None:
+    """The flags of `harness batch`: --ops/--ops-file and the settings of `harness run`
+    (`run_vars`, Make names) less OP, OP_FILE and TEST_NODE."""
+    add_ops_arguments(parser.add_argument_group("operators (give one of the two)"),
+                      ops="comma-separated operators, e.g. tanh,add,mm",
+                      walls="EXECUTOR=slurm DRY_RUN: an earlier batch or campaign whose walls "
+                      "estimate the makespan")
+    spec.add_arguments(parser, tuple(v for v in run_vars if v not in NOT_BATCH_VARS))
+
+
+def add_ops_arguments(group: argparse._ArgumentGroup, *, ops: str, walls: str) -> None:
+    """--ops, --ops-file and --walls-from, as batch and ab both take them (`ops` and `walls`:
+    what each means to the subcommand)."""
+    group.add_argument("--ops", dest="ops", default=None, metavar="OPS", help=f"{ops} [OPS]")
+    group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
+                       help="file with one operator per line, # comments [OPS_FILE]")
+    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
+                       help=f"{walls} [WALLS_FROM]")
+
+
+def forwarded_flags(settings: Settings, flags: Mapping[str, object]) -> list[str]:
+    """The settings flags every child gets: the resolved backend and what was given as a flag
+    (values from the environment reach the child through its inherited environment)."""
+    given = {var.make: flags.get(var.dest) for var in spec.VARS if var.make not in NOT_FORWARDED}
+    return cmdline.flag_args({"BACKEND": settings.backend.name, **given})
+
+
+def child_argv(forwarded: Sequence[str], op: str) -> list[str]:
+    """`harness run` for one operator (the executor adds its device)."""
+    return cmdline.harness_argv("run", *cmdline.flag_args({"OP": op}), *forwarded)
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class OpStatus:
+    """One line of ops_status.csv."""
+
+    op: str
+    status: str = NOT_RUN
+    node: str = ""
+    rc: int | None = None
+    rows: int | None = None
+    backend: str = ""
+    device: str = ""
+    timer: str = ""
+    wall_s: float | None = None
+    run: str = ""
+    slurm_task: str = ""
+    slurm_state: str = ""
+
+    def row(self) -> dict[str, str]:
+        return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
+
+
+def render_csv(statuses: Iterable[OpStatus]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(s.row() for s in statuses)
+    return buf.getvalue()
+
+
+def finished_status(end: Ended, log: Path) -> OpStatus:
+    """The status of a task that ended, read from its log and its run_identity.json."""
+    run_dir = run_dir_from_log(log)
+    ident: dict[str, object] = (read_identity(run_dir) if run_dir is not None else None) or {}
+    rows = ident.get("rows")
+    return OpStatus(op=end.task, status=end.state, node=str(ident.get("node") or ""),
+                    rc=end.rc, rows=rows if isinstance(rows, int) else None,
+                    backend=str(ident.get("backend") or ""),
+                    device="" if end.where == "-" else end.where,
+                    timer=str(ident.get("timer") or ""), wall_s=end.wall_s,
+                    run=str(run_dir) if run_dir else "",
+                    slurm_task=end.facts.get("slurm_task", ""),
+                    slurm_state=end.facts.get("slurm_state", ""))
+
+
+class BatchRecord:
+    """A claimed batch directory: ops_status.csv, rewritten atomically on every change so that
+    a killed batch leaves a valid file, and one log per operator under logs/."""
+
+    def __init__(self, out_root: Path, ops: Sequence[str]) -> None:
+        self.dir = runner.claim_run_dir(out_root, "batch", runner.utc_stamp())
+        (self.dir / "logs").mkdir()
+        self.csv = self.dir / "ops_status.csv"
+        self.table = {op: OpStatus(op) for op in ops}
+        self._save()
+
+    def log(self, op: str) -> Path:
+        return self.dir / "logs" / f"{op}.log"
+
+    def record(self, status: OpStatus) -> int:
+        """Record an operator's outcome; return how many operators have one now."""
+        self.table[status.op] = status
+        self._save()
+        return sum(s.status != NOT_RUN for s in self.table.values())
+
+    def counts(self) -> str:
+        found = [s.status for s in self.table.values()]
+        return " ".join(f"{name}={found.count(name)}" for name in STATES)
+
+    def _save(self) -> None:
+        atomic_write_text(self.csv, render_csv(self.table.values()))
+
+
+class _Events:
+    """The batch's side of the executor: ops_status.csv and a line per operator."""
+
+    def __init__(self, record: BatchRecord, out: Callable[[str], None]) -> None:
+        self.record, self.out = record, out
+
+    def queued(self, task: Task, where: str) -> None:
+        """Nothing to record: the operator stays not_run until it ends."""
+
+    def started(self, task: Task, where: str) -> None:
+        self.out(f"[start] {task.id} device={where} log={task.log}")
+
+    def ended(self, task: Task, end: Ended) -> None:
+        s = finished_status(end, task.log)
+        rows = "-" if s.rows is None else s.rows
+        self.out(f"[{self.record.record(s)}/{len(self.record.table)}] {s.op} {s.status} "
+                 f"rc={'' if s.rc is None else s.rc} rows={rows} wall={s.wall_s}s "
+                 f"device={s.device or '-'} run={s.run or '-'}")
+        if end.reason:
+            self.out(f"    {end.reason}")
+
+
+def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
+              executor: Executor, *, command: Callable[[str], list[str]] | None = None,
+              out: Callable[[str], None] = say) -> int:
+    """Run every operator of `record` as a task of `executor`; exit code 0 all ok, 1
+    otherwise; on a signal record the batch and raise KeyboardInterrupt. A plan the executor
+    refuses before anything ran (a cluster's sbatch) leaves no batch directory."""
+    build = command or (lambda op: child_argv(forwarded, op))
+    tasks = [Task(op, tuple(build(op)), record.log(op)) for op in ops]
+    out(f"batch directory: {record.dir} ({len(ops)} operators; executor {executor.name})")
+    try:
+        outcome = executor.run(tasks, _Events(record, out))
+    except HarnessError:
+        if all(s.status == NOT_RUN for s in record.table.values()):
+            shutil.rmtree(record.dir)  # claimed a moment ago by this process; nothing ran
+        raise
+    for op, facts in outcome.facts.items():
+        if op in record.table:
+            record.record(replace(record.table[op], **facts))
+    if outcome.signal is not None:
+        out(f"BATCH_INTERRUPTED signal={signal.Signals(outcome.signal).name} "
+            f"{record.counts()} status={record.csv}"
+            + (" (the tasks keep running)" if outcome.detached else ""))
+        raise KeyboardInterrupt
+    out(f"BATCH_DONE {record.counts()} status={record.csv}")
+    all_ok = all(s.status == "ok" for s in record.table.values())
+    return errors.EXIT_OK if all_ok else errors.EXIT_BENCHMARK_FAILED
+
+
+def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence[str],
+                     executor: Executor, walls: Mapping[str, float] | None = None
+                     ) -> tuple[list[str], int]:
+    """The plan of a batch, for --dry-run, and its exit code (3 when an operator has no node)."""
+    try:
+        nodes = ops_.resolve_nodes(settings, ops)
+    except PreflightError as exc:  # reported with the batch's failed checks
+        nodes = dict.fromkeys(ops, f"<unresolved: check {exc.check} failed>")
+    where_to = settings.out / "batch" / runner.utc_stamp()
+    lines = [f"batch directory: {where_to} (not created); {len(ops)} operators",
+             f"backend: {settings.backend.name}; executor {executor.name}: each operator runs "
+             "in its own process on the next free device"]
+    tasks = [Task(op, tuple(child_argv(forwarded, op)), where_to / "logs" / f"{op}.log")
+             for op in ops]
+    for i, task in enumerate(tasks):
+        lines += [f"[{i + 1}/{len(ops)}] {task.id} node={nodes[task.id]}",
+                  f"    {shlex.join(task.argv)}"]
+    lines += executor.describe(tasks, walls or {})
+    failed = any(node.startswith(("PREFLIGHT_FAILED", "<unresolved")) for node in nodes.values())
+    return lines, errors.EXIT_PREFLIGHT if failed else errors.EXIT_OK
+
+
+def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], None] = say
+         ) -> int:
+    """`harness batch`: validate, then print the plan (--dry-run) or run it."""
+    ops = ops_.resolve_ops(settings, flags, os.environ)
+    forwarded = forwarded_flags(settings, flags)
+    cfg = (slurm.config(settings, flags, os.environ)
+           if slurm.executor(flags, os.environ) == "slurm" else None)
+    if settings.dry_run:  # the whole plan first, then every check that would fail
+        executor = (where.local(settings) if cfg is None else
+                    where.cluster(settings, cfg, settings.out / "batch" / "<ts>", out=out))
+        checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
+                                    report=out, remote=cfg is not None)
+        walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
+        walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
+        lines, rc = describe_dry_run(settings, ops, forwarded, executor, walls)
+        for line in lines:
+            out(line)
+        return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
+    if cfg is None:
+        checked = collect_preflight(settings, checks=("out",))
+        if checked.failures:
+            raise checked.failures[0].error
+        record = BatchRecord(settings.out, ops)
+        return run_batch(record, ops, forwarded, where.local(settings), out=out)
+    slurm.preflight(settings.out, out)
+    record = BatchRecord(settings.out, ops)
+    executor = where.cluster(settings, cfg, record.dir.resolve(), out=out)
+    return run_batch(record, ops, forwarded, executor, out=out)

@@ -1,0 +1,201 @@
+"""The one campaign driver: its units as tasks of an executor, recorded as they end, then the
+report."""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from harness import artifacts, cmdline
+from harness.campaign import finish, plan
+from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
+from harness.campaign.unit import side_cache
+from harness.errors import HarnessError, Interrupted, UsageError
+from harness.executors.base import INTERRUPTED, Ended, Executor, Task
+from harness.executors.procs import deferred_signals
+from harness.spec import Settings
+
+LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
+
+
+def unit_argv(directory: Path, argv: list[str], node: str, unit_id: str) -> list[str]:
+    """`harness ab-unit` for one unit: the campaign's settings and its node (the executor adds
+    the device)."""
+    return cmdline.harness_argv("ab-unit", str(directory), unit_id, *argv,
+                                *cmdline.flag_args({"TEST_NODE": node}))
+
+
+def unit_log(directory: Path, unit_id: str) -> Path:
+    return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
+
+
+def unit_tasks(directory: Path, doc: Mapping[str, Any]) -> list[Task]:
+    """Every unit still to run as a task, in running order. A later round replays its
+    operator's A/r0 records, so it waits for round 0 where round 0 runs too, and its array
+    (a cluster's) starts after round 0's."""
+    todo = plan.units_to_run(doc)
+    ids = {u.id for u in todo}
+    tasks = []
+    for unit in todo:
+        first = Unit(unit.op, 0).id
+        tasks.append(Task(unit.id, tuple(unit_argv(directory, doc["argv"],
+                                                   doc["ops"][unit.op]["node"], unit.id)),
+                          unit_log(directory, unit.id),
+                          after=first if unit.round and first in ids else None,
+                          stage="r0" if unit.round == 0 else "later",
+                          note=f"[{''.join(unit.sides)}]"))
+    return tasks
+
+
+@contextmanager
+def sole_driver(directory: Path) -> Iterator[None]:
+    """Hold the campaign's lock: two drivers would run its units twice and overwrite each
+    other's campaign.json."""
+    with open(directory / LOCK_FILE, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"campaign {str(directory)!r} is being run by another harness "
+                             "process; wait for it, or stop it and resume") from None
+        yield
+
+
+def make_side_caches(directory: Path) -> None:
+    for side in SIDES:
+        for kind in ("flaggems", "triton"):
+            (side_cache(directory, side) / kind).mkdir(parents=True, exist_ok=True)
+
+
+def drop_side_caches(directory: Path, doc: dict[str, Any]) -> None:
+    """Fingerprint what each side's cache compiled (kept in campaign.json for liveness), then
+    remove the caches: a resume starts them afresh."""
+    seen = doc.setdefault("side_artifacts", {})
+    for side in SIDES:
+        cache = side_cache(directory, side)
+        if (cache / "triton").is_dir():
+            found = artifacts.artifact_hashes(cache / "triton", cache.resolve())
+            seen[side] = sorted({*seen.get(side, ()), *found})
+    plan.save(directory, doc)
+    shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
+
+
+class UnitEvents:
+    """The driver's side of the executor: each unit's state in campaign.json as it changes,
+    and a progress line with an estimate of what is left."""
+
+    def __init__(self, directory: Path, doc: dict[str, Any], total_todo: int, workers: int,
+                 out: Callable[[str], None]) -> None:
+        self.directory, self.doc, self.out = directory, doc, out
+        self.total_todo, self.workers = total_todo, workers
+        self.began = time.monotonic()
+        self.walls: list[float] = []  # of the units that ran to their end in this session
+        self.running: dict[str, float] = {}  # unit -> when it started
+        self.stopped: list[str] = []  # the units a signal stopped
+        self.queued_ids: list[str] = []  # handed to a queue in this session
+
+    def withdraw(self) -> None:
+        """The queue refused the plan (its arrays were cancelled): the units it had taken are
+        not run, as before, so that a resume hands them over again."""
+        for task_id in self.queued_ids:
+            entry = plan.unit_entry(self.doc, task_id)
+            if entry["status"] == "submitted":
+                entry["status"] = plan.PENDING
+        plan.save(self.directory, self.doc)
+
+    def _begin(self, task: Task, status: str, where: str) -> None:
+        entry = plan.unit_entry(self.doc, task.id)
+        entry.update(status=status, device=where, attempts=entry["attempts"] + 1)
+        plan.save(self.directory, self.doc)  # a killed driver leaves the unit to rerun
+
+    def queued(self, task: Task, where: str) -> None:
+        self._begin(task, "submitted", where)
+        self.queued_ids.append(task.id)
+
+    def started(self, task: Task, where: str) -> None:
+        self._begin(task, "running", where)
+        self.running[task.id] = time.monotonic()
+        unit = plan.parse_unit_id(task.id)
+        self.out(f"[start] {task.id} sides={' '.join(unit.sides)} device={where} "
+                 f"log={task.log}")
+
+    def ended(self, task: Task, end: Ended) -> None:
+        entry = plan.unit_entry(self.doc, task.id)
+        entry.update(status=end.state, rc=end.rc, wall_s=end.wall_s, reason=end.reason,
+                     device=end.where, **end.facts)
+        plan.save(self.directory, self.doc)
+        self.running.pop(task.id, None)
+        if end.state == INTERRUPTED:
+            self.stopped.append(task.id)
+        elif end.wall_s is not None:
+            self.walls.append(end.wall_s)
+        self.out(self._progress(end))
+
+    def _progress(self, end: Ended) -> str:
+        units = self.doc["units"]
+        done = sum(u["status"] in plan.FINISHED for u in units)
+        elapsed = time.monotonic() - self.began
+        if self.workers:
+            eta = plan.eta_from_walls(
+                self.walls, [time.monotonic() - t for t in self.running.values()],
+                self.total_todo - len(self.walls) - len(self.running), self.workers)
+        else:  # a cluster's queue decides how many run at once: only the rate is known
+            eta = plan.eta_from_rate(elapsed, len(self.walls), self.total_todo - len(self.walls))
+        facts = "".join(f" {k}={v}" for k, v in end.facts.items() if v)
+        return (f"[{done}/{len(units)}] {end.task} {end.state} "
+                f"rc={'' if end.rc is None else end.rc} wall={end.wall_s}s device={end.where}"
+                f"{facts} elapsed={elapsed:.0f}s eta={'-' if eta is None else f'{eta:.0f}s'}"
+                + (f"\n    {end.reason}" if end.reason else ""))
+
+
+def drive(directory: Path, doc: dict[str, Any], settings: Settings, executor: Executor,
+          out: Callable[[str], None] = print) -> int:
+    """Run every unit not finished through `executor`, then write the report.
+
+    A signal stops the units (the executor stops them, or leaves a detached cluster array
+    running); the campaign is written as interrupted from the units that finished, and
+    errors.Interrupted raised.
+    """
+    tasks = unit_tasks(directory, doc)
+    with sole_driver(directory):
+        (directory / LOGS_DIR).mkdir(exist_ok=True)
+        make_side_caches(directory)
+        out(f"campaign directory: {directory} ({len(tasks)} units to run of "
+            f"{len(doc['units'])}; executor {executor.name})")
+        events = UnitEvents(directory, doc, len(tasks), executor.workers, out)
+        doc["state"] = "running"
+        doc.pop("interrupted", None)  # a resume: the earlier stop is history
+        plan.save(directory, doc)
+        try:
+            outcome = executor.run(tasks, events)
+        except HarnessError:
+            events.withdraw()
+            drop_side_caches(directory, doc)
+            raise
+        except BaseException:
+            drop_side_caches(directory, doc)
+            raise
+        if outcome.detached:
+            doc["state"] = "submitted"
+            plan.save(directory, doc)
+            out(f"harness ab --resume {directory} re-attaches")
+            raise Interrupted(outcome.signal or 0, "detach", directory)
+        drop_side_caches(directory, doc)
+        blocked = sorted({u["op"] for u in doc["units"] if u["status"] == plan.PENDING})
+        if outcome.signal is None and blocked:
+            out(f"round 0 of {', '.join(blocked)} did not finish, so their later rounds did not "
+                f"run: harness ab --resume {directory} reruns them")
+        if outcome.signal is not None:
+            with deferred_signals(lambda _signum: None):  # a second signal: finish writing
+                raise finish.interrupted(directory, doc, settings, outcome.signal,
+                                         events.stopped, out)
+        doc["state"] = "measured"
+        plan.save(directory, doc)
+        rc = finish.finish(directory, doc, settings, out)
+        doc["state"] = "done"
+        plan.save(directory, doc)
+        return rc

@@ -1,0 +1,122 @@
+"""Which operators a batch or campaign runs: OPS, OPS_FILE, OPS=all, and each one's node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from harness.errors import PreflightError, UsageError
+from harness.providers import flaggems
+from harness.spec import OP_NAME, Settings
+
+ALL_OPS = "all"  # OPS=all: every node of the tree
+
+
+def check_ops(items: Iterable[str], label: str) -> list[str]:
+    """Validate operator names: non-empty, safe as a file name, each listed once."""
+    ops: list[str] = []
+    for item in items:
+        if not OP_NAME.fullmatch(item):
+            raise UsageError(f"{label}: {item!r} is not an operator name; expected letters, "
+                             "digits, '_', '.', '-' (one operator per item)")
+        if item in ops:
+            raise UsageError(f"{label}: {item!r} is listed twice")
+        ops.append(item)
+    if not ops:
+        raise UsageError(f"{label} names no operator")
+    return ops
+
+
+def parse_ops(value: str, label: str = "OPS") -> list[str]:
+    """Operators of --ops: comma-separated, blanks around the commas ignored."""
+    return check_ops((item.strip() for item in value.split(",") if item.strip()), label)
+
+
+def parse_ops_file(text: str, label: str = "OPS_FILE") -> list[str]:
+    """Operators of an ops file: one per line; `#` starts a comment; blank lines are skipped."""
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return check_ops((line for line in lines if line), label)
+
+
+def given(flags: Mapping[str, object], env: Mapping[str, str]) -> bool:
+    """Whether OPS or OPS_FILE was given (a campaign of several operators)."""
+    return any(flags.get(k) or env.get(k.upper()) for k in ("ops", "ops_file"))
+
+
+def ops_from(flags: Mapping[str, object], env: Mapping[str, str]) -> list[str]:
+    """OPS or OPS_FILE from the flags, else from the environment (flags win as a pair)."""
+    ops, ops_file = flags.get("ops"), flags.get("ops_file")
+    if not (ops or ops_file):
+        ops, ops_file = env.get("OPS"), env.get("OPS_FILE")
+    if ops and ops_file:
+        raise UsageError("give OPS or OPS_FILE, not both")
+    if ops:
+        return parse_ops(str(ops))
+    if not ops_file:
+        raise UsageError("nothing to run: give OPS (--ops a,b,c) or OPS_FILE (--ops-file FILE)")
+    path = Path(str(ops_file))
+    label = f"OPS_FILE={str(path)!r}"
+    if not path.exists():
+        raise UsageError(f"{label} does not exist")
+    if not path.is_file():
+        raise UsageError(f"{label} is not a file; expected a file with one operator per line")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{label} cannot be read as UTF-8 text ({exc.__class__.__name__}); "
+                         "expected a file with one operator per line") from None
+    return parse_ops_file(text, label)
+
+
+def _tree(settings: Settings) -> Path:
+    fg_dir = settings.flaggems_dir
+    if fg_dir is None:
+        raise PreflightError("flaggems_dir", f"FLAGGEMS_DIR is not set (BACKEND="
+                             f"{settings.backend.name} has no embedded suite)")
+    flaggems.check_layout(fg_dir)
+    return fg_dir
+
+
+def all_ops(settings: Settings) -> dict[str, str]:
+    """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by the
+    operator name a run gives it; a name two nodes share gets -2, -3 ... on the later ones."""
+    fg_dir = _tree(settings)
+    found: dict[str, str] = {}
+    for node in flaggems.scan_tree(fg_dir):
+        if "parallel" in node.path.rpartition("/")[2] or not node.function:
+            continue
+        name = base = flaggems.op_name_for(node)
+        n = 1
+        while name in found:
+            n += 1
+            name = f"{base}-{n}"
+        found[name] = node.nodeid
+    if not found:
+        raise PreflightError("test_node", f"OPS='all': no benchmark node under {str(fg_dir)!r}")
+    return found
+
+
+def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
+                ) -> list[str]:
+    """The operators of OPS or OPS_FILE; OPS=all names every node of the tree (all_ops)."""
+    ops = ops_from(flags, env)
+    return list(all_ops(settings)) if ops == [ALL_OPS] else ops
+
+
+def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
+    """Each operator's benchmark node, or the PREFLIGHT_FAILED line that says why it has none;
+    a FlagGems directory that cannot hold any node raises PreflightError."""
+    fg_dir = _tree(settings)
+    nodes = flaggems.scan_tree(fg_dir)
+    found = {}
+    for op in ops:
+        try:
+            found[op] = flaggems.resolve_node(nodes, op=op, flaggems_dir=fg_dir).nodeid
+        except PreflightError as exc:
+            found[op] = str(exc)
+    return found
+
+
+def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
+    """{operator: its node or why it has none}: OPS=all's own nodes, else resolved."""
+    return all_ops(settings) if list(ops) == [ALL_OPS] else resolve_nodes(settings, ops)

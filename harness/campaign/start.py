@@ -1,0 +1,269 @@
+"""`harness ab`: a new campaign planned and run, or an earlier one resumed or extended."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import ab, backends, cmdline, runner, slurm, spec, stats
+from harness.campaign import driver, ops, plan, where
+from harness.campaign.plan import SIDES
+from harness.campaign.unit import cache_env
+from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
+from harness.executors.base import Executor
+from harness.preflight import Plan, PreflightResult, collect_preflight, run_preflight
+from harness.spec import Settings
+
+# Settings a resume may not change: they decide whether the new rounds compare with the old.
+RESUME_FIXED = ("backend", "level", "mode")
+# What a resume reads besides --resume, --only and the executor's flags: the fixed caliber
+# (refused when it differs), where units run, how many rounds, and whether to only print.
+RESUME_TAKES = ("BACKEND", "LEVEL", "MODE", "DEVICES", "ROUNDS", "DRY_RUN")
+# The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
+UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
+    "OP", "OP_FILE", "TEST_NODE", "AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "DEVICES"))
+
+
+def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str | None:
+    return spec.VARS_BY_MAKE[name].given(flags, env)
+
+
+def settings_argv(settings: Settings) -> list[str]:
+    """Every run setting, resolved, as flags (cmdline.to_argv): a campaign stores them, so that
+    its units and a later resume run exactly the campaign's settings whatever the environment
+    holds then. What to run comes from each unit, its device from the executor."""
+    return cmdline.to_argv(settings, op=None, op_file=None, test_node=None, devices=(),
+                           dry_run=False)
+
+
+def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
+    parser = argparse.ArgumentParser(add_help=False)
+    spec.add_arguments(parser, UNIT_VARS)
+    flags = vars(parser.parse_args(argv))
+    return spec.resolve(flags), flags
+
+
+def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
+              doc: dict[str, Any], out: Callable[[str], None]) -> Executor:
+    """Where the campaign's units run: this host's devices, or Slurm arrays whose submissions
+    the campaign keeps (a resume re-attaches to them)."""
+    if cfg is None:
+        return where.local(settings)
+    record = doc.setdefault("slurm", {"flags": {}, "submissions": []})
+    return where.cluster(settings, cfg, directory, record=record,
+                         saved=lambda: plan.save(directory, doc), out=out)
+
+
+# --------------------------------------------------------------------------- a new campaign
+
+
+def _preflight(settings: Settings, out: Callable[[str], None], remote: bool = False
+               ) -> tuple[Plan, PreflightResult | None]:
+    """The plan of a run; a dry run makes every check it can and keeps the failures for after
+    its plan (None: a real run, whose preflight stops at the first failure). `remote`: the
+    units run on a cluster's nodes, so this host needs no accelerator."""
+    if not settings.dry_run:
+        return run_preflight(settings, with_accelerator=not remote, report=out,
+                             remote=remote), None
+    result = collect_preflight(settings, with_accelerator=False, report=out, remote=remote)
+    return runner.placeholder_plan(settings, result.plan), result
+
+
+def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str], None],
+               remote: bool = False
+               ) -> tuple[dict[str, dict[str, Any]], Plan, PreflightResult | None]:
+    """{op: {"node"} or {"reason"}}, the preflight plan of the first operator with a node and
+    a dry run's preflight result (PreflightError when no operator has a node)."""
+    if not ops.given(flags, os.environ):
+        first_plan, result = _preflight(settings, out, remote)
+        return {first_plan.op: {"node": first_plan.node.nodeid}}, first_plan, result
+    if settings.op or settings.test_node:
+        raise UsageError("give OP (one operator) or OPS/OPS_FILE (several), not both")
+    nodes = ops.operators(settings, ops.ops_from(flags, os.environ))
+    info = {op: ({"reason": n} if n.startswith("PREFLIGHT_FAILED") else {"node": n})
+            for op, n in nodes.items()}
+    first = next((v["node"] for v in info.values() if "node" in v), None)
+    if first is None:
+        for op, v in info.items():
+            out(f"{op}: {v['reason']}")
+        raise PreflightError("test_node", "no operator of OPS has a benchmark node")
+    return info, *_preflight(_with_node(settings, first), out, remote)
+
+
+def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,
+          out: Callable[[str], None] = print) -> int:
+    """A new campaign: plan it, print it (DRY_RUN) or run it to its report."""
+    cfg = (slurm.config(settings, flags, os.environ)
+           if slurm.executor(flags, os.environ) == "slurm" else None)
+    info, first_plan, checked = _operators(settings, flags, out, remote=cfg is not None)
+    walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
+    walls = plan.walls_from(Path(walls_path)) if walls_path else {}
+    floor = (ab.noise_floor_from(ab_spec.noise_from) if ab_spec.noise_from
+             else stats.MIN_NOISE_FLOOR_PCT)
+    label = next(iter(info)) if len(info) == 1 else "suite"
+    parent = settings.out / "ab" / f"{axis.name}-{label}"
+    doc = plan.new_document(
+        directory=parent / "<ts>", axis={"name": axis.name, "variable": axis.variable,
+                                         "a": ab_spec.a, "b": ab_spec.b},
+        caliber=settings.caliber(), argv=settings_argv(settings), ops=info,
+        rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
+    doc.update({"noise_floor_pct": floor, "python": first_plan.python,
+                "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
+    if settings.dry_run:
+        where_to = parent / runner.utc_stamp()
+        executor = _executor(settings, cfg, where_to, doc, out)
+        for line in [*describe(doc, executor, where_to),
+                     *_first_unit(doc, settings, first_plan, executor, where_to)]:
+            out(line)  # the whole plan first, then every check that would fail
+        rc = checked.write_failures(out, _err) if checked else EXIT_OK
+        # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
+        return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
+    if cfg is not None:
+        slurm.preflight(settings.out, out)
+        doc["slurm"] = {"flags": slurm.given_flags(flags, os.environ), "submissions": []}
+    directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
+                                     runner.utc_stamp())
+    doc["dir"] = str(directory)
+    plan.save(directory, doc)
+    return driver.drive(directory, doc, settings, _executor(settings, cfg, directory, doc, out),
+                        out)
+
+
+def describe(doc: Mapping[str, Any], executor: Executor, directory: Path,
+             state: str = "not created") -> list[str]:
+    """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
+    units and where the executor would run them."""
+    axis = doc["axis"]
+    lines = [f"campaign: {directory} ({state})",
+             f"axis: {axis['name']} -> {axis['variable'] or 'no variable (A/A)'}; "
+             f"A={axis['a']} B={axis['b']}"]
+    for op, op_info in doc["ops"].items():
+        lines.append(f"operator {op}: {op_info.get('node') or op_info.get('reason')}")
+    switch = ab.Axis(axis["name"], axis["variable"])
+    for side in SIDES:
+        value = switch.env(axis["a"] if side == "A" else axis["b"])
+        env = {**value, **cache_env(directory, side)}
+        mode = "A/r0 tunes and records" if side == "A" else "replays A/r0 strictly"
+        lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
+                     + f" ({mode}; cache removed at the end)")
+    tasks = driver.unit_tasks(directory, doc)
+    walls = doc.get("walls") or plan.own_walls(doc)
+    lines.append(f"{len(tasks)} units, round-major, longest first within a round "
+                 f"({'walls from ' + doc['walls_from'] if doc.get('walls_from') else 'no walls'})"
+                 "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
+    by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
+               if plan.parse_unit_id(t.id).op in walls}
+    return [*lines, *executor.describe(tasks, by_task)]
+
+
+def _first_unit(doc: Mapping[str, Any], settings: Settings, first_plan: Plan,
+                executor: Executor, directory: Path) -> list[str]:
+    """The first unit's child command line and the pytest run of its side A."""
+    tasks = driver.unit_tasks(directory, doc)
+    if not tasks:
+        return []
+    task = tasks[0]
+    unit = plan.parse_unit_id(task.id)
+    node = doc["ops"][unit.op]["node"]
+    device = executor.place(task)
+    argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
+    step = ab.Step("A", unit.round, doc["axis"]["a"])
+    pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
+    run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op)
+    env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
+           **cache_env(directory, "A")}
+    return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
+            *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env)]
+
+
+def _err(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _with_node(settings: Settings, node: str) -> Settings:
+    return dataclasses.replace(settings, op=None, op_file=None, test_node=node)
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def _resume_settings(doc: Mapping[str, Any], flags: Mapping[str, Any]) -> Settings:
+    """The campaign's own settings; refused where BACKEND, LEVEL or MODE is given otherwise;
+    DEVICES may change."""
+    given = {}
+    for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
+        if (value := _given(flags, os.environ, name)) is not None:
+            given[key] = backends.get(value).name if key == "backend" else value
+    plan.check_caliber(doc, given, RESUME_FIXED)
+    settings, stored = settings_from_argv(doc["argv"])
+    if (devices_value := _given(flags, os.environ, "DEVICES")) is not None:
+        settings = spec.resolve({**stored, "devices": devices_value})
+    return settings
+
+
+def _added_rounds(directory: Path, doc: dict[str, Any], flags: Mapping[str, Any]) -> list:
+    """The units ROUNDS and ONLY add to the campaign."""
+    only = flags.get("only")
+    if only is not None and only not in stats.OP_VERDICTS:
+        raise choice_error("ONLY", only, stats.OP_VERDICTS)
+    rounds_value = _given(flags, os.environ, "ROUNDS")
+    rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
+              if rounds_value else None)
+    verdicts = {op: v["verdict"] for op, v in (_load_operators(directory)).items()}
+    return plan.extend(doc, rounds, only, verdicts)
+
+
+def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
+    """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
+    directory = Path(str(flags["resume"]))
+    refuse_unused(flags)
+    doc = plan.load(directory)
+    settings = _resume_settings(doc, flags)
+    # A campaign resumes where it ran unless EXECUTOR says otherwise.
+    remote = slurm.executor(flags, os.environ, "slurm" if doc.get("slurm") else "local"
+                            ) == "slurm"
+    cfg, kept = (slurm.resume_config(doc, settings, flags, os.environ) if remote
+                 else (None, {}))
+    new = _added_rounds(directory, doc, flags)
+    out(f"resuming {directory}: {len(plan.units_to_run(doc))} units to run "
+        f"({len(new)} added)")
+    executor = _executor(settings, cfg, directory, doc, out)
+    if _given(flags, os.environ, "DRY_RUN") == "1":
+        for line in describe(doc, executor, directory, "exists; nothing added to it"):
+            out(line)
+        return EXIT_OK
+    executor.preflight(directory, out)
+    if cfg is not None:
+        doc["slurm"]["flags"] = kept
+    plan.save(directory, doc)
+    return driver.drive(directory, doc, settings, executor, out)
+
+
+def refuse_unused(flags: Mapping[str, Any]) -> None:
+    """A resume runs the campaign's own settings: a setting given with it that it would not
+    use (OP=mm, DTYPES=...) is refused rather than silently dropped."""
+    unused = [var.make for var in spec.VARS
+              if var.make not in RESUME_TAKES and flags.get(var.dest) not in (None, "")]
+    unused += [name for name, dest in (("OPS", "ops"), ("OPS_FILE", "ops_file"),
+                                       ("WALLS_FROM", "walls_from"))
+               if flags.get(dest) not in (None, "")]
+    if unused:
+        raise UsageError(
+            f"RESUME runs the campaign with its own settings; {', '.join(unused)} cannot be "
+            "given with it (a resume takes ROUNDS, ONLY, DEVICES, DRY_RUN, EXECUTOR and the "
+            "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
+
+
+def _load_operators(directory: Path) -> dict[str, Any]:
+    from harness import comparison
+
+    try:
+        return comparison.load_ab(directory).get("operators") or {}
+    except UsageError:
+        return {}

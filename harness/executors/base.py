@@ -1,0 +1,142 @@
+"""The executor seam: tasks, the states a task ends in, the events an executor reports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import UsageError
+
+# The states a task ends in. A task in a FINISHED state is never run again; RAN_TO_END are the
+# states in which a task that waits for it (`Task.after`) may start.
+OK, FAILED, ERROR, NOT_RUN, INTERRUPTED = "ok", "failed", "error", "not_run", "interrupted"
+STATES = (OK, FAILED, ERROR, NOT_RUN, INTERRUPTED)
+RAN_TO_END = (OK, FAILED)
+
+
+def state_for(rc: int | None, *, interrupted: bool = False) -> str:
+    """ok (0), failed (1: a benchmark failed), error (2-5: usage, preflight, pytest's own; or a
+    crash or signal), not_run (never started), interrupted (stopped by the caller's signal)."""
+    if interrupted:
+        return INTERRUPTED
+    if rc is None:
+        return NOT_RUN
+    return {0: OK, 1: FAILED}.get(rc, ERROR)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One child run: its id, the command it runs, the log it appends to.
+
+    `argv` names no device: the executor adds DEVICES for the device it places the task on.
+    `after` is the id of a task of the same plan that must end in RAN_TO_END first; `stage`
+    groups tasks that start only after the previous group ended (a cluster submits one array
+    per stage, in order; a local executor runs the tasks in the order given).
+    """
+
+    id: str
+    argv: tuple[str, ...]
+    log: Path
+    after: str | None = None
+    stage: str = ""
+    note: str = ""  # what a printed plan shows after the id, e.g. a unit's side order
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "argv": list(self.argv), "log": str(self.log),
+                "after": self.after, "stage": self.stage}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Task:
+        """A task of a plan file; UsageError naming the field that is missing or wrong."""
+        try:
+            argv = doc["argv"]
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise TypeError("argv")
+            return cls(str(doc["id"]), tuple(argv), Path(doc["log"]), doc.get("after"),
+                       str(doc.get("stage") or ""))
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"a task of the plan has no valid {exc.args[0]!s}; expected "
+                             "id, argv (a list of strings) and log") from None
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a task ended: its state, exit code, wall, where it ran and, when it did not end
+    ok, why (its log's last line, or the executor's account). `facts` are the executor's own
+    (a cluster's task and state), kept with the task's record."""
+
+    task: str
+    state: str
+    rc: int | None = None
+    wall_s: float | None = None
+    where: str = "-"
+    reason: str | None = None
+    facts: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run of a plan ended: the signal that stopped it (None: every task that could
+    run ran), whether its tasks go on elsewhere (a detached cluster array), and what the
+    executor learned of each task after it ended (a cluster's final task state), by task."""
+
+    signal: int | None = None
+    detached: bool = False
+    facts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+class Events(Protocol):
+    """What an executor tells its caller, in the caller's thread."""
+
+    def queued(self, task: Task, where: str) -> None:
+        """The task was handed to a queue that starts it later (a cluster array)."""
+
+    def started(self, task: Task, where: str) -> None:
+        """The task started on `where` (a device, or - for an unpinned worker)."""
+
+    def ended(self, task: Task, end: Ended) -> None: ...
+
+
+class Executor(Protocol):
+    """Runs a plan of tasks and reports each one's start and end.
+
+    `run` returns when every task that could run has ended, or when a signal stopped it (it
+    stops what it started, or leaves a detached cluster array running). A task whose `after`
+    did not end in RAN_TO_END is never started and gets no event.
+    """
+
+    name: str
+    workers: int  # tasks at once, for an estimate; 0 where a cluster's queue decides
+
+    def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
+        """Where the tasks would run, with `walls` (seconds by task id) where known."""
+        ...
+
+    def place(self, task: Task) -> str | None:
+        """The device a task would start on first (None: unpinned, or the cluster's choice)."""
+        ...
+
+    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
+        """Check, before anything is written, that tasks can run and write under `out_dir`."""
+        ...
+
+    def run(self, tasks: Sequence[Task], events: Events) -> Outcome: ...
+
+
+def last_line(log: Path, tail: int = 4096) -> str:
+    """The last non-blank line of a task's log: why it failed, most of the time."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - tail))
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log)"
+    return next((line.strip() for line in reversed(lines) if line.strip()), "(empty log)")
+
+
+def reason_for(state: str, log: Path) -> str | None:
+    """Why a task did not end ok: its log's last line (failed, error); None otherwise."""
+    return last_line(log) if state in (FAILED, ERROR) else None

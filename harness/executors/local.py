@@ -1,0 +1,95 @@
+"""EXECUTOR=local: each task a child process on this host, one at a time per device."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from harness import cmdline
+from harness.executors import procs
+from harness.executors.base import RAN_TO_END, Ended, Events, Outcome, Task, reason_for, state_for
+from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+
+
+def deal(tasks: Sequence[Task], devices: Sequence[str | None],
+         walls: Mapping[str, float] | None = None) -> list[tuple[str | None, Task]]:
+    """The device each task would run on when every task takes its wall (1 s when unknown):
+    the next task goes to the device that frees first, as the scheduler does."""
+    walls = walls or {}
+    free = [(0.0, slot) for slot in range(len(devices))]
+    placed = []
+    for task in tasks:
+        at, slot = min(free)
+        free[slot] = (at + walls.get(task.id, 1.0), slot)
+        placed.append((devices[slot], task))
+    return placed
+
+
+class LocalExecutor:
+    """Run tasks as children of this process over `devices` (None: one unpinned worker).
+
+    Each child leads its own session, gets `env` (default: procs.child_env of this process,
+    less the variables that would redirect a run) plus the task's device, and appends its
+    output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group.
+    """
+
+    name = "local"
+
+    def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
+                 grace_s: float = GRACE_S, poll_s: float = 0.1) -> None:
+        self.devices = list(devices) or [None]
+        self.env = dict(env) if env is not None else procs.child_env(
+            drop=procs.RUN_CHILD_ENV_DROP)
+        self.grace_s, self.poll_s = grace_s, poll_s
+        self.workers = len(self.devices)
+
+    def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
+        """Each device's tasks, when every task takes its wall (1 s when unknown)."""
+        placed = deal(tasks, self.devices, walls)
+        return [f"device {device or '-'}: "
+                + ", ".join(f"{t.id}{t.note}" for d, t in placed if d == device)
+                for device in self.devices]
+
+    def place(self, task: Task) -> str | None:
+        return self.devices[0]
+
+    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
+        """Nothing to check: the run's own preflight checks OUT."""
+
+    def argv(self, task: Task, device: str | None) -> list[str]:
+        """The task's command line on `device`."""
+        return [*task.argv, *cmdline.flag_args({"DEVICES": device})]
+
+    def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
+        by_id = {t.id: t for t in tasks}
+        states: dict[str, str] = {}
+
+        def ready(task_id: str) -> bool:
+            after = by_id[task_id].after
+            return after is None or after not in by_id or states.get(after) in RAN_TO_END
+
+        def start(task_id: str, device: str | None) -> procs.Child:
+            task = by_id[task_id]
+            Path(task.log).parent.mkdir(parents=True, exist_ok=True)
+            # A rerun appends to the log: the earlier attempt's lines stay readable.
+            return procs.start_child(self.argv(task, device), self.env, task.log, append=True)
+
+        def on_start(job: Running) -> None:
+            events.started(by_id[job.op], job.device or "-")
+
+        def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
+            task = by_id[job.op]
+            state = state_for(rc, interrupted=interrupted)
+            states[task.id] = state
+            events.ended(task, Ended(task.id, state, rc, round(time.monotonic() - job.started, 2),
+                                     job.device or "-", reason_for(state, task.log)))
+
+        scheduler = Scheduler(self.devices, start, on_start, on_finish,
+                              stop=lambda children: stop_children(
+                                  children, self.grace_s, scheduler.signal or signal.SIGTERM),
+                              poll_s=self.poll_s)
+        with deferred_signals(scheduler.request_stop):
+            signum = scheduler.run([t.id for t in tasks], ready=ready)
+        return Outcome(signum)

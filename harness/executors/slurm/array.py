@@ -1,0 +1,297 @@
+"""A plan's tasks as Slurm job arrays: written, submitted (or re-attached), followed to the end."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import slurm_text
+from harness.errors import HarnessError
+from harness.executors.base import ERROR, INTERRUPTED, Ended, Events, Outcome, Task
+from harness.executors.procs import deferred_signals
+from harness.executors.slurm.files import done_path, read_done, read_started
+from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
+from harness.slurm import preflight as slurm_preflight
+from harness.slurm_text import TaskState
+
+CANCEL_WAIT_S = 120.0  # after scancel, how long to wait for the tasks to leave the queue
+HOST_RUNNER = ("--runner", "host")  # a task already runs where it should: no image again
+Script = Callable[[Path], str]  # a stage's plan file -> its batch script
+
+
+def stage_tasks(items: Sequence[str], cfg: SlurmConfig) -> list[list[str]]:
+    """gpu mode: one item a task; node mode: task i of K takes items i, i+K, ... (K =
+    SLURM_PARALLEL nodes, 1 when unset)."""
+    if cfg.unit == "gpu":
+        return [[item] for item in items]
+    return [[items[i] for i in share]
+            for share in slurm_text.shares(len(items), cfg.parallel or 1)]
+
+
+def submission_number(record: Mapping[str, Any]) -> int:
+    """1 for a plan's first submission, 2 for its first resubmission, ..."""
+    keys = {s["key"].split("-")[0] for s in record.get("submissions", ())}
+    return len(keys) + 1
+
+
+def plan_stages(tasks: Sequence[Task], cfg: SlurmConfig, n: int) -> list[Stage]:
+    """One array per stage of the tasks, in the order the stages first appear; each waits
+    for the one before it."""
+    order = list(dict.fromkeys(t.stage for t in tasks))
+    return [Stage(f"s{n}-{name}" if name else f"s{n}",
+                  stage_tasks([t.id for t in tasks if t.stage == name], cfg)) for name in order]
+
+
+def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConfig,
+             key_of: Callable[[str], str]) -> list[str]:
+    """The makespan of the stages on the array's parallelism, from earlier walls (by
+    `key_of(task id)`)."""
+    if not walls:
+        return ["estimated makespan: no walls (WALLS_FROM) to estimate from"]
+    known = sorted(walls.values())
+    fallback = known[len(known) // 2]
+    total, guessed = 0.0, 0
+    for stage in stages:
+        task_walls = []
+        for items in stage.tasks:
+            guessed += sum(key_of(i) not in walls for i in items)
+            task_walls.append(sum(walls.get(key_of(i), fallback) for i in items))
+        total += slurm_text.makespan(task_walls, cfg.parallel or len(task_walls))
+    slots = (f"on {cfg.parallel} array slot(s)" if cfg.parallel
+             else "with every task at once (no SLURM_PARALLEL)")
+    notes = [f"{guessed} item(s) without a wall taken as the median, {fallback:.0f} s"] \
+        if guessed else []
+    if cfg.unit == "node":  # the node runs a task's units over its devices at once
+        notes.append("a task's units counted one after another: an upper bound")
+    return [f"estimated makespan: {total:.0f} s {slots}, longest first"
+            + (f" ({'; '.join(notes)})" if notes else "")]
+
+
+class SlurmExecutor:
+    """Run a plan's tasks as job arrays whose files live under `directory`/slurm.
+
+    `record` ({"submissions": [...]}) is the caller's, kept in its own document: the arrays
+    submitted, so that a later run re-attaches to those still queued; `saved` is called after
+    each change to it. `script` writes the batch script that runs `harness slurm-task PLAN`.
+    """
+
+    name = "slurm"
+    workers = 0
+
+    def __init__(self, slurm: Slurm, cfg: SlurmConfig, directory: Path, script: Script, *,
+                 plan: Mapping[str, Any], record: dict[str, Any] | None = None,
+                 saved: Callable[[], None] = lambda: None, cwd: Path | None = None,
+                 poll_s: float = 10.0, out: Callable[[str], None] = print) -> None:
+        self.slurm, self.cfg, self.directory, self.script = slurm, cfg, directory, script
+        self.plan = dict(plan)  # what every task needs besides its items (backend, devices)
+        self.record = record if record is not None else {}
+        self.record.setdefault("submissions", [])
+        self.saved, self.cwd, self.poll_s, self.out = saved, cwd or Path.cwd(), poll_s, out
+        self.base = directory / SLURM_DIR
+
+    # ------------------------------------------------------------------ plan and submit
+
+    def place(self, task: Task) -> str | None:
+        return None  # Slurm gives the task its device
+
+    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
+        """sbatch on PATH; OUT writable and seen by the other nodes."""
+        slurm_preflight(out_dir, warn)
+
+    def stages(self, tasks: Sequence[Task]) -> list[Stage]:
+        return plan_stages(tasks, self.cfg, submission_number(self.record))
+
+    def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
+        """Each array's batch script and sbatch command line, and the makespan from `walls`;
+        nothing written."""
+        stages = self.stages(tasks)
+        lines = [f"executor: slurm, SLURM_UNIT={self.cfg.unit}"]
+        for i, stage in enumerate(stages):
+            after = f"JOB_OF_{stages[i - 1].key}" if i else None
+            lines += [f"--- {self.base / (stage.key + '.sbatch')} ({len(stage.tasks)} task(s): "
+                      + "; ".join(",".join(t) for t in stage.tasks[:8])
+                      + ("; ..." if len(stage.tasks) > 8 else "") + ")",
+                      *self.script(self.base / f"{stage.key}.plan.json").splitlines(),
+                      "--- submit: " + shlex.join(self._sbatch(stage, after))]
+        return [*lines, *estimate(stages, walls, self.cfg, lambda task_id: task_id)]
+
+    def _sbatch(self, stage: Stage, after: str | None) -> list[str]:
+        return sbatch_argv(self.cfg, len(stage.tasks), self.base / f"{stage.key}.sbatch",
+                           self.base / "logs", self.cwd, after)
+
+    def _write(self, stage: Stage, by_id: Mapping[str, Task]) -> str:
+        """The stage's plan and batch script; the script's sha256."""
+        import hashlib
+
+        (self.base / "logs").mkdir(parents=True, exist_ok=True)
+        (self.base / DONE_DIR).mkdir(exist_ok=True)
+        plan_path = self.base / f"{stage.key}.plan.json"
+        tasks = [[{**by_id[i].to_json(), "argv": [*by_id[i].argv, *HOST_RUNNER]} for i in t]
+                 for t in stage.tasks]
+        atomic_write_json(plan_path, {**self.plan, "mode": self.cfg.unit, "tasks": tasks})
+        text = self.script(plan_path)
+        atomic_write_text(self.base / f"{stage.key}.sbatch", text)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def submit(self, tasks: Sequence[Task], events: Events) -> dict[str, list[list[str]]]:
+        """Write and submit an array per stage; their jobs and tasks. A failed submission
+        cancels the arrays already submitted and raises."""
+        by_id = {t.id: t for t in tasks}
+        jobs: dict[str, list[list[str]]] = {}
+        after = None
+        for task in tasks:
+            done_path(self.directory, task.id).unlink(missing_ok=True)  # an earlier attempt's
+        for stage in self.stages(tasks):
+            sha = self._write(stage, by_id)
+            argv = self._sbatch(stage, after)
+            try:
+                after = self.slurm.submit(argv)
+            except HarnessError:
+                if jobs:
+                    self.out(f"cancelling what was submitted: scancel {' '.join(jobs)}")
+                    self.slurm.cancel(list(jobs))
+                raise
+            jobs[after] = stage.tasks
+            self.record["submissions"].append({
+                "job": after, "key": stage.key, "argv": argv, "tasks": stage.tasks,
+                "script": str(self.base / f"{stage.key}.sbatch"), "script_sha256": sha})
+            self.out(f"submitted job {after}: {len(stage.tasks)} task(s): {shlex.join(argv)}")
+            for n, items in enumerate(stage.tasks):
+                for item in items:
+                    events.queued(by_id[item], f"slurm:{after}_{n}")
+            self.saved()
+        return jobs
+
+    def queued_jobs(self) -> dict[str, list[list[str]]]:
+        """The recorded arrays that are still queued or running."""
+        jobs = {s["job"]: s["tasks"] for s in self.record.get("submissions", ())}
+        if not jobs:
+            return {}
+        queued = self.slurm.queued(list(jobs))
+        alive = {t.split("_")[0] for t in (queued or {})} if queued is not None else set(jobs)
+        return {job: tasks for job, tasks in jobs.items() if job in alive}
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
+        """Re-attach to the recorded arrays still queued, or submit new ones; follow them.
+        Done files become `ended` events; a task that left none ends interrupted (after a
+        signal) or error, with Slurm's account of it."""
+        jobs = self.queued_jobs()
+        if jobs:
+            self.out(f"re-attaching to job(s) {', '.join(jobs)} of {self.directory}")
+        else:
+            jobs = self.submit(tasks, events)
+        by_id = {t.id: t for t in tasks}
+        watch = Watch(self.slurm, self.directory, jobs, lambda item, done: events.ended(
+            by_id[item], ended_from_done(item, done)), self.out, self.cfg.detach, self.poll_s)
+        signum, missing = watch.run()
+        if signum is not None and self.cfg.detach:
+            self.out(f"detached: job(s) {', '.join(jobs)} keep running")
+            return Outcome(signum, detached=True)
+        for item, state in missing.items():
+            events.ended(by_id[item], Ended(
+                item, INTERRUPTED if signum is not None else ERROR, reason=state.describe(),
+                facts={"slurm_task": state.task or "", "slurm_state": state.state or ""}))
+        return Outcome(signum, facts=self._final_states(jobs, set(missing)))
+
+    def _final_states(self, jobs: Mapping[str, list[list[str]]], missing: set[str]
+                      ) -> dict[str, dict[str, str]]:
+        """How each array task that wrote done files ended (COMPLETED, FAILED, ...), by item."""
+        started = read_started(self.directory)
+        where = {item: f"{job}_{n}" for job, tasks in jobs.items()
+                 for n, items in enumerate(tasks) for item in items if item not in missing}
+        if not where:
+            return {}
+        ended = self.slurm.ended(list(jobs), {t: started.get(t) for t in set(where.values())})
+        return {item: {"slurm_state": ended[task].state}
+                for item, task in where.items() if task in ended}
+
+
+def ended_from_done(item: str, done: Mapping[str, Any]) -> Ended:
+    """A task's end as its array task wrote it in its done file."""
+    return Ended(item, str(done.get("status")), done.get("rc"), done.get("wall_s"),
+                 f"{done.get('host')}:{done.get('device') or '-'}", done.get("reason"),
+                 {"slurm_task": str(done.get("task") or "")})
+
+
+class Watch:
+    """Follow submitted arrays until every task ended: progress from the done files and the
+    task states, scancel on a signal (unless detached)."""
+
+    def __init__(self, slurm: Slurm, directory: Path, jobs: Mapping[str, list[list[str]]],
+                 on_done: Callable[[str, dict], None], out: Callable[[str], None],
+                 detach: bool, poll_s: float = 10.0) -> None:
+        self.slurm, self.directory, self.jobs = slurm, directory, dict(jobs)
+        self.on_done, self.out, self.detach, self.poll_s = on_done, out, detach, poll_s
+        self.items = {item: (job, i) for job, tasks in self.jobs.items()
+                      for i, task in enumerate(tasks) for item in task}
+        self.seen: set[str] = set()
+        self.failed = 0  # items that ended other than ok
+        self.signal: int | None = None
+        self.began = time.monotonic()
+
+    def request_stop(self, signum: int) -> None:
+        self.signal = signum
+
+    def _collect(self) -> None:
+        for item, doc in read_done(self.directory).items():
+            if item in self.items and item not in self.seen:
+                self.seen.add(item)
+                self.failed += doc.get("status") != "ok"
+                self.on_done(item, doc)
+
+    def _progress(self, queued: Mapping[str, TaskState], last: str) -> str:
+        running = {t for t, s in queued.items() if s.state == "RUNNING"}
+        left = [i for i in self.items if i not in self.seen]
+        busy = sum(f"{job}_{n}" in running for job, n in (self.items[i] for i in left))
+        counts = (f"[slurm {','.join(self.jobs)}] done={len(self.seen)} running={busy} "
+                  f"pending={len(left) - busy} failed={self.failed}")
+        if counts != last:  # a line when a count changes, not at every poll
+            elapsed, done = time.monotonic() - self.began, len(self.seen)
+            eta = None if done == 0 else elapsed / done * len(left)
+            self.out(f"{counts} eta={'-' if eta is None else f'{eta:.0f}s'}")
+        return counts
+
+    def _follow(self) -> bool:
+        """Poll until the arrays left the queue; False when a detached watch was stopped."""
+        last, cancelled_at = "", None
+        while True:
+            queued = self.slurm.queued(list(self.jobs))
+            self._collect()  # after squeue: a task writes its done files before it leaves
+            if queued is None and last != "no answer":
+                self.out("warning: squeue did not answer; asking again")
+                last = "no answer"
+            if queued is not None:
+                last = self._progress(queued, last)
+                if not queued:
+                    return True
+            if self.signal is not None and self.detach:
+                return False
+            if self.signal is not None and cancelled_at is None:
+                self.out(f"cancelling: scancel {' '.join(self.jobs)}")
+                self.slurm.cancel(list(self.jobs))
+                cancelled_at = time.monotonic()
+            if cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_WAIT_S:
+                return True
+            time.sleep(self.poll_s)
+
+    def run(self) -> tuple[int | None, dict[str, TaskState]]:
+        """(the signal that stopped the watch or None, how each task without a done file
+        ended); a detached watch returns at the signal with the tasks still running."""
+        with deferred_signals(self.request_stop):
+            if not self._follow():
+                return self.signal, {}
+        self._collect()
+        missing = [i for i in self.items if i not in self.seen]
+        started = read_started(self.directory)
+        tasks = {f"{job}_{n}": None for job, n in (self.items[i] for i in missing)}
+        ended = (self.slurm.ended(list(self.jobs), {t: started.get(t) for t in tasks})
+                 if missing else {})
+        return self.signal, {
+            i: slurm_text.settled(f"{job}_{n}", ended, started)
+            for i in missing for job, n in [self.items[i]]}
