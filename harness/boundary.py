@@ -7,26 +7,26 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from harness import backends
 from harness.backends import Backend
 from harness.errors import EXIT_PREFLIGHT, HarnessError
-from harness.warmup_share import parse_share, share_text
+from harness.warmup_share import parse_share
 
-if TYPE_CHECKING:  # spec imports this module for its variable names
-    from harness.spec import Settings
-
-# The environment the host sets for the benchmark's pytest (see `child_env`).
-BACKEND_VAR = "ZL_BACKEND"
-RUN_DIR_VAR = "ZL_RUN_DIR"
-TIMER_VAR = "ZL_TIMER"
-REPEAT_VAR = "ZL_DIRECT_REPEAT"
-COMPILE_WORKERS_VAR = "ZL_COMPILE_WORKERS"  # set only where the precompile plugin is planned
-WARMUP_SHARE_VAR = "ZL_WARMUP_SHARE"  # I/N: a parallel warmup's shard, which times nothing
-WARMUP_CLAIMS_VAR = "ZL_WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
-REPLAY_VAR = "ZL_AUTOTUNE_REPLAY"  # the winners file the autotune plugin pins
-REPLAY_STRICT_VAR = "ZL_REPLAY_STRICT"  # 1: a key missing from the replay fails the operator
+# The environment the host sets for the benchmark's pytest (plugin_plan.boundary_env writes it).
+# Its own prefix: a user setting (ZL_TIMER, where auto is valid) never shares a name with the
+# value the host decided from it (ZL_PLUGIN_TIMER, graph or direct).
+PREFIX = "ZL_PLUGIN_"
+BACKEND_VAR = PREFIX + "BACKEND"
+RUN_DIR_VAR = PREFIX + "RUN_DIR"
+TIMER_VAR = PREFIX + "TIMER"
+REPEAT_VAR = PREFIX + "REPEAT"
+COMPILE_WORKERS_VAR = PREFIX + "COMPILE_WORKERS"  # set only where the precompile plugin runs
+WARMUP_SHARE_VAR = PREFIX + "WARMUP_SHARE"  # I/N: a parallel warmup's shard, which times nothing
+WARMUP_CLAIMS_VAR = PREFIX + "WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
+REPLAY_VAR = PREFIX + "AUTOTUNE_REPLAY"  # the winners file the autotune plugin pins
+REPLAY_STRICT_VAR = PREFIX + "REPLAY_STRICT"  # 1: a key missing from the replay fails the op
 
 # Side files the plugins write in ZL_RUN_DIR, and what the host reads or writes beside them.
 TIMING_FILE = "timing.jsonl"  # every measured row's timer, markers and samples
@@ -108,7 +108,6 @@ def _positive_int(text: str) -> int:
 
 
 def _share(text: str) -> tuple[int, int]:
-
     share = parse_share(text)
     if share is None:
         raise ValueError("empty")
@@ -139,7 +138,8 @@ SHARD_SHARE = dataclasses.replace(WARMUP_SHARE, required=True)  # where only a s
 WARMUP_CLAIMS = ChildVar(WARMUP_CLAIMS_VAR, "a directory path", Path, required=False)
 REPLAY = ChildVar(REPLAY_VAR, "an existing winners file", _file, required=False)
 REPLAY_STRICT = ChildVar(REPLAY_STRICT_VAR, "0 or 1", _flag, required=False)
-_DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, REPEAT_VAR, COMPILE_WORKERS_VAR,
+# What plugin_plan.boundary_env writes from Settings; inherited() drops a caller's copy.
+DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, REPEAT_VAR, COMPILE_WORKERS_VAR,
                       WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
 
 
@@ -166,31 +166,10 @@ def read(var: ChildVar[T], reader: str, error: Callable[[str], Exception] = Boun
 
 
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment less every variable `child_env` decides from Settings.
+    """The caller's environment less every variable the host decides from Settings.
 
-    A stale ZL_AUTOTUNE_REPLAY exported in a shell would otherwise pin another run's winners
-    in a run that replays nothing. ZL_WARMUP_CLAIMS passes: a parallel warmup hands it to
-    its shard's `harness run` this way.
+    A stale ZL_PLUGIN_AUTOTUNE_REPLAY exported in a shell would otherwise pin another run's
+    winners in a run that replays nothing. ZL_PLUGIN_WARMUP_CLAIMS passes: a parallel warmup
+    hands it to its shard's `harness run` this way.
     """
-    return {k: v for k, v in environ.items() if k not in _DECIDED}
-
-
-def child_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[str, str]:
-    """The harness's variables of a run's pytest: every one its plugins read with `read`.
-
-    `precompile`: the precompile plugin is planned, so it gets its thread count.
-    """
-    env = {
-        BACKEND_VAR: settings.backend.name,
-        RUN_DIR_VAR: str(run_dir.resolve()),
-        TIMER_VAR: settings.timer,
-        REPEAT_VAR: str(settings.repeat),
-    }
-    if precompile:
-        env[COMPILE_WORKERS_VAR] = str(settings.compile_workers)
-    if settings.warmup_share:
-        env[WARMUP_SHARE_VAR] = share_text(settings.warmup_share)
-    if settings.replay_from:
-        env[REPLAY_VAR] = str((run_dir / REPLAYED_FILE).resolve())
-        env[REPLAY_STRICT_VAR] = "1" if settings.replay_strict else "0"
-    return env
+    return {k: v for k, v in environ.items() if k not in DECIDED}

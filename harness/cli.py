@@ -21,6 +21,7 @@ from harness import (
     runner,
     slurm,
     spec,
+    variables,
     warmup,
 )
 from harness.campaign import batch, start
@@ -36,10 +37,8 @@ from harness.errors import (
 from harness.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.summary import FORMATS, summarize
 
-RUN_VARS = ("BACKEND", "OP", "OP_FILE", "TEST_NODE", "LEVEL", "SHAPE_MODE", "SHAPE_FILE", "DTYPES",
-            "MODE", "REPEAT", "ISOLATE_TUNER_CACHE", "RECORD", "REPLAY_FROM", "REPLAY_STRICT",
-            "USE_FLAGTUNE", "PARALLEL_WARMUP_GPUS", "WARMUP_SHARE", "COMPILE_WORKERS", "DEVICES",
-            "FLAGGEMS_DIR", "RUNNER", "OUT", "DRY_RUN")
+# The settings of `harness run`, as the variables table gives them to it.
+RUN_VARS = tuple(var.make for var in spec.VARS if "run" in var.commands)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -129,24 +128,13 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 def _add_ab(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ab", help="an A/B campaign of one switch over one operator or many: "
                        "AXIS, A, B, ROUNDS, OP or OPS")
-    spec.add_arguments(p, (*RUN_VARS, "AXIS", "A", "B", "ROUNDS", "NOISE_FROM"))
-    group = p.add_argument_group("suite campaigns")
-    batch.add_ops_arguments(group, ops="comma-separated operators, or all (every node of the "
-                            "tree)", walls="an earlier campaign or batch: its walls order units "
-                            "longest first")
-    group.add_argument("--resume", dest="resume", default=None, metavar="DIR",
-                       help="complete the campaign in DIR; with --rounds N extend it to N "
-                       "rounds [RESUME]")
-    group.add_argument("--only", dest="only", default=None, metavar="VERDICT",
-                       help="with --resume: add rounds only to operators with this verdict, "
-                       "e.g. inconclusive [ONLY]")
-    slurm.add_arguments(p)
+    variables.add_arguments(p, "ab")
     p.set_defaults(func=_cmd_ab)
     # The child of one unit (a campaign's driver or a cluster task runs it); not for users.
     p = sub.add_parser("ab-unit")
     p.add_argument("campaign", metavar="DIR")
     p.add_argument("unit", metavar="UNIT")
-    spec.add_arguments(p, RUN_VARS)
+    variables.add_arguments(p, "ab-unit")
     p.set_defaults(func=_cmd_ab_unit)
     # One Slurm array task: its share of a plan's units (the generated batch script runs it).
     p = sub.add_parser("slurm-task")
@@ -210,13 +198,13 @@ def _cmd_pin(args: argparse.Namespace) -> int:
 
 def _add_image_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("image", help="build the backend's pinned image (containers/pins.yaml)")
-    spec.add_arguments(p, ("BACKEND", "RUNNER", "DRY_RUN"))
+    variables.add_arguments(p, "image")
     p.set_defaults(func=_cmd_image)
     p = sub.add_parser("pin", help="resolve the base image tags of pins.yaml to digests")
-    spec.add_arguments(p, ("BACKEND", "DRY_RUN"))
+    variables.add_arguments(p, "pin")
     p.set_defaults(func=_cmd_pin)
     p = sub.add_parser("shell", help="an interactive shell in the backend's image")
-    spec.add_arguments(p, RUN_VARS)
+    variables.add_arguments(p, "shell")
     p.set_defaults(func=_cmd_shell)
 
 
@@ -267,15 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("vars", help="list every variable of the make targets (make help)")
     p.set_defaults(func=_cmd_vars)
     p = sub.add_parser("preflight", help="run the preflight checks of a run")
-    spec.add_arguments(p, RUN_VARS)
+    variables.add_arguments(p, "preflight")
     p.set_defaults(func=_cmd_preflight)
     p = sub.add_parser("run", help="run one benchmark node in a new run directory")
-    spec.add_arguments(p, RUN_VARS)
+    variables.add_arguments(p, "run")
     p.set_defaults(func=_cmd_run)
     _add_ab(sub)
     p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
-    batch.add_arguments(p, RUN_VARS)
-    slurm.add_arguments(p)
+    variables.add_arguments(p, "batch")
     p.set_defaults(func=_cmd_batch)
     _add_summary(sub)
     _add_image_commands(sub)
@@ -293,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = parser.parse_args(argv)
     args.argv = argv  # for the run inside an image
+    args.inputs = spec.Inputs.read(vars(args), os.environ)  # what the user gave, read once
     try:
         return args.func(args)
     except PreflightError as exc:

@@ -6,24 +6,31 @@ import dataclasses
 import sys
 from collections.abc import Mapping
 
-from harness import spec
+from harness import variables
 from harness.spec import Settings
 from harness.warmup_share import share_text
 
 
 def flag_args(values: Mapping[str, object]) -> list[str]:
-    """`--flag value` for each variable (a Make name of spec.VARS) that has a value.
+    """`--flag value` for each variable (a Make name of the variables table) that has a value.
 
     Flags come in the order of `values`; None and "" are left out, as spec.resolve reads
     them as unset. A value that starts with "-" is joined to its flag (`--out=-x`), where
-    argparse would otherwise take it for a flag of its own.
+    argparse would otherwise take it for a flag of its own. A switch (DETACH) is its flag
+    alone where its value is "1" or True.
     """
     argv: list[str] = []
     for make, value in values.items():
         if value is None or value == "":
             continue
-        flag, text = spec.VARS_BY_MAKE[make].flag, str(value)
-        argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+        var = variables.named(make)
+        if var.flag is None:
+            raise ValueError(f"{make} has no flag; it is make's own")
+        text = "1" if value is True else str(value)
+        if var.switch:
+            argv += [var.flag] if text == "1" else []
+        else:
+            argv += [f"{var.flag}={text}"] if text.startswith("-") else [var.flag, text]
     return argv
 
 

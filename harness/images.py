@@ -16,13 +16,13 @@ from pathlib import Path
 
 import yaml
 
+from harness import variables
 from harness.errors import HarnessError, UsageError, choice_error
 from harness.fsutil import atomic_write_text
 from harness.spec import REPO_ROOT, Settings
 
 PINS_FILE = REPO_ROOT / "containers" / "pins.yaml"
 ENGINES = ("docker", "podman")
-ALLOW_UNPINNED_VAR = "ALLOW_UNPINNED"
 
 Run = Callable[..., subprocess.CompletedProcess]
 
@@ -150,7 +150,7 @@ def check_engine(engine: str, which: Callable[[str], str | None] = shutil.which,
 
 
 def _allow_unpinned(env: Mapping[str, str]) -> bool:
-    return env.get(ALLOW_UNPINNED_VAR) == "1"
+    return variables.named("ALLOW_UNPINNED").given({}, env) == "1"
 
 
 def build_command(engine: str, pins: ImagePins, root: Path = REPO_ROOT) -> list[str]:

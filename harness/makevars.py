@@ -7,7 +7,7 @@ import shlex
 import textwrap
 from collections.abc import MutableMapping, Sequence
 
-from harness import slurm, spec
+from harness import variables
 from harness.errors import UsageError
 
 # The Makefile hands every variable given on its command line over in this one environment
@@ -18,28 +18,9 @@ MAKE_ARGS_VAR = "ZL_MAKE_ARGS"
 SUMMARY_ARGS = "SUMMARY_ARGS"
 RUN = "RUN"
 # Variables of make targets that are no setting of spec.VARS: (name, flag or None, help).
-MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = (
-    ("OPS", "--ops", "batch, ab: comma-separated operators, e.g. tanh,add,mm (ab: all for "
-                     "every node of the tree)"),
-    ("OPS_FILE", "--ops-file", "batch, ab: a file of operators, one a line, # comments"),
-    ("WALLS_FROM", "--walls-from", "ab: an earlier campaign or batch whose walls order the "
-                                   "units longest first (batch: EXECUTOR=slurm DRY_RUN's "
-                                   "estimate)"),
-    ("RESUME", "--resume", "ab: complete the campaign in this directory (with ROUNDS: extend "
-                           "it to that many rounds)"),
-    ("ONLY", "--only", "ab with RESUME: add rounds only to operators with this verdict, e.g. "
-                       "inconclusive"),
-    (RUN, None, "summary, report, receipt: the run, batch, campaign or log to read (one path)"),
-    (SUMMARY_ARGS, None, "summary: further arguments, e.g. \"--ab A B --format csv\"; split "
-                         "into words as a POSIX shell would (quotes group), but no shell runs"),
-    ("ALLOW_UNPINNED", None, "image: 1 builds from a base tag that has no digest yet"),
-    ("PYTHON", None, "the interpreter that runs the harness and pytest (make's own; default: "
-                     ".venv's when it exists, else python3)"),
-    # ab and batch: where the units run (harness/slurm.py holds them, as no run reads them)
-    *((v.make, v.flag, f"ab, batch: {v.help.replace('%%', '%')} [{v.env}"
-       + (f"; default {v.default}]" if v.default is not None else "]")) for v in slurm.VARS),
-)
-_MAKE_ONLY_FLAGS = {name: flag for name, flag, _ in MAKE_ONLY if flag}
+MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = tuple(
+    (var.make, var.flag, var.make_text()) for var in variables.TABLE
+    if var.group != variables.SETTINGS)
 
 
 def given(environ: MutableMapping[str, str]) -> list[tuple[str, str]]:
@@ -76,9 +57,13 @@ def _subcommand(parser: argparse.ArgumentParser,
     return words, current
 
 
-def _flag(name: str) -> str | None:
-    var = spec.VARS_BY_MAKE.get(name)
-    return var.flag if var else _MAKE_ONLY_FLAGS.get(name)
+def _flag_args(var: variables.Var, value: str) -> list[str]:
+    """The arguments that give `var` its `value`: one `--flag=value`, or a switch's flag."""
+    if not var.switch:
+        return [f"{var.flag}={value}"]
+    if value not in ("0", "1"):
+        raise UsageError(f"{var.make}={value!r} is not accepted; expected one of: 0, 1")
+    return [var.flag] if value == "1" else []
 
 
 def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
@@ -97,11 +82,11 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
     flags: list[str] = []
     paths: list[str] = []
     for name, value in pairs:
-        flag = _flag(name)
         if value == "":
             continue
-        if flag and flag in options:
-            flags.append(f"{flag}={value}")
+        var = variables.BY_MAKE.get(name)
+        if var and var.flag and var.flag in options:
+            flags += _flag_args(var, value)
         elif name == RUN and takes_path:
             paths.append(value)
         elif name == SUMMARY_ARGS and words == ["summary"]:
@@ -116,13 +101,9 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
 
 
 def help_lines() -> list[str]:
-    """What `make help` prints of the variables, from spec.VARS and MAKE_ONLY."""
-    rows = [(var.make, f"{var.help} [{var.env}"
-             + (f"; default {var.default}]" if var.default is not None else "]"))
-            for var in spec.VARS]
-    rows += [(name, text) for name, _, text in MAKE_ONLY]
+    """What `make help` prints of the variables: every one of the variables table."""
     lines = ["variables (make VAR=value; a setting is also read from its environment name):"]
-    for name, text in rows:
-        lines += textwrap.wrap(text, 100, initial_indent=f"  {name:<21} ",
+    for var in variables.TABLE:
+        lines += textwrap.wrap(var.make_text(), 100, initial_indent=f"  {var.make:<21} ",
                                subsequent_indent=" " * 24)
     return lines

@@ -1,10 +1,14 @@
-"""The one place that decides which harness pytest plugins load, and in which order."""
+"""The one place that decides which harness pytest plugins load, in what order, with what env."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from harness import boundary
 from harness.backends import Backend
 from harness.precompile import PRECOMPILE_PLUGIN
-from harness.warmup_share import WARMUP_SHARE_PLUGIN
+from harness.spec import Settings
+from harness.warmup_share import WARMUP_SHARE_PLUGIN, share_text
 
 DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
@@ -61,3 +65,25 @@ def pytest_plugin_env(plugins: tuple[str, ...], caller: str = "") -> dict[str, s
     """The PYTEST_PLUGINS value that loads `plugins` in order, after the caller's own."""
     names = [p for p in caller.split(",") if p.strip()] + list(plugins)
     return {PLUGINS_VAR: ",".join(names)} if names else {}
+
+
+def boundary_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[str, str]:
+    """The boundary's variables of a run's pytest: every one its plugins read with
+    `boundary.read`, decided from `settings`.
+
+    `precompile`: the precompile plugin is planned, so it gets its thread count.
+    """
+    env = {
+        boundary.BACKEND_VAR: settings.backend.name,
+        boundary.RUN_DIR_VAR: str(run_dir.resolve()),
+        boundary.TIMER_VAR: settings.timer,
+        boundary.REPEAT_VAR: str(settings.repeat),
+    }
+    if precompile:
+        env[boundary.COMPILE_WORKERS_VAR] = str(settings.compile_workers)
+    if settings.warmup_share:
+        env[boundary.WARMUP_SHARE_VAR] = share_text(settings.warmup_share)
+    if settings.replay_from:
+        env[boundary.REPLAY_VAR] = str((run_dir / boundary.REPLAYED_FILE).resolve())
+        env[boundary.REPLAY_STRICT_VAR] = "1" if settings.replay_strict else "0"
+    return env

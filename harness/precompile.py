@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,6 @@ PRECOMPILE_PLUGIN = "harness.plugins.precompile"
 # submitted to the executor. Looked up as a file beside Triton (or FlagTree, which installs as
 # `triton`), so that preflight need not import Triton.
 ASYNC_MODULE = "triton.runtime._async_compile"
-DEFAULT_CAP = 16  # more threads than this gained nothing measurable on a 16-core host
-MAX_WORKERS = 1024
-
-
-def default_workers(cores: int | None = None) -> int:
-    """The host's usable cores, at most DEFAULT_CAP."""
-    if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # no affinity call on this platform
-            cores = os.cpu_count() or 1
-    return max(1, min(DEFAULT_CAP, cores))
 
 
 def compile_cost(config: Any) -> float:

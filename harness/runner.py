@@ -25,6 +25,7 @@ from harness.executors import procs as supervise
 from harness.fsutil import atomic_write_json
 from harness.plugin_plan import (
     PLUGINS_VAR,
+    boundary_env,
     plan_plugins,
     pytest_plugin_args,
     pytest_plugin_env,
@@ -104,7 +105,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
     argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
     env = {
-        **boundary.child_env(settings, run_dir, precompile.PRECOMPILE_PLUGIN in plugins),
+        **boundary_env(settings, run_dir, precompile.PRECOMPILE_PLUGIN in plugins),
         "PYTHONUNBUFFERED": "1",
         # the -p plugins must import in the child whether or not the harness is installed
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import re
@@ -14,32 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import cmdline, slurm_text
+from harness import cmdline, slurm_text, variables
 from harness.errors import PreflightError, UsageError, choice_error
 from harness.fsutil import atomic_write_json, atomic_write_text
 from harness.identity import IMAGE_DIGEST_VAR
 from harness.slurm_text import TaskState
-from harness.spec import CLUSTER_RUNNERS, IN_IMAGE_VAR, REPO_ROOT, Settings, Var
+from harness.spec import CLUSTER_RUNNERS, IN_IMAGE_VAR, REPO_ROOT, Settings
+from harness.variables import EXECUTORS, Var
 
-EXECUTORS = ("local", "slurm")
 SLURM_DIR = "slurm"  # under a campaign or batch: scripts, plans, task logs, done files
 DONE_DIR = "done"  # one JSON file per finished unit, written by the task that ran it
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")  # not seen by other nodes
-VARS: tuple[Var, ...] = (
-    Var("EXECUTOR", "ZL_EXECUTOR", "--executor", "local (this host's DEVICES) or slurm "
-        "(a job array)", "local", EXECUTORS),
-    Var("SLURM_PARTITION", "SLURM_PARTITION", "--slurm-partition", "slurm: partition"),
-    Var("SLURM_ACCOUNT", "SLURM_ACCOUNT", "--slurm-account", "slurm: account"),
-    Var("SLURM_TIME", "SLURM_TIME", "--slurm-time", "slurm: time limit of one task"),
-    Var("SLURM_PARALLEL", "SLURM_PARALLEL", "--slurm-parallel",
-        "slurm: array tasks at once (%%P); in node mode, nodes"),
-    Var("SLURM_ARGS", "SLURM_ARGS", "--slurm-args", "slurm: further sbatch options, "
-        "--option[=value] each"),
-    Var("SLURM_UNIT", "SLURM_UNIT", "--slurm-unit", "slurm: gpu (one device a task) or node "
-        "(a whole node a task); default: the backend's", None, slurm_text.SLURM_UNITS),
-    Var("SLURM_IMAGE", "SLURM_IMAGE", "--slurm-image", "slurm: the harness image by digest "
-        "(name@sha256:...) that RUNNER=pyxis or apptainer runs"),
-)
+# EXECUTOR and the SLURM_* settings of the variables table: what a campaign keeps for its resume.
+VARS: tuple[Var, ...] = tuple(var for var in variables.group(variables.EXECUTOR)
+                              if var.make == "EXECUTOR" or var.make.startswith("SLURM_"))
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:#-]*@sha256:[0-9a-f]{64}")
 
 Run = Callable[..., subprocess.CompletedProcess]
@@ -59,17 +46,8 @@ class SlurmConfig:
     detach: bool = False
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("where units run (EXECUTOR)")
-    for var in VARS:
-        group.add_argument(var.flag, dest=var.dest, default=None, metavar=var.make,
-                           help=f"{var.help} [{var.env}]")
-    group.add_argument("--detach", dest="detach", action="store_true",
-                       help="slurm: Ctrl-C leaves the array running (resume re-attaches)")
-
-
 def _value(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
-    return next(v for v in VARS if v.make == name).given(flags, env)
+    return variables.named(name).given(flags, env)
 
 
 def executor(flags: Mapping[str, object], env: Mapping[str, str], default: str = "local"
@@ -99,7 +77,7 @@ def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str
     """The flags with RUNNER defaulting to host under EXECUTOR=slurm (a task runs on its
     node's stack unless RUNNER names a cluster runner); a cluster runner needs slurm."""
     flags = dict(flags)
-    runner = flags.get("runner") or env.get("ZL_RUNNER")
+    runner = variables.named("RUNNER").given(flags, env)
     if executor(flags, env) == "slurm":
         if not runner:
             flags["runner"] = "host"

@@ -9,17 +9,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import backends, boundary
+from harness import backends
 from harness.backends import Backend
 from harness.errors import UsageError
-from harness.precompile import DEFAULT_CAP, MAX_WORKERS, default_workers
+from harness.variables import CLUSTER_RUNNERS as CLUSTER_RUNNERS
+from harness.variables import (
+    MAX_ROUNDS,
+    MAX_WORKERS,
+    SETTINGS,
+    Var,
+    add_flag,
+    default_workers,
+    group,
+)
+from harness.variables import Inputs as Inputs  # the snapshot of what the user gave
 from harness.warmup_share import parse_share
 
-LEVELS = ("core", "comprehensive")
-SHAPE_MODES = ("upstream", "file")
-MODES = ("auto", "graph", "direct")
-CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
-RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a directory name: no separators
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -29,7 +34,6 @@ REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages 
 _PACKAGED_SUITE = PACKAGE_DIR / "cpu_suite"
 EMBEDDED_SUITE = (_PACKAGED_SUITE if _PACKAGED_SUITE.is_dir()
                   else REPO_ROOT / "examples" / "cpu_suite")
-MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
 # torch's dtype names (torch.<name> is a torch.dtype), read without importing torch; whether
 # the benchmark measures one is checked in preflight, against what it declares.
 TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
@@ -47,93 +51,8 @@ def checkout_root() -> Path | None:
     return REPO_ROOT if (REPO_ROOT / "pyproject.toml").is_file() else None
 
 
-@dataclass(frozen=True)
-class Var:
-    """One user-facing variable: its Make name, environment name and subcommand flag."""
-
-    make: str
-    env: str
-    flag: str
-    help: str
-    default: str | None = None
-    choices: tuple[str, ...] = ()
-    aliases: tuple[str, ...] = ()  # further flags, e.g. --gpus for --devices
-    default_doc: str | None = None  # the default in words, where it is decided at run time
-
-    @property
-    def dest(self) -> str:
-        return self.flag.lstrip("-").replace("-", "_")
-
-    def given(self, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
-        """Its value where one was given: the flag's, else its environment variable's."""
-        value = flags.get(self.dest)
-        return str(value) if value not in (None, "") else (env.get(self.env) or None)
-
-    def label(self, source: str) -> str:
-        """How an error names the variable: by the spelling the user actually wrote."""
-        if source == "flag":
-            return f"{self.make} ({self.flag})"
-        return self.env if source == "env" else self.make
-
-    def help_text(self) -> str:
-        """The flag's help: meaning, choices, default and environment name, as the README
-        gives them."""
-        facts = [f"one of: {', '.join(self.choices)}"] if self.choices else []
-        if self.default is not None or self.default_doc:
-            facts.append(f"default: {self.default_doc or self.default}")
-        facts.append(f"env: {self.env}")
-        return f"{self.help} ({'; '.join(facts)})"
-
-
-VARS: tuple[Var, ...] = (
-    Var("BACKEND", boundary.BACKEND_VAR, "--backend",
-        "a backend of `harness backends`, or an alias",
-        default_doc="detected; cpu when no accelerator"),
-    Var("OP", "OP", "--op", "operator to run, resolved to a FlagGems benchmark node"),
-    Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP"),
-    Var("TEST_NODE", "TEST_NODE", "--node", "pytest node, e.g. benchmark/test_mm.py::test_mm"),
-    Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS),
-    Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source", "upstream", SHAPE_MODES),
-    Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
-    Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
-        "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
-    Var("MODE", boundary.TIMER_VAR, "--mode", "timer (auto: graph where the backend can capture)",
-        "auto", MODES),
-    Var("REPEAT", boundary.REPEAT_VAR, "--repeat", "timing repeats per shape", "1"),
-    Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
-        "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
-    Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",
-        "0", ("0", "1")),
-    Var("REPLAY_FROM", "REPLAY_FROM", "--replay-from", "run whose autotune winners are pinned"),
-    Var("REPLAY_STRICT", "REPLAY_STRICT", "--replay-strict",
-        "1: a key missing from the replayed records fails the operator", "0", ("0", "1")),
-    Var("USE_FLAGTUNE", "USE_FLAGTUNE", "--use-flagtune", "1: FlagGems' exhaustive search",
-        "0", ("0", "1")),
-    Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
-        "shard the autotune sweep over N devices"),
-    Var("WARMUP_SHARE", boundary.WARMUP_SHARE_VAR, "--warmup-share",
-        "I/N: this run is share I of a parallel warmup's N: it tunes its share of each "
-        "tuner's configs (those it claims first, else I, I+N, ...) and times nothing (set by "
-        "the warmup for its shards; 0/1 times a whole sweep)"),
-    Var("COMPILE_WORKERS", boundary.COMPILE_WORKERS_VAR, "--compile-workers",
-        "threads that compile a key's autotune candidates together before they are timed "
-        f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
-    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "
-        "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
-    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
-        default_doc="the image's; examples/cpu_suite on cpu"),
-    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name, or none)"),
-    Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0"),
-    Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1"),
-    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3"),
-    Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
-        "ab: an A/A campaign whose measured noise floor applies"),
-    Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
-        "EXECUTOR=slurm only)", None, RUNNERS,
-        default_doc="host inside an image and for cpu, else docker or podman"),
-    Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
-    Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0", ("0", "1")),
-)
+# A run's settings: the variables spec.resolve reads into Settings (DESIGN.md's Variables).
+VARS: tuple[Var, ...] = group(SETTINGS)
 VARS_BY_MAKE = {v.make: v for v in VARS}
 
 
@@ -187,28 +106,14 @@ class Settings:
 
 
 def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
-    """Add the flags of `names` (Make names; all when None) to a subcommand parser."""
-    group = parser.add_argument_group("settings (each also read from its environment variable)")
+    """Add the flags of `names` (Make names of VARS; all when None) to a subcommand parser.
+
+    A subcommand of the CLI takes its flags from `variables.add_arguments(parser, command)`.
+    """
+    settings = parser.add_argument_group(SETTINGS)
     for var in VARS:
-        if names is not None and var.make not in names:
-            continue
-        help_text = var.help_text().replace("%", "%%")  # argparse formats help with %
-        if var.flag == "--dry-run":
-            group.add_argument(var.flag, dest=var.dest, nargs="?", const="1", default=None,
-                               metavar="0|1", help=help_text)
-        else:
-            group.add_argument(var.flag, *var.aliases, dest=var.dest, default=None,
-                               metavar=var.make, help=help_text)
-
-
-def _raw(var: Var, flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[str | None, str]:
-    value = flags.get(var.dest)
-    if value not in (None, ""):
-        return str(value), "flag"
-    value = env.get(var.env)
-    if value not in (None, ""):
-        return str(value), "env"
-    return var.default, "default"
+        if names is None or var.make in names:
+            add_flag(settings, var)
 
 
 def _check_choice(var: Var, value: str, source: str) -> str:
@@ -290,7 +195,7 @@ class AbSpec:
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = os.environ if env is None else env
-    values = {name: _raw(VARS_BY_MAKE[name], flags, env)
+    values = {name: VARS_BY_MAKE[name].lookup(flags, env)
               for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM")}
     axis, _ = values["AXIS"]
     if not axis:
@@ -329,7 +234,7 @@ def _read_vars(flags: Mapping[str, object], env: Mapping[str, str]
     raw: dict[str, str | None] = {}
     sources: dict[str, str] = {}
     for var in VARS:
-        raw[var.make], sources[var.make] = _raw(var, flags, env)
+        raw[var.make], sources[var.make] = var.lookup(flags, env)
         if raw[var.make] is not None:
             _check_choice(var, raw[var.make], sources[var.make])
     if sources["MODE"] == "default" and env.get("ZL_ENABLE_CUDAGRAPH") == "0":

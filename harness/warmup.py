@@ -43,7 +43,7 @@ from harness.providers.benchmark_classes import (
 )
 from harness.records import Records, merge, read_records, write_records
 from harness.rundir import run_dir_from_log
-from harness.spec import Settings
+from harness.spec import VARS_BY_MAKE, Settings
 from harness.warmup_share import share_text
 
 WARMUP_DIR = "warmup"
@@ -53,7 +53,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
                   "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  boundary.WARMUP_SHARE_VAR, boundary.WARMUP_CLAIMS_VAR,
+                  VARS_BY_MAKE["WARMUP_SHARE"].env, boundary.WARMUP_CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 

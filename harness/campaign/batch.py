@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import os
@@ -36,26 +35,6 @@ NOT_FORWARDED = ("BACKEND", "DEVICES", "DRY_RUN", *NOT_BATCH_VARS)
 # The checks of `harness run` that hold for every operator of the batch (nodes are resolved
 # per operator); a batch that runs checks OUT before it claims its directory.
 BATCH_CHECKS = tuple(name for name in CHECKS if name not in ("test_node", "dtypes"))
-
-
-def add_arguments(parser: argparse.ArgumentParser, run_vars: Sequence[str]) -> None:
-    """The flags of `harness batch`: --ops/--ops-file and the settings of `harness run`
-    (`run_vars`, Make names) less OP, OP_FILE and TEST_NODE."""
-    add_ops_arguments(parser.add_argument_group("operators (give one of the two)"),
-                      ops="comma-separated operators, e.g. tanh,add,mm",
-                      walls="EXECUTOR=slurm DRY_RUN: an earlier batch or campaign whose walls "
-                      "estimate the makespan")
-    spec.add_arguments(parser, tuple(v for v in run_vars if v not in NOT_BATCH_VARS))
-
-
-def add_ops_arguments(group: argparse._ArgumentGroup, *, ops: str, walls: str) -> None:
-    """--ops, --ops-file and --walls-from, as batch and ab both take them (`ops` and `walls`:
-    what each means to the subcommand)."""
-    group.add_argument("--ops", dest="ops", default=None, metavar="OPS", help=f"{ops} [OPS]")
-    group.add_argument("--ops-file", dest="ops_file", default=None, metavar="OPS_FILE",
-                       help="file with one operator per line, # comments [OPS_FILE]")
-    group.add_argument("--walls-from", dest="walls_from", default=None, metavar="DIR",
-                       help=f"{walls} [WALLS_FROM]")
 
 
 def forwarded_flags(settings: Settings, flags: Mapping[str, object]) -> list[str]:

@@ -100,7 +100,7 @@ def plan_then_failures(proc, *checks: str) -> list[str]:
     lines = proc.stdout.splitlines()
     failed = [i for i, line in enumerate(lines) if line.startswith("PREFLIGHT_FAILED")]
     assert [lines[i].split()[1] for i in failed] == [f"check={c}" for c in checks], proc.stdout
-    for needle in ("pytest: ", "plugins: ", "environment:", "  ZL_BACKEND=musa"):
+    for needle in ("pytest: ", "plugins: ", "environment:", "  ZL_PLUGIN_BACKEND=musa"):
         at = next(i for i, line in enumerate(lines) if line.startswith(needle))
         assert at < failed[0], needle
     return lines

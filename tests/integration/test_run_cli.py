@@ -161,7 +161,7 @@ def test_dry_run_prints_argv_plugins_environment_and_creates_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "pytest: " in proc.stdout and "benchmark/test_mm.py::test_mm" in proc.stdout
     assert "--record=log" in proc.stdout and "plugins: " in proc.stdout
-    assert "ZL_RUN_DIR=" in proc.stdout and "run directory: " in proc.stdout
+    assert "ZL_PLUGIN_RUN_DIR=" in proc.stdout and "run directory: " in proc.stdout
     assert not any(tmp_path.iterdir())
 
 

@@ -40,21 +40,22 @@ def test_kernels():
 def suite(pytester, monkeypatch, tmp_path):
     fakedev.install(pytester)
     pytester.makepyfile(kernels=KERNELS)
-    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE", "ZL_WARMUP_CLAIMS"):
+    for name in ("ZL_PLUGIN_AUTOTUNE_REPLAY", "ZL_PLUGIN_REPLAY_STRICT",
+                 "ZL_PLUGIN_WARMUP_SHARE", "ZL_PLUGIN_WARMUP_CLAIMS"):
         monkeypatch.delenv(name, raising=False)
     return pytester
 
 
 def run(pytester, monkeypatch, run_dir, sizes, replay=None, strict=False, share=None):
     run_dir.mkdir()
-    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
     if replay:
-        monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(replay))
-        monkeypatch.setenv("ZL_REPLAY_STRICT", "1" if strict else "0")
+        monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(replay))
+        monkeypatch.setenv("ZL_PLUGIN_REPLAY_STRICT", "1" if strict else "0")
     pytester.makepyfile(test_kernels=TEST.format(sizes=sizes))
     plugins = ["-p", "harness.plugins.autotune"]
     if share:  # a parallel warmup's shard, as the plan loads it
-        monkeypatch.setenv("ZL_WARMUP_SHARE", share)
+        monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", share)
         plugins += ["-p", "harness.plugins.warmup_share"]
     result = pytester.runpytest_subprocess("test_kernels.py", "-s", *plugins)
     outcome = finish_run(run_dir, run_dir / "no-libtuner", record=True)
@@ -168,8 +169,8 @@ def test_a_replayed_config_that_fails_to_compile_is_evicted_then_retuned(
         suite, monkeypatch, tmp_path):
     run(suite, monkeypatch, tmp_path / "a", (8,))
     suite.makepyfile(kernels=FAILING, test_retry=RETRY)
-    monkeypatch.setenv("ZL_RUN_DIR", str(tmp_path))
-    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records_path(tmp_path / "a")))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(records_path(tmp_path / "a")))
     result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
@@ -184,8 +185,8 @@ def test_a_cache_that_cannot_delete_says_so_and_claims_no_fallback(suite, monkey
     records.write_text('{"config": {"BLOCK": 32, "num_ctas": 1, "num_stages": 3, '
                        '"num_warps": 4}, "kernel": "scale_table", "key": [8], '
                        '"kind": "winner", "source": "flaggems"}\n')
-    monkeypatch.setenv("ZL_RUN_DIR", str(tmp_path))
-    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path))
+    monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(records))
     result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*compile_resources_no_evict kernel=scale_table key=*8*"])
@@ -208,7 +209,7 @@ def test_each_share_sweeps_its_part_of_the_configs_and_records_its_winners_time(
 
 
 def test_a_share_splits_only_the_sweeps_the_autotune_plugin_watches(suite, monkeypatch):
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "0/2")
     suite.makepyfile(test_kernels=TEST.format(sizes=(8,)))
     result = suite.runpytest_subprocess("test_kernels.py", "-s", "-p",
                                         "harness.plugins.warmup_share")
@@ -233,7 +234,7 @@ def test_shares_with_a_claims_directory_never_sweep_the_same_config_twice(
         suite, monkeypatch, tmp_path):
     claims = tmp_path / "claims"
     claims.mkdir()
-    monkeypatch.setenv("ZL_WARMUP_CLAIMS", str(claims))
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_CLAIMS", str(claims))
     first, _ = run(suite, monkeypatch, tmp_path / "s0", (8, 16), share="0/2")
     # alone so far, it claims every config at key 8, then sweeps its own again at key 16
     first.stdout.fnmatch_lines(["*BENCHED=16,32,64,16,32,64"])

@@ -41,8 +41,9 @@ def assert_one_line(result, pattern):
 def test_regression_a_plugin_without_zl_backend_no_longer_measures_as_cpu(
         pytester, monkeypatch, valid, plugin):
     result = run(pytester, monkeypatch, plugin, valid)
-    assert_one_line(result, f"ERROR: ZL_BACKEND is not set: the {plugin} plugin needs one of: "
-                            "*cpu*; the harness sets it (start the benchmark with `harness run`)")
+    assert_one_line(result, f"ERROR: ZL_PLUGIN_BACKEND is not set: the {plugin} plugin needs "
+                            "one of: *cpu*; the harness sets it (start the benchmark with "
+                            "`harness run`)")
 
 
 @pytest.mark.parametrize("plugin", BACKEND_READERS)
@@ -50,7 +51,8 @@ def test_regression_a_plugin_without_zl_backend_no_longer_measures_as_cpu(
 def test_a_plugin_given_a_bad_backend_names_it_and_the_value(
         pytester, monkeypatch, valid, plugin, value):
     result = run(pytester, monkeypatch, plugin, {**valid, boundary.BACKEND_VAR: value})
-    assert_one_line(result, f"ERROR: ZL_BACKEND={value!r}: the {plugin} plugin needs one of: *")
+    assert_one_line(result,
+                    f"ERROR: ZL_PLUGIN_BACKEND={value!r}: the {plugin} plugin needs one of: *")
 
 
 @pytest.mark.parametrize(("name", "value"), [
@@ -71,7 +73,7 @@ def test_a_run_dir_that_is_a_file_is_refused(pytester, monkeypatch, valid, tmp_p
     (tmp_path / "file").write_text("x")
     env = {**valid, boundary.BACKEND_VAR: "cpu", boundary.RUN_DIR_VAR: str(tmp_path / "file")}
     result = run(pytester, monkeypatch, "timing", env)
-    assert_one_line(result, "ERROR: ZL_RUN_DIR=*file': the timing plugin needs the run "
+    assert_one_line(result, "ERROR: ZL_PLUGIN_RUN_DIR=*file': the timing plugin needs the run "
                             "directory, an existing directory")
 
 
@@ -79,7 +81,7 @@ def test_a_run_dir_that_is_a_file_is_refused(pytester, monkeypatch, valid, tmp_p
 def test_a_plugin_that_writes_a_side_file_needs_the_run_dir(pytester, monkeypatch, valid, plugin):
     env = {k: v for k, v in valid.items() if k != boundary.RUN_DIR_VAR}
     result = run(pytester, monkeypatch, plugin, env)
-    assert_one_line(result, f"ERROR: ZL_RUN_DIR is not set: the {plugin} plugin needs *")
+    assert_one_line(result, f"ERROR: ZL_PLUGIN_RUN_DIR is not set: the {plugin} plugin needs *")
 
 
 @pytest.mark.parametrize(("name", "value", "accepted"), [
@@ -97,5 +99,6 @@ def test_a_shard_without_a_valid_share_is_refused(pytester, monkeypatch, valid, 
     # The plan loads warmup_share only in a shard: without its share it would tune everything.
     env = {**valid, **({} if value is None else {boundary.WARMUP_SHARE_VAR: value})}
     result = run(pytester, monkeypatch, "warmup_share", env)
-    said = "ZL_WARMUP_SHARE is not set" if value is None else f"ZL_WARMUP_SHARE={value!r}"
+    said = ("ZL_PLUGIN_WARMUP_SHARE is not set" if value is None
+            else f"ZL_PLUGIN_WARMUP_SHARE={value!r}")
     assert_one_line(result, f"ERROR: {said}: the warmup_share plugin needs I/N with 0 <= I < N*")

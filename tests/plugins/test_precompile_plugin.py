@@ -186,8 +186,8 @@ def test_kernels():
 def suite(pytester, monkeypatch):
     fakedev.install(pytester)
     (pytester.path / "triton" / "runtime" / "autotuner.py").write_text(AUTOTUNER)
-    for name in ("ZL_AUTOTUNE_REPLAY", "ZL_REPLAY_STRICT", "ZL_WARMUP_SHARE", "ZL_WARMUP_CLAIMS",
-                 boundary.COMPILE_WORKERS_VAR):
+    for name in ("ZL_PLUGIN_AUTOTUNE_REPLAY", "ZL_PLUGIN_REPLAY_STRICT",
+                 "ZL_PLUGIN_WARMUP_SHARE", "ZL_PLUGIN_WARMUP_CLAIMS", boundary.COMPILE_WORKERS_VAR):
         monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(kernels=KERNELS)
     return pytester
@@ -204,7 +204,7 @@ def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, p
         mod.unlink()
     run_dir = tmp_path / f"run{workers}-{len(list(tmp_path.iterdir()))}"
     run_dir.mkdir()
-    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
     monkeypatch.setenv("LOG_TO", str(run_dir / "log.json"))
     args = ["test_kernels.py", "-s"]
     for plugin in plugins:
@@ -312,7 +312,7 @@ def test_a_replayed_key_compiles_only_its_winner(suite, monkeypatch, tmp_path):
     run(suite, monkeypatch, tmp_path, workers=0, plugins=plugins)
     recorded = sorted(tmp_path.iterdir())[0]
     finish_run(recorded, recorded / "no-libtuner", record=True)
-    monkeypatch.setenv("ZL_AUTOTUNE_REPLAY", str(records_path(recorded)))
+    monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(records_path(recorded)))
     result, log, run_dir = run(suite, monkeypatch, tmp_path, workers=4, plugins=plugins)
     result.assert_outcomes(passed=1)
     assert events(log, "compile") == [32] and events(log, "time") == []
@@ -324,7 +324,7 @@ SHARD_PLUGINS = ("harness.plugins.autotune", "harness.plugins.warmup_share")
 
 
 def test_a_warmup_share_compiles_its_share_only(suite, monkeypatch, tmp_path):
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "1/2")
     result, log, _ = run(suite, monkeypatch, tmp_path, workers=4, plugins=SHARD_PLUGINS)
     result.assert_outcomes(passed=1)
     assert sorted(events(log, "compile")) == [32, 64]  # configs 1 and 3 of the five
@@ -334,11 +334,11 @@ def test_a_warmup_share_compiles_its_share_only(suite, monkeypatch, tmp_path):
 def test_claimed_shards_compile_only_the_configs_they_claim(suite, monkeypatch, tmp_path):
     claims = tmp_path / "claims"
     claims.mkdir()
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "0/2")
-    monkeypatch.setenv("ZL_WARMUP_CLAIMS", str(claims))
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "0/2")
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_CLAIMS", str(claims))
     plugins = SHARD_PLUGINS
     _, first, _ = run(suite, monkeypatch, tmp_path, workers=2, plugins=plugins)
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "1/2")
     _, second, _ = run(suite, monkeypatch, tmp_path, workers=2, plugins=plugins)
     # the first shard claimed every config; the second compiles none of them ahead (only its
     # run's launch of the config it settled on, as without the plugin)

@@ -31,7 +31,7 @@ def test_a_foreign_record_log_of_the_same_name_is_neither_truncated_nor_removed(
     foreign.write_text("[INFO] a user's own pytest\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
     pytester.runpytest_subprocess("-p", "harness.plugins.record_log").assert_outcomes(passed=1)
     assert foreign.read_text() == "[INFO] a user's own pytest\n"
     assert (run_dir / "result_same.log").read_text() == "ours\n"
@@ -65,7 +65,7 @@ def test_the_constructor_is_restored_and_isinstance_keeps_working(pytester, tmp_
     """)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
     before = logging.FileHandler.__init__
     pytester.runpytest("-p", "harness.plugins.record_log").assert_outcomes(passed=1)
     assert logging.FileHandler.__init__ is before
@@ -83,12 +83,12 @@ def test_two_runs_of_one_node_from_one_checkout_keep_their_own_logs(pytester, tm
     pytester.makepyfile(test_x=f"""
         import logging, os
         def test_x():
-            logging.getLogger({LOGGER!r}).info(os.environ["ZL_RUN_DIR"])
+            logging.getLogger({LOGGER!r}).info(os.environ["ZL_PLUGIN_RUN_DIR"])
     """)
     for name in ("a", "b"):
         run_dir = tmp_path / name
         run_dir.mkdir()
-        monkeypatch.setenv("ZL_RUN_DIR", str(run_dir))
+        monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
         pytester.runpytest_subprocess("-p", "harness.plugins.record_log").assert_outcomes(
             passed=1)
         assert (run_dir / "result_same.log").read_text() == f"{run_dir}\n"

@@ -60,11 +60,11 @@ def device(pytester, monkeypatch, tmp_path):
     pytester.makepyfile(flag_gems="vendor_name = 'mthreads'\n__version__ = '0'\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    for name, value in {"ZL_BACKEND": "musa", "ZL_TIMER": "graph", "ZL_RUN_DIR": str(run_dir),
-                        "ZL_DIRECT_REPEAT": "1"}.items():
+    for name, value in {"ZL_PLUGIN_BACKEND": "musa", "ZL_PLUGIN_TIMER": "graph",
+                        "ZL_PLUGIN_RUN_DIR": str(run_dir), "ZL_PLUGIN_REPEAT": "1"}.items():
         monkeypatch.setenv(name, value)
     for name in ("FAKE_CAPTURE_ERROR", "FAKE_CAPTURE_FAIL_AT", "FAKE_CAPTURE_REFUSAL",
-                 "ZL_WARMUP_SHARE"):
+                 "ZL_PLUGIN_WARMUP_SHARE"):
         monkeypatch.delenv(name, raising=False)
     return run_dir
 
@@ -159,8 +159,8 @@ def test_denied_op_is_timed_directly_without_an_attempt(pytester, device, monkey
 
 
 def test_repeat_keeps_every_sample_and_reports_the_median(pytester, device, monkeypatch):
-    monkeypatch.setenv("ZL_DIRECT_REPEAT", "3")
-    monkeypatch.setenv("ZL_TIMER", "direct")
+    monkeypatch.setenv("ZL_PLUGIN_REPEAT", "3")
+    monkeypatch.setenv("ZL_PLUGIN_TIMER", "direct")
     result = run(pytester, TANH, timer="direct")
     result.assert_outcomes(passed=1)
     rows = records(device)
@@ -171,7 +171,7 @@ def test_repeat_keeps_every_sample_and_reports_the_median(pytester, device, monk
 
 
 def test_cuda_uses_upstream_graph_bench_verbatim(pytester, device, monkeypatch):
-    monkeypatch.setenv("ZL_BACKEND", "cuda")
+    monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
     plugins = ["-p", "harness.plugins.capture", "-p", "harness.plugins.timing"]
     result = pytester.runpytest_subprocess(TANH, "--level", "core", "--mode", "kernel", "-s",
                                            *plugins)
@@ -226,7 +226,7 @@ def test_deny_keys_name_real_flaggems_nodes():
 
 def test_a_warmup_share_calls_each_op_briefly_in_kernel_mode_and_times_nothing(
         pytester, device, monkeypatch):
-    monkeypatch.setenv("ZL_WARMUP_SHARE", "1/2")
+    monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "1/2")
     monkeypatch.setenv("FAKE_CAPTURE_ERROR", "an unknown kernel fault nobody has classified")
     result = run(pytester, "benchmark/test_tune_only.py", share=True)
     result.assert_outcomes(passed=1)  # no capture was attempted, so the fault never fired

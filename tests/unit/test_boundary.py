@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import boundary, spec
+from harness import boundary, plugin_plan, spec, variables
 from harness.boundary import BoundaryError, read
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +69,10 @@ def test_every_boundary_name_is_spelled_only_in_the_boundary_module():
 def test_the_literal_check_sees_a_second_spelling(tmp_path):
     # The check above must be able to fail: an f-string piece and a plain literal both count.
     module = tmp_path / "m.py"
-    module.write_text('"""Docs may say ZL_RUN_DIR."""\n'
-                      'X = "ZL_RUN_DIR"\nY = f"{X} AUTOTUNE_REPLAY_FALLBACK reason=x"\n')
+    module.write_text('"""Docs may say ZL_PLUGIN_RUN_DIR."""\n'
+                      'X = "ZL_PLUGIN_RUN_DIR"\nY = f"{X} AUTOTUNE_REPLAY_FALLBACK reason=x"\n')
     literals = [lit for _, lit in string_literals(module)]
-    assert [lit for lit in literals if spells(lit, boundary.RUN_DIR_VAR)] == ["ZL_RUN_DIR"]
+    assert [lit for lit in literals if spells(lit, boundary.RUN_DIR_VAR)] == ["ZL_PLUGIN_RUN_DIR"]
     assert any(spells(lit, boundary.REPLAY_FALLBACK_MARKER) for lit in literals)
     assert not spells("each claims dir", boundary.CLAIMS_DIR)
 
@@ -81,6 +81,33 @@ def test_every_child_variable_is_named_in_its_own_constant():
     variables = [v for v in vars(boundary).values() if isinstance(v, boundary.ChildVar)]
     env_names = {v for k, v in boundary_strings().items() if k.endswith("_VAR")}
     assert {v.name for v in variables} == env_names
+
+
+def test_no_user_setting_shares_a_name_with_what_the_host_sets_for_its_plugins():
+    # Regression: ZL_TIMER was both the user's MODE (auto accepted) and the timer the host
+    # decided for the timing plugin (auto refused), one name with two meanings.
+    host = {v for k, v in boundary_strings().items() if k.endswith("_VAR")}
+    assert all(name.startswith(boundary.PREFIX) for name in host)
+    assert not host & {var.env for var in variables.TABLE if var.env}
+
+
+def harness_imports(module: str) -> set[str]:
+    """The harness modules that `module` imports, by their short names."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "harness":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_the_boundary_and_the_settings_import_neither_each_other():
+    # Regression: spec imported boundary for its names, boundary imported spec for Settings.
+    assert not {"spec", "variables", "precompile"} & harness_imports("boundary")
+    for module in ("spec", "variables"):
+        assert not {"boundary", "precompile"} & harness_imports(module)
 
 
 def _settings(tmp_path: Path, **flags: object) -> spec.Settings:
@@ -95,7 +122,7 @@ def test_what_the_host_writes_the_plugins_read_back_as_the_settings_say(tmp_path
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / boundary.REPLAYED_FILE).write_text("")  # prepare_replay writes it before pytest
-    env = boundary.child_env(settings, run_dir, precompile=True)
+    env = plugin_plan.boundary_env(settings, run_dir, precompile=True)
     assert read(boundary.BACKEND, "t", environ=env) is settings.backend
     assert read(boundary.RUN_DIR, "t", environ=env) == run_dir.resolve()
     assert read(boundary.TIMER, "t", environ=env) == settings.timer == "direct"
@@ -109,7 +136,7 @@ def test_what_the_host_writes_the_plugins_read_back_as_the_settings_say(tmp_path
 
 def test_features_that_are_off_leave_their_variables_unset(tmp_path):
     settings = _settings(tmp_path)
-    env = boundary.child_env(settings, tmp_path, precompile=False)
+    env = plugin_plan.boundary_env(settings, tmp_path, precompile=False)
     assert sorted(env) == sorted([boundary.BACKEND_VAR, boundary.RUN_DIR_VAR,
                                   boundary.TIMER_VAR, boundary.REPEAT_VAR])
 
@@ -118,7 +145,7 @@ def test_a_missing_required_variable_names_itself_and_who_needs_it():
     with pytest.raises(BoundaryError) as exc:
         read(boundary.BACKEND, "the timing plugin", environ={})
     message = str(exc.value)
-    assert message.startswith("ZL_BACKEND is not set: the timing plugin needs one of: ")
+    assert message.startswith("ZL_PLUGIN_BACKEND is not set: the timing plugin needs one of: ")
     assert "cpu" in message and "cuda" in message and "\n" not in message
 
 
@@ -138,9 +165,9 @@ def test_a_malformed_value_is_an_error_with_the_value_and_what_is_accepted(var, 
 def test_a_run_dir_or_replay_file_of_the_wrong_kind_is_refused(tmp_path):
     a_file = tmp_path / "f"
     a_file.write_text("x")
-    with pytest.raises(BoundaryError, match="ZL_RUN_DIR="):
+    with pytest.raises(BoundaryError, match="ZL_PLUGIN_RUN_DIR="):
         read(boundary.RUN_DIR, "p", environ={boundary.RUN_DIR_VAR: str(a_file)})
-    with pytest.raises(BoundaryError, match="ZL_AUTOTUNE_REPLAY="):
+    with pytest.raises(BoundaryError, match="ZL_PLUGIN_AUTOTUNE_REPLAY="):
         read(boundary.REPLAY, "p", environ={boundary.REPLAY_VAR: str(tmp_path)})
     spaced = tmp_path / "a dir; with spaces"
     spaced.mkdir()
@@ -153,7 +180,7 @@ def test_an_optional_variable_unset_or_empty_reads_as_off():
 
 
 def test_the_caller_chooses_the_error_class():
-    with pytest.raises(pytest.UsageError, match="^ZL_TIMER is not set"):
+    with pytest.raises(pytest.UsageError, match="^ZL_PLUGIN_TIMER is not set"):
         read(boundary.TIMER, "p", pytest.UsageError, environ={})
 
 
@@ -190,8 +217,8 @@ def test_summary_of_a_flaggems_log_works_without_pytest():
 
 def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pytest(
         tmp_path, monkeypatch):
-    # Before: the child got os.environ whole, so an exported ZL_AUTOTUNE_REPLAY pinned another
-    # run's winners in a run that replays nothing.
+    # Before: the child got os.environ whole, so an exported ZL_AUTOTUNE_REPLAY (now
+    # ZL_PLUGIN_AUTOTUNE_REPLAY) pinned another run's winners in a run that replays nothing.
     from harness import runner
     from harness.executors import procs as supervise
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from harness import backends, boundary, precompile, runner, spec
+from harness import backends, boundary, precompile, runner, spec, variables
 from harness.errors import UsageError
 from harness.plugin_plan import PRECOMPILE, plan_plugins
 from harness.preflight import Plan, probe_python
@@ -29,16 +29,16 @@ def plan(features=None):
 
 
 def test_default_is_the_cores_capped_at_sixteen():
-    assert precompile.default_workers(64) == 16
-    assert precompile.default_workers(4) == 4
-    assert precompile.default_workers(0) == 1
-    assert 1 <= precompile.default_workers() <= 16
+    assert variables.default_workers(64) == 16
+    assert variables.default_workers(4) == 4
+    assert variables.default_workers(0) == 1
+    assert 1 <= variables.default_workers() <= 16
 
 
 def test_flag_beats_environment_and_zero_is_off(tmp_path):
     assert resolve(tmp_path, {"ZL_COMPILE_WORKERS": "3"}).compile_workers == 3
     assert resolve(tmp_path, {"ZL_COMPILE_WORKERS": "3"}, compile_workers="0").compile_workers == 0
-    assert resolve(tmp_path).compile_workers == precompile.default_workers()
+    assert resolve(tmp_path).compile_workers == variables.default_workers()
     assert resolve(tmp_path, compile_workers=" 8 ").compile_workers == 8
 
 

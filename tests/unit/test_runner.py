@@ -65,7 +65,7 @@ def test_invocation_runs_pytest_from_the_flaggems_dir_with_level_mode_record(tmp
     assert "no:cacheprovider" in argv  # nothing written into the checkout
     assert inv.cwd == (tmp_path / "fg").resolve()
     assert str(runner.REPO_ROOT) in inv.env["PYTHONPATH"].split(os.pathsep)
-    assert inv.env["ZL_BACKEND"] == "cpu"
+    assert inv.env["ZL_PLUGIN_BACKEND"] == "cpu"
     assert "FLAGGEMS_CACHE_DIR" not in inv.env
 
 
@@ -109,13 +109,13 @@ def test_a_warmup_share_reaches_the_plugins_and_loads_autotune_even_unrecorded(t
     s = spec.resolve({"backend": "cuda", "runner": "host", "warmup_share": "1/3",
                       "flaggems_dir": str(tmp_path)}, {}, which=lambda _: None)
     inv = runner.build_invocation(s, _plan(), tmp_path / "r")
-    assert inv.env["ZL_WARMUP_SHARE"] == "1/3" and "harness.plugins.autotune" in inv.plugins
+    assert inv.env["ZL_PLUGIN_WARMUP_SHARE"] == "1/3" and "harness.plugins.autotune" in inv.plugins
     header = runner.header_lines(s, _plan(), tmp_path / "r", inv)
     assert "# warmup_share: 1/3 (tunes its share of the configs, times nothing)" in header
     plain = spec.resolve({"backend": "cuda", "runner": "host", "flaggems_dir": str(tmp_path)},
                          {}, which=lambda _: None)
     inv = runner.build_invocation(plain, _plan(), tmp_path / "r")
-    assert "ZL_WARMUP_SHARE" not in inv.env and "harness.plugins.autotune" not in inv.plugins
+    assert "ZL_PLUGIN_WARMUP_SHARE" not in inv.env and "harness.plugins.autotune" not in inv.plugins
 
 
 def test_header_carries_every_caliber_setting(tmp_path):
@@ -134,7 +134,7 @@ def test_dry_run_description_creates_nothing(tmp_path):
     run_dir = tmp_path / "runs" / "tanh" / "x"
     lines = runner.describe_dry_run(s, _plan(), run_dir)
     assert any(line.startswith("pytest: /usr/bin/python3 -m pytest") for line in lines)
-    assert any("ZL_RUN_DIR=" in line for line in lines)
+    assert any("ZL_PLUGIN_RUN_DIR=" in line for line in lines)
     assert not (tmp_path / "runs").exists()
 
 

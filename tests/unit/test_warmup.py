@@ -189,7 +189,7 @@ with open(os.path.join(records, "winner_times.jsonl"), "w") as fh:
         if ms:
             fh.write(json.dumps({"source": "triton", "kernel": kernel, "key": key,
                                  "ms": ms[0]}) + "\n")
-print("claims=" + os.environ.get("ZL_WARMUP_CLAIMS", "-"))
+print("claims=" + os.environ.get("ZL_PLUGIN_WARMUP_CLAIMS", "-"))
 print("shard says goodbye")
 sys.exit(rc)
 """

@@ -1,0 +1,88 @@
+"""The variables table: every flag, make help line and environment name comes from one row."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from harness import cmdline, makevars, variables
+from harness.cli import build_parser
+from harness.errors import UsageError
+from harness.variables import Inputs
+
+PARSER = build_parser()
+# Flags of a subcommand's own that are no variable of make's.
+OWN_FLAGS = {"summary": {"--ab", "--format", "--allow-mixed", "--noise-floor"},
+             "receipt verify": {"--root"}}
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = PARSER
+    for word in command.split():
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return parser
+
+
+@pytest.mark.parametrize("command", variables.COMMANDS)
+def test_each_subcommand_takes_exactly_the_flags_the_table_gives_it(command):
+    parser = _subparser(command)
+    flags = {s for a in parser._actions for s in a.option_strings if s not in ("-h", "--help")}
+    from_table = {flag for var in variables.TABLE if command in var.commands and var.flag
+                  for flag in (var.flag, *var.aliases)}
+    assert flags == from_table | OWN_FLAGS.get(command, set())
+
+
+def test_every_row_names_known_subcommands_and_a_group():
+    groups = {variables.SETTINGS, variables.OPERATORS, variables.EXECUTOR, variables.MAKE}
+    for var in variables.TABLE:
+        assert set(var.commands) <= set(variables.COMMANDS), var.make
+        assert var.group in groups, var.make
+        assert (var.flag is None) == (var.group == variables.MAKE), var.make
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(KeyError, match="'NOPE' is not a variable; expected one of: A, "):
+        variables.named("NOPE")
+    with pytest.raises(ValueError, match="'nope' is not one of: preflight, run"):
+        variables.add_arguments(argparse.ArgumentParser(), "nope")
+
+
+def test_inputs_take_the_flag_over_the_environment_and_skip_empty_values():
+    inputs = Inputs.read({"executor": "slurm", "out": "", "detach": True, "ops": None},
+                         {"ZL_EXECUTOR": "local", "ZL_OUT": "o", "OPS": "a,b",
+                          "WALLS_FROM": "", "ZL_TIMER": "direct"})
+    assert inputs.get("EXECUTOR") == "slurm" and inputs.source("EXECUTOR") == "flag"
+    assert inputs.get("OUT") == "o" and inputs.source("OUT") == "env"
+    assert inputs.get("OPS") == "a,b" and inputs.get("MODE") == "direct"
+    assert inputs.get("DETACH") == "1"
+    assert inputs.get("WALLS_FROM") is None and inputs.source("WALLS_FROM") == "default"
+    assert inputs.get("LEVEL") is None  # a default is not something the user gave
+    with pytest.raises(KeyError):
+        inputs.get("ZL_OUT")  # Make names only
+
+
+def test_inputs_are_a_snapshot():
+    environ = {"OPS": "a"}
+    inputs = Inputs.read({}, environ)
+    environ["OPS"] = "b"
+    assert inputs.get("OPS") == "a" and inputs.environ["OPS"] == "a"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inputs.values = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        inputs.environ["OPS"] = "c"  # type: ignore[index]
+
+
+def test_a_switch_is_its_flag_alone_from_make_and_from_settings():
+    environ = {makevars.MAKE_ARGS_VAR: "DETACH=1 OPS=a"}
+    argv = makevars.to_argv(PARSER, ["batch"], makevars.given(environ), environ)
+    assert argv == ["batch", "--detach", "--ops=a"] and PARSER.parse_args(argv).detach
+    environ = {makevars.MAKE_ARGS_VAR: "DETACH=0"}
+    assert makevars.to_argv(PARSER, ["ab"], makevars.given(environ), environ) == ["ab"]
+    environ = {makevars.MAKE_ARGS_VAR: "DETACH=yes"}
+    with pytest.raises(UsageError, match="DETACH='yes' is not accepted; expected one of: 0, 1"):
+        makevars.to_argv(PARSER, ["ab"], makevars.given(environ), environ)
+    assert cmdline.flag_args({"DETACH": True, "OPS": "a", "WALLS_FROM": "-w"}) == [
+        "--detach", "--ops", "a", "--walls-from=-w"]
