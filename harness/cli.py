@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -110,8 +109,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
-        return start.resume(vars(args), out=_report)
-    flags = slurm.local_flags(vars(args), os.environ)
+        return start.resume(vars(args), args.inputs.environ, out=_report)
+    flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     campaign = spec.resolve_ab(flags)
     axis = ab.resolve_axis(campaign.axis, settings.backend)
@@ -122,7 +121,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
                                                                 campaign.b), where):
                 print(line)
         return rc
-    return start.start(settings, flags, axis, campaign, out=_report)
+    return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)
 
 
 def _add_ab(sub: argparse._SubParsersAction) -> None:
@@ -145,7 +144,7 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
 def _cmd_slurm_task(args: argparse.Namespace) -> int:
     from harness.executors.slurm import task
 
-    return task.run_task(Path(args.plan), os.environ, out=_report)
+    return task.run_task(Path(args.plan), args.inputs.environ, out=_report)
 
 
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
@@ -174,11 +173,11 @@ def _add_summary(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    flags = slurm.local_flags(vars(args), os.environ)
+    flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     if (rc := _in_image(settings, args)) is not None:
         return rc
-    return batch.main(settings, flags)
+    return batch.main(settings, flags, args.inputs.environ)
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
@@ -190,9 +189,9 @@ def _cmd_shell(args: argparse.Namespace) -> int:
 
 
 def _cmd_pin(args: argparse.Namespace) -> int:
-    name = args.backend or os.environ.get(spec.VARS_BY_MAKE["BACKEND"].env)
+    name = args.inputs.get("BACKEND")
     chosen = [backends.get(name).name] if name else None
-    dry = (args.dry_run or os.environ.get(spec.VARS_BY_MAKE["DRY_RUN"].env)) == "1"
+    dry = args.inputs.get("DRY_RUN") == "1"
     return images.pin(chosen, dry_run=dry)
 
 
@@ -274,13 +273,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:  # a make target: its command-line variables, each one argument
-        argv = makevars.to_argv(parser, argv, makevars.given(os.environ), os.environ)
+        environ = variables.environ()
+        argv = makevars.to_argv(parser, argv, makevars.given(environ), environ)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     args = parser.parse_args(argv)
     args.argv = argv  # for the run inside an image
-    args.inputs = spec.Inputs.read(vars(args), os.environ)  # what the user gave, read once
+    args.inputs = spec.Inputs.read(vars(args), variables.environ())  # read once
     try:
         return args.func(args)
     except PreflightError as exc:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness import spec
+from harness import spec, variables
 from harness.errors import UsageError
 from harness.identity import IMAGE_DIGEST_VAR
 from harness.images import ImagePins, Run, check_engine, notes, pins_for
@@ -139,7 +138,7 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
 
     Generic over subcommands: preflight, run, batch and ab hand over their own argv.
     """
-    env = os.environ if env is None else env
+    env = variables.environ() if env is None else env
     cwd = Path.cwd() if cwd is None else cwd
     pins = pins_for(settings.backend.name)
     inner = ["bash"] if shell else ["harness", *inner_argv(argv), "--runner=host"]

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
+from harness import __version__, variables
 from harness.backends import Device
 from harness.errors import UsageError
 from harness.spec import REPO_ROOT
@@ -99,7 +98,7 @@ def build_identity(*, settings_caliber: dict[str, object], node: str, op: str,
                    runtime: dict[str, object] | None = None,
                    environ: dict[str, str] | None = None) -> dict[str, object]:
     """The run_identity.json document."""
-    environ = dict(os.environ) if environ is None else environ
+    environ = dict(variables.environ()) if environ is None else environ
     fg = git_state(flaggems_dir) if flaggems_dir else {"commit": None, "dirty": None}
     clocks_after = {d.index: d.sm_clock_mhz for d in devices_after}
     return {

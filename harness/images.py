@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -177,7 +176,7 @@ def build_image(settings: Settings, *, env: Mapping[str, str] | None = None,
                 which: Callable[[str], str | None] = shutil.which, run: Run = subprocess.run
                 ) -> int:
     """`make image`: build the backend's image from its pins (refuses an unpinned base)."""
-    env = os.environ if env is None else env
+    env = variables.environ() if env is None else env
     pins = pins_for(settings.backend.name)
     if not pins.digest and not _allow_unpinned(env):
         raise UsageError(f"base {pins.image}:{pins.tag} of BACKEND={pins.backend!r} has no digest "

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from harness import artifacts, autotune, boundary, identity, precompile, results
+from harness import artifacts, autotune, boundary, identity, precompile, results, variables
 from harness.backends import Device
 from harness.errors import Interrupted, PreflightError
 from harness.executors import procs as supervise
@@ -109,12 +109,12 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         "PYTHONUNBUFFERED": "1",
         # the -p plugins must import in the child whether or not the harness is installed
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(
-            p for p in (str(REPO_ROOT), *os.environ.get("PYTHONPATH", "").split(os.pathsep))
-            if p)),
+            p for p in (str(REPO_ROOT),
+                        *variables.environ().get("PYTHONPATH", "").split(os.pathsep)) if p)),
         # bytecode goes beside the run outputs, never into the FlagGems checkout
         "PYTHONPYCACHEPREFIX": str((settings.out / ".pycache").resolve()),
         **settings.backend.visibility_env(settings.devices),
-        **pytest_plugin_env(plugins, os.environ.get(PLUGINS_VAR, "")),
+        **pytest_plugin_env(plugins, variables.environ().get(PLUGINS_VAR, "")),
     }
     if settings.isolate_tuner_cache:
         cache = run_dir / TUNER_CACHE_DIR
@@ -189,7 +189,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
             stopper: supervise.GroupStopper) -> int:
     """Run pytest in its own session, copying its output to the log and `echo` until it ends;
     a signal stops its whole group (`stopper`), and what it wrote before is kept."""
-    env = {**boundary.inherited(os.environ), **inv.env}
+    env = {**boundary.inherited(variables.environ()), **inv.env}
     proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
     stopper.watch(proc)
@@ -235,7 +235,7 @@ def _record_logs(run_dir: Path) -> list[Path]:
 
 
 def _flaggems_cache(inv: Invocation) -> Path:
-    return default_flaggems_cache({**os.environ, **inv.env})
+    return default_flaggems_cache({**variables.environ(), **inv.env})
 
 
 def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path

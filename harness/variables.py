@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -32,6 +32,12 @@ SETTINGS = "settings (each also read from its environment variable)"
 OPERATORS = "operators and suite campaigns"
 EXECUTOR = "where units run (EXECUTOR)"
 MAKE = "make's own"  # no flag: make hands them over another way (a path, words, the env)
+
+
+def environ() -> MutableMapping[str, str]:
+    """This process's environment: the one place the harness reads it (the pytest plugins
+    read the host's hand-over through boundary)."""
+    return os.environ
 
 
 def default_workers(cores: int | None = None) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import shlex
 import shutil
 import signal
@@ -196,19 +195,20 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
     return lines, errors.EXIT_PREFLIGHT if failed else errors.EXIT_OK
 
 
-def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], None] = say
-         ) -> int:
-    """`harness batch`: validate, then print the plan (--dry-run) or run it."""
-    ops = ops_.resolve_ops(settings, flags, os.environ)
+def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str],
+         out: Callable[[str], None] = say) -> int:
+    """`harness batch`: validate, then print the plan (--dry-run) or run it; `flags` and `env`
+    are what the user gave (OPS, WALLS_FROM, the executor's settings)."""
+    ops = ops_.resolve_ops(settings, flags, env)
     forwarded = forwarded_flags(settings, flags)
-    cfg = (slurm.config(settings, flags, os.environ)
-           if slurm.executor(flags, os.environ) == "slurm" else None)
+    cfg = (slurm.config(settings, flags, env)
+           if slurm.executor(flags, env) == "slurm" else None)
     if settings.dry_run:  # the whole plan first, then every check that would fail
-        executor = (where.local(settings) if cfg is None else
-                    where.cluster(settings, cfg, settings.out / "batch" / "<ts>", out=out))
+        executor = (where.local(settings, env) if cfg is None else
+                    where.cluster(settings, cfg, settings.out / "batch" / "<ts>", out=out, env=env))
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out, remote=cfg is not None)
-        walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
+        walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
         walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
         lines, rc = describe_dry_run(settings, ops, forwarded, executor, walls)
         for line in lines:
@@ -219,8 +219,8 @@ def main(settings: Settings, flags: Mapping[str, object], out: Callable[[str], N
         if checked.failures:
             raise checked.failures[0].error
         record = BatchRecord(settings.out, ops)
-        return run_batch(record, ops, forwarded, where.local(settings), out=out)
+        return run_batch(record, ops, forwarded, where.local(settings, env), out=out)
     slurm.preflight(settings.out, out)
     record = BatchRecord(settings.out, ops)
-    executor = where.cluster(settings, cfg, record.dir.resolve(), out=out)
+    executor = where.cluster(settings, cfg, record.dir.resolve(), out=out, env=env)
     return run_batch(record, ops, forwarded, executor, out=out)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -50,14 +49,15 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
 
 
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
-              doc: dict[str, Any], out: Callable[[str], None]) -> Executor:
+              doc: dict[str, Any], env: Mapping[str, str], out: Callable[[str], None]
+              ) -> Executor:
     """Where the campaign's units run: this host's devices, or Slurm arrays whose submissions
     the campaign keeps (a resume re-attaches to them)."""
     if cfg is None:
-        return where.local(settings)
+        return where.local(settings, env)
     record = doc.setdefault("slurm", {"flags": {}, "submissions": []})
     return where.cluster(settings, cfg, directory, record=record,
-                         saved=lambda: plan.save(directory, doc), out=out)
+                         saved=lambda: plan.save(directory, doc), out=out, env=env)
 
 
 # --------------------------------------------------------------------------- a new campaign
@@ -75,17 +75,17 @@ def _preflight(settings: Settings, out: Callable[[str], None], remote: bool = Fa
     return runner.placeholder_plan(settings, result.plan), result
 
 
-def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str], None],
-               remote: bool = False
+def _operators(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str],
+               out: Callable[[str], None], remote: bool = False
                ) -> tuple[dict[str, dict[str, Any]], Plan, PreflightResult | None]:
     """{op: {"node"} or {"reason"}}, the preflight plan of the first operator with a node and
     a dry run's preflight result (PreflightError when no operator has a node)."""
-    if not ops.given(flags, os.environ):
+    if not ops.given(flags, env):
         first_plan, result = _preflight(settings, out, remote)
         return {first_plan.op: {"node": first_plan.node.nodeid}}, first_plan, result
     if settings.op or settings.test_node:
         raise UsageError("give OP (one operator) or OPS/OPS_FILE (several), not both")
-    nodes = ops.operators(settings, ops.ops_from(flags, os.environ))
+    nodes = ops.operators(settings, ops.ops_from(flags, env))
     info = {op: ({"reason": n} if n.startswith("PREFLIGHT_FAILED") else {"node": n})
             for op, n in nodes.items()}
     first = next((v["node"] for v in info.values() if "node" in v), None)
@@ -96,13 +96,14 @@ def _operators(settings: Settings, flags: Mapping[str, Any], out: Callable[[str]
     return info, *_preflight(_with_node(settings, first), out, remote)
 
 
-def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: spec.AbSpec,
-          out: Callable[[str], None] = print) -> int:
-    """A new campaign: plan it, print it (DRY_RUN) or run it to its report."""
-    cfg = (slurm.config(settings, flags, os.environ)
-           if slurm.executor(flags, os.environ) == "slurm" else None)
-    info, first_plan, checked = _operators(settings, flags, out, remote=cfg is not None)
-    walls_path = flags.get("walls_from") or os.environ.get("WALLS_FROM")
+def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: ab.Axis,
+          ab_spec: spec.AbSpec, out: Callable[[str], None] = print) -> int:
+    """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
+    are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
+    cfg = (slurm.config(settings, flags, env)
+           if slurm.executor(flags, env) == "slurm" else None)
+    info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
+    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     floor = (ab.noise_floor_from(ab_spec.noise_from) if ab_spec.noise_from
              else stats.MIN_NOISE_FLOOR_PCT)
@@ -117,7 +118,7 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
                 "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
-        executor = _executor(settings, cfg, where_to, doc, out)
+        executor = _executor(settings, cfg, where_to, doc, env, out)
         for line in [*describe(doc, executor, where_to),
                      *_first_unit(doc, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
@@ -126,13 +127,13 @@ def start(settings: Settings, flags: Mapping[str, Any], axis: ab.Axis, ab_spec: 
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
     if cfg is not None:
         slurm.preflight(settings.out, out)
-        doc["slurm"] = {"flags": slurm.given_flags(flags, os.environ), "submissions": []}
+        doc["slurm"] = {"flags": slurm.given_flags(flags, env), "submissions": []}
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
     doc["dir"] = str(directory)
     plan.save(directory, doc)
-    return driver.drive(directory, doc, settings, _executor(settings, cfg, directory, doc, out),
-                        out)
+    executor = _executor(settings, cfg, directory, doc, env, out)
+    return driver.drive(directory, doc, settings, executor, out)
 
 
 def describe(doc: Mapping[str, Any], executor: Executor, directory: Path,
@@ -193,48 +194,51 @@ def _with_node(settings: Settings, node: str) -> Settings:
 # --------------------------------------------------------------------------- resume
 
 
-def _resume_settings(doc: Mapping[str, Any], flags: Mapping[str, Any]) -> Settings:
+def _resume_settings(doc: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[str, str]
+                     ) -> Settings:
     """The campaign's own settings; refused where BACKEND, LEVEL or MODE is given otherwise;
     DEVICES may change."""
     given = {}
     for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
-        if (value := _given(flags, os.environ, name)) is not None:
+        if (value := _given(flags, env, name)) is not None:
             given[key] = backends.get(value).name if key == "backend" else value
     plan.check_caliber(doc, given, RESUME_FIXED)
     settings, stored = settings_from_argv(doc["argv"])
-    if (devices_value := _given(flags, os.environ, "DEVICES")) is not None:
+    if (devices_value := _given(flags, env, "DEVICES")) is not None:
         settings = spec.resolve({**stored, "devices": devices_value})
     return settings
 
 
-def _added_rounds(directory: Path, doc: dict[str, Any], flags: Mapping[str, Any]) -> list:
+def _added_rounds(directory: Path, doc: dict[str, Any], flags: Mapping[str, Any],
+                  env: Mapping[str, str]) -> list:
     """The units ROUNDS and ONLY add to the campaign."""
     only = flags.get("only")
     if only is not None and only not in stats.OP_VERDICTS:
         raise choice_error("ONLY", only, stats.OP_VERDICTS)
-    rounds_value = _given(flags, os.environ, "ROUNDS")
+    rounds_value = _given(flags, env, "ROUNDS")
     rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
     verdicts = {op: v["verdict"] for op, v in (_load_operators(directory)).items()}
     return plan.extend(doc, rounds, only, verdicts)
 
 
-def resume(flags: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
+def resume(flags: Mapping[str, Any], env: Mapping[str, str],
+           out: Callable[[str], None] = print) -> int:
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
     directory = Path(str(flags["resume"]))
     refuse_unused(flags)
     doc = plan.load(directory)
-    settings = _resume_settings(doc, flags)
+    settings = _resume_settings(doc, flags, env)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
-    remote = slurm.executor(flags, os.environ, "slurm" if doc.get("slurm") else "local"
+    remote = slurm.executor(flags, env, "slurm" if doc.get("slurm") else "local"
                             ) == "slurm"
-    cfg, kept = (slurm.resume_config(doc, settings, flags, os.environ) if remote
+    cfg, kept = (slurm.resume_config(doc, settings, flags, env) if remote
                  else (None, {}))
-    new = _added_rounds(directory, doc, flags)
+    new = _added_rounds(directory, doc, flags, env)
     out(f"resuming {directory}: {len(plan.units_to_run(doc))} units to run "
         f"({len(new)} added)")
-    executor = _executor(settings, cfg, directory, doc, out)
-    if _given(flags, os.environ, "DRY_RUN") == "1":
+    executor = _executor(settings, cfg, directory, doc, env, out)
+    if _given(flags, env, "DRY_RUN") == "1":
         for line in describe(doc, executor, directory, "exists; nothing added to it"):
             out(line)
         return EXIT_OK

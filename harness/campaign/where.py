@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import slurm
+from harness import slurm, variables
 from harness.errors import UsageError
 from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
@@ -30,15 +30,16 @@ def poll_s(env: Mapping[str, str]) -> float:
     return seconds
 
 
-def worker_devices(settings: Settings) -> list[str | None]:
+def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
+                   ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned
     worker where the backend has no accelerator or none is found."""
-    return list(select_devices(settings) or [None])
+    return list(select_devices(settings, env) or [None])
 
 
-def local(settings: Settings) -> LocalExecutor:
+def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:
     """This host's devices, one task at a time on each."""
-    return LocalExecutor(worker_devices(settings))
+    return LocalExecutor(worker_devices(settings, env))
 
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
@@ -58,6 +59,6 @@ def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
 
     plan = {"dir": str(directory), "backend": settings.backend.name,
             "devices": list(settings.devices)}
+    seconds = poll_s(variables.environ() if env is None else env)
     return SlurmExecutor(client or Slurm(), cfg, directory, script, plan=plan, record=record,
-                         saved=saved, cwd=cwd, poll_s=poll_s(os.environ if env is None else env),
-                         out=out)
+                         saved=saved, cwd=cwd, poll_s=seconds, out=out)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 
+from harness import variables
 from harness.backends import Backend, Device
 from harness.spec import Settings
 
@@ -15,7 +15,7 @@ def select_devices(settings: Settings, environ: Mapping[str, str] | None = None,
     """The caller's selection of device ids (indices or UUIDs), in order, each once.
 
     DEVICES if given, else the ids in the backend's visibility variable (of `environ`,
-    default os.environ), else every device the backend enumerates; the backend's tool is
+    default: this process's), else every device the backend enumerates; the backend's tool is
     asked only in that last case. None where the backend has no accelerator: its children
     run unpinned. [] where the tool finds no device.
     """
@@ -29,7 +29,7 @@ def select_ids(backend: Backend, chosen: Sequence[str], environ: Mapping[str, st
         return None
     if chosen:
         return list(dict.fromkeys(chosen))
-    environ = os.environ if environ is None else environ
+    environ = variables.environ() if environ is None else environ
     visible = environ.get(backend.visibility_vars[0], "") if backend.visibility_vars else ""
     visible_ids = [item.strip() for item in visible.split(",") if item.strip()]
     if visible_ids:

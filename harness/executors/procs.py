@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from harness import variables
 from harness.spec import REPO_ROOT, VARS_BY_MAKE
 
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
@@ -39,9 +40,9 @@ def say(line: str) -> None:
 
 def child_env(environ: Mapping[str, str] | None = None, drop: Sequence[str] = ()
               ) -> dict[str, str]:
-    """The environment of a harness child: the caller's (default os.environ) less `drop`,
+    """The environment of a harness child: the caller's (default: this process's) less `drop`,
     this checkout first on PYTHONPATH, output unbuffered so its log shows progress."""
-    environ = os.environ if environ is None else environ
+    environ = variables.environ() if environ is None else environ
     env = {k: v for k, v in environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"

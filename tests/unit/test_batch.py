@@ -283,7 +283,7 @@ def test_binary_ops_file_is_refused_without_a_traceback(tmp_path):
 def test_batch_dry_run_prints_the_plan_then_the_checks_that_fail(tmp_path, capsys):
     settings = _settings(tmp_path, flaggems_dir=str(tmp_path / "nope"), dry_run="1")
     lines: list[str] = []
-    assert batch.main(settings, {"ops": "tanh,add"}, out=lines.append) == 3
+    assert batch.main(settings, {"ops": "tanh,add"}, {}, out=lines.append) == 3
     plan_at = next(i for i, line in enumerate(lines) if line.startswith("batch directory:"))
     assert "[1/2] tanh node=<unresolved: check flaggems_dir failed>" in lines
     failed = [i for i, line in enumerate(lines) if line.startswith("PREFLIGHT_FAILED")]
@@ -295,5 +295,5 @@ def test_batch_dry_run_prints_the_plan_then_the_checks_that_fail(tmp_path, capsy
 def test_batch_with_an_out_where_nothing_can_be_made_claims_nothing(tmp_path):
     settings = _settings(tmp_path, out="/proc/harness-batch")
     with pytest.raises(PreflightError) as info:
-        batch.main(settings, {"ops": "tanh"}, out=lambda _: None)
+        batch.main(settings, {"ops": "tanh"}, {}, out=lambda _: None)
     assert info.value.check == "out"
