@@ -28,7 +28,7 @@ WARMUP_CLAIMS_VAR = PREFIX + "WARMUP_CLAIMS"  # where a parallel warmup's shards
 REPLAY_VAR = PREFIX + "AUTOTUNE_REPLAY"  # the winners file the autotune plugin pins
 REPLAY_STRICT_VAR = PREFIX + "REPLAY_STRICT"  # 1: a key missing from the replay fails the op
 
-# Side files the plugins write in ZL_RUN_DIR, and what the host reads or writes beside them.
+# Side files the plugins write in ZL_PLUGIN_RUN_DIR, and what the host reads or writes beside them.
 TIMING_FILE = "timing.jsonl"  # every measured row's timer, markers and samples
 RUNTIME_FILE = "runtime.json"  # the device and versions pytest actually saw
 USED_FILE = "autotune_used.jsonl"  # the tuner keys looked up, winners and replay fallbacks

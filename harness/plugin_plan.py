@@ -34,8 +34,9 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
     record_log always runs: it keeps FlagGems' record log in the run directory. precompile
     applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
     concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
-    Triton; it wraps the autotune plugin's candidate lists at session start, so its place here
-    is free.
+    Triton. Where autotune, warmup_share and precompile hook into Triton's
+    `Autotuner.prune_configs`, the order of their filters is `harness.plugins.prune.ORDER`'s,
+    whatever their order here or their hooks' timing.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:

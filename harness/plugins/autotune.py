@@ -1,8 +1,9 @@
 """Autotune record and replay inside FlagGems' run: pin recorded winners, show every miss.
 
 A tuner prunes its configs only when its cache lacks the key, so `Autotuner.prune_configs` is
-where a miss shows, for FlagGems' LibTuner and plain Triton autotuners alike: a recorded winner
-(with the run-off candidates a merge gave its key) is all it returns; a key the records lack
+where a miss shows, for FlagGems' LibTuner and plain Triton autotuners alike. There this
+plugin's filter (`pin`, in the chain of `harness.plugins.prune`) returns a recorded winner
+(with the run-off candidates a merge gave its key) and nothing else; a key the records lack
 prints AUTOTUNE_REPLAY_FALLBACK and, strict, fails. Its variables and autotune_used.jsonl are
 in docs/formats.md.
 """
@@ -13,8 +14,8 @@ import gc
 import json
 import math
 import warnings
-from collections.abc import Callable
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -23,35 +24,17 @@ from harness import boundary
 from harness.boundary import REPLAY_EVICTED_MARKER, USED_FILE
 from harness.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
 from harness.plugins.markers import write_marker
+from harness.plugins.prune import PIN, Prune, prune_chain
+from harness.plugins.tuner_keys import json_key, tuner_key, tuner_source
 from harness.records import Records, Winner, from_text
 from harness.tuner_db import config_cache_table
 
 READER = "the autotune plugin"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")
 # Triton's compile failures by exception class, named by the stage that raised them.
-COMPILE_STAGES = {"CompilationError": "frontend", "CompileTimeAssertionFailure": "frontend",
-                  "PTXASError": "assembler", "OutOfResources": "resources"}
-
-
-def tuner_key(tuner: Any, kwargs: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
-    """(kernel, key) as the tuner looks it up: libtuner's table and strategy-normalised key,
-    or a Triton autotuner's function name and key with the tensor dtypes appended."""
-    nargs = dict(tuner.nargs or {})
-    args = {k: v for k, v in {**nargs, **kwargs}.items() if k in tuner.arg_names}
-    if hasattr(tuner, "config_table_name") and hasattr(tuner, "get_key"):
-        return tuner.config_table_name, tuple(tuner.get_key(args))
-    key = [args[k] for k in tuner.keys if k in args]
-    key += [str(v.dtype) for v in args.values() if hasattr(v, "dtype")]
-    fn = tuner.base_fn
-    return f"{fn.__module__}:{fn.__qualname__}", tuple(key)
-
-
-def _source(tuner: Any) -> str:
-    return "flaggems" if hasattr(tuner, "config_table_name") else "triton"
-
-
-def _jsonable(key: tuple[Any, ...]) -> list[Any]:
-    return [k if isinstance(k, (int, float, str, bool)) or k is None else str(k) for k in key]
+COMPILE_STAGES = MappingProxyType({
+    "CompilationError": "frontend", "CompileTimeAssertionFailure": "frontend",
+    "PTXASError": "assembler", "OutOfResources": "resources"})
 
 
 def winner_ms(tuner: Any) -> float | None:
@@ -92,7 +75,8 @@ class Autotune:
         self.fallbacks: list[dict[str, Any]] = []
         self.used: set[tuple[str, str]] = set()
         self.evicted: set[tuple[str, str]] = set()
-        self._undo: list[Callable[[], None]] = []
+        self.config_cls: Any = None  # Triton's Config, imported by install
+        self._patch = pytest.MonkeyPatch()
 
     def marker(self, line: str) -> None:
         write_marker(self.config, line)
@@ -100,24 +84,23 @@ class Autotune:
     def install(self) -> None:
         from triton.runtime.autotuner import Autotuner, Config
 
-        prune = Autotuner.prune_configs
-        state = self
-
-        def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
-            pinned = state.on_miss(tuner, kwargs, Config)
-            if tuner.nargs is not None:  # inside run(): the sweep of this key follows
-                kernel, key = tuner_key(tuner, kwargs)
-                state.sweeping[id(tuner)] = (_source(tuner), kernel, key)
-            if pinned is not None:
-                return pinned
-            return prune(tuner, kwargs)
-
-        Autotuner.prune_configs = prune_configs
-        self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
+        self.config_cls = Config
+        prune_chain(self.config).add(PIN, self.pin)
         self._guard_run(Autotuner)
         self._track_libtuner_lookups()
 
-    def _guard_run(self, cls: type) -> None:
+    def pin(self, tuner: Any, kwargs: dict[str, Any], inner: Prune) -> list[Any]:
+        """The pin filter of prune_configs: note the sweep that follows a miss inside run(),
+        and return a replayed key's configs instead of pruning."""
+        pinned = self.on_miss(tuner, kwargs, self.config_cls)
+        if tuner.nargs is not None:  # inside run(): the sweep of this key follows
+            kernel, key = tuner_key(tuner, kwargs)
+            self.sweeping[id(tuner)] = (tuner_source(tuner), kernel, key)
+        if pinned is not None:
+            return pinned
+        return inner(tuner, kwargs)
+
+    def _guard_run(self, cls: Any) -> None:
         """Route `cls.run`'s failures through on_failure (libtuner overrides Triton's run)."""
         run = cls.run
         state = self
@@ -132,8 +115,7 @@ class Autotune:
             state.on_swept(tuner)
             return result
 
-        cls.run = guarded_run
-        self._undo.append(lambda: setattr(cls, "run", run))
+        self._patch.setattr(cls, "run", guarded_run)
 
     def _track_libtuner_lookups(self) -> None:
         try:
@@ -148,11 +130,10 @@ class Autotune:
         def tracked_get(cache: Any, key: Any) -> Any:
             found = get(cache, key)
             if found is not None:
-                used.add((cache.table_name, json.dumps(_jsonable(tuple(key)))))
+                used.add((cache.table_name, json.dumps(json_key(tuple(key)))))
             return found
 
-        ConfigCache.get = tracked_get
-        self._undo.append(lambda: setattr(ConfigCache, "get", get))
+        self._patch.setattr(ConfigCache, "get", tracked_get)
 
     def on_failure(self, tuner: Any, kwargs: dict[str, Any], exc: Exception) -> None:
         """A replayed config failed to compile: evict it where the cache allows, else say so.
@@ -165,7 +146,7 @@ class Autotune:
         if self.replay is None or stage is None or tuner.nargs is None:
             return
         kernel, key = tuner_key(tuner, kwargs)
-        key_text = json.dumps(_jsonable(key))
+        key_text = json.dumps(json_key(key))
         cache = getattr(tuner, "cache", None)
         if isinstance(cache, dict) and tuple(key) in cache:
             del cache[tuple(key)]
@@ -178,10 +159,10 @@ class Autotune:
         """The run that just returned swept a key: note its winner's time."""
         swept = self.sweeping.pop(id(tuner), None)
         ms = winner_ms(tuner) if swept is not None else None
-        if ms is not None:
+        if swept is not None and ms is not None:
             source, kernel, key = swept
             self.times.append({"kind": "time", "source": source, "kernel": kernel,
-                               "key": _jsonable(key), "ms": ms})
+                               "key": json_key(key), "ms": ms})
 
     def on_miss(self, tuner: Any, kwargs: dict[str, Any], config_cls: type) -> list[Any] | None:
         """A tuner lacks a key: return the recorded winner (and its run-off candidates) to
@@ -189,26 +170,27 @@ class Autotune:
         if self.replay is None:
             return None
         kernel, key = tuner_key(tuner, kwargs)
-        if (kernel, json.dumps(_jsonable(key))) in self.evicted:
-            return self._fallback(kernel, key, "evicted")
-        source = _source(tuner)
+        if (kernel, json.dumps(json_key(key))) in self.evicted:
+            self._fallback(kernel, key, "evicted")
+            return None
+        source = tuner_source(tuner)
         for (src, name, text), winner in self.replay.items():
-            if src == source and text == json.dumps(_jsonable(key)) and (
+            if src == source and text == json.dumps(json_key(key)) and (
                     name == kernel or config_cache_table(name) == kernel):
                 configs = [winner.config, *self.run_off.get((src, name, text), [])]
                 return [matching_config(tuner, c, config_cls) for c in configs]
-        return self._fallback(kernel, key, "key_missing")
+        self._fallback(kernel, key, "key_missing")
+        return None
 
     def _fallback(self, kernel: str, key: tuple[Any, ...], reason: str) -> None:
-        key_text = json.dumps(_jsonable(key))
-        self.fallbacks.append({"kind": "fallback", "kernel": kernel, "key": _jsonable(key),
+        key_text = json.dumps(json_key(key))
+        self.fallbacks.append({"kind": "fallback", "kernel": kernel, "key": json_key(key),
                                "reason": reason})
         line = f"{FALLBACK_MARKER} reason={reason} kernel={kernel} key={key_text}"
         self.marker(line)
         if self.strict:
             raise RuntimeError(f"{line}: REPLAY_STRICT=1 forbids self-tuning a key the "
                                "replay does not pin")
-        return None
 
     def triton_winners(self) -> list[Winner]:
         from triton.runtime.autotuner import Autotuner
@@ -222,7 +204,7 @@ class Autotune:
                 fn = obj.base_fn
                 for key, config in obj.cache.items():
                     winners.append(Winner("triton", f"{fn.__module__}:{fn.__qualname__}",
-                                          tuple(_jsonable(tuple(key))),
+                                          tuple(json_key(tuple(key))),
                                           dict(config.all_kwargs())))
         return winners
 
@@ -239,8 +221,7 @@ class Autotune:
         (self.run_dir / USED_FILE).write_text("".join(x + "\n" for x in lines), "utf-8")
 
     def uninstall(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+        self._patch.undo()
 
 
 AUTOTUNE = pytest.StashKey[Autotune]()
@@ -248,7 +229,8 @@ AUTOTUNE = pytest.StashKey[Autotune]()
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    # trylast: device_setup (tryfirst) has imported flag_gems, so its tuners exist.
+    # trylast: device_setup (tryfirst) has imported flag_gems, so its tuners exist. Where the
+    # pin runs among prune_configs' filters is prune.ORDER's to say, not this hook's timing.
     def read(var: boundary.ChildVar[Any]) -> Any:
         return boundary.read(var, READER, pytest.UsageError)
 

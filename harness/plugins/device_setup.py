@@ -1,7 +1,7 @@
 """Check that flag_gems dispatches to the backend's vendor, pin the device, record runtime facts.
 
-The harness passes its backend as ZL_BACKEND and the run directory as ZL_RUN_DIR; the device is
-already narrowed by the backend's visibility variable, so the pinned device is index 0.
+The harness passes its backend as ZL_PLUGIN_BACKEND and the run directory as ZL_PLUGIN_RUN_DIR; the
+device is already narrowed by the backend's visibility variable, so the pinned device is index 0.
 """
 
 from __future__ import annotations

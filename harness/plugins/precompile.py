@@ -1,6 +1,6 @@
 """Compile an untuned key's autotune candidates together, then let the tuner time them as before.
 
-The harness loads it (with ZL_COMPILE_WORKERS=N) only where the installed Triton has
+The harness loads it (with ZL_PLUGIN_COMPILE_WORKERS=N) only where the installed Triton has
 `triton.runtime._async_compile`; `Precompiler` says where it steps in.
 """
 
@@ -21,6 +21,8 @@ from harness.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
 from harness.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
 from harness.fsutil import atomic_write_json
 from harness.plugins.markers import write_marker
+from harness.plugins.prune import PRECOMPILE, Prune, PruneChain, prune_chain
+from harness.plugins.warmup_share import SHARD
 from harness.precompile import compile_cost
 
 READER = "the precompile plugin"
@@ -107,18 +109,20 @@ class _Pool:
 
 
 class Precompiler:
-    """Wraps `Autotuner.prune_configs` to compile each sweep's candidates ahead of timing.
+    """The precompile filter of `Autotuner.prune_configs`: compile each sweep's candidates
+    ahead of timing.
 
     A tuner prunes its configs only when its cache lacks the key, for FlagGems' LibTuner and
-    plain Triton autotuners alike. The wrapper takes the candidates that pruning (and the
-    autotune plugin's replay pin or run-off, or the warmup_share plugin's share) left, runs
-    each config's pre_hook as the tuner will before timing it, launches it with
-    `warmup=True` under Triton's `AsyncCompileMode` over N threads, the costliest
-    (`compile_cost`) first, and waits for every compile before returning the same list, in
-    the same order; the tuner then times them one by one, each launch finding its kernel
-    compiled. A candidate that fails to compile fails again, as it always did, when the tuner
-    times it. Under a parallel warmup's claims, a candidate is claimed just before a thread is
-    free to compile it, so shards still split the configs by how fast they compile.
+    plain Triton autotuners alike. The filter, outermost in `harness.plugins.prune.ORDER`,
+    takes the candidates that pruning (and the autotune plugin's replay pin or run-off, or the
+    warmup_share plugin's share) left, runs each config's pre_hook as the tuner will before
+    timing it, launches it with `warmup=True` under Triton's `AsyncCompileMode` over N
+    threads, the costliest (`compile_cost`) first, and waits for every compile before
+    returning the same list, in the same order; the tuner then times them one by one, each
+    launch finding its kernel compiled. A candidate that fails to compile fails again, as it
+    always did, when the tuner times it. Under a parallel warmup's claims, a candidate is
+    claimed just before a thread is free to compile it, so shards still split the configs by
+    how fast they compile.
     """
 
     def __init__(self, config: pytest.Config, workers: int, run_dir: Path) -> None:
@@ -126,29 +130,29 @@ class Precompiler:
         self.run_dir = run_dir
         self.facts = Facts(workers)
         self.pool = _Pool(workers)
-        self._undo: list[Callable[[], None]] = []
+        self.async_compile: Any = None  # triton.runtime._async_compile, imported by install
+        self.chain: PruneChain | None = None
 
     def install(self) -> None:
-        from triton.runtime._async_compile import AsyncCompileMode, active_mode
-        from triton.runtime.autotuner import Autotuner
+        from triton.runtime import _async_compile
 
-        prune = Autotuner.prune_configs
-        state = self
+        self.async_compile = _async_compile
+        self.chain = prune_chain(self.config)
+        self.chain.add(PRECOMPILE, self.compile_candidates)
 
-        def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
-            configs = prune(tuner, kwargs)
-            todo, reason = candidates(tuner, kwargs, configs)
-            if reason is None and active_mode.get() is not None:
-                reason = "async_mode_active"  # never inside someone else's mode
-            if reason is None:
-                state.compile_ahead(tuner, kwargs, todo, AsyncCompileMode)
-            else:
-                skipped = state.facts.skipped
-                skipped[reason] = skipped.get(reason, 0) + 1
-            return configs
-
-        Autotuner.prune_configs = prune_configs
-        self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
+    def compile_candidates(self, tuner: Any, kwargs: dict[str, Any], inner: Prune
+                           ) -> list[Any]:
+        """The precompile filter: compile what the rest of the chain returns, return it."""
+        configs = inner(tuner, kwargs)
+        todo, reason = candidates(tuner, kwargs, configs)
+        if reason is None and self.async_compile.active_mode.get() is not None:
+            reason = "async_mode_active"  # never inside someone else's mode
+        if reason is None:
+            self.compile_ahead(tuner, kwargs, todo, self.async_compile.AsyncCompileMode)
+        else:
+            skipped = self.facts.skipped
+            skipped[reason] = skipped.get(reason, 0) + 1
+        return configs
 
     def compile_ahead(self, tuner: Any, kwargs: dict[str, Any], todo: list[Any],
                       mode_cls: type) -> None:
@@ -181,12 +185,12 @@ class Precompiler:
 
     def _claimer(self, tuner: Any) -> Callable[[Any], bool] | None:
         """A parallel warmup's claim on a config of this sweep, or None outside claims."""
-        from harness.plugins.warmup_share import SHARD
-
         shard = self.config.stash.get(SHARD, None)
         claims = shard.claims if shard is not None else None
-        swept = shard.sweep_of(tuner) if claims is not None else None
-        if claims is None or swept is None:
+        if shard is None or claims is None:
+            return None
+        swept = shard.sweep_of(tuner)
+        if swept is None:
             return None
         return lambda config: claims.take(swept[1], swept[2], config)
 
@@ -199,8 +203,8 @@ class Precompiler:
         atomic_write_json(self.run_dir / boundary.PRECOMPILE_FILE, facts)
 
     def uninstall(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+        if self.chain is not None:
+            self.chain.remove(PRECOMPILE)
         self.pool.executor.shutdown(wait=True)
 
 
@@ -223,6 +227,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the harness sets both wherever it plans the plugin
     workers = boundary.read(boundary.COMPILE_WORKERS, READER, pytest.UsageError)
     run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    reason: str | None
     try:
         from triton.runtime import _async_compile
     except ImportError:
@@ -236,8 +241,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # At session start every plugin's configure has run, so this wrapper is the outermost
-    # one around prune_configs: it sees the autotune plugin's pin, share or run-off.
+    # The filter compiles from session start to session finish, the span its facts report;
+    # its place around the pin and the share is prune.ORDER's.
     state = session.config.stash.get(PRECOMPILER, None)
     if state is not None:
         state.install()

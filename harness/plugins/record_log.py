@@ -1,11 +1,11 @@
 """Open FlagGems' `--record log` file in the run directory, never in the checkout.
 
-FlagGems' conftest opens `result_<args>.log` with mode "w" in the working directory, the
-FlagGems checkout that other runs and a user's own pytest share: opened there, it would
-truncate their file of the same name. While the conftests configure, a FileHandler for a
-`result_*.log` in the working directory opens in ZL_RUN_DIR instead, so nothing in the checkout
-is created, truncated or removed. When configuration is done, the files this process records
-into are listed in ZL_RUN_DIR/RECORD_LOGS_FILE (a JSON list): the runner reads exactly those.
+FlagGems' conftest opens `result_<args>.log` with mode "w" in the working directory, the FlagGems
+checkout that other runs and a user's own pytest share: opened there, it would truncate their file
+of the same name. While the conftests configure, a FileHandler for a `result_*.log` in the working
+directory opens in ZL_PLUGIN_RUN_DIR instead, so nothing in the checkout is created, truncated or
+removed. When configuration is done, the files this process records into are listed in
+ZL_PLUGIN_RUN_DIR/RECORD_LOGS_FILE (a JSON list): the runner reads exactly those.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +26,8 @@ from harness.fsutil import atomic_write_json
 READER = "the record_log plugin"
 LOGGER = "flag_gems_benchmark"  # the logger FlagGems' benchmark conftest records with
 
-_OPEN = logging.FileHandler.__init__
+# The patch of FileHandler's constructor, from configure to session start.
+REDIRECT = pytest.StashKey[pytest.MonkeyPatch]()
 
 
 def target(filename: str | os.PathLike[str], cwd: Path, run_dir: Path) -> Path | None:
@@ -38,16 +41,13 @@ def target(filename: str | os.PathLike[str], cwd: Path, run_dir: Path) -> Path |
     return run_dir / path.name.replace("::", "__")
 
 
-def _redirect_to(run_dir: Path):
-    def __init__(self: logging.FileHandler, filename, *args, **kwargs) -> None:
+def _redirect_to(run_dir: Path, open_handler: Callable[..., None]) -> Callable[..., None]:
+    def __init__(self: logging.FileHandler, filename: str | os.PathLike[str], *args: Any,
+                 **kwargs: Any) -> None:
         moved = target(filename, Path.cwd(), run_dir)
-        _OPEN(self, filename if moved is None else moved, *args, **kwargs)
+        open_handler(self, filename if moved is None else moved, *args, **kwargs)
 
     return __init__
-
-
-def _restore() -> None:
-    logging.FileHandler.__init__ = _OPEN  # type: ignore[method-assign]
 
 
 def record_logs(logger: logging.Logger) -> list[str]:
@@ -62,15 +62,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # tryfirst: before FlagGems' conftest opens its handler in its own pytest_configure. The
     # constructor is patched, not the class, so that isinstance checks keep working.
     run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
-    logging.FileHandler.__init__ = _redirect_to(run_dir)  # type: ignore[method-assign]
+    patch = config.stash[REDIRECT] = pytest.MonkeyPatch()
+    patch.setattr(logging.FileHandler, "__init__",
+                  _redirect_to(run_dir, logging.FileHandler.__init__))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Every conftest has configured by now: the redirect has done its job.
-    _restore()
+    session.config.stash[REDIRECT].undo()
     run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
     atomic_write_json(Path(run_dir, RECORD_LOGS_FILE), record_logs(logging.getLogger(LOGGER)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _restore()  # a configure that failed never reached sessionstart
+    patch = config.stash.get(REDIRECT, None)
+    if patch is not None:  # a configure that failed never reached sessionstart
+        patch.undo()

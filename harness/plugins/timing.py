@@ -1,12 +1,13 @@
 """Pick the timer, wrap FlagGems' Benchmark.get_latency from outside, record every measurement.
 
-The harness passes ZL_BACKEND, ZL_TIMER (graph or direct), ZL_DIRECT_REPEAT and ZL_RUN_DIR.
+The harness passes ZL_PLUGIN_BACKEND, ZL_PLUGIN_TIMER (graph or direct), ZL_PLUGIN_REPEAT and
+ZL_PLUGIN_RUN_DIR.
 FlagGems runs with `--mode kernel`; for each latency this plugin either calls FlagGems' own
 `get_latency` under `--mode cudagraph` with the capture plugin's graph timer installed as
 `triton.testing.do_bench_cudagraph`, or under `--mode kernel` (the direct timer). A capture
 failure is classified by the backend: recoverable -> that shape is timed directly and flagged;
 fatal -> re-raised; poisoned -> the operator stops, its measured rows are kept, later tests are
-skipped. Every row's timer, markers and samples go to ZL_RUN_DIR/timing.jsonl, which the
+skipped. Every row's timer, markers and samples go to ZL_PLUGIN_RUN_DIR/timing.jsonl, which the
 harness merges into results. A parallel warmup's shard times nothing: the plan loads the
 warmup_share plugin there instead.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -33,7 +33,6 @@ from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
 from harness.results import canonical_shape
 
-CURRENT_OP_VAR = "FLAGGEMS_PERF_CURRENT_OP"
 BASE_MODULE = "benchmark.base"
 READER = "the timing plugin"
 
@@ -88,7 +87,8 @@ class Timing:
         self.denied: set[str] = set()
         self.poisoned: str | None = None
         self.base: Any = None
-        self._undo: list[Callable[[], None]] = []
+        self.current_op = ""  # the deny-list key of the test running now (op_key)
+        self._patch = pytest.MonkeyPatch()
 
     @property
     def graph_bench(self) -> Callable[..., Any]:
@@ -129,36 +129,26 @@ class Timing:
             timing.on_result(result)
             return result
 
-        base.Benchmark.get_latency = get_latency
-        base.BenchmarkResult = benchmark_result
-        self._undo += [lambda: setattr(base.Benchmark, "get_latency", original),
-                       lambda: setattr(base, "BenchmarkResult", result_cls)]
+        self._patch.setattr(base.Benchmark, "get_latency", get_latency)
+        self._patch.setattr(base, "BenchmarkResult", benchmark_result)
 
     def uninstall(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+        self._patch.undo()
 
     @contextlib.contextmanager
     def _mode(self, name: str) -> Iterator[None]:
-        config = self.base.Config
-        saved = config.mode
-        config.mode = self.base.consts.BenchMode[name]
-        try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(self.base.Config, "mode", self.base.consts.BenchMode[name])
             yield
-        finally:
-            config.mode = saved
 
     @contextlib.contextmanager
     def _graph_timer(self) -> Iterator[None]:
         import triton.testing
 
-        saved = triton.testing.do_bench_cudagraph
-        triton.testing.do_bench_cudagraph = self.graph_bench
-        try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(triton.testing, "do_bench_cudagraph", self.graph_bench)
             with self._mode("CUDAGRAPH"):
                 yield
-        finally:
-            triton.testing.do_bench_cudagraph = saved
 
     # -- measuring --------------------------------------------------------------------------
     def _times(self, timer: str, call: Callable[[], float]) -> list[float]:
@@ -173,7 +163,7 @@ class Timing:
         name = str(getattr(bench, "op_name", "?"))
         shape = canonical_shape(bench.record_shapes(*args, **kwargs))
         record = Call(name, shape, None, self.timer, [], _arg_dtype(args))
-        current = os.environ.get(CURRENT_OP_VAR, "")
+        current = self.current_op
 
         def call() -> float:
             return original(bench, op, *args, **kwargs)
@@ -215,7 +205,7 @@ class Timing:
         self._synchronize()
 
     def _synchronize(self) -> None:
-        device = getattr(sys.modules.get("torch"), self.backend.torch_device, None)
+        device: Any = getattr(sys.modules.get("torch"), self.backend.torch_device, None)
         with contextlib.suppress(Exception):
             device.synchronize()
 
@@ -285,7 +275,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     timing = item.config.stash[TIMING]
     if timing.poisoned:
         pytest.skip(f"{POISONED_MARKER}: {timing.poisoned} left the device context unusable")
-    os.environ[CURRENT_OP_VAR] = op_key(getattr(item, "originalname", item.name))
+    timing.current_op = op_key(getattr(item, "originalname", item.name))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

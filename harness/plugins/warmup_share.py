@@ -1,8 +1,8 @@
 """A parallel warmup's shard: tune only this shard's share of each sweep's configs, time nothing.
 
-The plan loads it only in a shard (ZL_WARMUP_SHARE=I/N; ZL_WARMUP_CLAIMS names the directory
-where the N shards claim configs, laid out as docs/formats.md says), in place of the timing
-plugin.
+The plan loads it only in a shard (ZL_PLUGIN_WARMUP_SHARE=I/N; ZL_PLUGIN_WARMUP_CLAIMS names the
+directory where the N shards claim configs, laid out as docs/formats.md says), in place of the
+timing plugin.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import boundary
-from harness.plugins.autotune import AUTOTUNE, _jsonable
+from harness.plugins.autotune import AUTOTUNE
+from harness.plugins.prune import SHARE, Prune, prune_chain
+from harness.plugins.tuner_keys import json_key
 
 AUTOTUNE_PLUGIN = "harness.plugins.autotune"
 READER = "the warmup_share plugin"
@@ -46,7 +48,7 @@ class Claims:
         self.theirs: set[str] = set()
 
     def take(self, kernel: str, key: tuple[Any, ...], config: Any) -> bool:
-        dtypes = [k for k in _jsonable(key) if isinstance(k, str) and k.startswith("torch.")]
+        dtypes = [k for k in json_key(key) if isinstance(k, str) and k.startswith("torch.")]
         ident = json.dumps([kernel, dtypes, sorted(config.all_kwargs().items())], default=str)
         name = hashlib.sha256(ident.encode()).hexdigest()[:32]
         if name in self.mine or name in self.theirs:
@@ -64,14 +66,11 @@ class Claims:
 def brief_kernel_mode(base: Any) -> Iterator[None]:
     """FlagGems' kernel-mode path with the shortest warmup and repetition FlagGems itself uses
     on slow vendors (1 ms each): it calls the op, and so its tuners, and little else."""
-    config = base.Config
-    saved = config.mode, config.warm_up, config.repetition
-    config.mode = base.consts.BenchMode["KERNEL"]
-    config.warm_up = config.repetition = 1
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base.Config, "mode", base.consts.BenchMode["KERNEL"])
+        patch.setattr(base.Config, "warm_up", 1)
+        patch.setattr(base.Config, "repetition", 1)
         yield
-    finally:
-        config.mode, config.warm_up, config.repetition = saved
 
 
 class Shard:
@@ -83,38 +82,35 @@ class Shard:
         self.share = share
         self.claims = claims
         self.base: Any = None
-        self._undo: list[Callable[[], None]] = []
+        self._patch = pytest.MonkeyPatch()
 
     def install_tuners(self) -> None:
-        """Inside the autotune plugin's pin (which returns before it), keep the share of each
-        pruned list; with claims, time only the configs this shard claims."""
+        """Keep the share of each pruned list (the share filter of prune_configs); with
+        claims, time only the configs this shard claims."""
         from triton.runtime.autotuner import Autotuner
 
-        prune = Autotuner.prune_configs
-        state = self
-
-        def prune_configs(tuner: Any, kwargs: dict[str, Any]) -> list[Any]:
-            configs = prune(tuner, kwargs)
-            return configs if state.claims else share_of(configs, state.share)
-
-        Autotuner.prune_configs = prune_configs
-        self._undo.append(lambda: setattr(Autotuner, "prune_configs", prune))
+        prune_chain(self.config).add(SHARE, self.keep_share)
         if self.claims is not None:
-            self._claim_in_bench(Autotuner)
+            self._claim_in_bench(Autotuner, self.claims)
 
-    def _claim_in_bench(self, cls: type) -> None:
+    def keep_share(self, tuner: Any, kwargs: dict[str, Any], inner: Prune) -> list[Any]:
+        """The share filter: this shard's share of what pruning returns (all of it under
+        claims, which split the configs as they are timed)."""
+        configs = inner(tuner, kwargs)
+        return configs if self.claims else share_of(configs, self.share)
+
+    def _claim_in_bench(self, cls: Any, claims: Claims) -> None:
         """Time only the configs this shard claims; the rest as configs that cannot run."""
         bench = cls._bench
         state = self
 
         def claimed_bench(tuner: Any, *args: Any, config: Any, **meta: Any) -> Any:
             swept = state.sweep_of(tuner)
-            if swept is not None and not state.claims.take(swept[1], swept[2], config):
+            if swept is not None and not claims.take(swept[1], swept[2], config):
                 return [math.inf, math.inf, math.inf]
             return bench(tuner, *args, config=config, **meta)
 
-        cls._bench = claimed_bench
-        self._undo.append(lambda: setattr(cls, "_bench", bench))
+        self._patch.setattr(cls, "_bench", claimed_bench)
 
     def sweep_of(self, tuner: Any) -> tuple[str, str, tuple[Any, ...]] | None:
         """(source, kernel, key) of the sweep `tuner` runs, as the autotune plugin tracks it."""
@@ -133,22 +129,19 @@ class Shard:
             with brief_kernel_mode(base):
                 return original(bench, op, *args, **kwargs)
 
-        base.Benchmark.get_latency = get_latency
-        self._undo.append(lambda: setattr(base.Benchmark, "get_latency", original))
+        self._patch.setattr(base.Benchmark, "get_latency", get_latency)
 
     def uninstall(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+        self._patch.undo()
 
 
 SHARD = pytest.StashKey[Shard]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Not trylast: the autotune plugin's configure (trylast) wraps prune_configs after this
-    # one, so its pin returns before the share is taken. The share only splits sweeps that
-    # plugin watches (the plan loads it wherever Triton tunes the kernels).
-    # the plan loads this plugin only in a shard, whose share the harness always sets
+    # The share only splits sweeps the autotune plugin watches (the plan loads it wherever
+    # Triton tunes the kernels); its place after that plugin's pin is prune.ORDER's.
+    # The plan loads this plugin only in a shard, whose share the harness always sets.
     share = boundary.read(boundary.SHARD_SHARE, READER, pytest.UsageError)
     claims = boundary.read(boundary.WARMUP_CLAIMS, READER, pytest.UsageError)
     state = Shard(config, share, Claims(claims) if claims else None)

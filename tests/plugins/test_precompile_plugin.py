@@ -12,152 +12,6 @@ from harness.plugins.precompile import candidates, unusable
 from harness.records import records_path
 from tests.plugins import fakedev
 
-# Triton 3.6's AsyncCompileMode and FutureKernel, reduced to what JITFunction uses of them.
-ASYNC_COMPILE = '''
-from concurrent.futures import as_completed
-from contextvars import ContextVar
-
-active_mode = ContextVar("async_compile_active_mode", default=None)
-
-
-class FutureKernel:
-    def __init__(self, finalize_compile, future):
-        self.finalize_compile, self.future, self.kernel = finalize_compile, future, None
-
-    def result(self, ignore_errors=False):
-        if self.kernel is not None:
-            return self.kernel
-        try:
-            kernel = self.future.result()
-        except Exception:
-            if ignore_errors:
-                return None
-            raise
-        self.finalize_compile(kernel)
-        self.kernel = kernel
-        return kernel
-
-
-class AsyncCompileMode:
-    def __init__(self, executor, *, ignore_errors=False):
-        self.executor, self.ignore_errors = executor, ignore_errors
-        self.raw_futures, self.future_kernels = [], {}
-
-    def submit(self, key, compile_fn, finalize_fn):
-        if key in self.future_kernels:
-            return self.future_kernels[key]
-        future = self.executor.submit(compile_fn)
-        future._key = key
-        self.raw_futures.append(future)
-        self.future_kernels[key] = FutureKernel(finalize_fn, future)
-        return self.future_kernels[key]
-
-    def __enter__(self):
-        if active_mode.get() is not None:
-            raise RuntimeError("Another AsyncCompileMode is already active")
-        active_mode.set(self)
-        return self
-
-    def __exit__(self, *exc):
-        for future in as_completed(self.raw_futures):
-            self.future_kernels[future._key].result(self.ignore_errors)
-        active_mode.set(None)
-'''
-
-# Triton's Autotuner.run/_bench and JITFunction.run/_do_compile, with the compile and the
-# launch logged: a compile of BLOCK=48 fails as Triton's OutOfResources does, and the autotuner
-# times it as inf.
-AUTOTUNER = '''
-import threading
-
-try:
-    from triton.runtime import _async_compile
-except ImportError:  # a Triton older than its concurrent compile
-    _async_compile = None
-
-LOG = []  # ("compile", block, thread name) and ("time", block)
-
-
-class OutOfResources(Exception):
-    pass
-
-
-''' + fakedev.FAKE_CONFIG + '''
-
-class JITFunction:
-    def __init__(self):
-        self.kernel_cache = {}
-
-    def _compile(self, block, desc=None):
-        LOG.append(("compile", block, threading.current_thread().name, desc))
-        if block == 48:
-            raise OutOfResources(f"BLOCK={block} needs more shared memory than there is")
-        return f"kernel{block}"
-
-    def run(self, *args, grid, warmup, **kwargs):
-        # like a TMA descriptor's block shape, an argument's block is specialized on
-        key = (kwargs["BLOCK"], kwargs["num_warps"], getattr(args[0], "block", None))
-        kernel = self.kernel_cache.get(key)
-        if kernel is None:
-            mode = _async_compile.active_mode.get() if _async_compile else None
-            if mode is not None:
-                def finalize(k, key=key):
-                    self.kernel_cache[key] = k
-                kernel = mode.submit(key, lambda: self._compile(key[0], key[2]), finalize)
-            else:
-                kernel = self.kernel_cache[key] = self._compile(key[0], key[2])
-        if not warmup:
-            LOG.append(("launch", kwargs["BLOCK"]))
-        return kernel
-
-
-class Autotuner:
-    def __init__(self, fn, arg_names, configs, key, pre_hook=None):
-        self.fn = fn
-        self.base_fn = _base
-        self.arg_names, self.configs, self.keys = arg_names, configs, key
-        self.cache, self.nargs = {}, None
-        self.pre_hook = pre_hook or (lambda kwargs, reset_only=False: None)
-
-    def prune_configs(self, kwargs):
-        return self.configs
-
-    def _bench(self, *args, config, **meta):
-        LOG.append(("time", config.kwargs["BLOCK"]))
-        current = dict(meta, **config.all_kwargs())
-        if config.pre_hook:
-            config.pre_hook({**self.nargs, **current})
-        self.pre_hook({**self.nargs, **current})
-        try:
-            self.fn.run(*args, **current)
-        except OutOfResources:
-            return [float("inf")] * 3
-        ms = abs(config.kwargs["BLOCK"] - 32) / 100
-        return [ms, ms * 0.9, ms * 1.1]
-
-    def run(self, *args, **kwargs):
-        self.nargs = dict(zip(self.arg_names, args))
-        key = (self.nargs["n"],)
-        if key not in self.cache:
-            pruned = self.prune_configs(kwargs)
-            if len(pruned) == 1:
-                self.cache[key] = pruned[0]
-            else:
-                timings = {c: self._bench(*args, config=c, **kwargs) for c in pruned}
-                self.cache[key] = min(timings, key=timings.get)
-                self.configs_timings = timings
-        config = self.best_config = self.cache[key]
-        if config.pre_hook:
-            config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
-        ret = self.fn.run(*args, **kwargs, **config.all_kwargs())
-        self.nargs = None
-        return ret
-
-
-def _base(x, n):
-    return x
-'''
-
 KERNELS = """
 from triton.runtime.autotuner import Autotuner, Config, JITFunction
 
@@ -184,8 +38,7 @@ def test_kernels():
 
 @pytest.fixture
 def suite(pytester, monkeypatch):
-    fakedev.install(pytester)
-    (pytester.path / "triton" / "runtime" / "autotuner.py").write_text(AUTOTUNER)
+    fakedev.install(pytester, autotuner=fakedev.FAKE_COMPILING_AUTOTUNER)
     for name in ("ZL_PLUGIN_AUTOTUNE_REPLAY", "ZL_PLUGIN_REPLAY_STRICT",
                  "ZL_PLUGIN_WARMUP_SHARE", "ZL_PLUGIN_WARMUP_CLAIMS", boundary.COMPILE_WORKERS_VAR):
         monkeypatch.delenv(name, raising=False)
@@ -199,7 +52,7 @@ def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, p
     pytest result and the log the test wrote."""
     mod = pytester.path / "triton" / "runtime" / "_async_compile.py"
     if async_mode:
-        mod.write_text(ASYNC_COMPILE)
+        mod.write_text(fakedev.FAKE_ASYNC_COMPILE)
     elif mod.exists():
         mod.unlink()
     run_dir = tmp_path / f"run{workers}-{len(list(tmp_path.iterdir()))}"
@@ -477,7 +330,7 @@ def test_libtuner_policies_are_recognised_though_utils_shadows_the_module_name(
 
 @pytest.mark.parametrize("value", ["", "0", "abc", "²"])
 def test_the_plugin_without_a_thread_count_is_a_usage_error(suite, monkeypatch, value):
-    (suite.path / "triton" / "runtime" / "_async_compile.py").write_text(ASYNC_COMPILE)
+    (suite.path / "triton" / "runtime" / "_async_compile.py").write_text(fakedev.FAKE_ASYNC_COMPILE)
     monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, value)
     suite.makepyfile(test_kernels="def test_nothing():\n    pass\n")
     result = suite.runpytest_subprocess("test_kernels.py", "-p", "harness.plugins.precompile")
