@@ -48,11 +48,16 @@ demo: $(VENV)/.installed ## the embedded default: an A/B on the cpu backend, wit
 	$(HARNESS) ab $(DEMO_AB)
 
 # nox and the tests it runs must not inherit a make command line meant for the harness.
-test test-slurm lint: override export ZL_MAKE_ARGS :=
+test test-fast test-slurm lint: override export ZL_MAKE_ARGS :=
 
 test: ## every host-independent test (nox -s tests; installs nox where missing)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
 	python3 -m nox -s tests
+
+.PHONY: test-fast
+test-fast: ## unit and plugin tests only, the loop for every edit (nox -s fast)
+	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+	python3 -m nox -s fast
 
 .PHONY: test-slurm
 test-slurm: ## the tests marked slurm, on a single-node Slurm they bring up (root; nox -s slurm)

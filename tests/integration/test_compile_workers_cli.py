@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.integration.test_run_cli import harness, make, only_run_dir
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_run_records_compile_workers_in_header_and_identity(tmp_path):
