@@ -28,7 +28,7 @@ from harness.plugin_plan import (
     pytest_plugin_args,
     pytest_plugin_env,
 )
-from harness.preflight import Plan, visible_devices
+from harness.preflight import PartialPlan, Plan, visible_devices
 from harness.providers.flaggems import Node
 from harness.records import RECORDS_DIR
 from harness.spec import REPO_ROOT, Settings
@@ -157,14 +157,14 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
     return lines
 
 
-def placeholder_plan(settings: Settings, plan: Plan) -> Plan:
+def placeholder_plan(settings: Settings, plan: PartialPlan) -> Plan:
     """The plan a dry run prints: where preflight could not resolve the node, a placeholder
     names what was asked for, so that the rest of the plan still shows."""
-    if plan.node is not None:
+    if isinstance(plan, Plan):
         return plan
     asked = f"TEST_NODE={settings.test_node}" if settings.test_node else f"OP={settings.op}"
-    return dataclasses.replace(plan, node=Node(f"<unresolved {asked}>", ""),
-                               op=plan.op or settings.op or "unresolved")
+    return plan.with_node(Node(f"<unresolved {asked}>", ""),
+                          plan.op or settings.op or "unresolved")
 
 
 def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,

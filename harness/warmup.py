@@ -33,7 +33,7 @@ from pathlib import Path
 from harness import boundary, cmdline, runner, supervise
 from harness.devices import select_devices
 from harness.errors import UsageError
-from harness.preflight import Plan
+from harness.preflight import PartialPlan, Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
     SELECTABLE_DTYPES,
@@ -224,12 +224,12 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
     return lines
 
 
-def describe_dry_run(settings: Settings, plan: Plan,
+def describe_dry_run(settings: Settings, plan: PartialPlan,
                      environ: Mapping[str, str] | None = None) -> list[str]:
     """What PARALLEL_WARMUP_GPUS would do, for --dry-run; [] when it is unset."""
     if settings.parallel_warmup_gpus is None:
         return []
-    if plan.node is None:
+    if not isinstance(plan, Plan):
         return [f"parallel warmup: PARALLEL_WARMUP_GPUS={settings.parallel_warmup_gpus} not "
                 "planned: the benchmark node is unresolved"]
     decision = plan_warmup(settings, plan.node, environ)
