@@ -225,7 +225,8 @@ def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
 
 def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
     for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
-        if line.geomean is not None:
+        # operator_lines sets the span with the geometric mean
+        if line.geomean is not None and line.worst is not None and line.best is not None:
             _draw_line(ax, y, line.verdict, (line.worst, line.best),
                        (line.ci_low, line.ci_high), line.geomean)
 
