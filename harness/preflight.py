@@ -265,11 +265,11 @@ class Step:
     name: str
     reason: str | None = None
     error: HarnessError | None = None
-    facts: Facts = field(default_factory=lambda: Facts())
+    facts: Facts = field(default_factory=Facts)
 
     @property
     def status(self) -> str:
-        """The word a preflight line shows for it."""
+        """What its preflight line shows: ok, skipped (why) or FAILED."""
         if self.error is not None:
             return "FAILED"
         return f"skipped ({self.reason})" if self.reason else "ok"
@@ -296,7 +296,7 @@ def _run(name: str, settings: Settings, facts: Facts, env: Environment) -> Step:
 def _steps(settings: Settings, env: Environment, with_accelerator: bool, remote: bool,
            checks: Sequence[str]) -> Iterator[Step]:
     """Run `checks` in order, each one only when the caller asks for the next step; a check
-    whose prerequisite (NEEDS) failed or was skipped for it is skipped too."""
+    whose prerequisite (NEEDS) failed, or was itself skipped for that reason, is skipped."""
     facts: Facts = {}
     unmet: set[str] = set()
     for name in checks:
