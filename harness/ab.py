@@ -135,8 +135,9 @@ def compiler_mentions(python: str, variable: str) -> bool | None:
 
 def compiled_sets(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[str]]:
     """Fingerprints of everything each side compiled, over all its rounds: (A, B)."""
-    return tuple({h for doc in identities[side] for h in doc.get("compiled_artifacts") or ()}
-                 for side in ("A", "B"))
+    a, b = ({h for doc in identities[side] for h in doc.get("compiled_artifacts") or ()}
+            for side in ("A", "B"))
+    return a, b
 
 
 def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:

@@ -49,7 +49,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from harness import stats
 from harness.boundary import DIRECT_MARKER, FLAG_MARKERS
@@ -117,13 +117,19 @@ def keyed(rows: Sequence[Row]) -> dict[Key, Row]:
     out: dict[Key, Row] = {}
     for row in rows:
         seen[row.key()] += 1
-        out[(*row.key(), seen[row.key()])] = row
+        key = (*row.key(), seen[row.key()])
+        out[key] = row
     return out
 
 
 def _measured(row: Row) -> bool:
     latency = row.latency_ms
     return row.status == SUCCESS and latency is not None and math.isfinite(latency) and latency > 0
+
+
+def _latencies(rows: dict[Key, Row]) -> dict[Key, float]:
+    """The latency of each measured row."""
+    return {k: r.latency_ms for k, r in rows.items() if r.latency_ms is not None and _measured(r)}
 
 
 def _why_unpaired(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]) -> str:
@@ -216,11 +222,10 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B"))
              for side in (ka, kb) for r in side for k in r}
     result = stats.summarize_ab(
-        [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in ka],
-        [{k: r.latency_ms for k, r in rows.items() if _measured(r)} for rows in kb],
+        [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
-        group=lambda key: cast(Key, key)[0])
-    paired = [AbRow(*cast(Key, k), stats=s, flags=flags[cast(Key, k)]) for k, s in result.rows]
+        group=lambda key: key[0])
+    paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))
                 for key in flags if key not in done]
@@ -358,7 +363,7 @@ def as_report(source: Any) -> AbReport:
     """A AbReport from itself, an ab.json document, or a list of ab.json rows."""
     if isinstance(source, AbReport):
         return source
-    doc = source if isinstance(source, Mapping) else {"rows": list(source)}
+    doc: Mapping[str, Any] = source if isinstance(source, Mapping) else {"rows": list(source)}
     rows = tuple(_row(i, r) for i, r in enumerate(doc.get("rows") or ()))
     method = _method(doc, doc.get("rows") or ())
     caliber = doc.get("caliber") or {}

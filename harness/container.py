@@ -62,8 +62,8 @@ def passthrough_env(env: Mapping[str, str], given: Sequence[str] = ()) -> dict[s
     return {n: env[n] for n in sorted(names - NOT_PASSED - flagged) if env.get(n)}
 
 
-def _host_path(value: Path | None, cwd: Path) -> Path | None:
-    return None if value is None else (cwd / value).resolve()
+def _host_path(value: Path, cwd: Path) -> Path:
+    return (cwd / value).resolve()
 
 
 def _under(path: Path, root: Path) -> bool:
@@ -78,9 +78,9 @@ def mounts(settings: Settings, cwd: Path, root: Path = REPO_ROOT) -> list[tuple[
     if not _under(cwd, root):
         found.append((cwd, False))
     shape_dir = settings.shape_file.parent if settings.shape_file else None
-    for value in (shape_dir, settings.replay_from, settings.flaggems_dir):
+    for value in filter(None, (shape_dir, settings.replay_from, settings.flaggems_dir)):
         path = _host_path(value, cwd)
-        if path is not None and not any(_under(path, m) for m, _ in found):
+        if not any(_under(path, m) for m, _ in found):
             found.append((path, False))
     return found
 

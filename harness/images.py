@@ -142,8 +142,7 @@ def check_engine(engine: str, which: Callable[[str], str | None] = shutil.which,
     else:
         if proc.returncode == 0:
             return
-        detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        detail = detail[0]
+        detail = ((proc.stderr or proc.stdout).strip().splitlines() or ["no output"])[-1]
     raise UsageError(f"RUNNER={engine!r}: no {engine} engine answers here ({engine} info: "
                      f"{detail}); set RUNNER=host to run on this host")
 

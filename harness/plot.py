@@ -156,13 +156,16 @@ def _padded(ax: Axes, low: float, high: float) -> tuple[float, float]:
 def percent_ticks(ax: Axes, low: float, high: float) -> list[float]:
     """Ticks in % within low..high, the most useful first, none crowding another (the axes'
     width as laid out at the last draw decides how close is crowded)."""
-    forward = ax.xaxis.get_transform()
-    t_low, t_high = forward.transform([low, high])
-    fig = ax.figure
-    inches = ax.get_position().width * fig.get_figwidth() / max(t_high - t_low, 1e-12)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
 
-    renderer, font = fig.canvas.get_renderer(), FontProperties(size=TICK_FONT)
+    fig, canvas = ax.figure, ax.figure.canvas
+    assert isinstance(fig, Figure) and isinstance(canvas, FigureCanvasAgg)  # build_figure's
+    forward = ax.xaxis.get_transform()
+    t_low, t_high = forward.transform([low, high])
+    inches = ax.get_position().width * fig.get_figwidth() / max(t_high - t_low, 1e-12)
+    renderer, font = canvas.get_renderer(), FontProperties(size=TICK_FONT)
 
     def width_in(value: float) -> float:
         width = renderer.get_text_width_height_descent(pct_label(value), font, ismath=False)[0]
@@ -210,8 +213,9 @@ def _draw_line(ax: Axes, y: int, verdict: str, span: tuple[float, float],
     """One line of the chart: a thin span, a thick interval where there is one, a dot."""
     color = COLORS.get(verdict, OTHER_COLOR)
     ax.hlines(y, *span, color=color, linewidth=1, alpha=0.6)
-    if interval[0] is not None and interval[1] is not None:
-        ax.hlines(y, *interval, color=color, linewidth=4, alpha=0.8)
+    low, high = interval
+    if low is not None and high is not None:
+        ax.hlines(y, low, high, color=color, linewidth=4, alpha=0.8)
     ax.plot([point], [y], "o", color=color, markersize=6, markeredgecolor="black",
             markeredgewidth=0.5, zorder=3)
 
@@ -225,7 +229,8 @@ def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
 
 def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
     for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
-        if line.geomean is not None:
+        # operator_lines sets the span with the geometric mean
+        if line.geomean is not None and line.worst is not None and line.best is not None:
             _draw_line(ax, y, line.verdict, (line.worst, line.best),
                        (line.ci_low, line.ci_high), line.geomean)
 

@@ -168,7 +168,7 @@ def merge(parts: Sequence[Records]) -> tuple[Records, int]:
         winner, ms = candidates[0]
         if any(c.config != winner.config for c, _ in candidates):
             differ += 1
-            timed = [c for c in candidates if c[1] is not None]
+            timed = [(c, t) for c, t in candidates if t is not None]
             if timed:
                 winner, ms = min(timed, key=lambda c: c[1])
                 others = {json.dumps(c.config, sort_keys=True): c for c, _ in timed

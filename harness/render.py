@@ -346,7 +346,7 @@ def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
               for r in report.rows]
     unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 8, "unpaired", "", u.reason)
                 for u in report.unpaired]
-    _csv(write_line, AB_CSV_FIELDS, paired + unpaired)
+    _csv(write_line, AB_CSV_FIELDS, [*paired, *unpaired])
 
 
 def _json(document: Any, write_line: WriteLine) -> None:

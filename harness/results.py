@@ -104,8 +104,10 @@ def _literal(node: ast.expr) -> Any:
         return node.value
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(item) for item in node.elts]
-    if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.Dict):
+        pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True) if k is not None]
+        if len(pairs) == len(node.keys):  # a None key is a **mapping, never printed by FlagGems
+            return {_literal(k): _literal(v) for k, v in pairs}
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _literal(node.operand)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -228,7 +230,12 @@ def _console_row(header: re.Match[str], row: re.Match[str]) -> Row:
         status=row["status"],
         mode=header["mode"].strip(),
         level=header["level"].strip(),
-        **values,
+        latency_base_ms=values["latency_base_ms"],
+        latency_ms=values["latency_ms"],
+        speedup=values["speedup"],
+        tflops=values.get("tflops"),
+        gbps_base=values.get("gbps_base"),
+        gbps=values.get("gbps"),
     )
 
 
@@ -351,7 +358,9 @@ def parse_results_csv(text: str, label: str) -> list[Row]:
     rows: list[Row] = []
     for number, record in enumerate(csv.DictReader(io.StringIO(text)), start=2):
         try:
-            cells = {k: (v if v != "" else None) for k, v in record.items() if k in CSV_FIELDS}
+            # Row's keyword arguments, named by the header: Row checks them, not the type
+            cells: dict[str, Any] = {k: (v if v != "" else None) for k, v in record.items()
+                                     if k in CSV_FIELDS}
             for name in _FLOAT_FIELDS:
                 cells[name] = _number(cells[name])
             for name in _LIST_FIELDS:

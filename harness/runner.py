@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import shlex
@@ -30,8 +31,8 @@ from harness.plugin_plan import (
     pytest_plugin_args,
     pytest_plugin_env,
 )
-from harness.preflight import Plan, visible_devices
-from harness.providers.flaggems import Node
+from harness.preflight import PartialPlan, Plan, visible_devices
+from harness.providers.flaggems import BENCHMARK_DIR, Node
 from harness.records import RECORDS_DIR
 from harness.spec import REPO_ROOT, Settings
 from harness.tuner_db import default_flaggems_cache
@@ -101,7 +102,7 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     argv = [plan.python, "-m", "pytest", plan.node.nodeid,
             f"--level={settings.level}", f"--mode={FLAGGEMS_MODE}",
             "--record=log", "-s", *pytest_plugin_args()]
-    if settings.shape_mode == "file":
+    if settings.shape_mode == "file" and settings.shape_file is not None:
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
     argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
     env = {
@@ -159,14 +160,14 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
     return lines
 
 
-def placeholder_plan(settings: Settings, plan: Plan) -> Plan:
+def placeholder_plan(settings: Settings, plan: PartialPlan) -> Plan:
     """The plan a dry run prints: where preflight could not resolve the node, a placeholder
     names what was asked for, so that the rest of the plan still shows."""
-    if plan.node is not None:
+    if isinstance(plan, Plan):
         return plan
     asked = f"TEST_NODE={settings.test_node}" if settings.test_node else f"OP={settings.op}"
-    return dataclasses.replace(plan, node=Node(f"<unresolved {asked}>", ""),
-                               op=plan.op or settings.op or "unresolved")
+    return plan.with_node(Node(f"<unresolved {asked}>", ""),
+                          plan.op or settings.op or "unresolved")
 
 
 def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
@@ -194,7 +195,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
                             stderr=subprocess.STDOUT, start_new_session=True)
     stopper.watch(proc)
     try:
-        assert proc.stdout is not None
+        assert isinstance(proc.stdout, io.BufferedReader)  # bufsize -1: read1 is there
         while chunk := proc.stdout.read1(65536):
             log.write(chunk)
             log.flush()
@@ -255,10 +256,22 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
     return outcome
 
 
+def checked_flaggems_dir(settings: Settings) -> Path:
+    """FLAGGEMS_DIR of a run whose node preflight resolved: check flaggems_dir refuses None."""
+    assert settings.flaggems_dir is not None, "FLAGGEMS_DIR unset after preflight"
+    return settings.flaggems_dir
+
+
+def shape_source(settings: Settings) -> Path:
+    """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
+    if settings.shape_mode == "file" and settings.shape_file is not None:
+        return settings.shape_file
+    return checked_flaggems_dir(settings) / BENCHMARK_DIR / "core_shapes.yaml"
+
+
 def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, object]:
     """shapes.yaml: the shape source and the shapes actually measured, per op and dtype."""
-    source = settings.shape_file if settings.shape_mode == "file" else (
-        settings.flaggems_dir / "benchmark" / "core_shapes.yaml")
+    source = shape_source(settings)
     measured: dict[str, dict[str, list[str]]] = {}
     for row in rows:
         shapes = measured.setdefault(row.op, {}).setdefault(row.dtype, [])
@@ -318,6 +331,11 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     return rc, run_dir
 
 
+def _echo_stdout(chunk: bytes) -> None:
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
 def _log_line(run_dir: Path, line: str) -> None:
     with open(run_dir / "run.log", "a", encoding="utf-8") as log:
         log.write(line + "\n")
@@ -327,7 +345,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
              run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
              stopper: supervise.GroupStopper) -> tuple[int, Path]:
-    echo = echo or (lambda b: (sys.stdout.buffer.write(b), sys.stdout.buffer.flush()))
+    echo = echo or _echo_stdout
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
     else:
@@ -389,6 +407,7 @@ def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path
 def _rows(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
     """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source)."""
     record_logs = _record_logs(run_dir)
+    rows: list[results.Row]
     if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
         rows, source = [], "warmup_share"
     else:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, S
 from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
+from typing import Generic, TypeVar
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
 AA_PERCENTILE = 95  # of |speedup| in an A/A campaign: the spread a null switch produces
@@ -16,6 +17,8 @@ FDR_Q = 0.05
 T_METHOD = "t interval on per-round log ratios"
 _CF_ITERATIONS = 400
 _EPS = 3e-16
+_Key = TypeVar("_Key", bound=Hashable)  # a row's pairing key
+_Group = TypeVar("_Group", bound=Hashable)  # what group_geomeans groups keys by
 
 
 class Verdict(Enum):
@@ -365,12 +368,12 @@ def geomean_stats(speedups_pct: Sequence[float],
 
 
 @dataclass(frozen=True)
-class AbResult:
+class AbResult(Generic[_Key]):
     """Every paired row's stats, the keys seen on one side only, and the geometric means."""
 
-    rows: tuple[tuple[Hashable, RowStats], ...]
-    unpaired_a: tuple[Hashable, ...]  # seen on A, never in the same round as on B
-    unpaired_b: tuple[Hashable, ...]
+    rows: tuple[tuple[_Key, RowStats], ...]
+    unpaired_a: tuple[_Key, ...]  # seen on A, never in the same round as on B
+    unpaired_b: tuple[_Key, ...]
     noise_floor_pct: float
     geomean: GeomeanStats | None  # None: no row paired
     flagged_rows: int
@@ -392,11 +395,11 @@ def adjust_rows(rows: Sequence[RowStats], *, noise_floor_pct: float,
         flagged=s.flagged, q=method.fdr_q or 1.0)) for s, p in zip(rows, adjusted, strict=True)]
 
 
-def summarize_ab(rows_a_by_round: Sequence[Mapping[Hashable, float]],
-                 rows_b_by_round: Sequence[Mapping[Hashable, float]], *,
-                 noise_floor_pct: float, flagged: Collection[Hashable] = (),
+def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
+                 rows_b_by_round: Sequence[Mapping[_Key, float]], *,
+                 noise_floor_pct: float, flagged: Collection[_Key] = (),
                  method: Method = Method(),
-                 group: Callable[[Hashable], Hashable] | None = None) -> AbResult:
+                 group: Callable[[_Key], Hashable] | None = None) -> AbResult[_Key]:
     """Pair latencies per key and round (round i of A with round i of B) and compute RowStats.
 
     Each mapping is one round of one side: key -> latency in ms; the caller keeps only measured
@@ -409,9 +412,9 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[Hashable, float]],
         raise ValueError(f"rounds must pair: {len(rows_a_by_round)} on A, "
                          f"{len(rows_b_by_round)} on B")
     keys = dict.fromkeys(k for side in (rows_a_by_round, rows_b_by_round) for r in side for k in r)
-    paired: list[tuple[Hashable, RowStats]] = []
-    unpaired_a: list[Hashable] = []
-    unpaired_b: list[Hashable] = []
+    paired: list[tuple[_Key, RowStats]] = []
+    unpaired_a: list[_Key] = []
+    unpaired_b: list[_Key] = []
     for key in keys:
         pairs = [(a[key], b[key]) for a, b in zip(rows_a_by_round, rows_b_by_round, strict=True)
                  if key in a and key in b]
@@ -435,11 +438,10 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[Hashable, float]],
         groups=group_geomeans(rows, group, method.confidence) if group else ())
 
 
-def group_geomeans(rows: Sequence[tuple[Hashable, RowStats]],
-                   group: Callable[[Hashable], Hashable],
-                   confidence: float = CONFIDENCE) -> tuple[tuple[Hashable, GeomeanStats], ...]:
+def group_geomeans(rows: Sequence[tuple[_Key, RowStats]], group: Callable[[_Key], _Group],
+                   confidence: float = CONFIDENCE) -> tuple[tuple[_Group, GeomeanStats], ...]:
     """geomean_stats per group(key) of the rows, groups in first-seen order."""
-    by_group: dict[Hashable, list[float]] = {}
+    by_group: dict[_Group, list[float]] = {}
     for key, s in rows:
         by_group.setdefault(group(key), []).append(s.speedup_pct)
     return tuple((g, gm) for g, v in by_group.items() if (gm := geomean_stats(v, confidence)))

@@ -34,7 +34,7 @@ from harness import boundary, cmdline, runner
 from harness.errors import UsageError
 from harness.executors import procs as supervise
 from harness.executors.devices import select_devices
-from harness.preflight import Plan
+from harness.preflight import PartialPlan, Plan
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
     SELECTABLE_DTYPES,
@@ -116,14 +116,6 @@ def deal(dtypes: Sequence[str], n: int) -> list[tuple[tuple[str, ...], tuple[int
     return dealt
 
 
-def shape_source(settings: Settings) -> Path:
-    """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
-    if settings.shape_mode == "file" and settings.shape_file is not None:
-        return settings.shape_file
-    assert settings.flaggems_dir is not None  # preflight has checked it
-    return settings.flaggems_dir / flaggems.BENCHMARK_DIR / "core_shapes.yaml"
-
-
 def plan_warmup(settings: Settings, node: flaggems.Node,
                 environ: Mapping[str, str] | None = None,
                 enumerate_devices: Callable[[], list] | None = None) -> WarmupPlan:
@@ -139,7 +131,8 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
     if settings.replay_from is not None:
         return WarmupPlan(n, refused=("replay_from", "REPLAY_FROM pins the winners: there "
                                       "is no sweep to shard"))
-    resolution = resolve_shape_keys(settings.flaggems_dir, node, shape_source(settings))
+    resolution = resolve_shape_keys(runner.checked_flaggems_dir(settings), node,
+                                    runner.shape_source(settings))
     if resolution.key is None:
         return WarmupPlan(n, resolution, refused=("unresolved_shapes",
                                                   resolution.describe()))
@@ -207,7 +200,7 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
     pinning = ("shards run unpinned: the backend has no devices"
                if not settings.backend.is_accelerator else "one device per shard")
     lines = [f"parallel warmup: PARALLEL_WARMUP_GPUS={plan.requested} on "
-             f"{settings.backend.name} ({pinning}); shapes from {shape_source(settings)}"]
+             f"{settings.backend.name} ({pinning}); shapes from {runner.shape_source(settings)}"]
     if plan.resolution is not None:
         lines.append(plan.resolution.describe())
         if plan.resolution.key is not None:
@@ -226,12 +219,12 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
     return lines
 
 
-def describe_dry_run(settings: Settings, plan: Plan,
+def describe_dry_run(settings: Settings, plan: PartialPlan,
                      environ: Mapping[str, str] | None = None) -> list[str]:
     """What PARALLEL_WARMUP_GPUS would do, for --dry-run; [] when it is unset."""
     if settings.parallel_warmup_gpus is None:
         return []
-    if plan.node is None:
+    if not isinstance(plan, Plan):
         return [f"parallel warmup: PARALLEL_WARMUP_GPUS={settings.parallel_warmup_gpus} not "
                 "planned: the benchmark node is unresolved"]
     decision = plan_warmup(settings, plan.node, environ)

@@ -232,9 +232,10 @@ class _Modules:
         if ref in seen:
             raise ValueError(f"class {_short(ref[1])} inherits from itself")
         scope = ref[1].partition(_LOCALS)[0] if _LOCALS in ref[1] else ""
-        bases = [self.class_of(ref[0], b, scope) for b in self.classes(ref[0])[ref[1]].bases]
-        bases = [(None, b) if isinstance(b, str) else b for b in bases if b != "object"]
-        lines = [self.mro(b, (*seen, ref)) if b[0] is not None else [b] for b in bases]
+        found = [self.class_of(ref[0], b, scope) for b in self.classes(ref[0])[ref[1]].bases]
+        bases: _Mro = [(None, b) if isinstance(b, str) else b for b in found if b != "object"]
+        lines: list[_Mro] = [self.mro((where, name), (*seen, ref)) if where is not None
+                             else [(where, name)] for where, name in bases]
         self._mros[ref] = [ref, *_c3_merge([*lines, bases], _short(ref[1]))]
         return self._mros[ref]
 
@@ -272,7 +273,8 @@ class _Modules:
         for _, method in self.methods(mro, "__init__"):
             for n in ast.walk(method):
                 value = None
-                if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "__init__":
+                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                        and n.func.attr == "__init__"):
                     keywords = {k.arg: k.value for k in n.keywords if k.arg}
                     positional = n.args if isinstance(n.func.value, ast.Call) else n.args[1:]
                     value = keywords.get("op_name", positional[0] if positional else None)
@@ -297,9 +299,9 @@ class _Modules:
                      and isinstance(e.value, ast.Name) and e.value.id == "torch"]
             return tuple(names) if len(names) == len(expr.elts) else None
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-            parts = [self.dtype_names(path, e, function, bound, depth + 1)
-                     for e in (expr.left, expr.right)]
-            return None if None in parts else parts[0] + parts[1]
+            left, right = (self.dtype_names(path, e, function, bound, depth + 1)
+                           for e in (expr.left, expr.right))
+            return None if left is None or right is None else left + right
         value: tuple[Path, ast.expr] | None = None
         if isinstance(expr, ast.Name) and bound and expr.id in bound:
             return self.dtype_names(path, bound[expr.id], None, None, depth + 1)
@@ -389,9 +391,8 @@ def _constructor_call(modules: _Modules, node: Node
         return f"{node.nodeid}: no such module-level function"
     calls = _benchmark_calls(modules, path, function, {})
     if not calls:  # one level of helper: test_x() -> _run("x", ...) -> Bench(op_name=op_name)
-        for call in ast.walk(function):
-            name = getattr(call.func, "id", "") if isinstance(call, ast.Call) else ""
-            helper = functions.get(name)
+        for call in (c for c in ast.walk(function) if isinstance(c, ast.Call)):
+            helper = functions.get(getattr(call.func, "id", ""))
             if helper is not None and helper is not function:
                 calls += _benchmark_calls(modules, path, helper, _bind(helper, call))
     distinct = list(dict.fromkeys(calls))

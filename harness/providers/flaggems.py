@@ -116,7 +116,8 @@ def _module_nodes(rel: str, tree: ast.Module) -> list[Node]:
 
 def _pytest_aliases(tree: ast.Module) -> tuple[set[str], set[str]]:
     """Names bound to the pytest module and to ``pytest.mark`` by the module's imports."""
-    pytest_names, mark_names = set(), set()
+    pytest_names: set[str] = set()
+    mark_names: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, ast.Import):
             pytest_names.update(a.asname or a.name for a in stmt.names if a.name == "pytest")

@@ -10,7 +10,8 @@ import pytest
 from harness import backends, boundary, precompile, runner, spec, variables
 from harness.errors import UsageError
 from harness.plugin_plan import PRECOMPILE, plan_plugins
-from harness.preflight import Plan, probe_python
+from harness.preflight import Plan
+from harness.probe import probe_python
 from harness.providers.flaggems import Node
 
 FOUND = {precompile.ASYNC_MODULE: True}

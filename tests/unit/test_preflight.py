@@ -16,9 +16,9 @@ from harness.preflight import (
     Environment,
     collect_preflight,
     iter_checks,
-    probe_python,
     run_preflight,
 )
+from harness.probe import probe_python
 
 NVIDIA_SMI_LINE = "0, NVIDIA H200, GPU-1111, 580.159.04, 143771, 1980\n"
 
@@ -66,7 +66,7 @@ def failing_check(s, environment=None, with_accelerator=True):
 
 def test_all_checks_pass_in_order_on_cpu(tmp_path):
     make_tree(tmp_path / "fg")
-    seen = [name for name, _, _ in iter_checks(settings(tmp_path), env())]
+    seen = [step.name for step in iter_checks(settings(tmp_path), env())]
     assert seen == list(CHECKS)
     plan = run_preflight(settings(tmp_path), env())
     assert plan.node.nodeid == "benchmark/test_tanh.py::test_tanh" and plan.op == "tanh"
@@ -138,7 +138,7 @@ def test_dry_run_skips_only_the_accelerator_checks(tmp_path):
         return subprocess.CompletedProcess(cmd, 0, '{"python": "3.12.3", "missing": [], '
                                            '"versions": {}}', "")
 
-    steps = {name: reason for name, reason, _ in
+    steps = {step.name: step.reason for step in
              iter_checks(cuda_settings(tmp_path), env(which=lambda _: None, run=run),
                          with_accelerator=False)}
     assert steps["backend"].startswith("dry run") and steps["device"].startswith("dry run")
@@ -346,6 +346,6 @@ def test_collect_with_every_check_passing_is_the_plan_of_run_preflight(tmp_path)
 
 def test_devices_on_cpu_are_said_to_be_ignored_not_silently_dropped(tmp_path):
     make_tree(tmp_path / "fg")
-    steps = {name: reason for name, reason, _ in iter_checks(settings(tmp_path, devices="5"),
-                                                             env())}
+    steps = {step.name: step.reason for step in iter_checks(settings(tmp_path, devices="5"),
+                                                              env())}
     assert steps["device"] == "no accelerator on this backend; DEVICES=5 is ignored"

@@ -14,7 +14,7 @@ import pytest
 from harness import runner, spec
 from harness.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError
-from harness.preflight import Plan
+from harness.preflight import PartialPlan, Plan
 from harness.providers.flaggems import Node
 
 
@@ -196,7 +196,7 @@ def test_claim_under_an_op_path_that_is_a_file_fails_check_out(tmp_path):
 def test_a_dry_run_plan_without_a_node_or_flaggems_dir_still_renders(tmp_path):
     s = spec.resolve({"backend": "musa", "runner": "host", "op": "fft",
                       "out": str(tmp_path / "runs")}, {}, which=lambda _: None)
-    plan = runner.placeholder_plan(s, Plan(python="/usr/bin/python3"))
+    plan = runner.placeholder_plan(s, PartialPlan(python="/usr/bin/python3"))
     assert plan.node.nodeid == "<unresolved OP=fft>" and plan.op == "fft"
     lines = runner.describe_dry_run(s, plan, tmp_path / "runs" / "fft" / "x")
     assert f"cwd: {runner.FLAGGEMS_DIR_UNSET}" in lines
