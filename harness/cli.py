@@ -8,22 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import (
-    __version__,
-    ab,
-    backends,
-    container,
-    images,
-    makevars,
-    receipt,
-    report,
-    runner,
-    slurm,
-    spec,
-    variables,
-    warmup,
-)
-from harness.campaign import batch, start
+from harness import __version__, backends
+from harness.campaign import ab, batch, start
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
     EXIT_OK,
@@ -33,8 +19,14 @@ from harness.errors import (
     PreflightError,
     UsageError,
 )
-from harness.preflight import PreflightResult, collect_preflight, run_preflight
-from harness.summary import FORMATS, summarize
+from harness.executors import slurm
+from harness.executors.slurm import task
+from harness.report import receipt
+from harness.report import write as report
+from harness.report.summary import FORMATS, summarize
+from harness.run import container, images, runner, warmup
+from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
+from harness.settings import makevars, spec, variables
 
 # The settings of `harness run`, as the variables table gives them to it.
 RUN_VARS = tuple(var.make for var in spec.VARS if "run" in var.commands)
@@ -142,8 +134,6 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_slurm_task(args: argparse.Namespace) -> int:
-    from harness.executors.slurm import task
-
     return task.run_task(Path(args.plan), args.inputs.environ, out=_report)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness.precompile import compile_cost  # noqa: E402 the harness beside this script
+from harness.tuning.precompile import compile_cost  # noqa: E402 the harness beside this script
 
 MODES = ("serial", "threads", "processes")
 ORDERS = ("cost", "given")

@@ -9,7 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 
 
 def alive(pid: int) -> bool:

@@ -12,17 +12,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import cmdline, errors, runner, slurm, spec
+from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.errors import HarnessError, PreflightError
+from harness.executors import slurm
 from harness.executors.base import NOT_RUN, STATES, Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
-from harness.identity import read_identity
-from harness.preflight import CHECKS, collect_preflight
-from harness.rundir import run_dir_from_log
-from harness.spec import Settings
+from harness.run import runner
+from harness.run.identity import read_identity
+from harness.run.preflight import CHECKS, collect_preflight
+from harness.run.rundir import run_dir_from_log
+from harness.settings import cmdline, spec
+from harness.settings.spec import Settings
 
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
            "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended

@@ -11,14 +11,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness import artifacts, cmdline
 from harness.campaign import finish, plan
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import side_cache
 from harness.errors import HarnessError, Interrupted, UsageError
 from harness.executors.base import INTERRUPTED, Ended, Executor, Task
 from harness.executors.procs import deferred_signals
-from harness.spec import Settings
+from harness.run import artifacts
+from harness.settings import cmdline
+from harness.settings.spec import Settings
 
 LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
 

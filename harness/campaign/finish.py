@@ -8,18 +8,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import (
-    ab,
-    comparison,
-    identity,
-    receipt,
-    report,
-    stats,
-    suite_report,
-)
-from harness.boundary import DIRECT_MARKER
-from harness.campaign import plan
+from harness.campaign import ab, plan
 from harness.campaign.plan import SIDES, round_walls
+from harness.contract.boundary import DIRECT_MARKER
+from harness.contract.results import RESULTS_JSONL
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
     EXIT_BENCHMARK_FAILED,
@@ -27,9 +19,11 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.results import RESULTS_JSONL
-from harness.sources import load_source
-from harness.spec import REPO_ROOT, Settings
+from harness.report import comparison, receipt, stats, suite_report
+from harness.report import write as report
+from harness.report.sources import load_source
+from harness.run import identity
+from harness.settings.spec import REPO_ROOT, Settings
 
 Identities = dict[str, list[Mapping[str, Any]]]
 

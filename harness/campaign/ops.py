@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems
-from harness.spec import OP_NAME, Settings
+from harness.settings.spec import OP_NAME, Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
 

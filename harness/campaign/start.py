@@ -10,14 +10,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import ab, backends, cmdline, runner, slurm, spec, stats
-from harness.campaign import driver, ops, plan, where
+from harness import backends
+from harness.campaign import ab, driver, ops, plan, where
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
+from harness.executors import slurm
 from harness.executors.base import Executor
-from harness.preflight import Plan, PreflightResult, collect_preflight, run_preflight
-from harness.spec import Settings
+from harness.report import comparison, stats
+from harness.run import runner
+from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
+from harness.settings import cmdline, spec
+from harness.settings.spec import Settings
 
 # Settings a resume may not change: they decide whether the new rounds compare with the old.
 RESUME_FIXED = ("backend", "level", "mode")
@@ -265,8 +269,6 @@ def refuse_unused(flags: Mapping[str, Any]) -> None:
 
 
 def _load_operators(directory: Path) -> dict[str, Any]:
-    from harness import comparison
-
     try:
         return comparison.load_ab(directory).get("operators") or {}
     except UsageError:

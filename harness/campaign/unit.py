@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import ab, artifacts, identity, runner
-from harness.campaign import plan
+from harness.campaign import ab, plan
 from harness.campaign.plan import CACHE_DIR, Unit
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_json
-from harness.preflight import Plan, run_preflight
-from harness.spec import Settings
+from harness.run import artifacts, identity, runner
+from harness.run.preflight import Plan, run_preflight
+from harness.settings.spec import Settings
 
 
 def side_cache(directory: Path, side: str) -> Path:

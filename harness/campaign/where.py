@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import slurm, variables
 from harness.errors import UsageError
+from harness.executors import slurm
 from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
+from harness.executors.slurm import Slurm, SlurmConfig
 from harness.executors.slurm.array import SlurmExecutor
-from harness.slurm import Slurm, SlurmConfig
-from harness.spec import Settings
+from harness.run.container import mounts
+from harness.run.identity import IMAGE_DIGEST_VAR
+from harness.settings import cmdline, variables
+from harness.settings.spec import IN_IMAGE_VAR, REPO_ROOT, Settings
 
 POLL_VAR = "ZL_SLURM_POLL_S"  # seconds between two squeue calls (the tests shorten it)
 
@@ -50,15 +53,48 @@ def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
     on its node, in the image where RUNNER names a cluster runner."""
     directory = Path(os.path.abspath(directory))
     cwd = Path.cwd()
-    mounts = slurm.task_mounts(settings, directory, cwd)
+    mounts = task_mounts(settings, directory, cwd)
     name = f"zl-{directory.parent.name}"[:64]
 
     def script(plan: Path) -> str:
         return slurm.script_text(settings, cfg, name,
-                                 slurm.task_command(settings, cfg, plan, cwd, mounts))
+                                 task_command(settings, cfg, plan, cwd, mounts))
 
     plan = {"dir": str(directory), "backend": settings.backend.name,
             "devices": list(settings.devices)}
     seconds = poll_s(variables.environ() if env is None else env)
     return SlurmExecutor(client or Slurm(), cfg, directory, script, plan=plan, record=record,
                          saved=saved, cwd=cwd, poll_s=seconds, out=out)
+
+
+def task_mounts(settings: Settings, directory: Path, cwd: Path) -> list[tuple[Path, bool]]:
+    """(path, writable) that a task's container sees at the same path: what a local container
+    run mounts (the checkout, OUT, the inputs named by path) and the campaign directory."""
+    found = mounts(settings, cwd)
+    directory = Path(os.path.abspath(directory))
+    if not any(directory == m or m in directory.parents for m, _ in found):
+        found.append((directory, True))
+    return found
+
+
+def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
+                 mounts: Sequence[tuple[Path, bool]]) -> list[str]:
+    """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says."""
+    env = ["env", f"PYTHONPATH={REPO_ROOT}"]
+    task = cmdline.harness_argv("slurm-task", str(plan))
+    inner = task[1:]  # in an image, its own python3 runs the same arguments
+    if settings.runner == "host":
+        return [*env, *task]
+    env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
+    paths = [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounts]
+    for path, _ in mounts:
+        if "," in str(path) or ":" in str(path):
+            raise UsageError(f"RUNNER={settings.runner!r} cannot mount {str(path)!r}: a path "
+                             "with ',' or ':' cannot be named in a mount list")
+    if settings.runner == "pyxis":
+        return ["srun", f"--container-image={cfg.image}",
+                "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *env,
+                "python3", *inner]
+    binds = [a for p in paths for a in ("--bind", p)]
+    return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
+            f"docker://{cfg.image}", *env, "python3", *inner]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from harness import variables
 from harness.backends import Backend, Device
-from harness.spec import Settings
+from harness.settings import variables
+from harness.settings.spec import Settings
 
 
 def select_devices(settings: Settings, environ: Mapping[str, str] | None = None,

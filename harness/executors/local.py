@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from harness import cmdline
 from harness.executors import procs
 from harness.executors.base import RAN_TO_END, Ended, Events, Outcome, Task, reason_for, state_for
 from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+from harness.settings import cmdline
 
 
 def deal(tasks: Sequence[Task], devices: Sequence[str | None],

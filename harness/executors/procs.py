@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness import variables
-from harness.spec import REPO_ROOT, VARS_BY_MAKE
+from harness.settings import variables
+from harness.settings.spec import REPO_ROOT, VARS_BY_MAKE
 
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
 # A `harness run` child runs exactly the node its flags name: these must not reach it from the

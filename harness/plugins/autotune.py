@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
-from harness.boundary import REPLAY_EVICTED_MARKER, USED_FILE
-from harness.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
+from harness.contract import boundary
+from harness.contract.boundary import REPLAY_EVICTED_MARKER, USED_FILE
+from harness.contract.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
+from harness.contract.records import Records, Winner, from_text
+from harness.contract.tuner_db import config_cache_table
 from harness.plugins.markers import write_marker
 from harness.plugins.prune import PIN, Prune, prune_chain
 from harness.plugins.tuner_keys import json_key, tuner_key, tuner_source
-from harness.records import Records, Winner, from_text
-from harness.tuner_db import config_cache_table
 
 READER = "the autotune plugin"
 _SPECIAL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override")

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
 from harness.backends import Backend
+from harness.contract import boundary
 
 GRAPH_BENCH = pytest.StashKey[Callable[..., Any]]()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import boundary
+from harness.contract import boundary
 
 READER = "the device_setup plugin"
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
-from harness.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
-from harness.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
+from harness.contract import boundary
+from harness.contract.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
+from harness.contract.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
 from harness.fsutil import atomic_write_json
 from harness.plugins.markers import write_marker
 from harness.plugins.prune import PRECOMPILE, Prune, PruneChain, prune_chain
 from harness.plugins.warmup_share import SHARD
-from harness.precompile import compile_cost
+from harness.tuning.precompile import compile_cost
 
 READER = "the precompile plugin"
 

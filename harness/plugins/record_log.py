@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
-from harness.boundary import RECORD_LOG_GLOB, RECORD_LOGS_FILE
+from harness.contract import boundary
+from harness.contract.boundary import RECORD_LOG_GLOB, RECORD_LOGS_FILE
 from harness.fsutil import atomic_write_json
 
 READER = "the record_log plugin"

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
 from harness.backends import Backend, Verdict
-from harness.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
-from harness.boundary import TIMING_FILE as SIDECAR
+from harness.contract import boundary
+from harness.contract.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
+from harness.contract.boundary import TIMING_FILE as SIDECAR
+from harness.contract.results import canonical_shape
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
-from harness.results import canonical_shape
 
 BASE_MODULE = "benchmark.base"
 READER = "the timing plugin"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from harness import boundary
+from harness.contract import boundary
 from harness.plugins.autotune import AUTOTUNE
 from harness.plugins.prune import SHARE, Prune, prune_chain
 from harness.plugins.tuner_keys import json_key

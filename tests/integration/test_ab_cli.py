@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 SHAPES = "add:\n  shapes:\n    - [64, 64]\n    - [256, 256]\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 from tests.procs import wait_for
 
 from .test_ab_cli import harness

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import EMBEDDED_SUITE
+from harness.settings.spec import EMBEDDED_SUITE
 
 from .test_run_cli import harness
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from harness.settings.spec import EMBEDDED_SUITE, REPO_ROOT
 from tests.procs import alive, children, interrupt_driver, wait_for
 
 from .test_run_cli import harness, make
@@ -115,7 +115,8 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path):
 
 _DRIVER = """
 import json, os, sys
-from harness import batch, spec
+from harness import batch
+from harness.settings import spec
 
 out, pids = sys.argv[1], sys.argv[2]
 settings = spec.resolve({"backend": "cuda", "devices": "0,1", "runner": "host", "out": out}, {})

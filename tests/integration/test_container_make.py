@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import images
 from harness.cli import build_parser
-from harness.spec import REPO_ROOT
+from harness.run import images
+from harness.settings.spec import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 MAKE = shutil.which("make")

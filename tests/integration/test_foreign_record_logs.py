@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from harness.settings.spec import EMBEDDED_SUITE, REPO_ROOT
 from tests.gate_plugin import GATE_VAR
 from tests.procs import wait_for
 

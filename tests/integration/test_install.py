@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from harness import makevars, spec
-from harness.spec import REPO_ROOT
+from harness.settings import makevars, spec
+from harness.settings.spec import REPO_ROOT
 
 from .test_run_cli import make
 

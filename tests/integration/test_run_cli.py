@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from harness.settings.spec import EMBEDDED_SUITE, REPO_ROOT
 
 pytestmark = pytest.mark.integration
 SUITE_OPS = ("add", "tanh", "mm", "softmax", "sum")
@@ -85,7 +85,7 @@ def test_run_directory_holds_every_promised_file(suite_run):
     assert ident["backend"] == "cpu" and ident["timer"] == "direct" and ident["level"] == "core"
     assert ident["tuner_cache"] == "shared" and ident["node"] == "benchmark"
     assert ident["versions"]["torch"] and ident["versions"]["python"]
-    assert "harness/runner.py" in ident["harness"]["files"]
+    assert "harness/run/runner.py" in ident["harness"]["files"]
     assert ident["rows"] == sum(1 for _ in open(run_dir / "results.jsonl"))
     shapes = yaml.safe_load((run_dir / "shapes.yaml").read_text())
     assert set(shapes["measured"]) == set(SUITE_OPS) and shapes["source_sha256"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 from tests.gate_plugin import AT_VAR, GATE_VAR
 from tests.procs import alive, wait_for
 

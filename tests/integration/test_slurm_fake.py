@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 from tests.slurm import cases as slurm_cases
 from tests.slurm.cases import common_args, harness
 

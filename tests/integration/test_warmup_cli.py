@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.spec import REPO_ROOT
+from harness.settings.spec import REPO_ROOT
 from tests.procs import children
 
 from .test_batch_cli import group_members, private_suite, wait_for

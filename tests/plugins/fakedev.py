@@ -19,7 +19,7 @@ from __future__ import annotations
 import shutil
 import textwrap
 
-from harness.spec import EMBEDDED_SUITE
+from harness.settings.spec import EMBEDDED_SUITE
 
 FAKE_DI = '''
 import contextlib, os, time

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.autotune import finish_run
-from harness.records import Records, Winner, merge, read_records, records_path, to_text
+from harness.contract.records import Records, Winner, merge, read_records, records_path, to_text
+from harness.tuning.autotune import finish_run
 from tests.plugins import fakedev
 
 KERNELS = """

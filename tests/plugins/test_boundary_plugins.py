@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import boundary
+from harness.contract import boundary
 
 BACKEND_READERS = ("device_setup", "timing", "capture")
 

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from harness import boundary, precompile
-from harness.autotune import finish_run
+from harness.contract import boundary
+from harness.contract.records import records_path
 from harness.plugins.precompile import candidates, unusable
-from harness.records import records_path
+from harness.tuning import precompile
+from harness.tuning.autotune import finish_run
 from tests.plugins import fakedev
 
 KERNELS = """

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from harness import boundary, plugin_plan
+from harness.contract import boundary
+from harness.contract.records import Records, Winner, to_text
 from harness.plugins.prune import ORDER, PIN, PRECOMPILE, SHARE, PruneChain
-from harness.records import Records, Winner, to_text
+from harness.run import plugin_plan
 from tests.plugins import fakedev
 
 

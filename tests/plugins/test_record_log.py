@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from harness.boundary import RECORD_LOGS_FILE
+from harness.contract.boundary import RECORD_LOGS_FILE
 from harness.plugins.record_log import LOGGER, target
 
 CONFTEST = f"""

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness import backends
-from harness.boundary import TIMING_FILE as SIDECAR
-from harness.plugin_plan import plan_plugins
+from harness.contract.boundary import TIMING_FILE as SIDECAR
 from harness.plugins import capture
 from harness.plugins.timing import op_key
 from harness.providers.flaggems import load_nodes_tsv
+from harness.run.plugin_plan import plan_plugins
 from tests.plugins import fakedev
 
 NODES_TSV = Path(__file__).resolve().parents[1] / "data" / "provider" / "benchmark_nodes.tsv"

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.spec import EMBEDDED_SUITE, REPO_ROOT
+from harness.settings.spec import EMBEDDED_SUITE, REPO_ROOT
 from tests.procs import wait_for
 
 SHAPES = "tanh:\n  shapes:\n    - [8, 8]\nadd:\n  shapes:\n    - [8, 8]\n"

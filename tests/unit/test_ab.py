@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import ab, backends, spec
+from harness import backends
+from harness.campaign import ab
 from harness.errors import UsageError
+from harness.settings import spec
 
 
 def settings(**flags):

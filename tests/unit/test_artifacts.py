@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from harness import artifacts
+from harness.run import artifacts
 
 # PTX as Triton 3.6 wrote it on an H200, cut down: the generated kernel's path is in a .file
 # directive and, as bytes ("/r/A" here), in the DWARF of its debug sections.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.autotune import finish_run
-from harness.boundary import USED_FILE
-from harness.records import RECORDS_DIR, RECORDS_FILE, read_records
+from harness.contract.boundary import USED_FILE
+from harness.contract.records import RECORDS_DIR, RECORDS_FILE, read_records
+from harness.tuning.autotune import finish_run
 from tests.unit.test_tuner_db import ROWS, TABLE, make_libtuner_db
 
 

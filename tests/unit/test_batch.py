@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec
 from harness.campaign import batch, ops, where
 from harness.errors import PreflightError, UsageError
 from harness.executors import procs
 from harness.executors.base import Ended, state_for
 from harness.executors.local import LocalExecutor
-from harness.spec import EMBEDDED_SUITE
+from harness.settings import spec
+from harness.settings.spec import EMBEDDED_SUITE
 
 
 def _settings(tmp_path: Path, **flags) -> spec.Settings:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import boundary, plugin_plan, spec, variables
-from harness.boundary import BoundaryError, read
+from harness.contract import boundary
+from harness.contract.boundary import BoundaryError, read
+from harness.run import plugin_plan
+from harness.settings import spec, variables
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = REPO_ROOT / "harness"
@@ -96,17 +98,16 @@ def harness_imports(module: str) -> set[str]:
     tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "harness":
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness"):
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness."):
-            found.add(node.module.split(".")[1])
+            found.add(node.module.rpartition(".")[2])
     return found
 
 
 def test_the_boundary_and_the_settings_import_neither_each_other():
     # Regression: spec imported boundary for its names, boundary imported spec for Settings.
-    assert not {"spec", "variables", "precompile"} & harness_imports("boundary")
-    for module in ("spec", "variables"):
+    assert not {"spec", "variables", "precompile"} & harness_imports("contract/boundary")
+    for module in ("settings/spec", "settings/variables"):
         assert not {"boundary", "precompile"} & harness_imports(module)
 
 
@@ -196,8 +197,9 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_host_modules_that_name_the_boundary_import_no_pytest():
-    code = ("import sys, harness.cli, harness.boundary, harness.runner, harness.summary, "
-            "harness.report; print(sorted(m for m in sys.modules if 'pytest' in m))")
+    code = ("import sys, harness.cli, harness.contract.boundary, harness.run.runner, "
+            "harness.report.summary, harness.report.write; "
+            "print(sorted(m for m in sys.modules if 'pytest' in m))")
     proc = _python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
@@ -219,8 +221,8 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
         tmp_path, monkeypatch):
     # Before: the child got os.environ whole, so an exported ZL_AUTOTUNE_REPLAY (now
     # ZL_PLUGIN_AUTOTUNE_REPLAY) pinned another run's winners in a run that replays nothing.
-    from harness import runner
     from harness.executors import procs as supervise
+    from harness.run import runner
 
     monkeypatch.setenv(boundary.REPLAY_VAR, str(tmp_path / "stale.jsonl"))
     monkeypatch.setenv(boundary.REPLAY_STRICT_VAR, "1")

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from harness import comparison
 from harness.campaign import finish as ab_finish
+from harness.report import comparison
 
 
 def empty_report():
@@ -54,7 +54,7 @@ def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_a
     # Alone, mm's row (p 0.04) is faster; one family with add's row (p 0.79) adjusts it to
     # 0.08, which no longer survives q=0.05. Per-operator control would let a suite of many
     # operators report a false win somewhere almost surely.
-    from harness import stats
+    from harness.report import stats
 
     mm = stats.row_stats([1.0, 1.0, 1.0], [0.9, 0.8, 0.85], noise_floor_pct=1.0)
     add = stats.row_stats([1.0, 1.0, 1.0], [1.2, 0.9, 1.0], noise_floor_pct=1.0)

@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from harness import spec
 from harness.campaign import driver, ops, start
 from harness.campaign import finish as ab_finish
 from harness.errors import Interrupted
 from harness.executors import procs
 from harness.executors.local import LocalExecutor
-from harness.spec import EMBEDDED_SUITE
+from harness.settings import spec
+from harness.settings.spec import EMBEDDED_SUITE
 
 
 def settings(**flags):
@@ -136,8 +136,8 @@ def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
 def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path):
     # Regression: the first unit's child got `--devices 0`, but the plan printed for its side A
     # showed the campaign's DEVICES=0,1 as its CUDA_VISIBLE_DEVICES.
-    from harness.preflight import Plan
     from harness.providers.flaggems import Node
+    from harness.run.preflight import Plan
 
     doc = _campaign(tmp_path)
     plan = Plan(node=Node("benchmark/test_add.py", "test_add", ("add",)), op="add",

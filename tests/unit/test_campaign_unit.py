@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness import artifacts
 from harness.campaign import unit as ab_unit
+from harness.run import artifacts
 
 
 def entry(triton, name, files):

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from harness import cmdline, spec
 from harness.cli import build_parser
-from harness.spec import EMBEDDED_SUITE
+from harness.settings import cmdline, spec
+from harness.settings.spec import EMBEDDED_SUITE
 
 
 def resolve(flags: dict[str, str]) -> spec.Settings:

@@ -6,10 +6,12 @@ import shlex
 
 import pytest
 
-from harness import backends, container, images, spec
+from harness import backends
 from harness.errors import UsageError
-from harness.images import ImagePins
-from harness.spec import REPO_ROOT
+from harness.run import container, images
+from harness.run.images import ImagePins
+from harness.settings import spec
+from harness.settings.spec import REPO_ROOT
 from tests.engines import FakeEngine, proc
 
 PINS = images.load_pins()

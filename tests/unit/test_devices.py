@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import spec
 from harness.backends import Device
 from harness.executors.devices import select_devices, visible_devices
+from harness.settings import spec
 
 FOUND = [Device(0, "a", uuid="GPU-aaa"), Device(1, "b", uuid="GPU-bbb"), Device(2, "c")]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import subprocess
 
-from harness import identity
 from harness.backends import Device
+from harness.run import identity
 
 
 def test_harness_files_cover_the_package_and_skip_caches(tmp_path):
@@ -52,5 +52,5 @@ def test_identity_document_records_clocks_before_and_after_and_image_digest():
     assert (dev["name"], dev["driver"], dev["uuid"]) == ("NVIDIA H200", "580.159.04", "GPU-1")
     assert (dev["sm_clock_mhz_before"], dev["sm_clock_mhz_after"]) == (345, 1980)
     assert doc["image_digest"] == "sha256:abc" and doc["timer"] == "graph"
-    assert "harness/identity.py" in doc["harness"]["files"]
+    assert "harness/run/identity.py" in doc["harness"]["files"]
     assert doc["versions"]["torch"] == "2.11.0" and doc["runtime"]["vendor_name"] == "nvidia"

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import images, spec
 from harness.errors import UsageError
-from harness.images import ImagePins
-from harness.spec import REPO_ROOT
+from harness.run import images
+from harness.run.images import ImagePins
+from harness.settings import spec
+from harness.settings.spec import REPO_ROOT
 from tests.engines import FakeEngine, proc
 
 PINS = images.load_pins()

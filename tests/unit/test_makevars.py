@@ -6,9 +6,9 @@ import shlex
 
 import pytest
 
-from harness import makevars, spec
 from harness.cli import build_parser
 from harness.errors import UsageError
+from harness.settings import makevars, spec
 
 PARSER = build_parser()
 

@@ -1,4 +1,4 @@
-"""Tests for harness.plot: ab.png is a PNG a reader can use, checked on the figure itself."""
+"""Tests for harness.report.plot: ab.png is a PNG a reader can use, checked on the figure itself."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from harness import plot
-from harness.comparison import as_report
-from harness.render import render_png
-from harness.report import AB_PNG
+from harness.report import plot
+from harness.report.comparison import as_report
+from harness.report.render import render_png
+from harness.report.write import AB_PNG
 from tests.unit.test_report import CALIBER, DIRECT_MARKER, PNG_MAGIC, ab_row, document
 
 pytest.importorskip("matplotlib")

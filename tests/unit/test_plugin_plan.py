@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from harness import backends
-from harness.plugin_plan import (
+from harness.run.plugin_plan import (
     CAPTURE,
     DEVICE_SETUP,
     RECORD_LOG,

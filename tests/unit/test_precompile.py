@@ -7,12 +7,16 @@ import sys
 
 import pytest
 
-from harness import backends, boundary, precompile, runner, spec, variables
+from harness import backends
+from harness.contract import boundary
 from harness.errors import UsageError
-from harness.plugin_plan import PRECOMPILE, plan_plugins
-from harness.preflight import Plan
-from harness.probe import probe_python
 from harness.providers.flaggems import Node
+from harness.run import runner
+from harness.run.plugin_plan import PRECOMPILE, plan_plugins
+from harness.run.preflight import Plan
+from harness.run.probe import probe_python
+from harness.settings import spec, variables
+from harness.tuning import precompile
 
 FOUND = {precompile.ASYNC_MODULE: True}
 

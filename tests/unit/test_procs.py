@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import rundir
 from harness.executors import procs
-from harness.spec import REPO_ROOT
+from harness.run import rundir
+from harness.settings.spec import REPO_ROOT
 
 
 class FakeChild:

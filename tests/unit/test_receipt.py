@@ -1,4 +1,4 @@
-"""Tests for harness.receipt: build, write and verify receipts; `harness receipt verify`."""
+"""Tests for harness.report.receipt: build, write and verify receipts; `harness receipt verify`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from harness import cli, identity
-from harness.receipt import (
+from harness import cli
+from harness.report.receipt import (
     RECEIPT_JSON,
     SCHEMA,
     ReceiptError,
@@ -20,6 +20,7 @@ from harness.receipt import (
     verify_lines,
     write_receipt,
 )
+from harness.run import identity
 
 ROW = {"op": "tanh", "dtype": "torch.float16", "shape": "[[64, 64]]", "occurrence": 1,
        "a_ms": 0.002, "b_ms": 0.001, "speedup_pct": 100.0, "ci_low_pct": 90.0,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import UsageError
-from harness.records import (
+from harness.contract.records import (
     Records,
     Table,
     Winner,
@@ -15,6 +14,7 @@ from harness.records import (
     to_text,
     write_records,
 )
+from harness.errors import UsageError
 from tests.unit.test_tuner_db import TABLE
 
 

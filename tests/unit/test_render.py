@@ -1,4 +1,4 @@
-"""Tests for harness.render: one A/B table wherever it is rendered; statistics only in stats."""
+"""Tests for harness.report.render: one A/B table wherever rendered; statistics only in stats."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from harness import cli
-from harness.boundary import DIRECT_MARKER
-from harness.comparison import ab_document, compare, save_ab
-from harness.render import ms, render_markdown
-from harness.report import AB_MD
-from harness.results import Row, write_results
-from harness.sources import load_source
+from harness.contract.boundary import DIRECT_MARKER
+from harness.contract.results import Row, write_results
+from harness.report.comparison import ab_document, compare, save_ab
+from harness.report.render import ms, render_markdown
+from harness.report.sources import load_source
+from harness.report.write import AB_MD
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 IDENTITY = {"backend": "cpu", "level": "core", "timer": "graph", "shape_mode": "upstream",
@@ -99,7 +99,8 @@ def geomean_sites(text: str) -> list[str]:
 
 
 def test_no_module_but_stats_computes_a_geometric_mean() -> None:
-    assert geomean_sites((HARNESS / "stats.py").read_text(encoding="utf-8"))  # the probe works
+    stats_py = HARNESS / "report" / "stats.py"
+    assert geomean_sites(stats_py.read_text(encoding="utf-8"))  # the probe works
     assert geomean_sites("x = math.prod(v) ** (1 / len(v))")
     assert geomean_sites("g = np.exp(np.mean(np.log(values)))")
     found = {str(path.relative_to(HARNESS)): sites for path in sorted(HARNESS.rglob("*.py"))
@@ -110,7 +111,8 @@ def test_no_module_but_stats_computes_a_geometric_mean() -> None:
 
 def test_the_renderers_import_neither_pytest_nor_matplotlib() -> None:
     # The PNG renderer draws with matplotlib: importing it must wait until a chart is drawn.
-    code = ("import sys, harness.cli, harness.render, harness.comparison, harness.report; "
+    code = ("import sys, harness.cli, harness.report.render, harness.report.comparison, "
+            "harness.report.write; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', 'matplotlib')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(HARNESS.parent)}, check=True)

@@ -1,4 +1,4 @@
-"""Tests for harness.report: ab.md from ab.json or an AbReport, ab.png, and `harness report`."""
+"""Tests for harness.report.write: ab.md from ab.json or an AbReport, ab.png, `harness report`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from harness import cli
-from harness.boundary import DIRECT_MARKER
-from harness.comparison import SCHEMA, ab_document, as_report, compare
+from harness.contract.boundary import DIRECT_MARKER
+from harness.contract.results import Row
 from harness.errors import UsageError
-from harness.render import render_markdown, render_png
-from harness.report import AB_MD, AB_PNG, write_report
-from harness.results import Row
-from harness.sources import AB_JSON, Source
+from harness.report.comparison import SCHEMA, ab_document, as_report, compare
+from harness.report.render import render_markdown, render_png
+from harness.report.sources import AB_JSON, Source
+from harness.report.write import AB_MD, AB_PNG, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",

@@ -1,4 +1,4 @@
-"""Tests for harness.results: FlagGems console and record-log parsing, results files."""
+"""Tests for harness.contract.results: FlagGems console and record-log parsing, results files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import fsutil
-from harness.errors import UsageError
-from harness.results import (
+from harness.contract.results import (
     CSV_FIELDS,
     Row,
     canonical_shape,
@@ -24,6 +23,7 @@ from harness.results import (
     read_results,
     write_results,
 )
+from harness.errors import UsageError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 H200 = DATA / "h200"

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner, spec
-from harness.boundary import RECORD_LOGS_FILE
+from harness.contract.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError
-from harness.preflight import PartialPlan, Plan
 from harness.providers.flaggems import Node
+from harness.run import runner
+from harness.run.preflight import PartialPlan, Plan
+from harness.settings import spec
 
 
 def _claim(args):

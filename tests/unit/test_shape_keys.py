@@ -17,7 +17,7 @@ import pytest
 from harness.errors import UsageError
 from harness.providers.benchmark_classes import resolve_shape_keys
 from harness.providers.flaggems import Node, scan_tree
-from harness.spec import EMBEDDED_SUITE
+from harness.settings.spec import EMBEDDED_SUITE
 
 CORE = EMBEDDED_SUITE / "benchmark" / "core_shapes.yaml"
 

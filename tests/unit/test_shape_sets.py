@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.preflight import _check_shape_file
-from harness.spec import REPO_ROOT
+from harness.run.preflight import _check_shape_file
+from harness.settings.spec import REPO_ROOT
 
 SHAPE_SETS = sorted((REPO_ROOT / "runs" / "shape").glob("*.yaml"))
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends, slurm, spec
+from harness import backends
 from harness.campaign import driver, where
 from harness.campaign import plan as campaign
 from harness.errors import PreflightError, UsageError
-from harness.executors.slurm import array
-from harness.slurm import SlurmConfig, Stage
-from harness.slurm_text import TaskState
+from harness.executors import slurm
+from harness.executors.slurm import SlurmConfig, Stage, array
+from harness.executors.slurm.text import TaskState
+from harness.settings import spec
 
 DIGEST = "sha256:" + "ab" * 32
 IMAGE = f"registry.example/zl-flaggems@{DIGEST}"
@@ -84,7 +85,7 @@ def test_node_mode_script_takes_a_whole_node():
 
 
 def test_host_runner_runs_this_python_on_the_checkout(tmp_path):
-    argv = slurm.task_command(settings(), SlurmConfig(), tmp_path / "p.json", tmp_path,
+    argv = where.task_command(settings(), SlurmConfig(), tmp_path / "p.json", tmp_path,
                               [(tmp_path, True)])
     assert argv == ["env", f"PYTHONPATH={spec.REPO_ROOT}", sys.executable, "-m",
                     "harness.cli", "slurm-task", str(tmp_path / "p.json")]
@@ -92,7 +93,7 @@ def test_host_runner_runs_this_python_on_the_checkout(tmp_path):
 
 def test_pyxis_runner_mounts_the_campaign_and_records_the_image_digest(tmp_path):
     cfg = SlurmConfig(image=IMAGE)
-    argv = slurm.task_command(settings("cuda", "pyxis"), cfg, tmp_path / "p.json", tmp_path,
+    argv = where.task_command(settings("cuda", "pyxis"), cfg, tmp_path / "p.json", tmp_path,
                               [(spec.REPO_ROOT, False), (tmp_path, True)])
     assert argv[:2] == ["srun", f"--container-image={IMAGE}"]
     assert argv[2] == f"--container-mounts={spec.REPO_ROOT}:{spec.REPO_ROOT}:ro," \
@@ -104,17 +105,17 @@ def test_task_mounts_add_the_inputs_and_a_campaign_outside_out(tmp_path):
     fg = tmp_path / "FlagGems"
     given = spec.resolve({"backend": "cuda", "runner": "pyxis", "flaggems_dir": str(fg),
                           "out": str(tmp_path / "runs")}, env={})
-    found = slurm.task_mounts(given, tmp_path / "elsewhere" / "c", tmp_path / "cwd")
+    found = where.task_mounts(given, tmp_path / "elsewhere" / "c", tmp_path / "cwd")
     assert (fg, False) in found and (tmp_path / "runs", True) in found
     assert (tmp_path / "elsewhere" / "c", True) in found
     assert found[0] == (spec.REPO_ROOT, False)
-    inside = slurm.task_mounts(given, tmp_path / "runs" / "ab" / "x", tmp_path / "cwd")
+    inside = where.task_mounts(given, tmp_path / "runs" / "ab" / "x", tmp_path / "cwd")
     assert (tmp_path / "runs" / "ab" / "x", True) not in inside  # OUT already holds it
 
 
 @pytest.mark.parametrize("backend, flag", [("cuda", "--nv"), ("rocm", "--rocm")])
 def test_apptainer_runner_brings_the_vendors_devices(tmp_path, backend, flag):
-    argv = slurm.task_command(settings(backend, "apptainer"), SlurmConfig(image=IMAGE),
+    argv = where.task_command(settings(backend, "apptainer"), SlurmConfig(image=IMAGE),
                               tmp_path / "p.json", tmp_path, [(tmp_path, True)])
     assert argv[:3] == ["apptainer", "exec", flag]
     assert f"docker://{IMAGE}" in argv and ["--bind", f"{tmp_path}:{tmp_path}"] == argv[3:5]
@@ -123,13 +124,13 @@ def test_apptainer_runner_brings_the_vendors_devices(tmp_path, backend, flag):
 def test_a_mount_path_with_a_comma_is_refused_not_split(tmp_path):
     odd = tmp_path / "a,b"
     with pytest.raises(UsageError, match="cannot mount"):
-        slurm.task_command(settings("cuda", "pyxis"), SlurmConfig(image=IMAGE),
+        where.task_command(settings("cuda", "pyxis"), SlurmConfig(image=IMAGE),
                            odd / "p.json", odd, [(odd, True)])
 
 
 def test_script_quotes_a_path_with_spaces_and_a_semicolon(tmp_path):
     odd = tmp_path / "a b;c"
-    command = slurm.task_command(settings(), SlurmConfig(), odd / "p.json", odd,
+    command = where.task_command(settings(), SlurmConfig(), odd / "p.json", odd,
                                  [(odd, True)])
     text = slurm.script_text(settings(), SlurmConfig(), "zl-x", command)
     exec_line = text.splitlines()[-1]

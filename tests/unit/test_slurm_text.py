@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import slurm_text
 from harness.errors import UsageError
-from harness.slurm_text import TaskState
+from harness.executors.slurm import text as slurm_text
+from harness.executors.slurm.text import TaskState
 
 # `scontrol -o show job 12` of an array whose task 3 was cancelled while running, task 4 ended
 # with exit code 1, and tasks 5-7 were never split off (still pending as one record).

@@ -1,4 +1,4 @@
-"""Tests for harness.sources: the inputs of `harness summary` (results.csv, campaigns, logs)."""
+"""Tests for harness.report.sources: what `harness summary` reads (results.csv, campaigns, logs)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from harness import cli, comparison
-from harness.comparison import compare
+from harness import cli
+from harness.contract.results import Row, write_results
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json
-from harness.results import Row, write_results
-from harness.sources import AB_JSON, ACCEPTED, load_source, log_caliber
-from harness.summary import summarize
+from harness.report import comparison
+from harness.report.comparison import compare
+from harness.report.sources import AB_JSON, ACCEPTED, load_source, log_caliber
+from harness.report.summary import summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 RECORD = DATA / "tanh_core_kernel.record.log"

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from harness import spec
 from harness.errors import UsageError
+from harness.settings import spec
 
 
 def which_none(_: str) -> None:

@@ -1,4 +1,4 @@
-"""Tests for harness.stats: Student's t, t intervals, Benjamini-Hochberg, noise floor, verdicts."""
+"""harness.report.stats: Student's t, intervals, Benjamini-Hochberg, noise floor, verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from harness.stats import (
+from harness.report.stats import (
     MIN_NOISE_FLOOR_PCT,
     Method,
     Verdict,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import stats, suite_report
+from harness.report import stats, suite_report
 
 
 @pytest.mark.parametrize(("verdicts", "failed", "expected"), [

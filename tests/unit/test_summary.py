@@ -1,4 +1,4 @@
-"""Tests for harness.summary: inputs, pairing by occurrence, caliber checks, the renderers, CLI."""
+"""harness.report.summary: inputs, pairing by occurrence, caliber checks, renderers, CLI."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from harness import cli
-from harness.boundary import DIRECT_MARKER, REPLAY_FALLBACK_MARKER
-from harness.comparison import SELF_TUNED, compare
+from harness.contract.boundary import DIRECT_MARKER, REPLAY_FALLBACK_MARKER
+from harness.contract.results import Row, write_results
 from harness.errors import UsageError
-from harness.render import (
+from harness.report.comparison import SELF_TUNED, compare
+from harness.report.render import (
     AB_CSV_FIELDS,
     REGIME,
     render_ab_csv,
@@ -24,10 +25,9 @@ from harness.render import (
     render_runs_md,
     run_groups,
 )
-from harness.results import Row, write_results
-from harness.sources import Source, load_source
-from harness.stats import Verdict
-from harness.summary import summarize
+from harness.report.sources import Source, load_source
+from harness.report.stats import Verdict
+from harness.report.summary import summarize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 KERNEL = DATA / "h200" / "tanh_core_kernel.log"

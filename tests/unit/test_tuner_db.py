@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from harness.records import Records, Table, Winner, from_text, to_text
-from harness.tuner_db import build_flaggems_db, export_flaggems_db
+from harness.contract.records import Records, Table, Winner, from_text, to_text
+from harness.contract.tuner_db import build_flaggems_db, export_flaggems_db
 
 TABLE = "mm_kernel_abc123-5d41402abc4b2a76b9719d911017c592"
 

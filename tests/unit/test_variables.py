@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from harness import cmdline, makevars, variables
 from harness.cli import build_parser
 from harness.errors import UsageError
-from harness.variables import Inputs
+from harness.settings import cmdline, makevars, variables
+from harness.settings.variables import Inputs
 
 PARSER = build_parser()
 # Flags of a subcommand's own that are no variable of make's.

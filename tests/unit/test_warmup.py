@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import spec, warmup
 from harness.backends import Device
-from harness.preflight import Plan
+from harness.contract.records import read_records
 from harness.providers.flaggems import Node
-from harness.records import read_records
-from harness.spec import EMBEDDED_SUITE
+from harness.run import warmup
+from harness.run.preflight import Plan
+from harness.settings import spec
+from harness.settings.spec import EMBEDDED_SUITE
 from tests.procs import alive, interrupt_driver, wait_for
 
 TANH = Node("benchmark/test_tanh.py", "test_tanh", ("tanh",))
@@ -312,8 +313,9 @@ def test_dry_run_shows_the_keys_and_the_plan_and_creates_nothing(tmp_path):
 
 _DRIVER = """
 import sys
-from harness import spec, warmup
-from harness.preflight import Plan
+from harness.settings import spec
+from harness.run import warmup
+from harness.run.preflight import Plan
 from harness.providers.flaggems import Node
 
 out, pids = sys.argv[1], sys.argv[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.contract.warmup_share import parse_share
 from harness.errors import UsageError
-from harness.warmup_share import parse_share
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,9 +28,9 @@ def test_warmup_shares_parse():
 
 
 def test_spec_reads_the_share_without_loading_the_records_or_the_tuner_database():
-    code = ("import sys, harness.spec; "
-            "print(sorted(m for m in sys.modules if m in ('harness.autotune', "
-            "'harness.records', 'harness.tuner_db', 'sqlite3')))")
+    code = ("import sys, harness.settings.spec; "
+            "print(sorted(m for m in sys.modules if m in ('harness.tuning.autotune', "
+            "'harness.contract.records', 'harness.contract.tuner_db', 'sqlite3')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert out.strip() == "[]"

@@ -8,15 +8,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import slurm_text
 from harness.errors import HarnessError
 from harness.executors.base import ERROR, INTERRUPTED, Ended, Events, Outcome, Task
 from harness.executors.procs import deferred_signals
+from harness.executors.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
+from harness.executors.slurm import preflight as slurm_preflight
+from harness.executors.slurm import text as slurm_text
 from harness.executors.slurm.files import done_path, read_done, read_started
+from harness.executors.slurm.text import TaskState
 from harness.fsutil import atomic_write_json, atomic_write_text
-from harness.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
-from harness.slurm import preflight as slurm_preflight
-from harness.slurm_text import TaskState
 
 CANCEL_WAIT_S = 120.0  # after scancel, how long to wait for the tasks to leave the queue
 HOST_RUNNER = ("--runner", "host")  # a task already runs where it should: no image again

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.slurm import DONE_DIR, SLURM_DIR
+from harness.executors.slurm import DONE_DIR, SLURM_DIR
 
 STARTED_DIR = "started"  # one file per task that started: its own job id, for jobcomp
 

@@ -1,0 +1,196 @@
+"""A/B campaigns of one switch: interleaved rounds, same configs on both sides, liveness.
+
+Side A runs with the switch off and records its autotune winners (round 0); every later run, A
+or B, replays those winners strictly from a private cache, so both sides run the same kernel
+configurations. With REPLAY_FROM every run, A/r0 included, replays that earlier run's records
+instead: the campaign skips the tuning sweep and its table is pinned to known configs. Rounds
+are interleaved A B, B A, A B ... so that drift cancels. AXIS=none runs an A/A campaign whose
+spread is the noise floor of later campaigns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import backends
+from harness.backends import Backend
+from harness.errors import UsageError
+from harness.report import stats
+from harness.report import write as report
+from harness.report.sources import AB_JSON
+from harness.settings.spec import Settings
+
+# Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
+COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
+AXIS_NONE = "none"
+NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
+INTERRUPTED_MARKER = "AB_INTERRUPTED"
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The switch under test: the name the user gave and the variable it sets (None: A/A)."""
+
+    name: str
+    variable: str | None
+
+    def env(self, value: str) -> dict[str, str]:
+        return {self.variable: value} if self.variable else {}
+
+
+def resolve_axis(name: str, backend: Backend) -> Axis:
+    """A known short name, a full environment variable name, or `none`."""
+    known = {**COMMON_AXES, **backend.switches}
+    if name == AXIS_NONE:
+        return Axis(name, None)
+    if name in known:
+        return Axis(name, known[name])
+    # A short name another backend knows is not a variable: it has no spelling here.
+    if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
+        return Axis(name, name)
+    accepted = ", ".join([AXIS_NONE, *sorted(known), "or a full variable name"])
+    raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
+                     f"of: {accepted}")
+
+
+def _short_names() -> set[str]:
+    return {*COMMON_AXES, *(k for b in backends.registry().all() for k in b.switches)}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One run of the campaign."""
+
+    side: str  # "A" or "B"
+    round: int
+    value: str | None  # the axis value on this side
+
+    @property
+    def rel(self) -> str:
+        return f"{self.side}/r{self.round}"
+
+
+def schedule(rounds: int, a: str, b: str) -> list[Step]:
+    """A B, B A, A B ...: round 0 starts with A, whose winners every later run replays."""
+    steps = []
+    for r in range(rounds):
+        order = ("A", "B") if r % 2 == 0 else ("B", "A")
+        steps += [Step(side, r, a if side == "A" else b) for side in order]
+    return steps
+
+
+def replay_source(settings: Settings, step: Step, campaign: Path) -> Path | None:
+    """The records `step` replays: REPLAY_FROM for every run when given, else A/r0's for every
+    run after A/r0 (None: A/r0 tunes and records)."""
+    if settings.replay_from is not None:
+        return settings.replay_from
+    return None if step.rel == "A/r0" else campaign / "A" / "r0"
+
+
+def side_settings(settings: Settings, step: Step, campaign: Path) -> Settings:
+    """A private cache for every run, each recording what it used; replays are strict."""
+    source = replay_source(settings, step, campaign)
+    return dataclasses.replace(
+        settings, isolate_tuner_cache=True, record=True, dry_run=False,
+        replay_from=source, replay_strict=source is not None)
+
+
+def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) -> list[str]:
+    """The campaign plan, for --dry-run."""
+    lines = [f"campaign: {campaign} (not created)", f"axis: {axis.name} -> "
+             f"{axis.variable or 'no variable (A/A: both sides identical)'}"]
+    for step in steps:
+        env = " ".join(f"{k}={v}" for k, v in axis.env(step.value or "").items()) or "-"
+        source = replay_source(settings, step, campaign)
+        label = source if settings.replay_from else "A/r0"
+        mode = "record" if source is None else f"replay {label} (strict)"
+        lines.append(f"  {step.rel}: {env}  tuner cache private, {mode}")
+    return lines
+
+
+def compiler_mentions(python: str, variable: str) -> bool | None:
+    """Whether the installed Triton (or FlagTree) mentions `variable` anywhere in its files;
+    None when the interpreter has no Triton."""
+    script = (
+        "import importlib.util, pathlib, sys\n"
+        "spec = importlib.util.find_spec('triton')\n"
+        "if spec is None: print('none'); sys.exit()\n"
+        "needle = sys.argv[1].encode()\n"
+        "for root in spec.submodule_search_locations:\n"
+        "    for p in pathlib.Path(root).rglob('*'):\n"
+        "        if p.is_file() and p.suffix in ('.py', '.so', '.json') and "
+        "needle in p.read_bytes(): print('yes'); sys.exit()\n"
+        "print('no')\n")
+    proc = subprocess.run([python, "-c", script, variable], capture_output=True, text=True,
+                          timeout=600)
+    answer = proc.stdout.strip()
+    return None if answer in ("none", "") else answer == "yes"
+
+
+def compiled_sets(identities: Mapping[str, list[Mapping]]) -> tuple[set[str], set[str]]:
+    """Fingerprints of everything each side compiled, over all its rounds: (A, B)."""
+    a, b = ({h for doc in identities[side] for h in doc.get("compiled_artifacts") or ()}
+            for side in ("A", "B"))
+    return a, b
+
+
+def aa_artifact_note(identities: Mapping[str, list[Mapping]]) -> str | None:
+    """An A/A campaign also tests the fingerprint that liveness relies on: side B, which only
+    replays A's winners, must compile nothing that side A (which also compiled every tuning
+    candidate) did not. None when nothing was compiled."""
+    a, b = compiled_sets(identities)
+    if not a and not b:
+        return None
+    if b <= a:
+        extra = f"; side A's other {len(a - b)} are its tuning candidates" if a - b else ""
+        return (f"A/A: side B compiled nothing that side A did not ({len(b)} artifacts, all "
+                f"among side A's {len(a)}{extra}), so compiled code fingerprints can tell a "
+                "live switch on this stack")
+    return (f"A/A: identical sides compiled different artifacts (side B compiled {len(b - a)} "
+            f"of its {len(b)} that side A never did): compiled-code liveness is unreliable on "
+            "this stack")
+
+
+def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -> tuple[str, str]:
+    """DESIGN.md's liveness check: ("live" | "unknown" | "not_live" | "unchecked", note)."""
+    a, b = compiled_sets(identities)
+    if not a and not b:
+        return "unchecked", "liveness not checked: this backend compiled no kernels"
+    if not b <= a:
+        return "live", "axis live: side B compiled artifacts side A never produced"
+    found = compiler_mentions(python, axis.variable or "")
+    if found:
+        return "unknown", (f"liveness unknown: compiled artifacts are equal, but the compiler "
+                           f"mentions {axis.variable}")
+    return "not_live", (f"{NOT_LIVE_MARKER} axis={axis.name}: compiled artifacts are equal and "
+                        f"the installed compiler never mentions {axis.variable}")
+
+
+def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:
+    """The campaign's last words: AB_DONE with the geometric mean as a rounded %, and why
+    there is no plot when there is none."""
+    geomean = doc.get("geomean_speedup_pct")
+    if geomean is not None:
+        geomean = round(geomean, 1) or 0.0  # no "-0.0%" for a mean that rounds to nothing
+    lines = [] if png else [f"{report.AB_PNG} not written: {report.NO_PLOT}"]
+    counts = " ".join(f"{v.value}={sum(r.get('verdict') == v.value for r in doc['rows'])}"
+                      for v in stats.Verdict)
+    return lines + [f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} {counts} "
+                    f"geomean={'-' if geomean is None else f'{geomean:+.1f}%'} report={md}"
+                    + (f" plot={png}" if png else "")]
+
+
+def noise_floor_from(path: Path) -> float:
+    """The noise floor an A/A campaign measured (its ab.json)."""
+    try:
+        doc = json.loads((path / AB_JSON).read_text(encoding="utf-8"))
+        return float(doc["caliber"]["measured_noise_floor_pct"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign "
+                         f"(no measured_noise_floor_pct in {AB_JSON})") from None

@@ -1,0 +1,1 @@
+"""What crosses into pytest and back: variable names, side files, markers, rows and winners."""

@@ -1,0 +1,340 @@
+"""ab.png: an A/B campaign as one chart: a line per row for one operator; for a suite, a line
+per operator (its geometric mean with that mean's interval and its rows' range, sorted)."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.fsutil import atomic_write_bytes
+from harness.report import stats
+from harness.report.comparison import AbReport, AbRow
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+# Verdict value -> colour; a verdict missing here (a newer one) draws in OTHER_COLOR.
+COLORS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:blue",
+          "inconclusive": "tab:orange", "flagged": "tab:gray"}
+OTHER_COLOR = "tab:purple"
+# The x axis is logarithmic in A_ms / B_ms, so a 2x change reads as far from 0 either way
+# (+100% and -50%, +900% and -90%): on a percent axis a 100x slowdown (-99%) would sit beside
+# -70%. Within +-10%, where real effects sit, it is stretched at least MIN_STRETCH times, and
+# more where outliers would leave that band under LINEAR_SHARE of the width.
+LINEAR_PCT = 10.0
+MIN_STRETCH = 3.0
+LINEAR_SHARE = 0.35
+_T = math.log(1 + LINEAR_PCT / 100)
+# Tick candidates in %, the most useful first: one is kept unless it crowds a tick kept before.
+TICK_CANDIDATES = (0, 10, -10, 5, -5, 100, -50, 2, -2, 900, -90, 25, -20, 1, -1, 300, -75,
+                   9900, -99, 50, -25, 3, -3, 20, 200, 500, 1000)
+TICK_MARGIN_IN = 0.08  # between two tick labels
+TICK_FONT = 9
+LABEL_CHARS = 46
+TITLE_OPS_CHARS = 60
+TITLE_VALUE_CHARS = 40
+WIDTH_IN, ROW_IN, DPI = 12.0, 0.28, 120
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported (its Agg canvas needs no display)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
+        from matplotlib.figure import Figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def pct_label(value: float) -> str:
+    """A tick's text: "0%", "+5%", "-50%", "+1000%"."""
+    return "0%" if value == 0 else f"{value:+g}%"
+
+
+def scale_forward(pct: Any, stretch: float = MIN_STRETCH) -> Any:
+    """Axis position of a speedup in %: ln(A_ms / B_ms) in units of ln(1.1), divided by
+    `stretch` beyond one unit."""
+    import numpy as np
+
+    log_ratio = np.log(np.maximum(1.0 + np.asarray(pct, dtype=float) / 100.0, 1e-9))
+    size = np.abs(log_ratio) / _T
+    return np.sign(log_ratio) * np.where(size <= 1.0, size, 1.0 + (size - 1.0) / stretch)
+
+
+def scale_inverse(position: Any, stretch: float = MIN_STRETCH) -> Any:
+    """The speedup in % at an axis position: the inverse of scale_forward."""
+    import numpy as np
+
+    position = np.asarray(position, dtype=float)
+    size = np.abs(position)
+    log_ratio = np.sign(position) * _T * np.where(size <= 1.0, size, 1.0 + (size - 1.0) * stretch)
+    return (np.exp(log_ratio) - 1.0) * 100.0
+
+
+def stretch_for(low: float, high: float) -> float:
+    """The stretch that keeps the +-10% band at LINEAR_SHARE of low..high's width or more."""
+    outside = sum(max(float(abs(scale_forward(v, 1.0))) - 1.0, 0.0) for v in (low, high))
+    return max(MIN_STRETCH, outside * LINEAR_SHARE / (2.0 * (1.0 - LINEAR_SHARE)))
+
+
+def _row_label(row: AbRow) -> str:
+    dtype = row.dtype.removeprefix("torch.")
+    shape = row.shape
+    if len(shape) > LABEL_CHARS:  # both ends: shapes often differ only in their last tensor
+        head = LABEL_CHARS * 3 // 5
+        shape = f"{shape[:head]}…{shape[-(LABEL_CHARS - head - 1):]}"
+    occurrence = f" #{row.occurrence}" if row.occurrence > 1 else ""
+    return f"{dtype} {shape}{occurrence}"
+
+
+@dataclass(frozen=True)
+class OperatorLine:
+    """One operator of a suite chart; `geomean` None: no paired row."""
+
+    op: str
+    verdict: str
+    rows: int
+    geomean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    worst: float | None = None  # the rows' lowest speedup
+    best: float | None = None
+
+
+def operator_lines(report: AbReport, operators: Mapping[str, Mapping[str, Any]] | None = None
+                   ) -> list[OperatorLine]:
+    """A line per operator, sorted from the lowest geometric mean (the worst regression) up;
+    operators without a paired row first. Verdicts come from `operators` (ab.json's) where
+    given, else from the rows by `stats.operator_verdict`."""
+    operators = operators or {}
+    by_op: dict[str, list[AbRow]] = {}
+    for row in report.rows:
+        by_op.setdefault(row.op, []).append(row)
+    means = dict(report.op_geomeans)
+    lines = []
+    for op in dict.fromkeys([*by_op, *operators]):
+        rows = by_op.get(op, [])
+        verdict = (operators.get(op) or {}).get("verdict") or stats.operator_verdict(
+            [r.stats.verdict.value for r in rows], False)
+        mean = means.get(op)  # every operator with a paired row has one
+        speedups = [r.stats.speedup_pct for r in rows]
+        lines.append(OperatorLine(op, str(verdict), len(rows)) if mean is None else
+                     OperatorLine(op, str(verdict), len(rows), mean.speedup_pct, mean.ci_low_pct,
+                                  mean.ci_high_pct, min(speedups), max(speedups)))
+    return sorted(lines, key=lambda x: (x.geomean is not None, x.geomean or 0.0, x.op))
+
+
+def _limits(report: AbReport, floor: float | None,
+            lines: Sequence[OperatorLine] = ()) -> tuple[float, float]:
+    """The x range: every median, interval and min..max, each operator line's interval, the
+    noise band, and zero."""
+    values = [0.0, *([-floor, floor] if floor else [-1.0, 1.0])]
+    values += [v for x in lines for v in (x.ci_low, x.ci_high)
+               if v is not None and math.isfinite(v)]
+    for row in report.rows:
+        s = row.stats
+        values += [v for v in (s.speedup_pct, s.min_pct, s.max_pct, s.ci_low_pct,
+                               s.ci_high_pct) if v is not None and math.isfinite(v)]
+    return min(values), max(values)
+
+
+def _padded(ax: Axes, low: float, high: float) -> tuple[float, float]:
+    """`low..high` widened by 6% a side in the axis's own coordinates."""
+    forward = ax.xaxis.get_transform()
+    t_low, t_high = forward.transform([low, high])
+    pad = max(t_high - t_low, 1e-9) * 0.06
+    back = forward.inverted()
+    return float(back.transform([t_low - pad])[0]), float(back.transform([t_high + pad])[0])
+
+
+def percent_ticks(ax: Axes, low: float, high: float) -> list[float]:
+    """Ticks in % within low..high, the most useful first, none crowding another (the axes'
+    width as laid out at the last draw decides how close is crowded)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+
+    fig, canvas = ax.figure, ax.figure.canvas
+    assert isinstance(fig, Figure) and isinstance(canvas, FigureCanvasAgg)  # build_figure's
+    forward = ax.xaxis.get_transform()
+    t_low, t_high = forward.transform([low, high])
+    inches = ax.get_position().width * fig.get_figwidth() / max(t_high - t_low, 1e-12)
+    renderer, font = canvas.get_renderer(), FontProperties(size=TICK_FONT)
+
+    def width_in(value: float) -> float:
+        width = renderer.get_text_width_height_descent(pct_label(value), font, ismath=False)[0]
+        return width / fig.dpi
+
+    def apart(a: float, b: float) -> bool:
+        room = (width_in(a) + width_in(b)) / 2 + TICK_MARGIN_IN
+        return abs(forward.transform([a])[0] - forward.transform([b])[0]) * inches >= room
+
+    kept: list[float] = []
+    for value in map(float, TICK_CANDIDATES):
+        if low <= value <= high and all(apart(value, k) for k in kept):
+            kept.append(value)
+    return sorted(kept)
+
+
+def _clip(value: Any, chars: int) -> str:
+    text = " ".join(str(value).split())  # a newline in a value would break the title's lines
+    return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def title_text(report: AbReport, caliber: Mapping[str, Any]) -> str:
+    """Two lines: what was switched on which operator, then the caliber and the geometric mean."""
+    ops = str(caliber.get("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-")
+    if len(ops) > TITLE_OPS_CHARS:
+        ops = f"{len(ops.split(','))} operators"
+    axis = _clip(caliber.get("axis") or "", TITLE_VALUE_CHARS)
+    a = _clip(caliber.get("a", report.a_label), TITLE_VALUE_CHARS)
+    b = _clip(caliber.get("b", report.b_label), TITLE_VALUE_CHARS)
+    if axis == "none":
+        first = f"A/A campaign on {ops} (AXIS=none): the noise floor"
+    else:
+        first = f"{axis or 'A/B'} on {ops}: A={a} against B={b}"
+    facts = [f"{k} {caliber[k]}" for k in ("backend", "timer", "level") if caliber.get(k)]
+    if caliber.get("rounds"):
+        facts.append(f"{caliber['rounds']} rounds")
+    geomean = report.geomean_speedup_pct
+    facts.append(f"geometric mean {'-' if geomean is None else f'{geomean:+.1f}%'} over "
+                 f"{len(report.rows)} rows")
+    return f"{first}\n{', '.join(facts)}"
+
+
+def _draw_line(ax: Axes, y: int, verdict: str, span: tuple[float, float],
+               interval: tuple[float | None, float | None], point: float) -> None:
+    """One line of the chart: a thin span, a thick interval where there is one, a dot."""
+    color = COLORS.get(verdict, OTHER_COLOR)
+    ax.hlines(y, *span, color=color, linewidth=1, alpha=0.6)
+    low, high = interval
+    if low is not None and high is not None:
+        ax.hlines(y, low, high, color=color, linewidth=4, alpha=0.8)
+    ax.plot([point], [y], "o", color=color, markersize=6, markeredgecolor="black",
+            markeredgewidth=0.5, zorder=3)
+
+
+def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
+    for y, row in zip(range(len(rows) - 1, -1, -1), rows, strict=True):
+        s = row.stats
+        _draw_line(ax, y, s.verdict.value, (s.min_pct, s.max_pct),
+                   (s.ci_low_pct, s.ci_high_pct), s.speedup_pct)
+
+
+def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
+    for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
+        # operator_lines sets the span with the geometric mean
+        if line.geomean is not None and line.worst is not None and line.best is not None:
+            _draw_line(ax, y, line.verdict, (line.worst, line.best),
+                       (line.ci_low, line.ci_high), line.geomean)
+
+
+def _legend_handles(report: AbReport, floor: float | None,
+                    lines: Sequence[OperatorLine] | None = None) -> list[Any]:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = []
+    if floor:
+        handles.append(Patch(color="0.88", label=f"noise floor ±{floor:.1f}%"))
+    thick, thin = (("95% interval", "min..max of rounds") if lines is None else
+                   ("95% interval of the geometric mean", "range of the operator's rows"))
+    handles += [Line2D([], [], color="0.3", linewidth=4, label=thick),
+                Line2D([], [], color="0.3", linewidth=1, label=thin)]
+    if report.geomean_speedup_pct is not None:
+        handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1,
+                              label=f"geometric mean {report.geomean_speedup_pct:+.1f}%"))
+    seen = (dict.fromkeys(r.stats.verdict.value for r in report.rows) if lines is None else
+            dict.fromkeys(x.verdict for x in lines if x.geomean is not None))
+    handles += [Line2D([], [], marker="o", linestyle="", color=COLORS.get(v, OTHER_COLOR),
+                       markeredgecolor="black", markeredgewidth=0.5,
+                       label=v if lines is None else f"operator {v}") for v in seen]
+    return handles
+
+
+def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
+                 noise_floor: float | None = None,
+                 operators: Mapping[str, Mapping[str, Any]] | None = None) -> Figure:
+    """The ab.png figure of `report`, laid out and drawn, for saving or inspecting: a line
+    per row for one operator, a line per operator for more (`operators`: ab.json's)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    caliber = caliber or {}
+    suite = len({r.op for r in report.rows} | set(operators or {})) > 1
+    lines = operator_lines(report, operators) if suite else []
+    count = len(lines) if suite else len(report.rows)
+    fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(count, 2)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    limits = _limits(report, noise_floor, lines)
+    stretch = stretch_for(*limits)
+    ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
+                                         partial(scale_inverse, stretch=stretch)))
+    if noise_floor:
+        ax.axvspan(-noise_floor, noise_floor, color="0.88", zorder=0)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    if report.geomean_speedup_pct is not None:
+        ax.axvline(report.geomean_speedup_pct, color="black", linestyle="--", linewidth=1)
+    if suite:
+        _draw_operators(ax, lines)
+        labels = [_clip(f"{x.op} ({x.rows} rows)" if x.geomean is not None
+                        else f"{x.op} (no paired row)", LABEL_CHARS) for x in lines]
+    else:
+        _draw_rows(ax, report.rows)
+        labels = [_row_label(r) for r in report.rows]
+    low, high = _padded(ax, *limits)
+    ax.set_xlim(low, high)
+    ax.xaxis.set_major_formatter(_formatter(pct_label))
+    ax.xaxis.set_minor_locator(_no_ticks())
+    ax.tick_params(axis="x", labelsize=TICK_FONT)
+    ax.grid(axis="x", color="0.85", linewidth=0.6)
+    ax.set_ylim(-0.7, max(count, 1) - 0.3)
+    ax.set_yticks(list(range(count - 1, -1, -1)), labels, fontsize=8, family="monospace",
+                  parse_math=False)
+    what = ("speedup of B over A, % = (A_ms / B_ms - 1) * 100" if not suite else
+            "each operator's geometric mean speedup of B over A, % = (A_ms / B_ms - 1) * 100")
+    ax.set_xlabel(f"{what}: right of 0, B is faster\n"
+                  "scale: logarithmic in A_ms / B_ms (+100% and -50%, 2x either way, lie equally "
+                  f"far from 0), stretched {stretch:.1f}x within ±{LINEAR_PCT:g}%", fontsize=9)
+    # parse_math off: a value such as A=$HOME would otherwise be typeset, or fail, as TeX.
+    ax.set_title(title_text(report, caliber), fontsize=10, loc="left", parse_math=False)
+    if not count:
+        ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
+    ax.legend(handles=_legend_handles(report, noise_floor, lines if suite else None),
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.canvas.draw()  # lays the axes out: the ticks need its width
+    ax.set_xticks(percent_ticks(ax, low, high))
+    fig.canvas.draw()
+    return fig
+
+
+def _formatter(text: Callable[[float], str]) -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _pos: text(value))
+
+
+def _no_ticks() -> Any:
+    from matplotlib.ticker import NullLocator
+
+    return NullLocator()
+
+
+def render_png(report: AbReport, path: str | Path, *, caliber: Mapping[str, Any] | None = None,
+               noise_floor: float | None = None,
+               operators: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
+    """Write ab.png atomically; False (nothing written) without matplotlib."""
+    if not available():
+        return False
+    fig = build_figure(report, caliber, noise_floor, operators)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    atomic_write_bytes(Path(path), buffer.getvalue())
+    return True

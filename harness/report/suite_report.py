@@ -1,0 +1,91 @@
+"""A suite campaign's report: each operator's verdict, the suite's line, ab.md's suite section."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.report import render, stats
+from harness.report.comparison import as_report
+from harness.report.render import pct
+
+
+def geomean_pct(speedups: Sequence[float]) -> float | None:
+    """The geometric mean of speedups in % (None: none)."""
+    found = stats.geomean_stats(speedups)
+    return None if found is None else found.speedup_pct
+
+
+def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapping[str, Any]]
+                       ) -> dict[str, dict[str, Any]]:
+    """Per operator of `ops` ({op: {rounds, reason, units_failed}}): its verdict, paired rows,
+    geometric mean speedup and worst row (lowest speedup)."""
+    out = {}
+    for op, info in ops.items():
+        mine = [r for r in rows if r["op"] == op]
+        worst = min(mine, key=lambda r: r["speedup_pct"], default=None)
+        out[op] = {
+            "verdict": stats.operator_verdict([r["verdict"] for r in mine],
+                                              bool(info.get("reason"))),
+            "rows": len(mine), "rounds": info.get("rounds"),
+            "geomean_speedup_pct": geomean_pct([r["speedup_pct"] for r in mine]),
+            "worst": None if worst is None else {k: worst[k] for k in (
+                "dtype", "shape", "speedup_pct", "verdict")},
+            "units_failed": info.get("units_failed") or 0, "reason": info.get("reason")}
+    return out
+
+
+def suite_line(operators: Mapping[str, Mapping[str, Any]]) -> str:
+    """One line: how many operators got each verdict."""
+    counts = [str(v["verdict"]) for v in operators.values()]
+    shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
+    shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
+    return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"
+
+
+def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float, str]:
+    op, info = item
+    geomean = info.get("geomean_speedup_pct")
+    return stats.OP_VERDICTS.index(info["verdict"]), geomean if geomean is not None else 0.0, op
+
+
+def operators_table(operators: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    cells = []
+    for op, info in sorted(operators.items(), key=_regressions_first):
+        worst = info.get("worst")
+        worst_text = "-" if not worst else (f"{pct(worst['speedup_pct'])}% {worst['dtype']} "
+                                            f"{worst['shape']}")
+        cells.append([op, info["verdict"], pct(info.get("geomean_speedup_pct")), worst_text,
+                      str(info.get("rows", 0)), str(info.get("rounds") or "-"),
+                      str(info.get("units_failed") or 0), info.get("reason") or "-"])
+    return render.table(("operator", "verdict", "geomean %", "worst row", "rows", "rounds",
+                         "units failed", "reason"), cells)
+
+
+def is_suite(doc: Mapping[str, Any]) -> bool:
+    return len(doc.get("operators") or {}) > 1
+
+
+def render_markdown(doc: Mapping[str, Any], notes: Sequence[str]) -> str:
+    """ab.md of a suite campaign: caliber, notes, the suite line, operators (regressions first),
+    then each operator's rows folded under <details>."""
+    ab = as_report(doc)
+    caliber = doc.get("caliber") or {}
+    operators = doc["operators"]
+    floor = render.stated_floor(ab, caliber, None)
+    out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
+    interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
+    out += ["## Suite", "", f"**{suite_line(operators)}**; geometric mean speedup "
+            f"{pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} paired rows, interval over "
+            f"rows {interval}", "",
+            "speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
+            f"{ab.method.text}, false-discovery control over every row of the campaign. An "
+            "operator is slower if any row is, faster if any row is and none slower.", "",
+            *operators_table(operators), ""]
+    for op, info in sorted(operators.items(), key=_regressions_first):
+        rows = [render.row_cells(r) for r in ab.rows if r.op == op]
+        out += ["<details>", f"<summary>{op}: {info['verdict']}, {len(rows)} rows</summary>",
+                "", *(render.table(render.ROW_HEADER, rows) if rows else ["no paired rows"]), "",
+                "</details>", ""]
+    out += render.unpaired_lines(ab)
+    return "\n".join(out) + "\n"

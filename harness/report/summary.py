@@ -1,0 +1,69 @@
+"""`harness summary`: tables of runs, batches or raw FlagGems logs, or an A/B of two of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.contract.results import RESULTS_JSONL
+from harness.errors import UsageError, choice_error
+from harness.report import render, stats
+from harness.report.comparison import AbReport, as_report, compare, load_ab
+from harness.report.sources import AB_JSON, OPS_STATUS_CSV, is_campaign, load_source, rounds_of
+
+FORMATS = ("md", "csv", "json")
+
+
+def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
+    """A campaign's A/B: its ab.json (`path` or inside it), else (a campaign cut short)
+    compare() of its rounds."""
+    if path.is_file() or (path / AB_JSON).is_file():
+        doc = load_ab(path)
+        caliber = doc.get("caliber") or {}
+        axis = caliber.get("axis")
+        live = render.liveness_note(doc.get("liveness"), axis)
+        found = as_report(doc)
+        if axis and axis != "none":
+            found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",
+                                        b_label=f"{axis}={found.b_label}")
+        return dataclasses.replace(found, notes=tuple(filter(None, (live, *found.notes))))
+    a, b = rounds_of(path / "A"), rounds_of(path / "B")
+    both = sorted(a.keys() & b.keys())
+    if not both:
+        raise UsageError(f"campaign {str(path)!r} has no {AB_JSON} and no round finished on "
+                         "both sides")
+    report_ = compare([load_source(a[r]) for r in both], [load_source(b[r]) for r in both],
+                      noise_floor_pct=noise_floor_pct)
+    dropped = sorted((a.keys() | b.keys()) - set(both))
+    note = (f"no {AB_JSON}: compared from rounds {', '.join(map(str, both))}" +
+            (f"; rounds {', '.join(map(str, dropped))} finished on one side only" if dropped
+             else ""))
+    return dataclasses.replace(report_, notes=(note, *report_.notes))
+
+
+def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str = "md",
+              allow_mixed: bool = False, noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
+              write_line: render.WriteLine = print) -> None:
+    """The `harness summary` command: tables of `paths`, or the A/B of `ab` = (A, B)."""
+    if fmt not in FORMATS:
+        raise choice_error("--format", fmt, FORMATS)
+    if bool(paths) == bool(ab):
+        raise UsageError("give RUN paths to summarize, or --ab A B, not both and not neither")
+    if not math.isfinite(noise_floor_pct) or noise_floor_pct < 0:
+        raise UsageError(f"--noise-floor={noise_floor_pct!r}; expected a percentage >= 0")
+    campaigns = [p for p in paths if is_campaign(Path(p)) and not (
+        Path(p) / RESULTS_JSONL).is_file() and not (Path(p) / OPS_STATUS_CSV).is_file()]
+    if campaigns and len(paths) > 1:
+        raise UsageError(f"a campaign directory is summarized alone: {campaigns[0]!r} came with "
+                         f"{len(paths) - 1} other path(s)")
+    if campaigns:
+        report = campaign_report(Path(campaigns[0]), noise_floor_pct=noise_floor_pct)
+    elif ab:
+        report = compare([load_source(ab[0])], [load_source(ab[1])], allow_mixed=allow_mixed,
+                         noise_floor_pct=noise_floor_pct)
+    else:
+        render.RUN_RENDERERS[fmt]([load_source(p) for p in paths], write_line)
+        return
+    render.AB_RENDERERS[fmt](report, write_line)

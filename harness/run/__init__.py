@@ -1,0 +1,1 @@
+"""One benchmark run: preflight, the pytest child, its directory, identity and warmup."""

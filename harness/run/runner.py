@@ -1,0 +1,430 @@
+"""Run one benchmark node in a claimed run directory: header, live log, results, identity."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from harness.backends import Device
+from harness.contract import boundary, results
+from harness.contract.records import RECORDS_DIR
+from harness.contract.tuner_db import default_flaggems_cache
+from harness.contract.warmup_share import share_text
+from harness.errors import Interrupted, PreflightError
+from harness.executors import procs as supervise
+from harness.fsutil import atomic_write_json
+from harness.providers.flaggems import BENCHMARK_DIR, Node
+from harness.run import artifacts, identity
+from harness.run.plugin_plan import (
+    PLUGINS_VAR,
+    boundary_env,
+    plan_plugins,
+    pytest_plugin_args,
+    pytest_plugin_env,
+)
+from harness.run.preflight import PartialPlan, Plan, visible_devices
+from harness.settings import variables
+from harness.settings.spec import REPO_ROOT, Settings
+from harness.tuning import autotune, precompile
+
+# FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
+FLAGGEMS_MODE = "kernel"
+INTERRUPTED_MARKER = "RUN_INTERRUPTED"
+TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
+FLAGGEMS_DIR_UNSET = "<FLAGGEMS_DIR unset>"  # what a dry run shows for the missing directory
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The exact pytest command of a run: argv, working directory and added environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    plugins: tuple[str, ...]
+
+
+def utc_stamp(now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return now.strftime("%Y%m%d-%H%M%S")
+
+
+def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
+    """Create runs/<op>/<stamp>, retreating to -2, -3 ... when another run holds the name.
+
+    The bare mkdir is the claim: it succeeds for exactly one process, so two runs never share
+    a directory even when they start in the same second.
+    """
+    parent = root / op
+    for n in range(1, 1000):
+        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)  # a file in its place: FileExistsError
+            candidate.mkdir()
+        except FileExistsError:
+            if parent.is_dir():
+                continue
+            raise _unclaimable(root, parent, "a file is in the way") from None
+        except OSError as exc:  # preflight checked OUT; this is what changed since
+            raise _unclaimable(root, Path(exc.filename or candidate), exc.strerror) from None
+        return candidate
+    raise RuntimeError(f"could not claim a run directory under {parent}")
+
+
+def _unclaimable(root: Path, path: Path, why: str | None) -> PreflightError:
+    return PreflightError("out", f"cannot create {str(path)!r} under OUT={str(root)!r}: {why}; "
+                          "expected a directory this user can create run directories in")
+
+
+def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
+                     extra_env: dict[str, str] | None = None) -> Invocation:
+    """The pytest argv and the environment the harness adds for this run (`extra_env` last:
+    an A/B side's switch)."""
+    plugins = plan_plugins(settings.backend, settings.timer,
+                           tuning=settings.record or settings.replay_from is not None
+                           or settings.warmup_share is not None,
+                           precompile=precompile_off(settings, plan) is None,
+                           share=settings.warmup_share is not None)
+    # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
+    # names an existing path as a test path when it chooses its rootdir and ini file, and a
+    # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.
+    argv = [plan.python, "-m", "pytest", plan.node.nodeid,
+            f"--level={settings.level}", f"--mode={FLAGGEMS_MODE}",
+            "--record=log", "-s", *pytest_plugin_args()]
+    if settings.shape_mode == "file" and settings.shape_file is not None:
+        argv.append(f"--shape_file={settings.shape_file.resolve()}")
+    argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
+    env = {
+        **boundary_env(settings, run_dir, precompile.PRECOMPILE_PLUGIN in plugins),
+        "PYTHONUNBUFFERED": "1",
+        # the -p plugins must import in the child whether or not the harness is installed
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(
+            p for p in (str(REPO_ROOT),
+                        *variables.environ().get("PYTHONPATH", "").split(os.pathsep)) if p)),
+        # bytecode goes beside the run outputs, never into the FlagGems checkout
+        "PYTHONPYCACHEPREFIX": str((settings.out / ".pycache").resolve()),
+        **settings.backend.visibility_env(settings.devices),
+        **pytest_plugin_env(plugins, variables.environ().get(PLUGINS_VAR, "")),
+    }
+    if settings.isolate_tuner_cache:
+        cache = run_dir / TUNER_CACHE_DIR
+        env["FLAGGEMS_CACHE_DIR"] = str((cache / "flaggems").resolve())
+        env["TRITON_CACHE_DIR"] = str((cache / "triton").resolve())
+    if settings.use_flagtune:
+        env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
+    env.update(extra_env or {})
+    cwd = settings.flaggems_dir.resolve() if settings.flaggems_dir else Path(FLAGGEMS_DIR_UNSET)
+    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins)
+
+
+def precompile_off(settings: Settings, plan: Plan) -> str | None:
+    """Why COMPILE_WORKERS does nothing in this run (see `precompile.off_reason`), or None."""
+    return precompile.off_reason(settings.compile_workers,
+                                 "triton" in settings.backend.python_modules, plan.features)
+
+
+def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation) -> list[str]:
+    """The run header: every setting that decides whether two runs are comparable, then the
+    COMPILE_WORKERS_OFF marker where the installed Triton cannot compile concurrently."""
+    fields: dict[str, object] = {
+        "op": plan.op, "node": plan.node.nodeid,
+        **settings.caliber(),
+        "devices": ",".join(settings.devices) or "all visible",
+        "device_names": "; ".join(f"{d.index}:{d.name}" for d in plan.devices) or "-",
+        "flaggems_dir": settings.flaggems_dir, "python": f"{plan.python} ({plan.python_version})",
+        "versions": " ".join(f"{k}={v}" for k, v in sorted(plan.versions.items())) or "-",
+        "plugins": " ".join(inv.plugins) or "-",
+        **({"warmup_share": f"{share_text(settings.warmup_share)} (tunes its share "
+            "of the configs, times nothing)"} if settings.warmup_share else {}),
+        "command": shlex.join(inv.argv),
+        "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    # run_dir first: a batch or warmup finds its child's run directory by this line
+    lines = [boundary.RUN_HEADER, f"{boundary.RUN_DIR_LINE}{run_dir}",
+             *(f"# {k}: {v}" for k, v in fields.items())]
+    reason = precompile_off(settings, plan)
+    if reason == "triton_lacks_async_compile":  # asked for, and not possible: say so once
+        lines.append(f"{boundary.COMPILE_WORKERS_OFF_MARKER} reason={reason} "
+                     f"compile_workers={settings.compile_workers}")
+    return lines
+
+
+def placeholder_plan(settings: Settings, plan: PartialPlan) -> Plan:
+    """The plan a dry run prints: where preflight could not resolve the node, a placeholder
+    names what was asked for, so that the rest of the plan still shows."""
+    if isinstance(plan, Plan):
+        return plan
+    asked = f"TEST_NODE={settings.test_node}" if settings.test_node else f"OP={settings.op}"
+    return plan.with_node(Node(f"<unresolved {asked}>", ""),
+                          plan.op or settings.op or "unresolved")
+
+
+def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
+                     extra_env: dict[str, str] | None = None) -> list[str]:
+    """What a run would do, for --dry-run (`extra_env`: an A/B side's switch and caches)."""
+    inv = build_invocation(settings, plan, run_dir, extra_env)
+    return [
+        f"run directory: {run_dir} (not created)",
+        f"cwd: {inv.cwd}",
+        f"pytest: {shlex.join(inv.argv)}",
+        "plugins: " + (" ".join(inv.plugins) or "-"),
+        "environment:",
+        *(f"  {k}={v}" for k, v in sorted(inv.env.items())),
+        *(f"  {line.removeprefix('# ')}"
+          for line in header_lines(settings, plan, run_dir, inv)[1:]),
+    ]
+
+
+def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
+            stopper: supervise.GroupStopper) -> int:
+    """Run pytest in its own session, copying its output to the log and `echo` until it ends;
+    a signal stops its whole group (`stopper`), and what it wrote before is kept."""
+    env = {**boundary.inherited(variables.environ()), **inv.env}
+    proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    stopper.watch(proc)
+    try:
+        assert isinstance(proc.stdout, io.BufferedReader)  # bufsize -1: read1 is there
+        while chunk := proc.stdout.read1(65536):
+            log.write(chunk)
+            log.flush()
+            try:
+                echo(chunk)
+            except OSError:  # the terminal went away (SIGHUP): run.log still gets everything
+                echo = _discard
+        rc = proc.wait()
+    except BaseException:
+        supervise.stop_children([proc], supervise.CHILD_GRACE_S)
+        raise
+    stopper.join()
+    return rc
+
+
+def _discard(_: bytes) -> None:
+    pass
+
+
+def _record_logs(run_dir: Path) -> list[Path]:
+    """The record logs this run's pytest wrote, as the record_log plugin listed them (without
+    its list, a pytest that died early: those in the run directory). One written elsewhere is
+    copied in and left where it is: the harness moves or deletes nothing outside its run."""
+    listed = run_dir / boundary.RECORD_LOGS_FILE
+    try:
+        paths = [Path(p) for p in json.loads(listed.read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return sorted(run_dir.glob(boundary.RECORD_LOG_GLOB))
+    logs = []
+    for path in paths:
+        if path.parent.resolve() != run_dir.resolve() and path.is_file():
+            copy = run_dir / path.name.replace("::", "__")
+            shutil.copyfile(path, copy)
+            path = copy
+        if path.is_file():
+            logs.append(path)
+    return logs
+
+
+def _flaggems_cache(inv: Invocation) -> Path:
+    return default_flaggems_cache({**variables.environ(), **inv.env})
+
+
+def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
+                   ) -> autotune.TuningOutcome:
+    """Record winners, count replay fallbacks; keep a private cache's raw tuner database under
+    autotune_records/ and drop the private caches."""
+    outcome = autotune.finish_run(run_dir, _flaggems_cache(inv), settings.record)
+    if settings.isolate_tuner_cache:
+        cache = run_dir / TUNER_CACHE_DIR
+        outcome = dataclasses.replace(
+            outcome, compiled_kernels=artifacts.count_compiled_kernels(cache / "triton"),
+            artifacts=artifacts.artifact_hashes(cache / "triton", cache.resolve()))
+        for db in sorted((cache / "flaggems").glob("**/*.db")):
+            (run_dir / RECORDS_DIR).mkdir(exist_ok=True)
+            shutil.copy2(db, run_dir / RECORDS_DIR / db.name)
+        shutil.rmtree(cache, ignore_errors=True)
+    return outcome
+
+
+def checked_flaggems_dir(settings: Settings) -> Path:
+    """FLAGGEMS_DIR of a run whose node preflight resolved: check flaggems_dir refuses None."""
+    assert settings.flaggems_dir is not None, "FLAGGEMS_DIR unset after preflight"
+    return settings.flaggems_dir
+
+
+def shape_source(settings: Settings) -> Path:
+    """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
+    if settings.shape_mode == "file" and settings.shape_file is not None:
+        return settings.shape_file
+    return checked_flaggems_dir(settings) / BENCHMARK_DIR / "core_shapes.yaml"
+
+
+def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, object]:
+    """shapes.yaml: the shape source and the shapes actually measured, per op and dtype."""
+    source = shape_source(settings)
+    measured: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        shapes = measured.setdefault(row.op, {}).setdefault(row.dtype, [])
+        if row.shape not in shapes:
+            shapes.append(row.shape)
+    return {
+        "shape_mode": settings.shape_mode,
+        "level": settings.level,
+        "source": str(source),
+        "source_sha256": identity.sha256_file(source) if source.is_file() else None,
+        "measured": measured,
+    }
+
+
+def _read_timing(run_dir: Path) -> list[dict[str, object]]:
+    """The timing plugin's per-row records; the file is folded into results and removed."""
+    path = run_dir / boundary.TIMING_FILE
+    if not path.is_file():
+        return []
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+               if line.strip()]
+    path.unlink()
+    return records
+
+
+def _read_runtime(run_dir: Path) -> dict[str, object]:
+    path = run_dir / boundary.RUNTIME_FILE
+    if not path.is_file():
+        return {}
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    path.unlink()
+    return facts
+
+
+def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
+            echo: Callable[[bytes], None] | None = None,
+            now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
+            extra_env: dict[str, str] | None = None, claimed: bool = False,
+            step: str | None = None) -> tuple[int, Path]:
+    """Claim the run directory (or create the given one, which must not exist, unless
+    `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
+    and write results and identity; return (rc, dir).
+
+    SIGINT, SIGTERM or SIGHUP stop pytest's process group; the run then writes what pytest
+    finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
+    identity) naming `step` (default: the node), and raises errors.Interrupted."""
+    stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
+    with supervise.deferred_signals(stopper.request_stop):
+        rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,
+                               extra_env=extra_env, claimed=claimed, stopper=stopper)
+    if stopper.signal is not None:
+        marker = (f"{INTERRUPTED_MARKER} signal={signal.Signals(stopper.signal).name} "
+                  f"step={step or plan.node.nodeid} rc={rc} dir={run_dir}")
+        _log_line(run_dir, marker)
+        out(marker)
+        raise Interrupted(stopper.signal, step or plan.node.nodeid, run_dir)
+    return rc, run_dir
+
+
+def _echo_stdout(chunk: bytes) -> None:
+    sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
+def _log_line(run_dir: Path, line: str) -> None:
+    with open(run_dir / "run.log", "a", encoding="utf-8") as log:
+        log.write(line + "\n")
+
+
+def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
+             echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
+             run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
+             stopper: supervise.GroupStopper) -> tuple[int, Path]:
+    echo = echo or _echo_stdout
+    if run_dir is None:
+        run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
+    else:
+        run_dir.mkdir(parents=True, exist_ok=claimed)
+    inv = build_invocation(settings, plan, run_dir, extra_env)
+    header = header_lines(settings, plan, run_dir, inv)
+    if settings.replay_from:
+        autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
+    devices_before = _visible_devices(settings)
+    started = time.monotonic()
+    with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
+        text = "\n".join(header) + "\n"
+        log.write(text.encode())
+        log.flush()  # a run killed outright still says what it was
+        out(text.rstrip("\n"))
+        rc = _stream(inv, log, echo, stopper)
+        wall = time.monotonic() - started
+        log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
+    rows, source = _rows(settings, run_dir)
+    tuning = _finish_tuning(settings, inv, run_dir)
+    doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
+    doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
+                "results_source": source,
+                "status": "complete" if stopper.signal is None else "interrupted",
+                "signal": None if stopper.signal is None else signal.Signals(
+                    stopper.signal).name,
+                "autotune_records": tuning.recorded,
+                "autotune_replay_fallbacks": len(tuning.fallbacks),
+                "autotune_replay_fallback_keys": list(tuning.fallbacks),
+                "compiled_kernels": tuning.compiled_kernels,
+                "compiled_artifacts": list(tuning.artifacts)})
+    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
+    if stopper.signal is None:
+        summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
+                   f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
+                   f"dir={run_dir}")
+        _log_line(run_dir, summary)  # first: a closed stdout must not cost run.log its line
+        out(summary)
+    return rc, run_dir
+
+
+def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path,
+                  devices_before: list[Device], extra_env: dict[str, str] | None
+                  ) -> dict[str, object]:
+    """run_identity.json less what the run's outcome adds."""
+    doc = identity.build_identity(
+        settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
+        backend=settings.backend.name, devices_before=devices_before,
+        devices_after=_visible_devices(settings),
+        versions={"python": plan.python_version, **plan.versions},
+        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
+    compiled = precompile.read_side_file(run_dir)
+    doc.update({"command": inv.argv, "extra_env": extra_env or {},
+                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
+                "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"}})
+    return doc
+
+
+def _rows(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
+    """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source)."""
+    record_logs = _record_logs(run_dir)
+    rows: list[results.Row]
+    if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
+        rows, source = [], "warmup_share"
+    else:
+        record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
+                                for p in record_logs)
+        console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
+        rows, source = results.parse_run_output(record_text or None, console)
+        rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
+    results.write_results(run_dir, rows)
+    with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
+        yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
+    os.replace(run_dir / "shapes.yaml.tmp", run_dir / "shapes.yaml")
+    return rows, source
+
+
+def _visible_devices(settings: Settings) -> list[Device]:
+    return visible_devices(settings.backend.enumerate_devices(), settings)

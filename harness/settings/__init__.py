@@ -1,0 +1,1 @@
+"""Settings: the one table of user variables, their reading, validation and spelling as flags."""

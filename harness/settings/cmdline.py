@@ -1,0 +1,80 @@
+"""Settings back into the flags of a harness subcommand: the one spelling every child uses."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Mapping
+
+from harness.contract.warmup_share import share_text
+from harness.settings import variables
+from harness.settings.spec import Settings
+
+
+def flag_args(values: Mapping[str, object]) -> list[str]:
+    """`--flag value` for each variable (a Make name of the variables table) that has a value.
+
+    Flags come in the order of `values`; None and "" are left out, as spec.resolve reads
+    them as unset. A value that starts with "-" is joined to its flag (`--out=-x`), where
+    argparse would otherwise take it for a flag of its own. A switch (DETACH) is its flag
+    alone where its value is "1" or True.
+    """
+    argv: list[str] = []
+    for make, value in values.items():
+        if value is None or value == "":
+            continue
+        var = variables.named(make)
+        if var.flag is None:
+            raise ValueError(f"{make} has no flag; it is make's own")
+        text = "1" if value is True else str(value)
+        if var.switch:
+            argv += [var.flag] if text == "1" else []
+        else:
+            argv += [f"{var.flag}={text}"] if text.startswith("-") else [var.flag, text]
+    return argv
+
+
+def _flag(on: bool) -> str:
+    return "1" if on else "0"
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def setting_values(settings: Settings) -> dict[str, str | None]:
+    """Each Make variable of `settings`, spelt as its flag takes it (None: unset)."""
+    s = settings
+    return {
+        "BACKEND": s.backend.name, "OP": s.op, "OP_FILE": s.op_file, "TEST_NODE": s.test_node,
+        "LEVEL": s.level, "SHAPE_MODE": s.shape_mode, "SHAPE_FILE": _text(s.shape_file),
+        "DTYPES": ",".join(s.dtypes), "MODE": s.mode, "REPEAT": str(s.repeat),
+        "ISOLATE_TUNER_CACHE": _flag(s.isolate_tuner_cache), "RECORD": _flag(s.record),
+        "REPLAY_FROM": _text(s.replay_from), "REPLAY_STRICT": _flag(s.replay_strict),
+        "USE_FLAGTUNE": _flag(s.use_flagtune),
+        "PARALLEL_WARMUP_GPUS": _text(s.parallel_warmup_gpus),
+        "WARMUP_SHARE": share_text(s.warmup_share) if s.warmup_share else None,
+        "DEVICES": ",".join(s.devices), "FLAGGEMS_DIR": _text(s.flaggems_dir),
+        "COMPILE_WORKERS": str(s.compile_workers),
+        "RUNNER": s.runner, "OUT": str(s.out), "DRY_RUN": _flag(s.dry_run),
+    }
+
+
+def to_argv(settings: Settings, **overrides: object) -> list[str]:
+    """The flags from which spec.resolve gives back `settings`, with `overrides` (Settings
+    field names, e.g. devices=("1",)) applied.
+
+    The settings come in spec.VARS order, then the overridden ones in the order given, so
+    that a printed command line ends with what the caller changed. A setting left empty (no
+    DTYPES, no DEVICES) has no flag: a child that must not take it from its environment
+    needs that variable dropped there (see executors.procs.child_env).
+    """
+    values = setting_values(dataclasses.replace(settings, **overrides))
+    changed = [name.upper() for name in overrides if name.upper() in values]
+    ordered = {make: value for make, value in values.items() if make not in changed}
+    return flag_args({**ordered, **{make: values[make] for make in changed}})
+
+
+def harness_argv(subcommand: str, *args: str) -> list[str]:
+    """`python -m harness.cli <subcommand> <args>` with this interpreter."""
+    return [sys.executable, "-m", "harness.cli", subcommand, *args]

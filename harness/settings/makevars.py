@@ -1,0 +1,109 @@
+"""The variables given on make's command line, turned into arguments of the harness subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import textwrap
+from collections.abc import MutableMapping, Sequence
+
+from harness.errors import UsageError
+from harness.settings import variables
+
+# The Makefile hands every variable given on its command line over in this one environment
+# variable, as `NAME=value` items each quoted for shlex. No shell ever reads it, and make never
+# expands the values (`$(value ...)`), so every value arrives as typed: spaces, quotes, `;`, `$`,
+# backticks and newlines included.
+MAKE_ARGS_VAR = "ZL_MAKE_ARGS"
+SUMMARY_ARGS = "SUMMARY_ARGS"
+RUN = "RUN"
+# Variables of make targets that are no setting of spec.VARS: (name, flag or None, help).
+MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = tuple(
+    (var.make, var.flag, var.make_text()) for var in variables.TABLE
+    if var.group != variables.SETTINGS)
+
+
+def given(environ: MutableMapping[str, str]) -> list[tuple[str, str]]:
+    """The (name, value) pairs make was given, removed from `environ` so no child reads them."""
+    text = environ.pop(MAKE_ARGS_VAR, "")
+    try:
+        items = shlex.split(text)
+    except ValueError as exc:
+        raise UsageError(f"{MAKE_ARGS_VAR}={text!r} is not accepted ({exc}); expected "
+                         "shlex-quoted NAME=value items, as the Makefile writes them") from None
+    pairs: list[tuple[str, str]] = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"{MAKE_ARGS_VAR}: {item!r} is not accepted; expected NAME=value")
+        if name == MAKE_ARGS_VAR:  # set on make's command line: it would replace the rest
+            raise UsageError(f"{MAKE_ARGS_VAR}={value!r} is not accepted; it is the Makefile's "
+                             "own hand-over of the other variables: give them to make instead")
+        pairs.append((name, value))
+    return pairs
+
+
+def _subcommand(parser: argparse.ArgumentParser,
+                argv: Sequence[str]) -> tuple[list[str], argparse.ArgumentParser]:
+    """The subcommand words at the head of `argv` (["receipt", "verify"]) and their parser."""
+    words: list[str] = []
+    current = parser
+    for word in argv:
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        words.append(word)
+        current = subs[0].choices[word]
+    return words, current
+
+
+def _flag_args(var: variables.Var, value: str) -> list[str]:
+    """The arguments that give `var` its `value`: one `--flag=value`, or a switch's flag."""
+    if not var.switch:
+        return [f"{var.flag}={value}"]
+    if value not in ("0", "1"):
+        raise UsageError(f"{var.make}={value!r} is not accepted; expected one of: 0, 1")
+    return [var.flag] if value == "1" else []
+
+
+def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
+            pairs: Sequence[tuple[str, str]], environ: MutableMapping[str, str]) -> list[str]:
+    """`argv` with make's variables appended, each as exactly one argument.
+
+    A variable becomes `--flag=value` where the subcommand has its flag; RUN becomes the
+    subcommand's path argument (after `--`, so a value that starts with a dash stays a path);
+    SUMMARY_ARGS is split with shlex into arguments of `summary`. Any other variable goes into
+    the environment, as make itself would have exported it (ALLOW_UNPINNED, ZL_ENABLE_CUDAGRAPH,
+    a setting that this subcommand does not take). An empty value counts as not given.
+    """
+    words, sub = _subcommand(parser, argv)
+    options = sub._option_string_actions
+    takes_path = any(not a.option_strings for a in sub._actions)
+    flags: list[str] = []
+    paths: list[str] = []
+    for name, value in pairs:
+        if value == "":
+            continue
+        var = variables.BY_MAKE.get(name)
+        if var and var.flag and var.flag in options:
+            flags += _flag_args(var, value)
+        elif name == RUN and takes_path:
+            paths.append(value)
+        elif name == SUMMARY_ARGS and words == ["summary"]:
+            try:
+                flags += shlex.split(value)
+            except ValueError as exc:
+                raise UsageError(f"{SUMMARY_ARGS}={value!r} is not accepted ({exc}); expected "
+                                 "arguments of harness summary, quoted as in a shell") from None
+        else:
+            environ[name] = value
+    return [*argv, *flags, *(["--", *paths] if paths else [])]
+
+
+def help_lines() -> list[str]:
+    """What `make help` prints of the variables: every one of the variables table."""
+    lines = ["variables (make VAR=value; a setting is also read from its environment name):"]
+    for var in variables.TABLE:
+        lines += textwrap.wrap(var.make_text(), 100, initial_indent=f"  {var.make:<21} ",
+                               subsequent_indent=" " * 24)
+    return lines

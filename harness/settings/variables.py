@@ -1,0 +1,315 @@
+"""The one table of user variables, from which flags, make help and environment names derive."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+LEVELS = ("core", "comprehensive")
+SHAPE_MODES = ("upstream", "file")
+MODES = ("auto", "graph", "direct")
+CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
+RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
+EXECUTORS = ("local", "slurm")
+SLURM_UNITS = ("gpu", "node")  # a Slurm task takes one device, or a whole node
+MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
+DEFAULT_CAP = 16  # more compile threads than this gained nothing measurable on a 16-core host
+MAX_WORKERS = 1024
+
+# The subcommands that take variables. A run's settings go to every command that runs one
+# node (ONE_NODE) and to batch, which takes OPS instead of OP.
+ONE_NODE = ("preflight", "run", "ab", "ab-unit", "shell")
+RUNS = (*ONE_NODE, "batch")
+UNITS = ("ab", "batch")  # many units, on this host's devices or a Slurm array
+COMMANDS = (*RUNS, "image", "pin", "summary", "report", "receipt verify")
+
+# Argument groups of a subcommand's help, by title.
+SETTINGS = "settings (each also read from its environment variable)"
+OPERATORS = "operators and suite campaigns"
+EXECUTOR = "where units run (EXECUTOR)"
+MAKE = "make's own"  # no flag: make hands them over another way (a path, words, the env)
+
+
+def environ() -> MutableMapping[str, str]:
+    """This process's environment: the one place the harness reads it (the pytest plugins
+    read the host's hand-over through boundary)."""
+    return os.environ
+
+
+def default_workers(cores: int | None = None) -> int:
+    """The host's usable cores, at most DEFAULT_CAP: COMPILE_WORKERS where none is given."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # no affinity call on this platform
+            cores = os.cpu_count() or 1
+    return max(1, min(DEFAULT_CAP, cores))
+
+
+@dataclass(frozen=True)
+class Var:
+    """One user variable: its Make name, environment name, flag, and who takes it.
+
+    `env` None: read from the flag only; `flag` None: make hands it over itself (RUN as a
+    path, SUMMARY_ARGS as words, ALLOW_UNPINNED in the environment). `commands` are the
+    subcommands that take its flag (or, flagless, read it).
+    """
+
+    make: str
+    env: str | None
+    flag: str | None
+    help: str
+    default: str | None = None
+    choices: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()  # further flags, e.g. --gpus for --devices
+    default_doc: str | None = None  # the default in words, where it is decided at run time
+    commands: tuple[str, ...] = RUNS
+    group: str = SETTINGS
+    metavar: str | None = None  # default: the Make name
+    bare: str | None = None  # the value of the flag given alone (--dry-run: 1)
+    switch: bool = False  # a flag that takes no value (--detach); make's 1 gives it
+    meanings: tuple[tuple[str, str], ...] = ()  # (subcommand, help) where one reads it otherwise
+    make_help: str | None = None  # what `make help` says, where the flag's help does not fit
+
+    @property
+    def dest(self) -> str:
+        return (self.flag or self.make).lstrip("-").replace("-", "_").lower()
+
+    def lookup(self, flags: Mapping[str, object], env: Mapping[str, str]
+               ) -> tuple[str | None, str]:
+        """(value, source): the flag's ("flag") where given, else the environment's ("env"),
+        else (the default, "default"). An empty value counts as not given."""
+        value = flags.get(self.dest) if self.flag else None
+        if value is True:  # a switch given
+            return "1", "flag"
+        if value not in (None, "", False):
+            return str(value), "flag"
+        value = env.get(self.env) if self.env else None
+        if value not in (None, ""):
+            return str(value), "env"
+        return self.default, "default"
+
+    def given(self, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+        """Its value where one was given: the flag's, else its environment variable's."""
+        value, source = self.lookup(flags, env)
+        return None if source == "default" else value
+
+    def label(self, source: str) -> str:
+        """How an error names the variable: by the spelling the user actually wrote."""
+        if source == "flag" and self.flag:
+            return f"{self.make} ({self.flag})"
+        return self.env if source == "env" and self.env else self.make
+
+    def help_text(self, command: str | None = None) -> str:
+        """The flag's help on `command`: a setting's gives its meaning, choices, default and
+        environment name, as the README does; any other its meaning and [its name]."""
+        meaning = dict(self.meanings).get(command or "", self.help)
+        if self.group != SETTINGS:
+            return f"{meaning} [{self.env or self.make}]"
+        facts = [f"one of: {', '.join(self.choices)}"] if self.choices else []
+        if self.default is not None or self.default_doc:
+            facts.append(f"default: {self.default_doc or self.default}")
+        facts.append(f"env: {self.env}")
+        return f"{meaning} ({'; '.join(facts)})"
+
+    def make_text(self) -> str:
+        """What `make help` says of it."""
+        if self.make_help or self.group == MAKE:
+            return self.make_help or self.help
+        default = f"; default {self.default}" if self.default is not None else ""
+        return f"{self.help} [{self.env}{default}]"
+
+
+def _unit_var(make: str, env: str | None, help: str, default: str | None = None,
+              choices: tuple[str, ...] = (), switch: bool = False) -> Var:
+    """A variable of where ab's and batch's units run."""
+    flag = "--" + make.lower().replace("_", "-")
+    said = f"; default {default}" if default is not None else ""
+    return Var(make, env, flag, help, default, choices, commands=UNITS, group=EXECUTOR,
+               switch=switch, make_help=f"ab, batch: {help} [{env or make}{said}]")
+
+
+_WARMUP_SHARE_HELP = (
+    "I/N: this run is share I of a parallel warmup's N: it tunes its share of each tuner's "
+    "configs (those it claims first, else I, I+N, ...) and times nothing (set by the warmup "
+    "for its shards; 0/1 times a whole sweep)")
+
+TABLE: tuple[Var, ...] = (
+    # A run's settings (DESIGN.md's Variables), in the order of its flags.
+    Var("BACKEND", "ZL_BACKEND", "--backend", "a backend of `harness backends`, or an alias",
+        default_doc="detected; cpu when no accelerator", commands=(*RUNS, "image", "pin")),
+    Var("OP", "OP", "--op", "operator to run, resolved to a FlagGems benchmark node",
+        commands=ONE_NODE),
+    Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP", commands=ONE_NODE),
+    Var("TEST_NODE", "TEST_NODE", "--node", "pytest node, e.g. benchmark/test_mm.py::test_mm",
+        commands=ONE_NODE),
+    Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS),
+    Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source", "upstream", SHAPE_MODES),
+    Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
+    Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
+        "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
+    Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
+        "auto", MODES),
+    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
+    Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
+        "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
+    Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",
+        "0", ("0", "1")),
+    Var("REPLAY_FROM", "REPLAY_FROM", "--replay-from", "run whose autotune winners are pinned"),
+    Var("REPLAY_STRICT", "REPLAY_STRICT", "--replay-strict",
+        "1: a key missing from the replayed records fails the operator", "0", ("0", "1")),
+    Var("USE_FLAGTUNE", "USE_FLAGTUNE", "--use-flagtune", "1: FlagGems' exhaustive search",
+        "0", ("0", "1")),
+    Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
+        "shard the autotune sweep over N devices"),
+    Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share", _WARMUP_SHARE_HELP),
+    Var("COMPILE_WORKERS", "ZL_COMPILE_WORKERS", "--compile-workers",
+        "threads that compile a key's autotune candidates together before they are timed "
+        f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
+    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "
+        "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
+    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
+        default_doc="the image's; examples/cpu_suite on cpu"),
+    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name, or none)",
+        commands=("ab",)),
+    Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",)),
+    Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",)),
+    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3",
+        commands=("ab",)),
+    Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
+        "ab: an A/A campaign whose measured noise floor applies", commands=("ab",)),
+    Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
+        "EXECUTOR=slurm only)", None, RUNNERS,
+        default_doc="host inside an image and for cpu, else docker or podman",
+        commands=(*RUNS, "image")),
+    Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
+    Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0",
+        ("0", "1"), commands=(*RUNS, "image", "pin"), metavar="0|1", bare="1"),
+    # What ab and batch run: many operators.
+    Var("OPS", "OPS", "--ops", "comma-separated operators, e.g. tanh,add,mm", commands=UNITS,
+        group=OPERATORS,
+        meanings=(("ab", "comma-separated operators, or all (every node of the tree)"),),
+        make_help="batch, ab: comma-separated operators, e.g. tanh,add,mm (ab: all for every "
+        "node of the tree)"),
+    Var("OPS_FILE", "OPS_FILE", "--ops-file", "file with one operator per line, # comments",
+        commands=UNITS, group=OPERATORS,
+        make_help="batch, ab: a file of operators, one a line, # comments"),
+    Var("WALLS_FROM", "WALLS_FROM", "--walls-from", "EXECUTOR=slurm DRY_RUN: an earlier batch "
+        "or campaign whose walls estimate the makespan", commands=UNITS, group=OPERATORS,
+        metavar="DIR", meanings=(("ab", "an earlier campaign or batch: its walls order units "
+                                        "longest first"),),
+        make_help="ab: an earlier campaign or batch whose walls order the units longest first "
+        "(batch: EXECUTOR=slurm DRY_RUN's estimate)"),
+    Var("RESUME", None, "--resume", "complete the campaign in DIR; with --rounds N extend it "
+        "to N rounds", commands=("ab",), group=OPERATORS, metavar="DIR",
+        make_help="ab: complete the campaign in this directory (with ROUNDS: extend it to "
+        "that many rounds)"),
+    Var("ONLY", None, "--only", "with --resume: add rounds only to operators with this "
+        "verdict, e.g. inconclusive", commands=("ab",), group=OPERATORS, metavar="VERDICT",
+        make_help="ab with RESUME: add rounds only to operators with this verdict, e.g. "
+        "inconclusive"),
+    # make's own: no flag.
+    Var("RUN", None, None, "summary, report, receipt: the run, batch, campaign or log to read "
+        "(one path)", commands=("summary", "report", "receipt verify"), group=MAKE,
+        make_help="summary, report, receipt: the run, batch, campaign or log to read (one "
+        "path)"),
+    Var("SUMMARY_ARGS", None, None, "summary: further arguments, e.g. \"--ab A B --format "
+        "csv\"; split into words as a POSIX shell would (quotes group), but no shell runs",
+        commands=("summary",), group=MAKE),
+    Var("ALLOW_UNPINNED", "ALLOW_UNPINNED", None, "image: 1 builds from a base tag that has "
+        "no digest yet", commands=("image",), group=MAKE),
+    Var("PYTHON", None, None, "the interpreter that runs the harness and pytest (make's own; "
+        "default: .venv's when it exists, else python3)", commands=(), group=MAKE),
+    # Where ab's and batch's units run.
+    _unit_var("EXECUTOR", "ZL_EXECUTOR", "local (this host's DEVICES) or slurm (a job array)",
+              "local", EXECUTORS),
+    _unit_var("SLURM_PARTITION", "SLURM_PARTITION", "slurm: partition"),
+    _unit_var("SLURM_ACCOUNT", "SLURM_ACCOUNT", "slurm: account"),
+    _unit_var("SLURM_TIME", "SLURM_TIME", "slurm: time limit of one task"),
+    _unit_var("SLURM_PARALLEL", "SLURM_PARALLEL",
+              "slurm: array tasks at once (%P); in node mode, nodes"),
+    _unit_var("SLURM_ARGS", "SLURM_ARGS", "slurm: further sbatch options, --option[=value] each"),
+    _unit_var("SLURM_UNIT", "SLURM_UNIT", "slurm: gpu (one device a task) or node (a whole node "
+              "a task); default: the backend's", None, SLURM_UNITS),
+    _unit_var("SLURM_IMAGE", "SLURM_IMAGE", "slurm: the harness image by digest "
+              "(name@sha256:...) that RUNNER=pyxis or apptainer runs"),
+    _unit_var("DETACH", None, "slurm: Ctrl-C leaves the array running (resume re-attaches)",
+              switch=True),
+)
+BY_MAKE: Mapping[str, Var] = MappingProxyType({var.make: var for var in TABLE})
+
+
+def named(make: str) -> Var:
+    """The variable named `make`; a name outside the table lists the names in it."""
+    try:
+        return BY_MAKE[make]
+    except KeyError:
+        raise KeyError(f"{make!r} is not a variable; expected one of: "
+                       f"{', '.join(sorted(BY_MAKE))}") from None
+
+
+def group(title: str) -> tuple[Var, ...]:
+    """The variables of one argument group (SETTINGS, OPERATORS, EXECUTOR, MAKE), in order."""
+    return tuple(var for var in TABLE if var.group == title)
+
+
+def add_flag(group: argparse._ArgumentGroup | argparse.ArgumentParser, var: Var,
+             command: str | None = None) -> None:
+    """Add `var`'s flag, with its help on `command`."""
+    help_text = var.help_text(command).replace("%", "%%")  # argparse formats help with %
+    if var.switch:
+        group.add_argument(var.flag, dest=var.dest, action="store_true", help=help_text)
+    elif var.bare is not None:
+        group.add_argument(var.flag, *var.aliases, dest=var.dest, nargs="?", const=var.bare,
+                           default=None, metavar=var.metavar or var.make, help=help_text)
+    else:
+        group.add_argument(var.flag, *var.aliases, dest=var.dest, default=None,
+                           metavar=var.metavar or var.make, help=help_text)
+
+
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add every flag that subcommand `command` (one of COMMANDS) takes, group by group."""
+    if command not in COMMANDS:
+        raise ValueError(f"command {command!r} is not one of: {', '.join(COMMANDS)}")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for var in TABLE:
+        if var.flag and command in var.commands:
+            if var.group not in groups:
+                groups[var.group] = parser.add_argument_group(var.group)
+            add_flag(groups[var.group], var, command)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the user gave, read once: each variable's value and where it came from.
+
+    A flag beats the environment; an empty value counts as not given. `environ` is the
+    environment it was read from, copied, for a function that still takes one. Orchestration
+    reads WALLS_FROM, OPS, EXECUTOR and the rest from here rather than from os.environ.
+    """
+
+    values: Mapping[str, tuple[str, str]]  # Make name -> (value, "flag" or "env")
+    environ: Mapping[str, str]
+
+    @classmethod
+    def read(cls, flags: Mapping[str, object], environ: Mapping[str, str]) -> Inputs:
+        """The variables of TABLE given in `flags` (by dest) or in `environ`."""
+        found: dict[str, tuple[str, str]] = {}
+        for var in TABLE:
+            value, source = var.lookup(flags, environ)
+            if source != "default" and value is not None:
+                found[var.make] = (value, source)
+        return cls(MappingProxyType(found), MappingProxyType(dict(environ)))
+
+    def get(self, make: str) -> str | None:
+        """The value given for variable `make`, or None."""
+        given = self.values.get(named(make).make)
+        return given[0] if given else None
+
+    def source(self, make: str) -> str:
+        """Where variable `make` was given: "flag" or "env"; "default" where it was not."""
+        given = self.values.get(named(make).make)
+        return given[1] if given else "default"

@@ -1,0 +1,1 @@
+"""Autotune configs: a run's tuning before and after, candidates compiled ahead."""
