@@ -135,8 +135,8 @@ class _Events:
     def queued(self, task: Task, where: str) -> None:
         """Nothing to record: the operator stays not_run until it ends."""
 
-    def started(self, task: Task, where: str) -> None:
-        self.out(f"[start] {task.id} device={where} log={task.log}")
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        self.out(f"[start] {task.id} device={where} pid={pid or '-'} log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:
         s = finished_status(end, task.log)

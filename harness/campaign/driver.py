@@ -117,7 +117,7 @@ class UnitEvents:
         self._begin(task, "submitted", where)
         self.queued_ids.append(task.id)
 
-    def started(self, task: Task, where: str) -> None:
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
         self._begin(task, "running", where)
         self.running[task.id] = time.monotonic()
         unit = plan.parse_unit_id(task.id)

@@ -94,8 +94,9 @@ class Events(Protocol):
     def queued(self, task: Task, where: str) -> None:
         """The task was handed to a queue that starts it later (a cluster array)."""
 
-    def started(self, task: Task, where: str) -> None:
-        """The task started on `where` (a device, or - for an unpinned worker)."""
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        """The task started on `where` (a device, or - for an unpinned worker), as process
+        `pid` where it runs on this host."""
 
     def ended(self, task: Task, end: Ended) -> None: ...
 

@@ -77,7 +77,7 @@ class LocalExecutor:
             return procs.start_child(self.argv(task, device), self.env, task.log, append=True)
 
         def on_start(job: Running) -> None:
-            events.started(by_id[job.op], job.device or "-")
+            events.started(by_id[job.op], job.device or "-", job.child.pid)
 
         def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
             task = by_id[job.op]

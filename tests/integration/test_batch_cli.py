@@ -115,7 +115,8 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path):
 
 _DRIVER = """
 import json, os, sys
-from harness import batch
+from harness.campaign import batch, where
+from harness.executors.local import LocalExecutor
 from harness.settings import spec
 
 out, pids = sys.argv[1], sys.argv[2]
@@ -127,8 +128,10 @@ child = ("import signal, subprocess, sys, time; "
          "open(sys.argv[1], 'a').write('%d %d\\\\n' % (__import__('os').getpid(), g.pid)); "
          "time.sleep(300)")
 try:
-    batch.run_batch(settings, ["a", "b", "c"], [], grace_s=1.0,
-                    command=lambda op, device: [sys.executable, "-c", child, pids])
+    ops = ["a", "b", "c"]
+    batch.run_batch(batch.BatchRecord(settings.out, ops), ops, [],
+                    LocalExecutor(where.worker_devices(settings), grace_s=1.0),
+                    command=lambda op: [sys.executable, "-c", child, pids])
 except KeyboardInterrupt:
     sys.exit(130)
 """

@@ -45,7 +45,8 @@ def test_a_task_lost_with_its_node_is_reported_from_the_jobcomp_log(fake_env, tm
            "FAKE_SLURM_JOBCOMP": "1"}
     proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh,add")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "add: slurm task " in proc.stdout and "NODE_FAIL exit=0:0" in proc.stdout
+    assert "] add error rc= " in proc.stdout and "    slurm task " in proc.stdout
+    assert "NODE_FAIL exit=0:0" in proc.stdout
     assert "[1/2] tanh ok" in proc.stdout
 
 

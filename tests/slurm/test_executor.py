@@ -72,16 +72,17 @@ def test_a_task_cancelled_with_scancel_is_reported_cancelled_and_resume_reruns_o
     assert started.returncode == 1, output[-3000:]
     directory = cases.campaign_dir(tmp_path)
     plan = json.loads((directory / "slurm" / "s1-r0.plan.json").read_text())
-    cancelled = plan["tasks"][1][0]
+    cancelled = cases.plan_ids(plan)[1][0]
     unit = cases.units(directory)[cancelled]
     # Pending behind %1, it never ran: CANCELLED, with no exit code of its own
     assert unit["status"] == "error" and unit["reason"] == (
         f"slurm task {job}_1 CANCELLED reason=cancelled_while_pending"), unit
-    assert f"{cancelled} error: slurm task {job}_1 CANCELLED" in output
+    assert f"] {cancelled} error rc=" in output
+    assert f"    slurm task {job}_1 CANCELLED" in output
     resumed = cases.harness(env, "ab", "--resume", str(directory))
     assert resumed.returncode == 0, cases.says(resumed)
-    assert json.loads((directory / "slurm" / "s2-r0.plan.json").read_text())["tasks"] == [
-        [cancelled]]
+    assert cases.plan_ids(json.loads((directory / "slurm" / "s2-r0.plan.json").read_text())
+                          ) == [[cancelled]]
     assert all(u["status"] == "ok" for u in cases.units(directory).values())
 
 

@@ -62,7 +62,10 @@ class _Done:
         self.host = socket.gethostname()
         self.states: list[str] = []
 
-    def started(self, task: Task, where: str) -> None:
+    def queued(self, task: Task, where: str) -> None:
+        """A task's own run never queues."""
+
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
         self.out(f"[start] {task.id} device={where} log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:
