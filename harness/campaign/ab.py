@@ -35,13 +35,24 @@ INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
 @dataclass(frozen=True)
 class Axis:
-    """The switch under test: the name the user gave and the variable it sets (None: A/A)."""
+    """The switch under test: the name the user gave, the variable it sets (None: A/A), and
+    its value on side A (off) and side B (on)."""
 
     name: str
     variable: str | None
+    a: str = "0"
+    b: str = "1"
 
     def env(self, value: str) -> dict[str, str]:
         return {self.variable: value} if self.variable else {}
+
+    def value(self, side: str) -> str:
+        """The switch's value on `side` (A or B)."""
+        return self.a if side == "A" else self.b
+
+    def side_env(self, side: str) -> dict[str, str]:
+        """What `side`'s runs get in their environment."""
+        return self.env(self.value(side))
 
 
 def resolve_axis(name: str, backend: Backend) -> Axis:

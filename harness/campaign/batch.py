@@ -164,8 +164,8 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
             shutil.rmtree(record.dir)  # claimed a moment ago by this process; nothing ran
         raise
     for op, facts in outcome.facts.items():
-        if op in record.table:
-            record.record(replace(record.table[op], **facts))
+        if op in record.table and facts.get("slurm_state"):
+            record.record(replace(record.table[op], slurm_state=facts["slurm_state"]))
     if outcome.signal is not None:
         out(f"BATCH_INTERRUPTED signal={signal.Signals(outcome.signal).name} "
             f"{record.counts()} status={record.csv}"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import fcntl
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from harness.campaign import finish, plan
+from harness.campaign.document import FINISHED, PENDING, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import side_cache
 from harness.errors import HarnessError, Interrupted, UsageError
@@ -35,17 +35,17 @@ def unit_log(directory: Path, unit_id: str) -> Path:
     return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
 
 
-def unit_tasks(directory: Path, doc: Mapping[str, Any]) -> list[Task]:
+def unit_tasks(directory: Path, campaign: Campaign) -> list[Task]:
     """Every unit still to run as a task, in running order. A later round replays its
     operator's A/r0 records, so it waits for round 0 where round 0 runs too, and its array
     (a cluster's) starts after round 0's."""
-    todo = plan.units_to_run(doc)
+    todo = plan.units_to_run(campaign)
     ids = {u.id for u in todo}
     tasks = []
     for unit in todo:
         first = Unit(unit.op, 0).id
-        tasks.append(Task(unit.id, tuple(unit_argv(directory, doc["argv"],
-                                                   doc["ops"][unit.op]["node"], unit.id)),
+        node = campaign.ops[unit.op].node or ""
+        tasks.append(Task(unit.id, tuple(unit_argv(directory, campaign.argv, node, unit.id)),
                           unit_log(directory, unit.id),
                           after=first if unit.round and first in ids else None,
                           stage="r0" if unit.round == 0 else "later",
@@ -72,16 +72,16 @@ def make_side_caches(directory: Path) -> None:
             (side_cache(directory, side) / kind).mkdir(parents=True, exist_ok=True)
 
 
-def drop_side_caches(directory: Path, doc: dict[str, Any]) -> None:
+def drop_side_caches(directory: Path, campaign: Campaign) -> None:
     """Fingerprint what each side's cache compiled (kept in campaign.json for liveness), then
     remove the caches: a resume starts them afresh."""
-    seen = doc.setdefault("side_artifacts", {})
+    seen = campaign.side_artifacts
     for side in SIDES:
         cache = side_cache(directory, side)
         if (cache / "triton").is_dir():
             found = artifacts.artifact_hashes(cache / "triton", cache.resolve())
             seen[side] = sorted({*seen.get(side, ()), *found})
-    plan.save(directory, doc)
+    campaign.save(directory)
     shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
 
 
@@ -89,9 +89,9 @@ class UnitEvents:
     """The driver's side of the executor: each unit's state in campaign.json as it changes,
     and a progress line with an estimate of what is left."""
 
-    def __init__(self, directory: Path, doc: dict[str, Any], total_todo: int, workers: int,
+    def __init__(self, directory: Path, campaign: Campaign, total_todo: int, workers: int,
                  out: Callable[[str], None]) -> None:
-        self.directory, self.doc, self.out = directory, doc, out
+        self.directory, self.campaign, self.out = directory, campaign, out
         self.total_todo, self.workers = total_todo, workers
         self.began = time.monotonic()
         self.walls: list[float] = []  # of the units that ran to their end in this session
@@ -103,15 +103,15 @@ class UnitEvents:
         """The queue refused the plan (its arrays were cancelled): the units it had taken are
         not run, as before, so that a resume hands them over again."""
         for task_id in self.queued_ids:
-            entry = plan.unit_entry(self.doc, task_id)
-            if entry["status"] == "submitted":
-                entry["status"] = plan.PENDING
-        plan.save(self.directory, self.doc)
+            entry = self.campaign.unit(task_id)
+            if entry.status == "submitted":
+                entry.status = PENDING
+        self.campaign.save(self.directory)
 
     def _begin(self, task: Task, status: str, where: str) -> None:
-        entry = plan.unit_entry(self.doc, task.id)
-        entry.update(status=status, device=where, attempts=entry["attempts"] + 1)
-        plan.save(self.directory, self.doc)  # a killed driver leaves the unit to rerun
+        entry = self.campaign.unit(task.id)
+        entry.status, entry.device, entry.attempts = status, where, entry.attempts + 1
+        self.campaign.save(self.directory)  # a killed driver leaves the unit to rerun
 
     def queued(self, task: Task, where: str) -> None:
         self._begin(task, "submitted", where)
@@ -125,10 +125,12 @@ class UnitEvents:
                  f"log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:
-        entry = plan.unit_entry(self.doc, task.id)
-        entry.update(status=end.state, rc=end.rc, wall_s=end.wall_s, reason=end.reason,
-                     device=end.where, **end.facts)
-        plan.save(self.directory, self.doc)
+        entry = self.campaign.unit(task.id)
+        entry.status, entry.rc, entry.wall_s = end.state, end.rc, end.wall_s
+        entry.reason, entry.device = end.reason, end.where
+        entry.slurm_task = end.facts.get("slurm_task") or entry.slurm_task
+        entry.slurm_state = end.facts.get("slurm_state") or entry.slurm_state
+        self.campaign.save(self.directory)
         self.running.pop(task.id, None)
         if end.state == INTERRUPTED:
             self.stopped.append(task.id)
@@ -137,8 +139,8 @@ class UnitEvents:
         self.out(self._progress(end))
 
     def _progress(self, end: Ended) -> str:
-        units = self.doc["units"]
-        done = sum(u["status"] in plan.FINISHED for u in units)
+        units = self.campaign.units
+        done = sum(u.status in FINISHED for u in units)
         elapsed = time.monotonic() - self.began
         if self.workers:
             eta = plan.eta_from_walls(
@@ -153,7 +155,7 @@ class UnitEvents:
                 + (f"\n    {end.reason}" if end.reason else ""))
 
 
-def drive(directory: Path, doc: dict[str, Any], settings: Settings, executor: Executor,
+def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print) -> int:
     """Run every unit not finished through `executor`, then write the report.
 
@@ -161,42 +163,42 @@ def drive(directory: Path, doc: dict[str, Any], settings: Settings, executor: Ex
     running); the campaign is written as interrupted from the units that finished, and
     errors.Interrupted raised.
     """
-    tasks = unit_tasks(directory, doc)
+    tasks = unit_tasks(directory, campaign)
     with sole_driver(directory):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "
-            f"{len(doc['units'])}; executor {executor.name})")
-        events = UnitEvents(directory, doc, len(tasks), executor.workers, out)
-        doc["state"] = "running"
-        doc.pop("interrupted", None)  # a resume: the earlier stop is history
-        plan.save(directory, doc)
+            f"{len(campaign.units)}; executor {executor.name})")
+        events = UnitEvents(directory, campaign, len(tasks), executor.workers, out)
+        campaign.state = "running"
+        campaign.interrupted = None  # a resume: the earlier stop is history
+        campaign.save(directory)
         try:
             outcome = executor.run(tasks, events)
         except HarnessError:
             events.withdraw()
-            drop_side_caches(directory, doc)
+            drop_side_caches(directory, campaign)
             raise
         except BaseException:
-            drop_side_caches(directory, doc)
+            drop_side_caches(directory, campaign)
             raise
         if outcome.detached:
-            doc["state"] = "submitted"
-            plan.save(directory, doc)
+            campaign.state = "submitted"
+            campaign.save(directory)
             out(f"harness ab --resume {directory} re-attaches")
             raise Interrupted(outcome.signal or 0, "detach", directory)
-        drop_side_caches(directory, doc)
-        blocked = sorted({u["op"] for u in doc["units"] if u["status"] == plan.PENDING})
+        drop_side_caches(directory, campaign)
+        blocked = sorted({u.op for u in campaign.units if u.status == PENDING})
         if outcome.signal is None and blocked:
             out(f"round 0 of {', '.join(blocked)} did not finish, so their later rounds did not "
                 f"run: harness ab --resume {directory} reruns them")
         if outcome.signal is not None:
             with deferred_signals(lambda _signum: None):  # a second signal: finish writing
-                raise finish.interrupted(directory, doc, settings, outcome.signal,
+                raise finish.interrupted(directory, campaign, settings, outcome.signal,
                                          events.stopped, out)
-        doc["state"] = "measured"
-        plan.save(directory, doc)
-        rc = finish.finish(directory, doc, settings, out)
-        doc["state"] = "done"
-        plan.save(directory, doc)
+        campaign.state = "measured"
+        campaign.save(directory)
+        rc = finish.finish(directory, campaign, settings, out)
+        campaign.state = "done"
+        campaign.save(directory)
         return rc

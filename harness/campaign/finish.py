@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaign import ab, plan
+from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, round_walls
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import RESULTS_JSONL
@@ -28,15 +29,15 @@ from harness.settings.spec import REPO_ROOT, Settings
 Identities = dict[str, list[Mapping[str, Any]]]
 
 
-def done_rounds(directory: Path, doc: Mapping[str, Any], op: str) -> list[int]:
+def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
     """Rounds of `op` whose unit finished and left results on both sides."""
-    return sorted(u["round"] for u in doc["units"] if u["op"] == op
-                  and u["status"] in ("ok", "failed")
-                  and all((directory / op / s / f"r{u['round']}" / RESULTS_JSONL).is_file()
+    return sorted(u.round for u in campaign.units if u.op == op
+                  and u.status in ("ok", "failed")
+                  and all((directory / op / s / f"r{u.round}" / RESULTS_JSONL).is_file()
                           for s in SIDES))
 
 
-def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
+def compare_ops(directory: Path, campaign: Campaign, floor: float
                 ) -> tuple[comparison.AbReport, dict[str, Identities], dict[str, str]]:
     """Each operator's sides compared over its finished rounds, merged into one report;
     with each operator's run identities per side, and why an operator has no rows."""
@@ -46,10 +47,10 @@ def compare_ops(directory: Path, doc: Mapping[str, Any], floor: float
     op_geomeans: list[tuple[str, stats.GeomeanStats]] = []
     identities: dict[str, Identities] = {}
     failures: dict[str, str] = {}
-    for op, info in doc["ops"].items():
-        rounds = done_rounds(directory, doc, op)
-        if info.get("reason") or not rounds:
-            failures[op] = info.get("reason") or _last_reason(doc, op)
+    for op, info in campaign.ops.items():
+        rounds = done_rounds(directory, campaign, op)
+        if info.reason or not rounds:
+            failures[op] = info.reason or _last_reason(campaign, op)
             continue
         sources = {side: [load_source(directory / op / side / f"r{r}") for r in rounds]
                    for side in SIDES}
@@ -87,8 +88,8 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
         op_geomeans=tuple(op_geomeans))
 
 
-def _last_reason(doc: Mapping[str, Any], op: str) -> str:
-    reasons = [u.get("reason") or u["status"] for u in doc["units"] if u["op"] == op]
+def _last_reason(campaign: Campaign, op: str) -> str:
+    reasons = [u.reason or u.status for u in campaign.units if u.op == op]
     return f"no round finished on both sides ({reasons[-1] if reasons else 'no unit'})"
 
 
@@ -98,12 +99,12 @@ def _differs(ids: Identities) -> bool:
 
 
 def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identities],
-                    doc: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str], dict]:
+                    campaign: Campaign) -> tuple[dict[str, str] | None, list[str], dict]:
     """(liveness, notes, caliber additions): rows that differ, an operator whose side B
     compiled what its side A never did, or else the sides' whole caches and the compiler."""
-    axis = ab.Axis(doc["axis"]["name"], doc["axis"]["variable"])
+    axis = campaign.axis
     every: Identities = {side: [d for ids in identities.values() for d in ids[side]]
-                         + [{"compiled_artifacts": (doc.get("side_artifacts") or {}).get(side)}]
+                         + [{"compiled_artifacts": campaign.side_artifacts.get(side)}]
                          for side in SIDES}
     if axis.variable is None:
         floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
@@ -116,43 +117,43 @@ def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identi
     if differ:
         return {"status": "live", "detail": "axis live: side B compiled artifacts side A never "
                 f"produced (operators: {', '.join(differ)})"}, [], {}
-    status, detail = ab.liveness(every, axis, doc.get("python") or "python3")
+    status, detail = ab.liveness(every, axis, campaign.python)
     if status == "unchecked":
         return None, [detail], {}
     return {"status": status, "detail": detail}, [], {}
 
 
-def finished_units(doc: Mapping[str, Any]) -> list[str]:
+def finished_units(campaign: Campaign) -> list[str]:
     """The units that ran to their end (a failing benchmark included): a partial campaign
     compares these."""
-    return [u["id"] for u in doc["units"] if u["status"] in ("ok", "failed")]
+    return [u.id for u in campaign.units if u.status in ("ok", "failed")]
 
 
-def campaign_status(doc: Mapping[str, Any], stopped: Mapping[str, str] | None) -> dict:
+def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None) -> dict:
     """ab.json's status keys: complete or interrupted ({signal, step}), and what finished."""
     return {"status": "complete" if stopped is None else "interrupted",
             "interrupted": dict(stopped) if stopped else None,
-            "finished_units": finished_units(doc)}
+            "finished_units": finished_units(campaign)}
 
 
-def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
+def build_document(directory: Path, campaign: Campaign, settings: Settings,
                    stopped: Mapping[str, str] | None = None) -> dict:
     """ab.json of the campaign: every operator's rows, the operators' verdicts, liveness
     (not checked when a signal stopped the campaign: `stopped`)."""
-    result, identities, failures = compare_ops(directory, doc, float(doc["noise_floor_pct"]))
+    result, identities, failures = compare_ops(directory, campaign, campaign.noise_floor_pct)
     live, notes, extra = ((None, ["liveness not checked: the campaign was interrupted"], {})
-                          if stopped else decide_liveness(result, identities, doc))
-    axis, ops = doc["axis"], list(doc["ops"])
+                          if stopped else decide_liveness(result, identities, campaign))
+    axis, ops = campaign.axis, list(campaign.ops)
     every = [d for ids in identities.values() for side in SIDES for d in ids[side]]
     caliber = {**settings.caliber(), "op": ops[0] if len(ops) == 1 else None, "ops": ops,
-               "node": doc["ops"][ops[0]].get("node") if len(ops) == 1 else None,
-               "axis": axis["name"], "axis_var": axis["variable"], "a": axis["a"],
-               "b": axis["b"], "rounds": max(i["rounds"] for i in doc["ops"].values()),
-               "noise_floor_source": doc.get("noise_from"),
+               "node": campaign.ops[ops[0]].node if len(ops) == 1 else None,
+               "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
+               "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),
+               "noise_floor_source": campaign.noise_from,
                "image_digests": {side: sorted({d.get("image_digest") or "none"
                                                for ids in identities.values() for d in ids[side]})
                                  for side in SIDES},
-               "walls": round_walls(doc), **extra,
+               "walls": round_walls(campaign), **extra,
                **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
     walls = caliber["walls"]
     if walls["round0_s"] is not None:
@@ -162,11 +163,11 @@ def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
                      f"{walls['later_units']} units")
     out = comparison.ab_document(result, caliber, liveness=live, notes=notes)
     # A unit that was never run or was interrupted is left for resume, not failed.
-    info = {op: {"rounds": len(done_rounds(directory, doc, op)),
-                 "reason": i.get("reason") or failures.get(op),
-                 "units_failed": sum(1 for u in doc["units"] if u["op"] == op
-                                     and u["status"] == "failed")}
-            for op, i in doc["ops"].items()}
+    info = {op: {"rounds": len(done_rounds(directory, campaign, op)),
+                 "reason": i.reason or failures.get(op),
+                 "units_failed": sum(1 for u in campaign.units if u.op == op
+                                     and u.status == "failed")}
+            for op, i in campaign.ops.items()}
     out["operators"] = suite_report.operator_summaries(out["rows"], info)
     for op, ids in identities.items():
         a, b = ab.compiled_sets(ids)
@@ -175,60 +176,60 @@ def build_document(directory: Path, doc: Mapping[str, Any], settings: Settings,
     out["commands"] = [[f"{k}={v}" for k, v in (d.get("extra_env") or {}).items()]
                        + list(d.get("command") or []) for d in every]
     out["sides"] = {side: [str(directory / op / side / f"r{r}") for op in identities
-                           for r in done_rounds(directory, doc, op)] for side in SIDES}
-    out["units"] = [{k: u.get(k) for k in ("id", "status", "rc", "wall_s", "device",
-                                           "attempts", "reason")} for u in doc["units"]]
+                           for r in done_rounds(directory, campaign, op)] for side in SIDES}
+    out["units"] = [{k: getattr(u, k) for k in ("id", "status", "rc", "wall_s", "device",
+                                                 "attempts", "reason")} for u in campaign.units]
     return out
 
 
-def write_campaign(directory: Path, doc: Mapping[str, Any], settings: Settings,
+def write_campaign(directory: Path, campaign: Campaign, settings: Settings,
                    stopped: Mapping[str, str] | None = None
                    ) -> tuple[dict[str, Any], Path, Path | None]:
     """ab.json, ab.md, ab.png and receipt.json of the campaign, finished or not:
     (ab.json document, ab.md, ab.png or None)."""
-    result = build_document(directory, doc, settings, stopped)
-    result.update(campaign_status(doc, stopped))
+    result = build_document(directory, campaign, settings, stopped)
+    result.update(campaign_status(campaign, stopped))
     comparison.save_ab(directory, result)
     md, png = report.write_report(directory)
     receipt.write_receipt(directory, receipt.build_receipt(
-        campaign={"dir": str(directory), "axis": doc["axis"]["name"],
-                  "variable": doc["axis"]["variable"], "ops": list(doc["ops"]),
-                  "units": [u["id"] for u in doc["units"]], "status": result["status"],
+        campaign={"dir": str(directory), "axis": campaign.axis.name,
+                  "variable": campaign.axis.variable, "ops": list(campaign.ops),
+                  "units": [u.id for u in campaign.units], "status": result["status"],
                   "finished_units": result["finished_units"],
                   # the batch scripts the cluster ran, by sha256 (EXECUTOR=slurm)
-                  "slurm": (doc.get("slurm") or {}).get("submissions")},
+                  "slurm": campaign.slurm.submissions if campaign.slurm else None},
         sides={side: {"runs": result["sides"][side]} for side in SIDES},
         rows=result["rows"], commands=result["commands"], caliber=result["caliber"]))
     return result, md, png
 
 
-def finish(directory: Path, doc: Mapping[str, Any], settings: Settings,
+def finish(directory: Path, campaign: Campaign, settings: Settings,
            out: Callable[[str], None] = print) -> int:
     """Write the campaign's files; exit 0, 1 (a unit or operator failed) or 6 (the axis
     showed no sign of reaching the compiler)."""
-    result, md, png = write_campaign(directory, doc, settings)
+    result, md, png = write_campaign(directory, campaign, settings)
     out(suite_report.suite_line(result["operators"]))
     for line in ab.done_lines(result, md, png):
         out(line)
     if (result.get("liveness") or {}).get("status") == "not_live":
-        out(f"{ab.NOT_LIVE_MARKER} axis={doc['axis']['name']}")
+        out(f"{ab.NOT_LIVE_MARKER} axis={campaign.axis.name}")
         return EXIT_AXIS_NOT_LIVE
-    ok = all(u["status"] == "ok" for u in doc["units"])
+    ok = all(u.status == "ok" for u in campaign.units)
     return EXIT_OK if ok else EXIT_BENCHMARK_FAILED
 
 
-def interrupted(directory: Path, doc: dict[str, Any], settings: Settings, signum: int,
+def interrupted(directory: Path, campaign: Campaign, settings: Settings, signum: int,
                 stopped: list[str], out: Callable[[str], None]) -> Interrupted:
     """Mark the campaign interrupted in campaign.json, write ab.json, ab.md and the receipt
     from the units that finished, print AB_INTERRUPTED; the exception to raise."""
     name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
-    finished = finished_units(doc)
-    doc["state"] = "interrupted"
-    doc["interrupted"] = {"signal": name, "step": step, "finished_units": finished}
-    plan.save(directory, doc)
-    _, md, _ = write_campaign(directory, doc, settings, {"signal": name, "step": step})
+    finished = finished_units(campaign)
+    campaign.state = "interrupted"
+    campaign.interrupted = {"signal": name, "step": step, "finished_units": finished}
+    campaign.save(directory)
+    _, md, _ = write_campaign(directory, campaign, settings, {"signal": name, "step": step})
     out(f"{ab.INTERRUPTED_MARKER} signal={name} step={step} "
         f"finished_units={','.join(finished) or '-'} "
-        f"units_left={len(plan.units_to_run(doc))} dir={directory} report={md} "
+        f"units_left={len(plan.units_to_run(campaign))} dir={directory} report={md} "
         f"resume: harness ab --resume {directory}")
     return Interrupted(signum, step, directory)

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import backends
 from harness.campaign import ab, driver, ops, plan, where
+from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
@@ -53,15 +54,20 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
 
 
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
-              doc: dict[str, Any], env: Mapping[str, str], out: Callable[[str], None]
+              campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None]
               ) -> Executor:
     """Where the campaign's units run: this host's devices, or Slurm arrays whose submissions
     the campaign keeps (a resume re-attaches to them)."""
     if cfg is None:
         return where.local(settings, env)
-    record = doc.setdefault("slurm", {"flags": {}, "submissions": []})
-    return where.cluster(settings, cfg, directory, record=record,
-                         saved=lambda: plan.save(directory, doc), out=out, env=env)
+    if campaign.slurm is None:
+        campaign.slurm = ExecutorRecord()
+    return where.cluster(settings, cfg, directory, submissions=campaign.slurm.submissions,
+                         saved=lambda: _save(campaign, directory), out=out, env=env)
+
+
+def _save(campaign: Campaign, directory: Path) -> None:
+    campaign.save(directory)
 
 
 # --------------------------------------------------------------------------- a new campaign
@@ -113,76 +119,72 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
              else stats.MIN_NOISE_FLOOR_PCT)
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
-    doc = plan.new_document(
-        directory=parent / "<ts>", axis={"name": axis.name, "variable": axis.variable,
-                                         "a": ab_spec.a, "b": ab_spec.b},
+    campaign = plan.new_campaign(
+        directory=parent / "<ts>", axis=dataclasses.replace(axis, a=ab_spec.a, b=ab_spec.b),
         caliber=settings.caliber(), argv=settings_argv(settings), ops=info,
         rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
-    doc.update({"noise_floor_pct": floor, "python": first_plan.python,
-                "noise_from": str(ab_spec.noise_from) if ab_spec.noise_from else None})
+    campaign.noise_floor_pct, campaign.python = floor, first_plan.python
+    campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
-        executor = _executor(settings, cfg, where_to, doc, env, out)
-        for line in [*describe(doc, executor, where_to),
-                     *_first_unit(doc, settings, first_plan, executor, where_to)]:
+        executor = _executor(settings, cfg, where_to, campaign, env, out)
+        for line in [*describe(campaign, executor, where_to),
+                     *_first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
         # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
     if cfg is not None:
         slurm.preflight(settings.out, out)
-        doc["slurm"] = {"flags": slurm.given_flags(flags, env), "submissions": []}
+        campaign.slurm = ExecutorRecord(slurm.given_flags(flags, env))
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
-    doc["dir"] = str(directory)
-    plan.save(directory, doc)
-    executor = _executor(settings, cfg, directory, doc, env, out)
-    return driver.drive(directory, doc, settings, executor, out)
+    campaign.dir = str(directory)
+    campaign.save(directory)
+    executor = _executor(settings, cfg, directory, campaign, env, out)
+    return driver.drive(directory, campaign, settings, executor, out)
 
 
-def describe(doc: Mapping[str, Any], executor: Executor, directory: Path,
+def describe(campaign: Campaign, executor: Executor, directory: Path,
              state: str = "not created") -> list[str]:
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
     units and where the executor would run them."""
-    axis = doc["axis"]
+    axis = campaign.axis
     lines = [f"campaign: {directory} ({state})",
-             f"axis: {axis['name']} -> {axis['variable'] or 'no variable (A/A)'}; "
-             f"A={axis['a']} B={axis['b']}"]
-    for op, op_info in doc["ops"].items():
-        lines.append(f"operator {op}: {op_info.get('node') or op_info.get('reason')}")
-    switch = ab.Axis(axis["name"], axis["variable"])
+             f"axis: {axis.name} -> {axis.variable or 'no variable (A/A)'}; "
+             f"A={axis.a} B={axis.b}"]
+    for op, op_info in campaign.ops.items():
+        lines.append(f"operator {op}: {op_info.node or op_info.reason}")
     for side in SIDES:
-        value = switch.env(axis["a"] if side == "A" else axis["b"])
-        env = {**value, **cache_env(directory, side)}
+        env = {**axis.side_env(side), **cache_env(directory, side)}
         mode = "A/r0 tunes and records" if side == "A" else "replays A/r0 strictly"
         lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
                      + f" ({mode}; cache removed at the end)")
-    tasks = driver.unit_tasks(directory, doc)
-    walls = doc.get("walls") or plan.own_walls(doc)
+    tasks = driver.unit_tasks(directory, campaign)
+    walls = campaign.walls or walls_by_op(campaign)
     lines.append(f"{len(tasks)} units, round-major, longest first within a round "
-                 f"({'walls from ' + doc['walls_from'] if doc.get('walls_from') else 'no walls'})"
+                 f"({'walls from ' + campaign.walls_from if campaign.walls_from else 'no walls'})"
                  "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
     return [*lines, *executor.describe(tasks, by_task)]
 
 
-def _first_unit(doc: Mapping[str, Any], settings: Settings, first_plan: Plan,
+def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
                 executor: Executor, directory: Path) -> list[str]:
     """The first unit's child command line and the pytest run of its side A."""
-    tasks = driver.unit_tasks(directory, doc)
+    tasks = driver.unit_tasks(directory, campaign)
     if not tasks:
         return []
     task = tasks[0]
     unit = plan.parse_unit_id(task.id)
-    node = doc["ops"][unit.op]["node"]
+    node = campaign.ops[unit.op].node or ""
     device = executor.place(task)
     argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
-    step = ab.Step("A", unit.round, doc["axis"]["a"])
+    step = ab.Step("A", unit.round, campaign.axis.a)
     pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
     run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op)
-    env = {**ab.Axis(doc["axis"]["name"], doc["axis"]["variable"]).env(step.value),
-           **cache_env(directory, "A")}
+    env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
     return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
             *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env)]
 
@@ -198,7 +200,7 @@ def _with_node(settings: Settings, node: str) -> Settings:
 # --------------------------------------------------------------------------- resume
 
 
-def _resume_settings(doc: Mapping[str, Any], flags: Mapping[str, Any], env: Mapping[str, str]
+def _resume_settings(campaign: Campaign, flags: Mapping[str, Any], env: Mapping[str, str]
                      ) -> Settings:
     """The campaign's own settings; refused where BACKEND, LEVEL or MODE is given otherwise;
     DEVICES may change."""
@@ -206,14 +208,14 @@ def _resume_settings(doc: Mapping[str, Any], flags: Mapping[str, Any], env: Mapp
     for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
         if (value := _given(flags, env, name)) is not None:
             given[key] = backends.get(value).name if key == "backend" else value
-    plan.check_caliber(doc, given, RESUME_FIXED)
-    settings, stored = settings_from_argv(doc["argv"])
+    plan.check_caliber(campaign, given, RESUME_FIXED)
+    settings, stored = settings_from_argv(campaign.argv)
     if (devices_value := _given(flags, env, "DEVICES")) is not None:
         settings = spec.resolve({**stored, "devices": devices_value})
     return settings
 
 
-def _added_rounds(directory: Path, doc: dict[str, Any], flags: Mapping[str, Any],
+def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
                   env: Mapping[str, str]) -> list:
     """The units ROUNDS and ONLY add to the campaign."""
     only = flags.get("only")
@@ -223,7 +225,7 @@ def _added_rounds(directory: Path, doc: dict[str, Any], flags: Mapping[str, Any]
     rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
     verdicts = {op: v["verdict"] for op, v in (_load_operators(directory)).items()}
-    return plan.extend(doc, rounds, only, verdicts)
+    return plan.extend(campaign, rounds, only, verdicts)
 
 
 def resume(flags: Mapping[str, Any], env: Mapping[str, str],
@@ -231,26 +233,26 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
     directory = Path(str(flags["resume"]))
     refuse_unused(flags)
-    doc = plan.load(directory)
-    settings = _resume_settings(doc, flags, env)
+    campaign = load(directory)
+    settings = _resume_settings(campaign, flags, env)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
-    remote = slurm.executor(flags, env, "slurm" if doc.get("slurm") else "local"
-                            ) == "slurm"
-    cfg, kept = (slurm.resume_config(doc, settings, flags, env) if remote
+    remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
+    stored_flags = campaign.slurm.flags if campaign.slurm else {}
+    cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env) if remote
                  else (None, {}))
-    new = _added_rounds(directory, doc, flags, env)
-    out(f"resuming {directory}: {len(plan.units_to_run(doc))} units to run "
+    new = _added_rounds(directory, campaign, flags, env)
+    out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
         f"({len(new)} added)")
-    executor = _executor(settings, cfg, directory, doc, env, out)
+    executor = _executor(settings, cfg, directory, campaign, env, out)
     if _given(flags, env, "DRY_RUN") == "1":
-        for line in describe(doc, executor, directory, "exists; nothing added to it"):
+        for line in describe(campaign, executor, directory, "exists; nothing added to it"):
             out(line)
         return EXIT_OK
     executor.preflight(directory, out)
-    if cfg is not None:
-        doc["slurm"]["flags"] = kept
-    plan.save(directory, doc)
-    return driver.drive(directory, doc, settings, executor, out)
+    if cfg is not None and campaign.slurm is not None:
+        campaign.slurm.flags = kept
+    campaign.save(directory)
+    return driver.drive(directory, campaign, settings, executor, out)
 
 
 def refuse_unused(flags: Mapping[str, Any]) -> None:

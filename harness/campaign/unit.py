@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from harness.campaign import ab, plan
+from harness.campaign import ab
+from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, Unit
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_json
@@ -70,17 +70,16 @@ def _note_cache(run_dir: Path, cache: Path, kernels: int, hashes: list[str]) -> 
     atomic_write_json(path, doc)
 
 
-def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit,
-             axis: Mapping[str, Any], out: Callable[[str], None] = print) -> int:
+def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: ab.Axis,
+             out: Callable[[str], None] = print) -> int:
     """Run the unit's sides in its round's order; exit 0, or the first side's failing code."""
-    switch = ab.Axis(axis["name"], axis.get("variable"))
     codes = []
     for side in unit.sides:
-        step = ab.Step(side, unit.round, axis["a"] if side == "A" else axis["b"])
+        step = ab.Step(side, unit.round, axis.value(side))
         op_dir = directory / unit.op
         run_dir = op_dir / side / f"r{unit.round}"
         _set_aside(run_dir)
-        env = switch.env(step.value or "")
+        env = axis.side_env(side)
         out(f"AB_STEP {unit.op}/{step.rel} "
             f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
         cache = side_cache(directory, side).resolve()
@@ -102,8 +101,8 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit,
 def run_unit_command(directory: Path, unit_id: str, settings: Settings,
                      out: Callable[[str], None] = print) -> int:
     """`harness ab-unit DIR UNIT`: a unit's two sides, as an executor's task runs them."""
-    doc = plan.load(directory)
-    entry = plan.unit_entry(doc, unit_id)
-    unit = Unit(entry["op"], entry["round"])
+    campaign = load(directory, "campaign")
+    entry = campaign.unit(unit_id)
+    unit = Unit(entry.op, entry.round)
     run_plan = run_preflight(settings, report=out)
-    return run_unit(settings, run_plan, directory, unit, doc["axis"], out)
+    return run_unit(settings, run_plan, directory, unit, campaign.axis, out)

@@ -37,7 +37,8 @@ def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
                    ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned
     worker where the backend has no accelerator or none is found."""
-    return list(select_devices(settings, env) or [None])
+    found: list[str | None] = list(select_devices(settings, env) or [])
+    return found or [None]
 
 
 def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:
@@ -46,7 +47,8 @@ def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExec
 
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
-            record: dict[str, Any] | None = None, saved: Callable[[], None] = lambda: None,
+            submissions: list[dict[str, Any]] | None = None,
+            saved: Callable[[], None] = lambda: None,
             out: Callable[[str], None] = print, client: Slurm | None = None,
             env: Mapping[str, str] | None = None) -> SlurmExecutor:
     """Job arrays whose files live under `directory`; each task runs `harness slurm-task`
@@ -63,7 +65,8 @@ def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
     plan = {"dir": str(directory), "backend": settings.backend.name,
             "devices": list(settings.devices)}
     seconds = poll_s(variables.environ() if env is None else env)
-    return SlurmExecutor(client or Slurm(), cfg, directory, script, plan=plan, record=record,
+    return SlurmExecutor(client or Slurm(), cfg, directory, script, plan=plan,
+                         submissions=submissions,
                          saved=saved, cwd=cwd, poll_s=seconds, out=out)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.campaign import finish as ab_finish
+from harness.campaign import plan
+from harness.campaign.ab import Axis
 from harness.report import comparison
 
 
@@ -17,8 +20,12 @@ def empty_report():
 
 
 def doc(side_a=(), side_b=()):
-    return {"axis": {"name": "X", "variable": "SOME_SWITCH_NOBODY_READS"},
-            "python": sys.executable, "side_artifacts": {"A": list(side_a), "B": list(side_b)}}
+    campaign = plan.new_campaign(directory=Path("c"), axis=Axis("X", "SOME_SWITCH_NOBODY_READS"),
+                                 caliber={}, argv=[], ops={}, rounds=1, walls={},
+                                 walls_from=None)
+    campaign.python = sys.executable
+    campaign.side_artifacts = {"A": list(side_a), "B": list(side_b)}
+    return campaign
 
 
 def ids(a, b):

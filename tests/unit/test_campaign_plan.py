@@ -7,6 +7,8 @@ import json
 import pytest
 
 from harness.campaign import plan as campaign
+from harness.campaign.ab import Axis
+from harness.campaign.document import Campaign, load
 from harness.campaign.plan import Unit
 from harness.errors import UsageError
 
@@ -45,14 +47,14 @@ def test_unit_ids_of_dotted_and_dashed_operators_round_trip():
 def document(tmp_path, rounds=2, ops=None):
     ops = ops or {"mm": {"node": "benchmark/test_mm.py::test_mm"},
                   "bad": {"reason": "PREFLIGHT_FAILED check=test_node"}}
-    return campaign.new_document(directory=tmp_path, axis={"name": "X"}, caliber={
+    return campaign.new_campaign(directory=tmp_path, axis=Axis("X", "X"), caliber={
         "backend": "cpu", "level": "core", "mode": "auto"}, argv=[], ops=ops, rounds=rounds,
         walls={}, walls_from=None)
 
 
 def test_an_operator_without_a_node_is_planned_skipped_and_never_run(tmp_path):
     doc = document(tmp_path)
-    assert {u["id"]: u["status"] for u in doc["units"]} == {
+    assert {u.id: u.status for u in doc.units} == {
         "mm/r0": "not_run", "bad/r0": "skipped", "mm/r1": "not_run", "bad/r1": "skipped"}
     assert ids(campaign.units_to_run(doc)) == ["mm/r0", "mm/r1"]
 
@@ -61,28 +63,28 @@ def test_resume_runs_the_interrupted_crashed_and_unstarted_units_and_no_finished
     doc = document(tmp_path, rounds=3, ops={op: {"node": op} for op in ("a", "b", "c")})
     states = {"a/r0": "ok", "b/r0": "failed", "c/r0": "interrupted", "a/r1": "error",
               "b/r1": "running"}
-    for unit in doc["units"]:
-        unit["status"] = states.get(unit["id"], unit["status"])
-    campaign.save(tmp_path, doc)
-    again = campaign.load(tmp_path)
+    for unit in doc.units:
+        unit.status = states.get(unit.id, unit.status)
+    doc.save(tmp_path)
+    again = load(tmp_path)
     assert ids(campaign.units_to_run(again)) == ["c/r0", "a/r1", "b/r1", "c/r1", "a/r2",
                                                  "b/r2", "c/r2"]
 
 
 def test_rounds_on_resume_extend_to_that_many_rounds_in_all(tmp_path):
     doc = document(tmp_path, rounds=2)
-    for unit in doc["units"]:
-        unit["status"] = "ok" if unit["status"] == "not_run" else unit["status"]
+    for unit in doc.units:
+        unit.status = "ok" if unit.status == "not_run" else unit.status
     added = campaign.extend(doc, 4, None, {})
-    assert ids(added) == ["mm/r2", "mm/r3"] and doc["ops"]["mm"]["rounds"] == 4
+    assert ids(added) == ["mm/r2", "mm/r3"] and doc.ops["mm"].rounds == 4
     assert campaign.extend(doc, 4, None, {}) == []  # asked again: nothing more to add
-    assert campaign.extend(doc, 3, None, {}) == [] and doc["ops"]["mm"]["rounds"] == 4
+    assert campaign.extend(doc, 3, None, {}) == [] and doc.ops["mm"].rounds == 4
 
 
 def test_only_adds_rounds_to_the_operators_with_that_verdict(tmp_path):
     doc = document(tmp_path, rounds=2, ops={op: {"node": op} for op in ("a", "b")})
     added = campaign.extend(doc, None, "inconclusive", {"a": "same", "b": "inconclusive"})
-    assert ids(added) == ["b/r2", "b/r3"] and doc["ops"]["a"]["rounds"] == 2
+    assert ids(added) == ["b/r2", "b/r3"] and doc.ops["a"].rounds == 2
     with pytest.raises(UsageError, match="ONLY='slower': no operator .* its verdicts: "
                                          "inconclusive, same"):
         campaign.extend(doc, None, "slower", {"a": "same", "b": "inconclusive"})
@@ -101,7 +103,7 @@ def test_load_refuses_what_is_not_a_campaign(tmp_path, content):
     if content is not None:
         (tmp_path / "campaign.json").write_text(content)
     with pytest.raises(UsageError, match="RESUME="):
-        campaign.load(tmp_path)
+        load(tmp_path)
 
 
 def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
@@ -112,9 +114,9 @@ def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
     earlier = tmp_path / "earlier"
     earlier.mkdir()
     doc = document(earlier, rounds=3, ops={"mm": {"node": "mm"}})
-    for unit, wall in zip(doc["units"], (30.0, 4.0, 5.0), strict=True):
-        unit.update(status="ok", wall_s=wall)
-    campaign.save(earlier, doc)
+    for unit, wall in zip(doc.units, (30.0, 4.0, 5.0), strict=True):
+        unit.status, unit.wall_s = "ok", wall
+    doc.save(earlier)
     assert campaign.walls_from(earlier) == {"mm": 5.0}  # the median: round 0 tunes
     with pytest.raises(UsageError, match="WALLS_FROM="):
         campaign.walls_from(tmp_path)
@@ -123,8 +125,8 @@ def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
 def test_round_walls_set_round_zero_against_the_later_rounds(tmp_path):
     doc = document(tmp_path, rounds=3, ops={"a": {"node": "a"}, "b": {"node": "b"}})
     walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 4.0, "a/r2": 3.0, "b/r2": 3.0}
-    for unit in doc["units"]:
-        unit.update(status="ok", wall_s=walls[unit["id"]])
+    for unit in doc.units:
+        unit.status, unit.wall_s = "ok", walls[unit.id]
     assert campaign.round_walls(doc) == {"round0_s": 30.0, "round0_unit_mean_s": 15.0,
                                          "later_unit_mean_s": 3.5, "later_units": 4}
 
@@ -133,11 +135,10 @@ def test_round_walls_of_an_interrupted_campaign_count_only_units_that_ran(tmp_pa
     # Pinned: a last round holding one operator of two read as a round half as long.
     doc = document(tmp_path, rounds=2, ops={"a": {"node": "a"}, "b": {"node": "b"}})
     walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 1.0}
-    for unit in doc["units"]:
-        unit.update(status="ok" if unit["id"] != "b/r1" else "interrupted",
-                    wall_s=walls[unit["id"]])
+    for unit in doc.units:
+        unit.status = "ok" if unit.id != "b/r1" else "interrupted"
+        unit.wall_s = walls[unit.id]
     assert campaign.round_walls(doc)["later_unit_mean_s"] == 4.0
-    assert json.loads(json.dumps(doc))["units"][0]["attempts"] == 0
 
 
 def test_the_eta_counts_the_devices_and_what_running_units_have_done():
@@ -154,3 +155,55 @@ def test_the_eta_counts_the_devices_and_what_running_units_have_done():
 def test_a_cluster_eta_follows_the_rate_units_finish_at():
     assert campaign.eta_from_rate(100.0, 4, 8) == pytest.approx(200.0)
     assert campaign.eta_from_rate(100.0, 0, 8) is None
+
+
+# --------------------------------------------------------------------------- campaign.json
+
+
+def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
+    doc = document(tmp_path)
+    doc.unit("mm/r0").slurm_task = "7_0"
+    doc.save(tmp_path)
+    text = json.loads((tmp_path / "campaign.json").read_text())
+    assert set(text) == {"schema", "dir", "created_utc", "axis", "caliber", "argv", "rounds",
+                         "walls", "walls_from", "ops", "units", "state", "noise_floor_pct",
+                         "python", "noise_from", "side_artifacts"}
+    assert text["axis"] == {"name": "X", "variable": "X", "a": "0", "b": "1"}
+    assert text["units"][0] == {"id": "mm/r0", "op": "mm", "round": 0, "status": "not_run",
+                                "reason": None, "rc": None, "wall_s": None, "device": None,
+                                "attempts": 0, "slurm_task": "7_0"}
+    assert "slurm_task" not in text["units"][1]  # an executor's facts only where it has them
+    assert load(tmp_path) == doc
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d.update(units=None), "units is missing"),
+    (lambda d: d["units"][1].pop("op"), "units[1].op is missing"),
+    (lambda d: d["units"][0].update(round="0"), "units[0].round is '0'; expected a int"),
+    (lambda d: d["units"][0].update(wall_s="abc"), "units[0].wall_s is 'abc'"),
+    (lambda d: d.update(argv=["--level", 3]), "argv[1] is 3; expected a str"),
+    (lambda d: d["axis"].pop("a"), "axis.a is missing"),
+    (lambda d: d["ops"]["mm"].update(rounds=None), "ops.mm.rounds is missing"),
+    (lambda d: d.update(walls={"mm": "x"}), "walls.mm is 'x'; expected a number"),
+    (lambda d: d["units"].__setitem__(0, "mm/r0"), "units[0] is not a JSON object"),
+])
+def test_a_bad_campaign_json_is_one_line_naming_the_field(tmp_path, edit, field):
+    # Regression: `units: null` or a unit without its op was a traceback on resume.
+    document(tmp_path).save(tmp_path)
+    doc = json.loads((tmp_path / "campaign.json").read_text())
+    edit(doc)
+    (tmp_path / "campaign.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError) as info:
+        load(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"RESUME={str(tmp_path)!r}: campaign.json: ") and field in message
+    assert "\n" not in message
+
+
+def test_the_loader_returns_types_not_dicts(tmp_path):
+    document(tmp_path).save(tmp_path)
+    again = load(tmp_path)
+    assert isinstance(again, Campaign) and again.axis == Axis("X", "X", "0", "1")
+    assert again.unit("bad/r0").reason == "PREFLIGHT_FAILED check=test_node"
+    with pytest.raises(UsageError, match="unit 'zz/r0' is not in this campaign"):
+        again.unit("zz/r0")

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from harness.campaign import driver, ops, start
+from harness.campaign import driver, ops, plan, start
 from harness.campaign import finish as ab_finish
+from harness.campaign.ab import Axis
 from harness.errors import Interrupted
 from harness.executors import procs
 from harness.executors.local import LocalExecutor
@@ -53,9 +54,11 @@ def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monke
     monkeypatch.setenv("SHAPE_MODE", "upstream")  # a resume in another environment
     again, _ = start.settings_from_argv(argv)
     assert again.caliber() == base.caliber() and again.shape_mode == "file"
-    task = driver.unit_tasks(EMBEDDED_SUITE, {"argv": argv, "walls": {}, "ops": {
-        "mm": {"node": "benchmark/test_mm.py::test_mm"}}, "units": [
-        {"op": "mm", "round": 1, "status": "not_run"}]})[0]
+    campaign = plan.new_campaign(directory=EMBEDDED_SUITE, axis=Axis("none", None), caliber={},
+                                 argv=argv, ops={"mm": {"node": "benchmark/test_mm.py::test_mm"}},
+                                 rounds=2, walls={}, walls_from=None)
+    campaign.units[0].status = "ok"
+    task = driver.unit_tasks(EMBEDDED_SUITE, campaign)[0]
     child = LocalExecutor(["3"]).argv(task, "3")
     assert child[3:6] == ["ab-unit", str(EMBEDDED_SUITE), "mm/r1"]
     assert child[-4:] == ["--node", "benchmark/test_mm.py::test_mm", "--devices", "3"]
@@ -76,14 +79,12 @@ def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
 
 
 def _campaign(tmp_path):
-    from harness.campaign import plan as campaign
-
-    doc = campaign.new_document(
-        directory=tmp_path, axis={"name": "none", "variable": None, "a": "0", "b": "1"},
-        caliber={}, argv=[], ops={"add": {"node": "benchmark/test_add.py::test_add"}},
-        rounds=2, walls={}, walls_from=None)
-    doc.update(noise_floor_pct=1.0, python=sys.executable, noise_from=None)
-    campaign.save(tmp_path, doc)
+    doc = plan.new_campaign(
+        directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
+        ops={"add": {"node": "benchmark/test_add.py::test_add"}}, rounds=2, walls={},
+        walls_from=None)
+    doc.python = sys.executable
+    doc.save(tmp_path)
     return doc
 
 
@@ -125,7 +126,7 @@ def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_ca
 
 def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
     doc = _campaign(tmp_path)
-    doc["units"][0]["status"] = "ok"
+    doc.units[0].status = "ok"
     assert ab_finish.finished_units(doc) == ["add/r0"]
     status = ab_finish.campaign_status(doc, {"signal": "SIGTERM", "step": "add/r1"})
     assert status == {"status": "interrupted", "finished_units": ["add/r0"],

@@ -14,6 +14,7 @@ import pytest
 from harness import backends
 from harness.campaign import driver, where
 from harness.campaign import plan as campaign
+from harness.campaign.ab import Axis
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.slurm import SlurmConfig, Stage, array
@@ -166,8 +167,7 @@ def test_gpu_mode_one_item_a_task_node_mode_shares():
 
 
 def _doc(tmp_path, ops=("tanh",), rounds=2):
-    return campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
-                                                           "a": "0", "b": "1"},
+    return campaign.new_campaign(directory=tmp_path, axis=Axis("none", None),
                                  caliber={}, argv=["--backend", "cpu"],
                                  ops={op: {"node": "n"} for op in ops}, rounds=rounds,
                                  walls={}, walls_from=None)
@@ -175,13 +175,13 @@ def _doc(tmp_path, ops=("tanh",), rounds=2):
 
 def test_campaign_stages_put_later_rounds_after_round_zero(tmp_path):
     doc = _doc(tmp_path, ("a", "b"))
-    campaign.unit_entry(doc, "b/r1")["status"] = "ok"
+    doc.unit("b/r1").status = "ok"
     tasks = driver.unit_tasks(tmp_path, doc)
     stages = array.plan_stages(tasks, SlurmConfig(), 2)
     assert stages == [Stage("s2-r0", [["a/r0"], ["b/r0"]]), Stage("s2-later", [["a/r1"]])]
     assert [t.after for t in tasks] == [None, None, "a/r0"]
     for done in ("a/r0", "b/r0"):  # round 0 done: nothing to wait for
-        campaign.unit_entry(doc, done)["status"] = "ok"
+        doc.unit(done).status = "ok"
     (later,) = driver.unit_tasks(tmp_path, doc)
     assert later.after is None
     assert [s.key for s in array.plan_stages([later], SlurmConfig(), 1)] == ["s1-later"]
@@ -344,15 +344,15 @@ class RefusesSecond:
 
 def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(tmp_path):
     doc = _doc(tmp_path)
-    campaign.save(tmp_path, doc)
+    doc.save(tmp_path)
     fake = RefusesSecond()
-    executor = where.cluster(settings(), SlurmConfig(), tmp_path, record=doc.setdefault(
-        "slurm", {"submissions": []}), client=fake, out=print)
+    executor = where.cluster(settings(), SlurmConfig(), tmp_path, submissions=[],
+                             client=fake, out=print)
     executor.queued_jobs = lambda: {}  # nothing of an earlier run to re-attach to
     with pytest.raises(PreflightError, match="QOSMaxSubmitJobPerUserLimit"):
         driver.drive(tmp_path, doc, settings(), executor, out=print)
     assert fake.cancelled == ["41"]
-    assert [u["status"] for u in doc["units"]] == ["not_run", "not_run"]
+    assert [u.status for u in doc.units] == ["not_run", "not_run"]
     assert not (tmp_path / "cache").exists()
 
 
@@ -379,9 +379,9 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
     from harness.campaign import start
 
     doc = _doc(tmp_path)
-    campaign.unit_entry(doc, "tanh/r0").update(status="ok", wall_s=30.0)
-    doc["slurm"] = {"submissions": [{"key": "s1-r0"}, {"key": "s1-later"}]}
-    executor = where.cluster(settings(), SlurmConfig(), tmp_path, record=doc["slurm"])
+    doc.unit("tanh/r0").status, doc.unit("tanh/r0").wall_s = "ok", 30.0
+    executor = where.cluster(settings(), SlurmConfig(), tmp_path,
+                             submissions=[{"key": "s1-r0"}, {"key": "s1-later"}])
     lines = start.describe(doc, executor, tmp_path)
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-1] == ("estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), "

@@ -8,6 +8,7 @@ import pytest
 
 from harness.campaign import driver
 from harness.campaign import plan as campaign
+from harness.campaign.ab import Axis
 from harness.errors import UsageError
 from harness.executors.slurm import files, task
 
@@ -34,8 +35,7 @@ def test_a_plan_that_is_a_directory_is_refused(tmp_path):
 
 
 def test_a_later_round_waits_for_round_zero_from_its_done_file(tmp_path):
-    doc = campaign.new_document(directory=tmp_path, axis={"name": "none", "variable": None,
-                                                          "a": "0", "b": "1"},
+    doc = campaign.new_campaign(directory=tmp_path, axis=Axis("none", None),
                                 caliber={}, argv=[], ops={"tanh": {"node": "n"}}, rounds=2,
                                 walls={}, walls_from=None)
     first, later = driver.unit_tasks(tmp_path, doc)
@@ -47,7 +47,7 @@ def test_a_later_round_waits_for_round_zero_from_its_done_file(tmp_path):
     assert task.blocked(tmp_path, later) is None  # failed rows still replay
     done.write_text(json.dumps({"item": "tanh/r0", "status": "interrupted"}))
     assert task.blocked(tmp_path, later) is not None
-    campaign.unit_entry(doc, "tanh/r0")["status"] = "ok"  # finished in an earlier submission
+    doc.unit("tanh/r0").status = "ok"  # finished in an earlier submission
     (later,) = driver.unit_tasks(tmp_path, doc)
     assert task.blocked(tmp_path, later) is None
 

@@ -10,7 +10,6 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.errors import PreflightError, UsageError, choice_error
 from harness.executors.slurm import text as slurm_text
@@ -63,11 +62,11 @@ def given_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str
             and (value := _value(v.make, flags, env)) is not None}
 
 
-def resume_config(doc: Mapping[str, Any], settings: Settings, flags: Mapping[str, object],
+def resume_config(stored: Mapping[str, str], settings: Settings, flags: Mapping[str, object],
                   env: Mapping[str, str]) -> tuple[SlurmConfig, dict[str, str]]:
-    """A resume's SlurmConfig: the campaign's SLURM_* values, any given now replacing them;
-    with those values, to keep."""
-    kept = {**(doc.get("slurm") or {}).get("flags", {}), **given_flags(flags, env)}
+    """A resume's SlurmConfig: the SLURM_* values the campaign kept (`stored`), any given now
+    replacing them; with those values, to keep."""
+    kept = {**stored, **given_flags(flags, env)}
     return config(settings, {**kept, "detach": flags.get("detach")}, {}), kept
 
 

@@ -32,9 +32,9 @@ def stage_tasks(items: Sequence[str], cfg: SlurmConfig) -> list[list[str]]:
             for share in slurm_text.shares(len(items), cfg.parallel or 1)]
 
 
-def submission_number(record: Mapping[str, Any]) -> int:
+def submission_number(submissions: Sequence[Mapping[str, Any]]) -> int:
     """1 for a plan's first submission, 2 for its first resubmission, ..."""
-    keys = {s["key"].split("-")[0] for s in record.get("submissions", ())}
+    keys = {s["key"].split("-")[0] for s in submissions}
     return len(keys) + 1
 
 
@@ -74,22 +74,21 @@ def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConf
 class SlurmExecutor:
     """Run a plan's tasks as job arrays whose files live under `directory`/slurm.
 
-    `record` ({"submissions": [...]}) is the caller's, kept in its own document: the arrays
-    submitted, so that a later run re-attaches to those still queued; `saved` is called after
-    each change to it. `script` writes the batch script that runs `harness slurm-task PLAN`.
+    `submissions` is the caller's list, kept in its own document: the arrays submitted, so that
+    a later run re-attaches to those still queued; `saved` is called after each change to it.
+    `script` writes the batch script that runs `harness slurm-task PLAN`.
     """
 
     name = "slurm"
     workers = 0
 
     def __init__(self, slurm: Slurm, cfg: SlurmConfig, directory: Path, script: Script, *,
-                 plan: Mapping[str, Any], record: dict[str, Any] | None = None,
+                 plan: Mapping[str, Any], submissions: list[dict[str, Any]] | None = None,
                  saved: Callable[[], None] = lambda: None, cwd: Path | None = None,
                  poll_s: float = 10.0, out: Callable[[str], None] = print) -> None:
         self.slurm, self.cfg, self.directory, self.script = slurm, cfg, directory, script
         self.plan = dict(plan)  # what every task needs besides its items (backend, devices)
-        self.record = record if record is not None else {}
-        self.record.setdefault("submissions", [])
+        self.submissions = submissions if submissions is not None else []
         self.saved, self.cwd, self.poll_s, self.out = saved, cwd or Path.cwd(), poll_s, out
         self.base = directory / SLURM_DIR
 
@@ -103,7 +102,7 @@ class SlurmExecutor:
         slurm_preflight(out_dir, warn)
 
     def stages(self, tasks: Sequence[Task]) -> list[Stage]:
-        return plan_stages(tasks, self.cfg, submission_number(self.record))
+        return plan_stages(tasks, self.cfg, submission_number(self.submissions))
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
         """Each array's batch script and sbatch command line, and the makespan from `walls`;
@@ -156,7 +155,7 @@ class SlurmExecutor:
                     self.slurm.cancel(list(jobs))
                 raise
             jobs[after] = stage.tasks
-            self.record["submissions"].append({
+            self.submissions.append({
                 "job": after, "key": stage.key, "argv": argv, "tasks": stage.tasks,
                 "script": str(self.base / f"{stage.key}.sbatch"), "script_sha256": sha})
             self.out(f"submitted job {after}: {len(stage.tasks)} task(s): {shlex.join(argv)}")
@@ -168,7 +167,7 @@ class SlurmExecutor:
 
     def queued_jobs(self) -> dict[str, list[list[str]]]:
         """The recorded arrays that are still queued or running."""
-        jobs = {s["job"]: s["tasks"] for s in self.record.get("submissions", ())}
+        jobs = {s["job"]: s["tasks"] for s in self.submissions}
         if not jobs:
             return {}
         queued = self.slurm.queued(list(jobs))

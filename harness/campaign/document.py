@@ -1,0 +1,245 @@
+"""campaign.json as types: the campaign, its operators and units; one loader, one writer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from harness.campaign.ab import Axis
+from harness.errors import UsageError
+from harness.fsutil import atomic_write_json
+
+SCHEMA = "harness-campaign/1"
+CAMPAIGN_JSON = "campaign.json"
+PENDING = "not_run"
+# A unit in one of these states is never run again; any other state is run by --resume.
+FINISHED = ("ok", "failed", "skipped")
+T = TypeVar("T")
+
+
+@dataclass
+class UnitRecord:
+    """One unit's state in campaign.json, updated as it runs (the executor's facts too)."""
+
+    id: str
+    op: str
+    round: int
+    status: str = PENDING
+    reason: str | None = None
+    rc: int | None = None
+    wall_s: float | None = None
+    device: str | None = None
+    attempts: int = 0
+    slurm_task: str | None = None
+    slurm_state: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The unit's keys as campaign.json has them: an executor's facts only where known."""
+        doc = asdict(self)
+        for key in ("slurm_task", "slurm_state"):
+            if doc[key] is None:
+                del doc[key]
+        return doc
+
+
+@dataclass
+class OpRecord:
+    """An operator of the campaign: its benchmark node, or why it has none; its rounds."""
+
+    node: str | None
+    reason: str | None
+    rounds: int
+
+
+@dataclass
+class ExecutorRecord:
+    """What a cluster executor keeps between runs: the settings given it, its submissions."""
+
+    flags: dict[str, str] = field(default_factory=dict)
+    submissions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Campaign:
+    """A campaign's plan and its state; campaign.json on disk."""
+
+    dir: str
+    created_utc: str
+    axis: Axis
+    caliber: dict[str, Any]
+    argv: list[str]
+    rounds: int
+    walls: dict[str, float]
+    walls_from: str | None
+    ops: dict[str, OpRecord]
+    units: list[UnitRecord] = field(default_factory=list)
+    state: str = "planned"
+    noise_floor_pct: float = 1.0
+    python: str = "python3"
+    noise_from: str | None = None
+    slurm: ExecutorRecord | None = None
+    side_artifacts: dict[str, list[str]] = field(default_factory=dict)
+    interrupted: dict[str, Any] | None = None
+
+    def unit(self, unit_id: str) -> UnitRecord:
+        """The unit of that id; UsageError listing the campaign's units otherwise."""
+        for entry in self.units:
+            if entry.id == unit_id:
+                return entry
+        raise UsageError(f"unit {unit_id!r} is not in this campaign; it has: "
+                         f"{', '.join(u.id for u in self.units)}")
+
+    def status_map(self) -> dict[str, str]:
+        return {u.id: u.status for u in self.units}
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"schema": SCHEMA}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in ("slurm", "interrupted") and value is None:
+                continue
+            if f.name == "axis":
+                value = {"name": value.name, "variable": value.variable, "a": value.a,
+                         "b": value.b}
+            elif f.name == "ops":
+                value = {op: asdict(info) for op, info in value.items()}
+            elif f.name == "units":
+                value = [u.to_json() for u in value]
+            elif f.name == "slurm":
+                value = asdict(value)
+            doc[f.name] = value
+        return doc
+
+    def save(self, directory: Path) -> Path:
+        """Write campaign.json atomically: a killed writer leaves the previous one whole."""
+        return atomic_write_json(Path(directory) / CAMPAIGN_JSON, self.to_json())
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Campaign:
+        """The campaign of a campaign.json document; BadDocument naming the first bad field."""
+        read = _Reader(doc, "")
+        if read.value("schema", str) != SCHEMA:
+            raise BadDocument(f"schema is {doc.get('schema')!r}; expected {SCHEMA!r}")
+        axis = read.child("axis")
+        slurm = read.optional("slurm", dict)
+        return cls(
+            dir=read.value("dir", str), created_utc=read.value("created_utc", str),
+            axis=Axis(axis.value("name", str), axis.optional("variable", str),
+                      axis.value("a", str), axis.value("b", str)),
+            caliber=read.value("caliber", dict), argv=read.strings("argv"),
+            rounds=read.value("rounds", int), walls=read.numbers("walls"),
+            walls_from=read.optional("walls_from", str),
+            ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
+            units=[_unit(unit) for unit in read.items("units")],
+            state=read.value("state", str),
+            noise_floor_pct=float(read.optional("noise_floor_pct", (int, float)) or 1.0),
+            python=read.optional("python", str) or "python3",
+            noise_from=read.optional("noise_from", str),
+            slurm=None if slurm is None else ExecutorRecord(
+                dict(slurm.get("flags") or {}), list(slurm.get("submissions") or [])),
+            side_artifacts={k: list(v) for k, v in
+                            (read.optional("side_artifacts", dict) or {}).items()},
+            interrupted=read.optional("interrupted", dict))
+
+
+class BadDocument(UsageError):
+    """A campaign.json that this harness cannot read: the message names the field."""
+
+
+class _Reader:
+    """Typed reads of one JSON object, each failure naming the field by its path."""
+
+    def __init__(self, doc: Any, path: str) -> None:
+        if not isinstance(doc, dict):
+            raise BadDocument(f"{path or 'the document'} is not a JSON object")
+        self.doc, self.path = doc, path
+
+    def _name(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def value(self, key: str, kind: type[T] | tuple[type, ...]) -> T:
+        if key not in self.doc or self.doc[key] is None:
+            raise BadDocument(f"{self._name(key)} is missing")
+        value = self.doc[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(
+                k.__name__ for k in kind)
+            raise BadDocument(f"{self._name(key)} is {value!r}; expected a {names}")
+        return value  # type: ignore[return-value]  # checked just above
+
+    def optional(self, key: str, kind: type[T] | tuple[type, ...]) -> T | None:
+        return None if self.doc.get(key) is None else self.value(key, kind)
+
+    def child(self, key: str) -> _Reader:
+        return _Reader(self.value(key, dict), self._name(key))
+
+    def items(self, key: str) -> list[_Reader]:
+        return [_Reader(item, f"{self._name(key)}[{i}]")
+                for i, item in enumerate(self.value(key, list))]
+
+    def strings(self, key: str) -> list[str]:
+        found = self.value(key, list)
+        for i, item in enumerate(found):
+            if not isinstance(item, str):
+                raise BadDocument(f"{self._name(key)}[{i}] is {item!r}; expected a str")
+        return list(found)
+
+    def numbers(self, key: str) -> dict[str, float]:
+        found = self.value(key, dict)
+        for name, item in found.items():
+            if not isinstance(item, (int, float)) or isinstance(item, bool):
+                raise BadDocument(f"{self._name(key)}.{name} is {item!r}; expected a number")
+        return {name: float(item) for name, item in found.items()}
+
+
+def _op(read: _Reader) -> OpRecord:
+    return OpRecord(read.optional("node", str), read.optional("reason", str),
+                    read.value("rounds", int))
+
+
+def _unit(read: _Reader) -> UnitRecord:
+    wall = read.optional("wall_s", (int, float))
+    return UnitRecord(
+        id=read.value("id", str), op=read.value("op", str), round=read.value("round", int),
+        status=read.value("status", str), reason=read.optional("reason", str),
+        rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
+        device=read.optional("device", str), attempts=read.value("attempts", int),
+        slurm_task=read.optional("slurm_task", str),
+        slurm_state=read.optional("slurm_state", str))
+
+
+def load(directory: Path, label: str = "RESUME") -> Campaign:
+    """The campaign of `directory`; UsageError, naming `label`'s value and what is wrong, when
+    it holds none this harness reads."""
+    directory = Path(directory)
+    where = f"{label}={str(directory)!r}"
+    if not directory.is_dir():
+        raise UsageError(f"{where} is not a campaign directory")
+    try:
+        doc = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{where}: {CAMPAIGN_JSON} is not JSON ({exc})") from None
+    try:
+        return Campaign.from_json(doc)
+    except BadDocument as exc:
+        raise UsageError(f"{where}: {CAMPAIGN_JSON}: {exc}") from None
+
+
+def walls_by_op(campaign: Campaign) -> dict[str, float]:
+    """Seconds per operator from the campaign's own finished units: their median wall."""
+    per_op: dict[str, list[float]] = {}
+    for unit in campaign.units:
+        if unit.wall_s is not None:
+            per_op.setdefault(unit.op, []).append(unit.wall_s)
+    return {op: sorted(w)[len(w) // 2] for op, w in per_op.items()}
+
+
+def facts_of(unit: UnitRecord) -> Mapping[str, str]:
+    """The executor's facts kept with a unit."""
+    return {k: v for k, v in (("slurm_task", unit.slurm_task),
+                              ("slurm_state", unit.slurm_state)) if v}
