@@ -17,7 +17,7 @@ HARNESS = PYTHONPATH=$(call quote,$(CURDIR))$${PYTHONPATH:+:$$PYTHONPATH} $(call
 # Only the variables given on the make command line reach the harness (it reads the environment
 # itself, under the names of DESIGN.md), and they never pass through a shell: make hands them
 # over unexpanded ($(value)) in one environment variable, NAME=value items quoted for shlex, and
-# the harness turns each into one argument of its subcommand (harness/makevars.py). make would
+# the harness turns each into one argument of its subcommand (harness/settings/makevars.py). make would
 # otherwise export them itself, expanding any $(...) in them first.
 GIVEN := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
 unexport $(GIVEN)
