@@ -1,4 +1,4 @@
-"""harness.report.stats and tdist: Student's t, intervals, Benjamini-Hochberg, noise floor, verdicts."""
+"""harness.report.stats and tdist: Student's t, intervals, BH, noise floor, verdicts."""
 
 from __future__ import annotations
 
