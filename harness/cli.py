@@ -107,11 +107,6 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     campaign = spec.resolve_ab(flags)
     axis = ab.resolve_axis(campaign.axis, settings.backend)
     if (rc := _in_image(settings, args)) is not None:
-        if settings.dry_run:  # the container line shows only the inner command
-            where = settings.out / "ab" / f"{axis.name}-{settings.op or 'node'}" / "<ts>"
-            for line in ab.describe(settings, axis, ab.schedule(campaign.rounds, campaign.a,
-                                                                campaign.b), where):
-                print(line)
         return rc
     return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)
 

@@ -11,19 +11,18 @@ spread is the noise floor of later campaigns.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import backends
 from harness.backends import Backend
 from harness.errors import UsageError
-from harness.report import stats
-from harness.report import write as report
-from harness.report.sources import AB_JSON
+from harness.report import abjson, stats
+from harness.report.plot import AB_PNG, NO_PLOT
 from harness.settings.spec import Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
@@ -87,15 +86,6 @@ class Step:
         return f"{self.side}/r{self.round}"
 
 
-def schedule(rounds: int, a: str, b: str) -> list[Step]:
-    """A B, B A, A B ...: round 0 starts with A, whose winners every later run replays."""
-    steps = []
-    for r in range(rounds):
-        order = ("A", "B") if r % 2 == 0 else ("B", "A")
-        steps += [Step(side, r, a if side == "A" else b) for side in order]
-    return steps
-
-
 def replay_source(settings: Settings, step: Step, campaign: Path) -> Path | None:
     """The records `step` replays: REPLAY_FROM for every run when given, else A/r0's for every
     run after A/r0 (None: A/r0 tunes and records)."""
@@ -110,19 +100,6 @@ def side_settings(settings: Settings, step: Step, campaign: Path) -> Settings:
     return dataclasses.replace(
         settings, isolate_tuner_cache=True, record=True, dry_run=False,
         replay_from=source, replay_strict=source is not None)
-
-
-def describe(settings: Settings, axis: Axis, steps: list[Step], campaign: Path) -> list[str]:
-    """The campaign plan, for --dry-run."""
-    lines = [f"campaign: {campaign} (not created)", f"axis: {axis.name} -> "
-             f"{axis.variable or 'no variable (A/A: both sides identical)'}"]
-    for step in steps:
-        env = " ".join(f"{k}={v}" for k, v in axis.env(step.value or "").items()) or "-"
-        source = replay_source(settings, step, campaign)
-        label = source if settings.replay_from else "A/r0"
-        mode = "record" if source is None else f"replay {label} (strict)"
-        lines.append(f"  {step.rel}: {env}  tuner cache private, {mode}")
-    return lines
 
 
 def compiler_mentions(python: str, variable: str) -> bool | None:
@@ -183,16 +160,18 @@ def liveness(identities: Mapping[str, list[Mapping]], axis: Axis, python: str) -
                         f"the installed compiler never mentions {axis.variable}")
 
 
-def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:
+def done_lines(doc: abjson.AbDocument | Mapping[str, Any], md: Path,
+               png: Path | None) -> list[str]:
     """The campaign's last words: AB_DONE with the geometric mean as a rounded %, and why
-    there is no plot when there is none."""
-    geomean = doc.get("geomean_speedup_pct")
+    there is no plot when there is none (`doc`: the document, or ab.json's data)."""
+    found = abjson.as_document(doc)
+    geomean = found.geomean_speedup_pct
     if geomean is not None:
         geomean = round(geomean, 1) or 0.0  # no "-0.0%" for a mean that rounds to nothing
-    lines = [] if png else [f"{report.AB_PNG} not written: {report.NO_PLOT}"]
-    counts = " ".join(f"{v.value}={sum(r.get('verdict') == v.value for r in doc['rows'])}"
+    lines = [] if png else [f"{AB_PNG} not written: {NO_PLOT}"]
+    counts = " ".join(f"{v.value}={sum(r.stats.verdict is v for r in found.rows)}"
                       for v in stats.Verdict)
-    return lines + [f"AB_DONE rows={len(doc['rows'])} unpaired={len(doc['unpaired'])} {counts} "
+    return lines + [f"AB_DONE rows={len(found.rows)} unpaired={len(found.unpaired)} {counts} "
                     f"geomean={'-' if geomean is None else f'{geomean:+.1f}%'} report={md}"
                     + (f" plot={png}" if png else "")]
 
@@ -200,8 +179,10 @@ def done_lines(doc: Mapping, md: Path, png: Path | None) -> list[str]:
 def noise_floor_from(path: Path) -> float:
     """The noise floor an A/A campaign measured (its ab.json)."""
     try:
-        doc = json.loads((path / AB_JSON).read_text(encoding="utf-8"))
-        return float(doc["caliber"]["measured_noise_floor_pct"])
-    except (OSError, ValueError, KeyError, TypeError):
+        floor = abjson.read_ab(path).caliber.measured_noise_floor_pct
+    except UsageError as exc:
+        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign: {exc}") from None
+    if floor is None:
         raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign "
-                         f"(no measured_noise_floor_pct in {AB_JSON})") from None
+                         f"(no measured_noise_floor_pct in {abjson.AB_JSON})")
+    return float(floor)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.fsutil import atomic_write_bytes
 from harness.report import stats
-from harness.report.comparison import AbReport, AbRow
+from harness.report.abjson import Caliber
+from harness.report.abresult import AbReport, AbRow
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 COLORS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:blue",
           "inconclusive": "tab:orange", "flagged": "tab:gray"}
 OTHER_COLOR = "tab:purple"
+AB_PNG = "ab.png"
+NO_PLOT = ("matplotlib is not installed; pip install -r requirements/cpu.txt installs it "
+           "(or pip install 'matplotlib>=3.5,<4')")
 # The x axis is logarithmic in A_ms / B_ms, so a 2x change reads as far from 0 either way
 # (+100% and -50%, +900% and -90%): on a percent axis a 100x slowdown (-99%) would sit beside
 # -70%. Within +-10%, where real effects sit, it is stretched at least MIN_STRETCH times, and
@@ -107,20 +111,20 @@ class OperatorLine:
     best: float | None = None
 
 
-def operator_lines(report: AbReport, operators: Mapping[str, Mapping[str, Any]] | None = None
+def operator_lines(report: AbReport, verdicts: Mapping[str, str] | None = None
                    ) -> list[OperatorLine]:
     """A line per operator, sorted from the lowest geometric mean (the worst regression) up;
-    operators without a paired row first. Verdicts come from `operators` (ab.json's) where
-    given, else from the rows by `stats.operator_verdict`."""
-    operators = operators or {}
+    operators without a paired row first. Verdicts come from `verdicts` (ab.json's operators')
+    where given, else from the rows by `stats.operator_verdict`."""
+    verdicts = verdicts or {}
     by_op: dict[str, list[AbRow]] = {}
     for row in report.rows:
         by_op.setdefault(row.op, []).append(row)
     means = dict(report.op_geomeans)
     lines = []
-    for op in dict.fromkeys([*by_op, *operators]):
+    for op in dict.fromkeys([*by_op, *verdicts]):
         rows = by_op.get(op, [])
-        verdict = (operators.get(op) or {}).get("verdict") or stats.operator_verdict(
+        verdict = verdicts.get(op) or stats.operator_verdict(
             [r.stats.verdict.value for r in rows], False)
         mean = means.get(op)  # every operator with a paired row has one
         speedups = [r.stats.speedup_pct for r in rows]
@@ -187,21 +191,21 @@ def _clip(value: Any, chars: int) -> str:
     return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
-def title_text(report: AbReport, caliber: Mapping[str, Any]) -> str:
+def title_text(report: AbReport, caliber: Caliber) -> str:
     """Two lines: what was switched on which operator, then the caliber and the geometric mean."""
-    ops = str(caliber.get("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-")
+    ops = caliber.text("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-"
     if len(ops) > TITLE_OPS_CHARS:
         ops = f"{len(ops.split(','))} operators"
-    axis = _clip(caliber.get("axis") or "", TITLE_VALUE_CHARS)
-    a = _clip(caliber.get("a", report.a_label), TITLE_VALUE_CHARS)
-    b = _clip(caliber.get("b", report.b_label), TITLE_VALUE_CHARS)
+    axis = _clip(caliber.axis or "", TITLE_VALUE_CHARS)
+    a = _clip(caliber.values.get("a", report.a_label), TITLE_VALUE_CHARS)
+    b = _clip(caliber.values.get("b", report.b_label), TITLE_VALUE_CHARS)
     if axis == "none":
         first = f"A/A campaign on {ops} (AXIS=none): the noise floor"
     else:
         first = f"{axis or 'A/B'} on {ops}: A={a} against B={b}"
-    facts = [f"{k} {caliber[k]}" for k in ("backend", "timer", "level") if caliber.get(k)]
-    if caliber.get("rounds"):
-        facts.append(f"{caliber['rounds']} rounds")
+    facts = [f"{k} {caliber.text(k)}" for k in ("backend", "timer", "level") if caliber.text(k)]
+    if caliber.rounds:
+        facts.append(f"{caliber.rounds} rounds")
     geomean = report.geomean_speedup_pct
     facts.append(f"geometric mean {'-' if geomean is None else f'{geomean:+.1f}%'} over "
                  f"{len(report.rows)} rows")
@@ -258,17 +262,17 @@ def _legend_handles(report: AbReport, floor: float | None,
     return handles
 
 
-def build_figure(report: AbReport, caliber: Mapping[str, Any] | None = None,
+def build_figure(report: AbReport, caliber: Caliber | None = None,
                  noise_floor: float | None = None,
-                 operators: Mapping[str, Mapping[str, Any]] | None = None) -> Figure:
+                 verdicts: Mapping[str, str] | None = None) -> Figure:
     """The ab.png figure of `report`, laid out and drawn, for saving or inspecting: a line
-    per row for one operator, a line per operator for more (`operators`: ab.json's)."""
+    per row for one operator, a line per operator for more (`verdicts`: ab.json's operators')."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    caliber = caliber or {}
-    suite = len({r.op for r in report.rows} | set(operators or {})) > 1
-    lines = operator_lines(report, operators) if suite else []
+    caliber = caliber or Caliber()
+    suite = len({r.op for r in report.rows} | set(verdicts or {})) > 1
+    lines = operator_lines(report, verdicts) if suite else []
     count = len(lines) if suite else len(report.rows)
     fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(count, 2)), layout="constrained")
     FigureCanvasAgg(fig)
@@ -327,13 +331,13 @@ def _no_ticks() -> Any:
     return NullLocator()
 
 
-def render_png(report: AbReport, path: str | Path, *, caliber: Mapping[str, Any] | None = None,
+def render_png(report: AbReport, path: str | Path, *, caliber: Caliber | None = None,
                noise_floor: float | None = None,
-               operators: Mapping[str, Mapping[str, Any]] | None = None) -> bool:
+               verdicts: Mapping[str, str] | None = None) -> bool:
     """Write ab.png atomically; False (nothing written) without matplotlib."""
     if not available():
         return False
-    fig = build_figure(report, caliber, noise_floor, operators)
+    fig = build_figure(report, caliber, noise_floor, verdicts)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     atomic_write_bytes(Path(path), buffer.getvalue())

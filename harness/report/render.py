@@ -14,22 +14,22 @@ from typing import Any
 
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
-from harness.errors import UsageError
 from harness.report import plot, stats
-from harness.report.comparison import (
-    LEGACY_METHOD,
-    SELF_TUNED,
-    AbReport,
-    AbRow,
+from harness.report.abjson import (
+    AbDocument,
+    Caliber,
+    Liveness,
+    as_document,
     as_report,
-    sides_caliber,
+    caliber_of,
 )
+from harness.report.abresult import AbReport, AbRow
+from harness.report.comparison import SELF_TUNED, sides_caliber
 from harness.report.sources import Source
 
 WriteLine = Callable[[str], None]
 REGIME = "timed under a different regime"
 NOT_RECORDED = "not recorded"
-LIVENESS = ("live", "unknown", "not_live", "unchecked")
 NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
 ROW_HEADER = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
@@ -86,91 +86,73 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 # ---------------------------------------------------------------- notes and caliber
 
 
-def stated_floor(report: AbReport, caliber: Mapping[str, Any], given: float | None) -> float | None:
+def stated_floor(report: AbReport, caliber: Caliber, given: float | None) -> float | None:
     """The floor to state: the one given, else the caliber's, else the report's (nan: none)."""
-    for value in (given, caliber.get("noise_floor_pct"), report.noise_floor_pct):
+    for value in (given, caliber.noise_floor_pct, report.noise_floor_pct):
         if value is not None and math.isfinite(float(value)):
             return float(value)
     return None
 
 
-def status_note(doc: Mapping[str, Any]) -> str | None:
+def status_note(doc: AbDocument) -> str | None:
     """The note of an interrupted campaign: that it is incomplete, what stopped it, and which
     units (an operator's round, both sides) finished; None for a complete one."""
-    if doc.get("status") != "interrupted":
+    if doc.status is None or doc.status.state != "interrupted":
         return None
-    stop = doc.get("interrupted") or {}
-    head = (f"{INCOMPLETE}: interrupted by {stop.get('signal') or NOT_RECORDED} during "
-            f"{stop.get('step') or NOT_RECORDED}")
-    tail = "the table compares the finished rounds only"
-    if "finished_units" in doc:
-        units = doc.get("finished_units") or []
-        planned = len(doc.get("units") or ()) or NOT_RECORDED
-        finished = ", ".join(map(str, units)) or "none"
-        return f"{head}; finished units: {finished} ({len(units)} of {planned}); {tail}"
-    rounds = doc.get("finished_rounds") or []
-    planned = (doc.get("caliber") or {}).get("rounds") or NOT_RECORDED
-    finished = ", ".join(f"r{r}" for r in rounds) or "none"
-    return f"{head}; finished rounds: {finished} ({len(rounds)} of {planned}); {tail}"
+    stop = doc.status.interrupted
+    head = (f"{INCOMPLETE}: interrupted by {(stop and stop.signal) or NOT_RECORDED} during "
+            f"{(stop and stop.step) or NOT_RECORDED}")
+    units = doc.status.finished_units
+    planned = len(doc.units or ()) or NOT_RECORDED
+    return (f"{head}; finished units: {', '.join(units) or 'none'} ({len(units)} of {planned}); "
+            "the table compares the finished rounds only")
 
 
-def liveness_note(liveness: Any, axis: object = None) -> str | None:
+def liveness_note(liveness: Liveness | None, axis: object = None) -> str | None:
     """The note a liveness verdict reads as: its detail; a dead axis's always begins with the
     AXIS_NOT_LIVE marker, so that the report warns and grep finds it."""
-    if not liveness:
+    if liveness is None:
         return None
-    if isinstance(liveness, Mapping):
-        status, detail = liveness.get("status"), liveness.get("detail")
-    else:
-        status, detail = (*liveness, None, None)[:2]
-    if status not in LIVENESS:
-        raise UsageError(f"liveness status={status!r}; expected one of: {', '.join(LIVENESS)}")
-    detail = str(detail or f"axis {status}")
-    if status == "not_live" and not detail.startswith(NOT_LIVE):
+    detail = liveness.detail or f"axis {liveness.status}"
+    if liveness.status == "not_live" and not detail.startswith(NOT_LIVE):
         detail = f"{NOT_LIVE} axis={axis or '-'}: {detail}"
     return detail
 
 
-def _digests(value: Any) -> str:
-    """{"A": [...], "B": [...]} as "A d1; B d2"; a list or a string as it is."""
-    if isinstance(value, Mapping):
-        value = [f"{side} {', '.join(d) if isinstance(d, (list, tuple)) else d}"
-                 for side, d in value.items() if d]
-        return "; ".join(value) or "none recorded"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(map(str, value)) or "none recorded"
-    return str(value) if value else "none recorded"
+def _digests(digests: Mapping[str, Sequence[str]]) -> str:
+    """{"A": [...], "B": [...]} as "A d1; B d2"."""
+    shown = [f"{side} {', '.join(d)}" for side, d in digests.items() if d]
+    return "; ".join(shown) or "none recorded"
 
 
-def caliber_lines(caliber: Mapping[str, Any], floor: float | None) -> list[str]:
+def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     """The caliber as bullet lines: what a reader needs before trusting any row."""
     def get(key: str) -> str:
-        value = caliber.get(key)
-        return NOT_RECORDED if value is None or value == "" else str(value)
+        return caliber.text(key) or NOT_RECORDED
 
     axis = get("axis")
     if axis == "none":
         axis_line = "none (an A/A campaign: both sides identical; it measures the noise floor)"
     else:
-        var = caliber.get("variable")
+        var = caliber.variable
         axis_line = (f"{axis}{f' ({var})' if var and var != axis else ''}: "
                      f"A={get('a')} (off), B={get('b')} (on)")
     shown = NOT_RECORDED if floor is None else f"{floor:.1f}%"
-    if caliber.get("noise_floor_source"):
-        shown += f" ({caliber['noise_floor_source']})"
-    dirty = " (dirty: uncommitted changes)" if caliber.get("harness_dirty") else ""
+    if caliber.text("noise_floor_source"):
+        shown += f" ({caliber.text('noise_floor_source')})"
+    dirty = " (dirty: uncommitted changes)" if caliber.harness_dirty else ""
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}",
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}",
             f"- rounds: {get('rounds')} per side, interleaved A B B A ...",
-            f"- noise floor: {shown}", f"- image digest: {_digests(caliber.get('image_digests'))}",
+            f"- noise floor: {shown}", f"- image digest: {_digests(caliber.image_digests)}",
             f"- harness commit: {get('harness_commit')}{dirty}"]
 
 
-def campaign_head(title: str, caliber: Mapping[str, Any], floor: float | None,
+def campaign_head(title: str, caliber: Caliber, floor: float | None,
                   notes: Sequence[str], unit: str = "round") -> list[str]:
     """A campaign's ab.md down to its method: title, caliber, notes and their warnings."""
-    out = [f"# A/B: {caliber.get('axis') or 'axis ' + NOT_RECORDED} on {title}", "",
+    out = [f"# A/B: {caliber.axis or 'axis ' + NOT_RECORDED} on {title}", "",
            "## Caliber", "", *caliber_lines(caliber, floor), ""]
     if notes:
         out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
@@ -258,9 +240,6 @@ def _method_lines(report: AbReport) -> list[str]:
     rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
             f"the noise floor{bh}; same where the whole interval lies inside +-noise floor; "
             "inconclusive otherwise (more rounds would decide).")
-    if report.method == LEGACY_METHOD:
-        rule = ("Verdicts are the older harness's, its \"same\" (might or might not differ) read "
-                "as inconclusive.")
     return ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
             "missing replay key) reads \"flagged\" whatever its numbers.", ""]
@@ -300,26 +279,27 @@ def unpaired_lines(report: AbReport) -> list[str]:
 
 
 def render_ab_md(report: AbReport, write_line: WriteLine, *,
-                 caliber: Mapping[str, Any] | None = None, notes: Sequence[str] = (),
+                 caliber: Caliber | None = None, notes: Sequence[str] = (),
                  noise_floor: float | None = None) -> None:
     """An A/B in markdown. With a caliber (a campaign's ab.md): its caliber, `notes` and the
     method; without (two runs compared): the sides and the report's own notes."""
     if caliber is None:
         head = _pair_head(report)
     else:
-        title = caliber.get("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-"
+        title = caliber.text("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-"
         floor = stated_floor(report, caliber, noise_floor)
         head = [*campaign_head(str(title), caliber, floor, notes), *_method_lines(report)]
     for line in [*head, *ab_tables(report)]:
         write_line(line)
 
 
-def render_markdown(source: Any, caliber: Mapping[str, Any], *, noise_floor: float | None = None,
+def render_markdown(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any],
+                    caliber: Caliber | Mapping[str, Any], *, noise_floor: float | None = None,
                     notes: Sequence[str] = ()) -> str:
-    """ab.md's text of an AbReport, an ab.json document or a list of its rows."""
+    """ab.md's text of an AbReport, a document (or ab.json's data) or a list of its rows."""
     out: list[str] = []
-    render_ab_md(as_report(source), out.append, caliber=caliber, notes=notes,
-                 noise_floor=noise_floor)
+    render_ab_md(as_report(source), out.append, notes=notes, noise_floor=noise_floor,
+                 caliber=caliber if isinstance(caliber, Caliber) else caliber_of(caliber))
     return "\n".join(out) + "\n"
 
 
@@ -379,12 +359,15 @@ AB_RENDERERS = {"md": render_ab_md, "csv": render_ab_csv, "json": render_ab_json
 # ---------------------------------------------------------------- png
 
 
-def render_png(source: Any, path: str | Path, *, noise_floor: float | None = None) -> bool:
-    """ab.png of an ab.json document (its caliber titles the chart), an AbReport or a list of
-    rows; False (nothing written) without matplotlib."""
-    caliber = (source.get("caliber") or {}) if isinstance(source, Mapping) else {}
-    operators = (source.get("operators") or None) if isinstance(source, Mapping) else None
-    report = as_report(source)
+def render_png(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any],
+               path: str | Path, *, noise_floor: float | None = None) -> bool:
+    """ab.png of a document (its caliber titles the chart, its operators' verdicts colour a
+    suite's lines), an AbReport or a list of rows; False (nothing written) without matplotlib."""
+    doc = None if isinstance(source, AbReport) else as_document(source)
+    caliber = doc.caliber if doc else Caliber()
+    verdicts = ({op: o.verdict for op, o in doc.operators.items()}
+                if doc and doc.operators else None)
+    report = as_report(doc or source)
     return plot.render_png(report, path, caliber=caliber,
                            noise_floor=stated_floor(report, caliber, noise_floor),
-                           operators=operators)
+                           verdicts=verdicts)

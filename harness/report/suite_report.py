@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.report import render, stats
-from harness.report.comparison import as_report
+from harness.report.abjson import AbDocument, OperatorSummary, as_report
 from harness.report.render import pct
 
 
@@ -35,43 +35,43 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
     return out
 
 
-def suite_line(operators: Mapping[str, Mapping[str, Any]]) -> str:
-    """One line: how many operators got each verdict."""
-    counts = [str(v["verdict"]) for v in operators.values()]
+def suite_line(operators: Mapping[str, OperatorSummary | Mapping[str, Any]]) -> str:
+    """One line: how many operators got each verdict (`operators`: a document's, or their data)."""
+    counts = [v.verdict if isinstance(v, OperatorSummary) else str(v["verdict"])
+              for v in operators.values()]
     shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
     shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
     return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"
 
 
-def _regressions_first(item: tuple[str, Mapping[str, Any]]) -> tuple[int, float, str]:
+def _regressions_first(item: tuple[str, OperatorSummary]) -> tuple[int, float, str]:
     op, info = item
-    geomean = info.get("geomean_speedup_pct")
-    return stats.OP_VERDICTS.index(info["verdict"]), geomean if geomean is not None else 0.0, op
+    geomean = info.geomean_speedup_pct
+    return stats.OP_VERDICTS.index(info.verdict), geomean if geomean is not None else 0.0, op
 
 
-def operators_table(operators: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def operators_table(operators: Mapping[str, OperatorSummary]) -> list[str]:
     cells = []
     for op, info in sorted(operators.items(), key=_regressions_first):
-        worst = info.get("worst")
-        worst_text = "-" if not worst else (f"{pct(worst['speedup_pct'])}% {worst['dtype']} "
-                                            f"{worst['shape']}")
-        cells.append([op, info["verdict"], pct(info.get("geomean_speedup_pct")), worst_text,
-                      str(info.get("rows", 0)), str(info.get("rounds") or "-"),
-                      str(info.get("units_failed") or 0), info.get("reason") or "-"])
+        worst = info.worst
+        worst_text = "-" if not worst else f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}"
+        cells.append([op, info.verdict, pct(info.geomean_speedup_pct), worst_text,
+                      str(info.rows), str(info.rounds or "-"), str(info.units_failed),
+                      info.reason or "-"])
     return render.table(("operator", "verdict", "geomean %", "worst row", "rows", "rounds",
                          "units failed", "reason"), cells)
 
 
-def is_suite(doc: Mapping[str, Any]) -> bool:
-    return len(doc.get("operators") or {}) > 1
+def is_suite(doc: AbDocument) -> bool:
+    return len(doc.operators or {}) > 1
 
 
-def render_markdown(doc: Mapping[str, Any], notes: Sequence[str]) -> str:
+def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
     """ab.md of a suite campaign: caliber, notes, the suite line, operators (regressions first),
     then each operator's rows folded under <details>."""
     ab = as_report(doc)
-    caliber = doc.get("caliber") or {}
-    operators = doc["operators"]
+    caliber = doc.caliber
+    operators = doc.operators or {}
     floor = render.stated_floor(ab, caliber, None)
     out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
     interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
@@ -84,7 +84,7 @@ def render_markdown(doc: Mapping[str, Any], notes: Sequence[str]) -> str:
             *operators_table(operators), ""]
     for op, info in sorted(operators.items(), key=_regressions_first):
         rows = [render.row_cells(r) for r in ab.rows if r.op == op]
-        out += ["<details>", f"<summary>{op}: {info['verdict']}, {len(rows)} rows</summary>",
+        out += ["<details>", f"<summary>{op}: {info.verdict}, {len(rows)} rows</summary>",
                 "", *(render.table(render.ROW_HEADER, rows) if rows else ["no paired rows"]), "",
                 "</details>", ""]
     out += render.unpaired_lines(ab)

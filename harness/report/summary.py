@@ -10,7 +10,9 @@ from pathlib import Path
 from harness.contract.results import RESULTS_JSONL
 from harness.errors import UsageError, choice_error
 from harness.report import render, stats
-from harness.report.comparison import AbReport, as_report, compare, load_ab
+from harness.report.abjson import as_report, read_ab
+from harness.report.abresult import AbReport
+from harness.report.comparison import compare
 from harness.report.sources import AB_JSON, OPS_STATUS_CSV, is_campaign, load_source, rounds_of
 
 FORMATS = ("md", "csv", "json")
@@ -20,10 +22,9 @@ def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
     """A campaign's A/B: its ab.json (`path` or inside it), else (a campaign cut short)
     compare() of its rounds."""
     if path.is_file() or (path / AB_JSON).is_file():
-        doc = load_ab(path)
-        caliber = doc.get("caliber") or {}
-        axis = caliber.get("axis")
-        live = render.liveness_note(doc.get("liveness"), axis)
+        doc = read_ab(path)
+        axis = doc.caliber.axis
+        live = render.liveness_note(doc.liveness, axis)
         found = as_report(doc)
         if axis and axis != "none":
             found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",

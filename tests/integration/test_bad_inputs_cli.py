@@ -88,7 +88,7 @@ def test_report_of_an_ab_json_with_rows_that_are_not_objects(tmp_path):
     (tmp_path / "ab.json").write_text(json.dumps({"schema": "harness-ab/1", "rows": [1, 2]}))
     proc = harness("report", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert "row 0 of the A/B is 1; expected an object" in proc.stderr
+    assert "ab.json: rows[0] is 1, not an object" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ab.json"]
 
 

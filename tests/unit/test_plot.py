@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from harness.report import plot
-from harness.report.comparison import as_report
+from harness.report.abjson import Caliber, as_report
 from harness.report.render import render_png
 from harness.report.write import AB_PNG
 from tests.unit.test_report import CALIBER, DIRECT_MARKER, PNG_MAGIC, ab_row, document
@@ -19,9 +19,15 @@ pytest.importorskip("matplotlib")
 LONG_SHAPE = "[[16, 4096, 4096], [16, 4096, 128], [16, 128, 4096], [1, 1, 1], [2, 2]]"
 
 
+def verdicts(doc: dict[str, Any]) -> dict[str, str] | None:
+    """The verdicts of a document's operators, as the chart takes them."""
+    operators = doc.get("operators")
+    return None if operators is None else {op: o["verdict"] for op, o in operators.items()}
+
+
 def figure(doc: dict[str, Any]) -> Any:
-    return plot.build_figure(as_report(doc), doc["caliber"], doc["caliber"]["noise_floor_pct"],
-                             doc.get("operators"))
+    return plot.build_figure(as_report(doc), Caliber(doc["caliber"]),
+                             doc["caliber"]["noise_floor_pct"], verdicts(doc))
 
 
 def thirty_rows() -> dict[str, Any]:
@@ -210,7 +216,7 @@ def test_a_suite_chart_has_a_line_per_operator_from_the_worst_up() -> None:
     fig = figure(doc)
     assert labels_top_down(fig) == ["unique (no paired row)", "op002 (2 rows)", "op000 (2 rows)",
                                     "op001 (2 rows)"]
-    lines = plot.operator_lines(as_report(doc), doc["operators"])
+    lines = plot.operator_lines(as_report(doc), verdicts(doc))
     assert [x.verdict for x in lines] == ["failed", "same", "slower", "same"]
     assert lines[1].geomean == pytest.approx(-30.0) and lines[1].worst == -30.0
     assert lines[2].ci_low is not None  # the interval of op000's geometric mean (two rows)
@@ -247,6 +253,6 @@ def test_an_operator_interval_wider_than_its_rows_stays_on_the_chart() -> None:
     # (three rows, two degrees of freedom) ran off the right edge.
     doc = suite_document(2)
     low, high = figure(doc).axes[0].get_xlim()
-    lines = [x for x in plot.operator_lines(as_report(doc), doc["operators"]) if x.ci_low]
+    lines = [x for x in plot.operator_lines(as_report(doc), verdicts(doc)) if x.ci_low]
     assert lines and all(low < x.ci_low and x.ci_high < high for x in lines)
     assert max(x.ci_high for x in lines) > max(r["max_pct"] for r in doc["rows"])

@@ -14,14 +14,15 @@ from harness import cli
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import Row
 from harness.errors import UsageError
-from harness.report.comparison import SCHEMA, ab_document, as_report, compare
+from harness.report.abjson import SCHEMA, as_report, document_of, parse, read_ab, write_ab
+from harness.report.comparison import ab_document, compare
 from harness.report.render import render_markdown, render_png
 from harness.report.sources import AB_JSON, Source
 from harness.report.write import AB_MD, AB_PNG, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",
-           "variable": "FLAGTREE_CUDA_RLC_ENHANCE", "a": "0", "b": "1", "level": "core",
+           "axis_var": "FLAGTREE_CUDA_RLC_ENHANCE", "a": "0", "b": "1", "level": "core",
            "timer": "graph", "shape_mode": "upstream", "rounds": 3, "noise_floor_pct": 1.5,
            "noise_floor_source": "A/A campaign runs/ab/none-tanh/20250101-000000",
            "image_digests": {"A": ["sha256:aaa"], "B": ["sha256:bbb"]},
@@ -36,11 +37,6 @@ def ab_row(shape: str, a_ms: float, b_ms: float, pct: float, verdict: str,
             "ci_low_pct": ci[0] if ci else None, "ci_high_pct": ci[1] if ci else None,
             "min_pct": pct - 1, "max_pct": pct + 1, "rounds": 3, "p_value": 0.001,
             "p_adjusted": 0.003, "verdict": verdict, "flags": list(flags), **extra}
-
-
-def legacy(row: dict[str, Any]) -> dict[str, Any]:
-    """The row as an older harness wrote it: no p-values (its interval a bootstrap's)."""
-    return {k: v for k, v in row.items() if k not in ("p_value", "p_adjusted")}
 
 
 def document(**overrides: Any) -> dict[str, Any]:
@@ -105,27 +101,16 @@ def test_the_method_is_named_above_the_table() -> None:
     assert md.index("Method: t interval") < md.index("| operator |")
     md = render_markdown(document(method={"confidence": 0.9, "fdr_q": 0.1}), CALIBER)
     assert "Method: t interval on per-round log ratios, 90%, BH q=0.1." in md
-    for bad in ({"confidence": 1.5}, {"fdr_q": "x"}, "t test"):
-        with pytest.raises(UsageError, match="is not a method of judging rows"):
+    for bad, message in (({"confidence": 1.5}, "method is not a method of judging rows"),
+                         ({"fdr_q": "x"}, "method.fdr_q is 'x', not a number"),
+                         ("t test", "method is 't test', not an object")):
+        with pytest.raises(UsageError, match=message):
             render_markdown(document(method=bad), CALIBER)
 
 
-def test_an_older_ab_json_reads_its_same_as_inconclusive() -> None:
-    # An older harness wrote "same" for "might or might not differ" and "same (flagged)" for
-    # flagged rows, with no p-values and no method.
-    old = document(rows=[legacy(ab_row("[[64, 64]]", 0.0014, 0.0010, 40.0, "faster")),
-                         legacy(ab_row("[[2]]", 1.0, 1.0, 0.2, "same", (-0.5, 0.9))),
-                         legacy(ab_row("[[1, 1]]", 0.064, 0.0014, 4471.4, "same (flagged)",
-                                       flags=(f"A:{DIRECT_MARKER}",)))])
-    del old["method"]
-    report = as_report(old)
-    assert [r.stats.verdict.value for r in report.rows] == ["faster", "inconclusive", "flagged"]
-    assert report.rows[2].stats.flagged and report.method.fdr_q is None
-    md = render_markdown(old, CALIBER)
-    assert [r[8] for r in table_rows(md)] == ["**faster**", "inconclusive", "flagged"]
-    assert "Method: bootstrap of the median (an older harness), 95%. Verdicts are the older" in md
-    # A current row saying "same (flagged)" is refused: that string is only an old one.
-    with pytest.raises(UsageError, match="verdict='same \\(flagged\\)'"):
+def test_an_older_verdict_spelling_is_refused() -> None:
+    # "same (flagged)" was an older harness's verdict: this one never wrote it.
+    with pytest.raises(UsageError, match="rows\\[0\\].verdict is 'same \\(flagged\\)'"):
         render_markdown([ab_row("[[1]]", 1.0, 1.0, 0.0, "same (flagged)")], {})
 
 
@@ -181,15 +166,16 @@ def test_one_round_has_no_interval() -> None:
 
 
 def test_bad_rows_are_refused_naming_what_is_wrong() -> None:
-    with pytest.raises(UsageError, match="verdict='better'; expected one of: faster, slower"):
+    with pytest.raises(UsageError, match="ab.json: rows\\[0\\].verdict is 'better'; expected "
+                                         "one of: faster, slower"):
         render_markdown([ab_row("[[1]]", 1.0, 1.0, 0.0, "better")], {})
     bad = ab_row("[[1]]", 1.0, 1.0, 0.0, "same")
     del bad["b_ms"]
-    with pytest.raises(UsageError, match="row 0 of the A/B lacks b_ms"):
+    with pytest.raises(UsageError, match="ab.json: rows\\[0\\].b_ms is missing"):
         render_markdown([bad], {})
     # A speedup of -100% or less is B taking no time, or less than none; nan is no number.
     for pct in (-100.0, -150.0, math.nan):
-        with pytest.raises(UsageError, match=r"row 0: speedup_pct=.*expected a number above -100"):
+        with pytest.raises(UsageError, match=r"rows\[0\].speedup_pct is .*expected a number above"):
             render_markdown([ab_row("[[1]]", 1.0, 1.0, pct, "same")], {})
 
 
@@ -272,10 +258,10 @@ def test_not_live_liveness_reads_as_the_marker(tmp_path: Path) -> None:
     md_path, _ = write_report(path)
     assert "- AXIS_NOT_LIVE axis=RLC_ENHANCE: equal artifacts" in md_path.read_text()
     assert "no row below says anything about the switch" in md_path.read_text()
-    # The campaign may give [status, detail], its detail already the whole note.
-    write_report(campaign(tmp_path, liveness=["unknown", "liveness unknown: artifacts equal"]))
-    assert "- liveness unknown: artifacts equal" in md_path.read_text()
-    with pytest.raises(UsageError, match="liveness status='dead'"):
+    # An older harness's [status, detail] is not a liveness verdict.
+    with pytest.raises(UsageError, match="liveness is \\['unknown', 'equal'\\], not an object"):
+        write_report(campaign(tmp_path, liveness=["unknown", "equal"]))
+    with pytest.raises(UsageError, match="ab.json: liveness.status is 'dead'; expected one of"):
         write_report(campaign(tmp_path, liveness={"status": "dead"}))
 
 
@@ -294,14 +280,16 @@ def test_cli_exit_2_for_a_directory_without_an_ab_result(
     assert len(err) == 1 and message in err[0]
 
 
-def test_an_interrupted_campaign_says_it_is_incomplete_and_which_rounds_finished(
+def test_an_interrupted_campaign_says_it_is_incomplete_and_which_units_finished(
         tmp_path: Path) -> None:
-    md, _ = write_report(campaign(tmp_path, status="interrupted",
-                                  interrupted={"signal": "SIGTERM", "step": "A/r2"},
-                                  finished_rounds=[0, 1], finished_steps=["A/r0", "B/r0"]))
+    units = [{"id": f"tanh/r{r}", "status": "ok" if r < 2 else "pending", "rc": None,
+              "wall_s": None, "device": None, "attempts": 1, "reason": None} for r in range(3)]
+    md, _ = write_report(campaign(tmp_path, status="interrupted", units=units,
+                                  interrupted={"signal": "SIGTERM", "step": "tanh/r2"},
+                                  finished_units=["tanh/r0", "tanh/r1"]))
     text = md.read_text()
-    assert ("- INCOMPLETE: interrupted by SIGTERM during A/r2; finished rounds: r0, r1 (2 of 3)"
-            in text)
+    assert ("- INCOMPLETE: interrupted by SIGTERM during tanh/r2; finished units: tanh/r0, "
+            "tanh/r1 (2 of 3)" in text)
     assert "**This campaign is incomplete" in text
 
 
@@ -311,14 +299,16 @@ def test_a_complete_campaign_has_no_incomplete_note(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("rows", "needle"), [
-    ([1, 2], "row 0 of the A/B is 1; expected an object"),
-    (["x"], "row 0 of the A/B is 'x'; expected an object"),
-    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "a_ms": "abc"}], "a_ms='abc'; expected a number"),
-    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "rounds": True}], "rounds=True; expected a "
-                                                                    "number"),
+    ([1, 2], "ab.json: rows[0] is 1, not an object"),
+    (["x"], "ab.json: rows[0] is 'x', not an object"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "a_ms": "abc"}],
+     "ab.json: rows[0].a_ms is 'abc', not a number"),
+    ([ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), {**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"),
+                                                "rounds": True}],
+     "ab.json: rows[1].rounds is True, not an integer"),
     ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "round_speedups_pct": ["x"]}],
-     "round_speedups_pct=['x']; expected a list of numbers"),
-    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "flags": 3}], "flags=3; expected a list"),
+     "rows[0].round_speedups_pct is ['x'], not a list of numbers"),
+    ([{**ab_row("[[1]]", 1.0, 1.0, 0.0, "same"), "flags": 3}], "rows[0].flags is 3, not a list"),
 ])
 def test_ab_json_rows_that_are_not_objects_or_numbers_are_usage_errors(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list, needle: str) -> None:
@@ -331,4 +321,60 @@ def test_ab_json_rows_that_are_not_objects_or_numbers_are_usage_errors(
 def test_ab_json_with_a_caliber_that_is_not_an_object_is_a_usage_error(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["report", str(campaign(tmp_path, caliber=[1]))]) == 2
-    assert "caliber=[1] is not accepted; expected an object" in capsys.readouterr().err
+    assert "ab.json: caliber is [1], not an object" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the typed document
+
+
+def campaign_data() -> dict[str, Any]:
+    """ab.json's data as a suite campaign writes it: the A/B, then its campaign's parts."""
+    a = [Source(f"A/r{i}", "run", (measured("[[1]]", 2.0 + i / 100),)) for i in range(3)]
+    b = [Source(f"B/r{i}", "run", (measured("[[1]]", 1.0 + i / 100),)) for i in range(3)]
+    data = ab_document(compare(a, b), CALIBER, notes=["a note"],
+                       liveness={"status": "live", "detail": "rows differ"})
+    data["operators"] = {
+        "tanh": {"verdict": "faster", "rows": 1, "rounds": 3, "geomean_speedup_pct": 98.0,
+                 "worst": {"dtype": "torch.float16", "shape": "[[1]]", "speedup_pct": 98.0,
+                           "verdict": "faster"}, "units_failed": 0, "reason": None,
+                 "artifacts": "differ"},
+        "exp": {"verdict": "failed", "rows": 0, "rounds": 0, "geomean_speedup_pct": None,
+                "worst": None, "units_failed": 1, "reason": "FAILED in A"}}
+    data["commands"] = [["ZL_A=1", "python", "-m", "harness"]]
+    data["sides"] = {"A": ["c/tanh/A/r0"], "B": ["c/tanh/B/r0"]}
+    data["units"] = [{"id": "tanh/r0", "status": "ok", "rc": 0, "wall_s": 1.5, "device": "0",
+                      "attempts": 1, "reason": None}]
+    data.update(status="interrupted", interrupted={"signal": "SIGINT", "step": "exp/r0"},
+                finished_units=["tanh/r0"])
+    return data
+
+
+def test_the_document_writes_back_what_it_read_key_for_key(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(campaign_data()))
+    doc = parse(data)
+    assert json.dumps(doc.to_json()) == json.dumps(data)  # same keys, same order, same values
+    write_ab(tmp_path, doc)
+    assert read_ab(tmp_path) == doc
+    assert doc.operators and doc.operators["tanh"].worst and doc.status and doc.units
+    assert doc.caliber.variable == "FLAGTREE_CUDA_RLC_ENHANCE" and doc.units[0].wall_s == 1.5
+    assert doc.status.interrupted and doc.status.interrupted.signal == "SIGINT"
+    assert document_of(as_report(doc), CALIBER).rows == doc.rows
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d["operators"]["tanh"].pop("verdict"), "operators.tanh.verdict is missing"),
+    (lambda d: d["rows"][0].update(speedup_pct="fast"), "rows[0].speedup_pct is 'fast', not a"),
+    (lambda d: d["units"][0].update(rc="0"), "units[0].rc is '0', not an integer"),
+    (lambda d: d.update(status="stopped"), "status is 'stopped'; expected one of: complete"),
+    (lambda d: d["commands"].append("python"), "commands[1] is 'python', not a list of strings"),
+    (lambda d: d["caliber"].update(rounds="3"), "caliber.rounds is '3', not an integer"),
+    (lambda d: d["caliber"]["image_digests"].update(A="sha"), "image_digests.A is 'sha', not a"),
+])
+def test_a_bad_field_is_named_with_its_file(tmp_path: Path, change: Any, message: str) -> None:
+    data = json.loads(json.dumps(campaign_data()))
+    change(data)
+    (tmp_path / AB_JSON).write_text(json.dumps(data))
+    with pytest.raises(UsageError) as info:
+        read_ab(tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / AB_JSON}: ") and message in str(info.value)
+    assert "\n" not in str(info.value)

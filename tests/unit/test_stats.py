@@ -1,4 +1,4 @@
-"""harness.report.stats: Student's t, intervals, Benjamini-Hochberg, noise floor, verdicts."""
+"""harness.report.stats and tdist: Student's t, intervals, BH, noise floor, verdicts."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ from harness.report.stats import (
     MIN_NOISE_FLOOR_PCT,
     Method,
     Verdict,
-    benjamini_hochberg,
     classify,
     geomean_stats,
     geometric_mean,
     noise_floor_from_aa,
-    regularized_beta,
     row_stats,
     speedup_pct,
+    summarize_ab,
+)
+from harness.report.tdist import (
+    benjamini_hochberg,
+    regularized_beta,
     student_t_cdf,
     student_t_quantile,
     student_t_two_sided_p,
-    summarize_ab,
     t_interval,
 )
 

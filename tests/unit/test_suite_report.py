@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.report import stats, suite_report
+from harness.report.abjson import parse
 
 
 @pytest.mark.parametrize(("verdicts", "failed", "expected"), [
@@ -37,8 +38,8 @@ def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded(
         ((1.10 * 1.12) ** 0.5 - 1) * 100)
     assert suite_report.suite_line(operators) == (
         "suite: 1 faster, 1 slower, 0 same, 1 failed of 3 operators")
-    doc = {"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows, "unpaired": [],
-           "operators": operators}
+    doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
+                 "unpaired": [], "operators": operators})
     assert suite_report.is_suite(doc)
     md = suite_report.render_markdown(doc, notes=[])
     table = [line.split(" | ")[0] for line in md.splitlines() if line.startswith("| ")
@@ -49,8 +50,9 @@ def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded(
 
 
 def test_a_one_operator_campaign_is_not_a_suite():
-    assert not suite_report.is_suite({"operators": {"mm": {}}})
-    assert not suite_report.is_suite({})
+    one = {"schema": "harness-ab/1", "rows": [], "operators": {"mm": {"verdict": "failed"}}}
+    assert not suite_report.is_suite(parse(one))
+    assert not suite_report.is_suite(parse({"schema": "harness-ab/1", "rows": []}))
 
 
 def test_the_suite_line_counts_inconclusive_operators_before_the_total():

@@ -1,0 +1,46 @@
+"""An A/B result: its paired rows, its unpaired rows and the report that holds them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.report import stats
+
+Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
+
+
+@dataclass(frozen=True)
+class AbRow:
+    op: str
+    dtype: str
+    shape: str
+    occurrence: int
+    stats: stats.RowStats
+    flags: tuple[str, ...]  # "A:<marker>" / "B:<marker>" for every flag marker of either side
+
+
+@dataclass(frozen=True)
+class Unpaired:
+    op: str
+    dtype: str
+    shape: str
+    occurrence: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class AbReport:
+    """An A/B of two sides (each a list of rounds); speedup_pct = (A_ms / B_ms - 1) * 100."""
+
+    a_label: str
+    b_label: str
+    rows: tuple[AbRow, ...]
+    unpaired: tuple[Unpaired, ...]
+    geomean_speedup_pct: float | None
+    noise_floor_pct: float
+    direct_rows: int  # paired rows where either side carries DIRECT_MARKER
+    notes: tuple[str, ...]
+    method: stats.Method = stats.Method()
+    geomean_ci_low_pct: float | None = None  # None: fewer than two paired rows
+    geomean_ci_high_pct: float | None = None
+    op_geomeans: tuple[tuple[str, stats.GeomeanStats], ...] = ()  # per operator, first seen
