@@ -20,7 +20,7 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.report import comparison, receipt, stats, suite_report
+from harness.report import abjson, comparison, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
 from harness.run import identity
@@ -129,89 +129,112 @@ def finished_units(campaign: Campaign) -> list[str]:
     return [u.id for u in campaign.units if u.status in ("ok", "failed")]
 
 
-def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None) -> dict:
-    """ab.json's status keys: complete or interrupted ({signal, step}), and what finished."""
-    return {"status": "complete" if stopped is None else "interrupted",
-            "interrupted": dict(stopped) if stopped else None,
-            "finished_units": finished_units(campaign)}
+def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
+                    ) -> abjson.CampaignStatus:
+    """ab.json's status: complete or interrupted ({signal, step}), and what finished."""
+    return abjson.CampaignStatus(
+        "complete" if stopped is None else "interrupted",
+        None if stopped is None else abjson.Interruption(stopped.get("signal"),
+                                                         stopped.get("step")),
+        tuple(finished_units(campaign)))
+
+
+def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Identities],
+             extra: Mapping[str, Any]) -> dict[str, Any]:
+    """ab.json's caliber: the settings, the operators, the axis and its sides, the images,
+    the walls and the harness checkout."""
+    axis, ops = campaign.axis, list(campaign.ops)
+    return {**settings.caliber(), "op": ops[0] if len(ops) == 1 else None, "ops": ops,
+            "node": campaign.ops[ops[0]].node if len(ops) == 1 else None,
+            "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
+            "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),
+            "noise_floor_source": campaign.noise_from,
+            "image_digests": {side: sorted({d.get("image_digest") or "none"
+                                            for ids in identities.values() for d in ids[side]})
+                              for side in SIDES},
+            "walls": round_walls(campaign), **extra,
+            **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
+
+
+def _walls_note(walls: Mapping[str, Any]) -> list[str]:
+    if walls["round0_s"] is None:
+        return []
+    return [f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators, "
+            f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
+            f"{walls['later_unit_mean_s'] or '-'} s a unit over {walls['later_units']} units"]
+
+
+def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
+               identities: Mapping[str, Identities], failures: Mapping[str, str]
+               ) -> dict[str, abjson.OperatorSummary]:
+    """Each operator's summary; a unit never run or interrupted is left for resume, not
+    counted failed."""
+    info: dict[str, dict[str, Any]] = {
+        op: {"rounds": len(done_rounds(directory, campaign, op)),
+             "reason": i.reason or failures.get(op),
+             "units_failed": sum(1 for u in campaign.units if u.op == op
+                                 and u.status == "failed")}
+        for op, i in campaign.ops.items()}
+    for op, ids in identities.items():
+        a, b = ab.compiled_sets(ids)
+        info[op]["artifacts"] = "none" if not (a or b) else "differ" if not b <= a else "equal"
+    return suite_report.operator_summaries([abjson.row_json(r) for r in doc.rows], info)
 
 
 def build_document(directory: Path, campaign: Campaign, settings: Settings,
-                   stopped: Mapping[str, str] | None = None) -> dict:
+                   stopped: Mapping[str, str] | None = None) -> abjson.AbDocument:
     """ab.json of the campaign: every operator's rows, the operators' verdicts, liveness
-    (not checked when a signal stopped the campaign: `stopped`)."""
+    (not checked when a signal stopped the campaign: `stopped`) and its status."""
     result, identities, failures = compare_ops(directory, campaign, campaign.noise_floor_pct)
     live, notes, extra = ((None, ["liveness not checked: the campaign was interrupted"], {})
                           if stopped else decide_liveness(result, identities, campaign))
-    axis, ops = campaign.axis, list(campaign.ops)
+    caliber = _caliber(campaign, settings, identities, extra)
+    doc = abjson.document_of(result, caliber, notes=[*notes, *_walls_note(caliber["walls"])],
+                             liveness=None if live is None else abjson.Liveness(
+                                 live["status"], live.get("detail")))
     every = [d for ids in identities.values() for side in SIDES for d in ids[side]]
-    caliber = {**settings.caliber(), "op": ops[0] if len(ops) == 1 else None, "ops": ops,
-               "node": campaign.ops[ops[0]].node if len(ops) == 1 else None,
-               "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
-               "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),
-               "noise_floor_source": campaign.noise_from,
-               "image_digests": {side: sorted({d.get("image_digest") or "none"
-                                               for ids in identities.values() for d in ids[side]})
-                                 for side in SIDES},
-               "walls": round_walls(campaign), **extra,
-               **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
-    walls = caliber["walls"]
-    if walls["round0_s"] is not None:
-        notes.append(f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators, "
-                     f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
-                     f"{walls['later_unit_mean_s'] or '-'} s a unit over "
-                     f"{walls['later_units']} units")
-    out = comparison.ab_document(result, caliber, liveness=live, notes=notes)
-    # A unit that was never run or was interrupted is left for resume, not failed.
-    info = {op: {"rounds": len(done_rounds(directory, campaign, op)),
-                 "reason": i.reason or failures.get(op),
-                 "units_failed": sum(1 for u in campaign.units if u.op == op
-                                     and u.status == "failed")}
-            for op, i in campaign.ops.items()}
-    out["operators"] = suite_report.operator_summaries(out["rows"], info)
-    for op, ids in identities.items():
-        a, b = ab.compiled_sets(ids)
-        out["operators"][op]["artifacts"] = ("none" if not (a or b)
-                                             else "differ" if not b <= a else "equal")
-    out["commands"] = [[f"{k}={v}" for k, v in (d.get("extra_env") or {}).items()]
-                       + list(d.get("command") or []) for d in every]
-    out["sides"] = {side: [str(directory / op / side / f"r{r}") for op in identities
-                           for r in done_rounds(directory, campaign, op)] for side in SIDES}
-    out["units"] = [{k: getattr(u, k) for k in ("id", "status", "rc", "wall_s", "device",
-                                                 "attempts", "reason")} for u in campaign.units]
-    return out
+    return dataclasses.replace(
+        doc, operators=_operators(directory, campaign, doc, identities, failures),
+        commands=tuple(tuple([f"{k}={v}" for k, v in (d.get("extra_env") or {}).items()]
+                             + list(d.get("command") or [])) for d in every),
+        sides={side: tuple(str(directory / op / side / f"r{r}") for op in identities
+                           for r in done_rounds(directory, campaign, op)) for side in SIDES},
+        units=tuple(abjson.UnitRecord(u.id, u.status, u.rc, u.wall_s, u.device, u.attempts,
+                                      u.reason) for u in campaign.units),
+        status=campaign_status(campaign, stopped))
 
 
 def write_campaign(directory: Path, campaign: Campaign, settings: Settings,
                    stopped: Mapping[str, str] | None = None
-                   ) -> tuple[dict[str, Any], Path, Path | None]:
+                   ) -> tuple[abjson.AbDocument, Path, Path | None]:
     """ab.json, ab.md, ab.png and receipt.json of the campaign, finished or not:
-    (ab.json document, ab.md, ab.png or None)."""
-    result = build_document(directory, campaign, settings, stopped)
-    result.update(campaign_status(campaign, stopped))
-    comparison.save_ab(directory, result)
+    (ab.json's document, ab.md, ab.png or None)."""
+    doc = build_document(directory, campaign, settings, stopped)
+    abjson.write_ab(directory, doc)
     md, png = report.write_report(directory)
+    status = doc.status or campaign_status(campaign, stopped)
     receipt.write_receipt(directory, receipt.build_receipt(
         campaign={"dir": str(directory), "axis": campaign.axis.name,
                   "variable": campaign.axis.variable, "ops": list(campaign.ops),
-                  "units": [u.id for u in campaign.units], "status": result["status"],
-                  "finished_units": result["finished_units"],
+                  "units": [u.id for u in campaign.units], "status": status.state,
+                  "finished_units": list(status.finished_units),
                   # the batch scripts the cluster ran, by sha256 (EXECUTOR=slurm)
                   "slurm": campaign.slurm.submissions if campaign.slurm else None},
-        sides={side: {"runs": result["sides"][side]} for side in SIDES},
-        rows=result["rows"], commands=result["commands"], caliber=result["caliber"]))
-    return result, md, png
+        sides={side: {"runs": list((doc.sides or {}).get(side, ()))} for side in SIDES},
+        rows=[abjson.row_json(r) for r in doc.rows],
+        commands=[list(c) for c in doc.commands or ()], caliber=dict(doc.caliber.values)))
+    return doc, md, png
 
 
 def finish(directory: Path, campaign: Campaign, settings: Settings,
            out: Callable[[str], None] = print) -> int:
     """Write the campaign's files; exit 0, 1 (a unit or operator failed) or 6 (the axis
     showed no sign of reaching the compiler)."""
-    result, md, png = write_campaign(directory, campaign, settings)
-    out(suite_report.suite_line(result["operators"]))
-    for line in ab.done_lines(result, md, png):
+    doc, md, png = write_campaign(directory, campaign, settings)
+    out(suite_report.suite_line(doc.operators or {}))
+    for line in ab.done_lines(doc, md, png):
         out(line)
-    if (result.get("liveness") or {}).get("status") == "not_live":
+    if doc.liveness is not None and doc.liveness.status == "not_live":
         out(f"{ab.NOT_LIVE_MARKER} axis={campaign.axis.name}")
         return EXIT_AXIS_NOT_LIVE
     ok = all(u.status == "ok" for u in campaign.units)

@@ -18,7 +18,7 @@ from harness.campaign.unit import cache_env
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Executor
-from harness.report import comparison, stats
+from harness.report import abjson, stats
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import cmdline, spec
@@ -224,7 +224,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
     rounds_value = _given(flags, env, "ROUNDS")
     rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
-    verdicts = {op: v["verdict"] for op, v in (_load_operators(directory)).items()}
+    verdicts = _verdicts(directory)
     return plan.extend(campaign, rounds, only, verdicts)
 
 
@@ -270,8 +270,9 @@ def refuse_unused(flags: Mapping[str, Any]) -> None:
             "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
 
 
-def _load_operators(directory: Path) -> dict[str, Any]:
+def _verdicts(directory: Path) -> dict[str, str]:
+    """Each operator's verdict in the campaign's ab.json (none before one was written)."""
     try:
-        return comparison.load_ab(directory).get("operators") or {}
+        return {op: o.verdict for op, o in (abjson.read_ab(directory).operators or {}).items()}
     except UsageError:
         return {}

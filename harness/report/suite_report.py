@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.report import render, stats
-from harness.report.abjson import AbDocument, OperatorSummary, as_report
+from harness.report.abjson import AbDocument, OperatorSummary, Worst, as_report
 from harness.report.render import pct
 
 
@@ -17,28 +17,27 @@ def geomean_pct(speedups: Sequence[float]) -> float | None:
 
 
 def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapping[str, Any]]
-                       ) -> dict[str, dict[str, Any]]:
-    """Per operator of `ops` ({op: {rounds, reason, units_failed}}): its verdict, paired rows,
-    geometric mean speedup and worst row (lowest speedup)."""
+                       ) -> dict[str, OperatorSummary]:
+    """Per operator of `ops` ({op: {rounds, reason, units_failed, artifacts}}): its verdict,
+    paired rows (ab.json's), geometric mean speedup and worst row (lowest speedup)."""
     out = {}
     for op, info in ops.items():
         mine = [r for r in rows if r["op"] == op]
         worst = min(mine, key=lambda r: r["speedup_pct"], default=None)
-        out[op] = {
-            "verdict": stats.operator_verdict([r["verdict"] for r in mine],
-                                              bool(info.get("reason"))),
-            "rows": len(mine), "rounds": info.get("rounds"),
-            "geomean_speedup_pct": geomean_pct([r["speedup_pct"] for r in mine]),
-            "worst": None if worst is None else {k: worst[k] for k in (
-                "dtype", "shape", "speedup_pct", "verdict")},
-            "units_failed": info.get("units_failed") or 0, "reason": info.get("reason")}
+        out[op] = OperatorSummary(
+            verdict=stats.operator_verdict([r["verdict"] for r in mine], bool(info.get("reason"))),
+            rows=len(mine), rounds=info.get("rounds"),
+            geomean_speedup_pct=geomean_pct([r["speedup_pct"] for r in mine]),
+            worst=None if worst is None else Worst(worst["dtype"], worst["shape"],
+                                                   worst["speedup_pct"], worst["verdict"]),
+            units_failed=info.get("units_failed") or 0, reason=info.get("reason"),
+            artifacts=info.get("artifacts"))
     return out
 
 
-def suite_line(operators: Mapping[str, OperatorSummary | Mapping[str, Any]]) -> str:
-    """One line: how many operators got each verdict (`operators`: a document's, or their data)."""
-    counts = [v.verdict if isinstance(v, OperatorSummary) else str(v["verdict"])
-              for v in operators.values()]
+def suite_line(operators: Mapping[str, OperatorSummary]) -> str:
+    """One line: how many operators got each verdict."""
+    counts = [v.verdict for v in operators.values()]
     shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
     shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
     return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"

@@ -16,6 +16,7 @@ from harness.campaign.ab import Axis
 from harness.errors import Interrupted
 from harness.executors import procs
 from harness.executors.local import LocalExecutor
+from harness.report import abjson
 from harness.settings import spec
 from harness.settings.spec import EMBEDDED_SUITE
 
@@ -129,9 +130,9 @@ def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
     doc.units[0].status = "ok"
     assert ab_finish.finished_units(doc) == ["add/r0"]
     status = ab_finish.campaign_status(doc, {"signal": "SIGTERM", "step": "add/r1"})
-    assert status == {"status": "interrupted", "finished_units": ["add/r0"],
-                      "interrupted": {"signal": "SIGTERM", "step": "add/r1"}}
-    assert ab_finish.campaign_status(doc, None)["status"] == "complete"
+    assert status == abjson.CampaignStatus("interrupted", abjson.Interruption("SIGTERM", "add/r1"),
+                                           ("add/r0",))
+    assert ab_finish.campaign_status(doc, None).state == "complete"
 
 
 def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path):

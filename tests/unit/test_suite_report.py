@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from harness.report import stats, suite_report
-from harness.report.abjson import parse
+from harness.report.abjson import OperatorSummary, parse
 
 
 @pytest.mark.parametrize(("verdicts", "failed", "expected"), [
@@ -33,13 +35,13 @@ def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded(
             row("add", -20.0, "slower"), row("add", 1.0, "same", "[16]")]
     ops = {"mm": {"rounds": 3}, "add": {"rounds": 3}, "bad": {"rounds": 3, "reason": "boom"}}
     operators = suite_report.operator_summaries(rows, ops)
-    assert operators["add"]["worst"]["speedup_pct"] == -20.0
-    assert operators["mm"]["geomean_speedup_pct"] == pytest.approx(
+    assert operators["add"].worst.speedup_pct == -20.0
+    assert operators["mm"].geomean_speedup_pct == pytest.approx(
         ((1.10 * 1.12) ** 0.5 - 1) * 100)
     assert suite_report.suite_line(operators) == (
         "suite: 1 faster, 1 slower, 0 same, 1 failed of 3 operators")
     doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
-                 "unpaired": [], "operators": operators})
+                 "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
     assert suite_report.is_suite(doc)
     md = suite_report.render_markdown(doc, notes=[])
     table = [line.split(" | ")[0] for line in md.splitlines() if line.startswith("| ")
@@ -57,7 +59,7 @@ def test_a_one_operator_campaign_is_not_a_suite():
 
 def test_the_suite_line_counts_inconclusive_operators_before_the_total():
     # Pinned: "... 2 failed, 1 inconclusive of 3 operators" read as "2 failed of 3".
-    ops = {"a": {"verdict": "failed"}, "b": {"verdict": "failed"},
-           "c": {"verdict": "inconclusive"}}
+    ops = {"a": OperatorSummary("failed"), "b": OperatorSummary("failed"),
+           "c": OperatorSummary("inconclusive")}
     assert suite_report.suite_line(ops) == (
         "suite: 0 faster, 0 slower, 0 same, 2 failed, 1 inconclusive of 3 operators")
