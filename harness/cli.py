@@ -28,9 +28,6 @@ from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.settings import makevars, spec, variables
 
-# The settings of `harness run`, as the variables table gives them to it.
-RUN_VARS = tuple(var.make for var in spec.VARS if "run" in var.commands)
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep our one-line form

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -237,9 +236,3 @@ def walls_by_op(campaign: Campaign) -> dict[str, float]:
         if unit.wall_s is not None:
             per_op.setdefault(unit.op, []).append(unit.wall_s)
     return {op: sorted(w)[len(w) // 2] for op, w in per_op.items()}
-
-
-def facts_of(unit: UnitRecord) -> Mapping[str, str]:
-    """The executor's facts kept with a unit."""
-    return {k: v for k, v in (("slurm_task", unit.slurm_task),
-                              ("slurm_state", unit.slurm_state)) if v}

@@ -187,10 +187,9 @@ def _help(command: str) -> str:
 
 @pytest.mark.parametrize("command", ["run", "ab", "batch"])
 def test_help_names_every_variables_environment_name_choices_and_default(command):
-    from harness import cli
-
     text = _help(command)
-    names = set(cli.RUN_VARS) | ({"AXIS", "A", "B", "ROUNDS", "NOISE_FROM"}
+    names = {v.make for v in spec.VARS if "run" in v.commands} | ({"AXIS", "A", "B", "ROUNDS",
+                                                                  "NOISE_FROM"}
                                  if command == "ab" else set())
     if command == "batch":
         names -= {"OP", "OP_FILE", "TEST_NODE"}

@@ -14,9 +14,6 @@ from harness.settings.variables import SLURM_UNITS
 # Task states after which a task never runs again (squeue's long names).
 TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                       "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "REVOKED"})
-ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                    "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "REQUEUE_HOLD",
-                    "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"})
 # Options the harness itself sets on every submission: SLURM_ARGS may not change them.
 RESERVED_OPTIONS = frozenset({"array", "parsable", "output", "error", "input", "wrap",
                               "job-name", "dependency", "chdir", "export", "export-file",
