@@ -258,11 +258,11 @@ TIMING = pytest.StashKey[Timing]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    def read(var: boundary.ChildVar[Any]) -> Any:
-        return boundary.read(var, READER, pytest.UsageError)
-
-    config.stash[TIMING] = Timing(config, read(boundary.BACKEND), read(boundary.TIMER),
-                                  read(boundary.REPEAT), read(boundary.RUN_DIR))
+    error = pytest.UsageError
+    config.stash[TIMING] = Timing(config, boundary.read(boundary.BACKEND, READER, error),
+                                  boundary.read(boundary.TIMER, READER, error),
+                                  boundary.read(boundary.REPEAT, READER, error),
+                                  boundary.read(boundary.RUN_DIR, READER, error))
 
 
 @pytest.hookimpl(trylast=True)
