@@ -55,7 +55,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
                   "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  VARS_BY_MAKE["WARMUP_SHARE"].env, boundary.WARMUP_CLAIMS_VAR,
+                  VARS_BY_MAKE["WARMUP_SHARE"].env_name, boundary.WARMUP_CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
