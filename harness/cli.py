@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from harness import __version__, backends
 from harness.campaign import ab, batch, start
@@ -33,7 +34,7 @@ RUN_VARS = tuple(var.make for var in spec.VARS if "run" in var.commands)
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep our one-line form
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 

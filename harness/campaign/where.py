@@ -37,7 +37,8 @@ def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
                    ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned
     worker where the backend has no accelerator or none is found."""
-    return list(select_devices(settings, env) or [None])
+    devices = select_devices(settings, env)
+    return [*devices] if devices else [None]
 
 
 def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:
@@ -46,7 +47,7 @@ def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExec
 
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
-            record: dict[str, Any] | None = None, saved: Callable[[], None] = lambda: None,
+            record: dict[str, Any] | None = None, saved: Callable[[], object] = lambda: None,
             out: Callable[[str], None] = print, client: Slurm | None = None,
             env: Mapping[str, str] | None = None) -> SlurmExecutor:
     """Job arrays whose files live under `directory`; each task runs `harness slurm-task`

@@ -62,6 +62,9 @@ class _Done:
         self.host = socket.gethostname()
         self.states: list[str] = []
 
+    def queued(self, task: Task, where: str) -> None:
+        """Never called: the local executor that runs a task's share starts what it takes."""
+
     def started(self, task: Task, where: str) -> None:
         self.out(f"[start] {task.id} device={where} log={task.log}")
 
@@ -98,8 +101,8 @@ def run_task(plan_path: Path, env: Mapping[str, str], out: Callable[[str], None]
             runnable.append(task)
     devices: list[str | None] = [None]
     if plan.get("mode") == "node":
-        devices = list(select_ids(backends.get(plan["backend"]), plan.get("devices") or (),
-                                  env) or [None])
+        ids = select_ids(backends.get(plan["backend"]), plan.get("devices") or (), env)
+        devices = [*ids] if ids else [None]
     out(f"task {done.label} on {done.host}: {len(runnable)} of {len(tasks)} items over "
         f"devices {','.join(d or '-' for d in devices)}")
     outcome = LocalExecutor(devices).run(runnable, done)
