@@ -29,7 +29,7 @@ from harness.backends import Backend, Verdict
 from harness.contract import boundary
 from harness.contract.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
 from harness.contract.boundary import TIMING_FILE as SIDECAR
-from harness.contract.results import canonical_shape
+from harness.contract.shape_text import canonical_shape
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
 
