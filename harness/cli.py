@@ -27,6 +27,7 @@ from harness.report import write as report
 from harness.report.summary import FORMATS, summarize
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
+from harness.run.rundir import utc_stamp
 from harness.settings import makevars, spec, variables
 
 # The settings of `harness run`, as the variables table gives them to it.
@@ -89,7 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if settings.dry_run:  # the whole plan first, then every check that would fail
         result = _dry_run_checks(settings)
         plan = runner.placeholder_plan(settings, result.plan)
-        stamp = runner.utc_stamp()
+        stamp = utc_stamp()
         for line in [*warmup.describe_dry_run(settings, result.plan),
                      *runner.describe_dry_run(settings, plan, settings.out / plan.op / stamp)]:
             print(line)
