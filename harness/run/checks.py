@@ -18,7 +18,7 @@ from harness.backends import Device
 from harness.contract import records
 from harness.errors import PreflightError, UsageError
 from harness.executors.devices import visible_devices
-from harness.providers import benchmark_classes, flaggems
+from harness.providers import benchmark_classes, flaggems, resolve
 from harness.run.probe import probe_python
 from harness.settings.spec import VARS_BY_MAKE, Settings
 
@@ -95,7 +95,7 @@ def _test_node(settings: Settings, facts: Facts, env: Environment) -> Facts:
     if not (settings.op or settings.test_node):
         raise PreflightError("test_node", "nothing to run: set OP or TEST_NODE")
     fg_dir = facts["flaggems_dir"]
-    node = flaggems.resolve_node(flaggems.scan_tree(fg_dir), op=settings.op,
+    node = resolve.resolve_node(flaggems.scan_tree(fg_dir), op=settings.op,
                                  op_file=settings.op_file, test_node=settings.test_node,
                                  flaggems_dir=fg_dir)
     return {"node": node, "op": settings.op or flaggems.op_name_for(node)}
