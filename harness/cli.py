@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from harness import __version__, backends
 from harness.campaign import ab, batch, start
@@ -26,11 +27,12 @@ from harness.report import write as report
 from harness.report.summary import FORMATS, summarize
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
+from harness.run.rundir import utc_stamp
 from harness.settings import makevars, spec, variables
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep our one-line form
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
@@ -85,7 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if settings.dry_run:  # the whole plan first, then every check that would fail
         result = _dry_run_checks(settings)
         plan = runner.placeholder_plan(settings, result.plan)
-        stamp = runner.utc_stamp()
+        stamp = utc_stamp()
         for line in [*warmup.describe_dry_run(settings, result.plan),
                      *runner.describe_dry_run(settings, plan, settings.out / plan.op / stamp)]:
             print(line)

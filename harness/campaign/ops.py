@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from harness.errors import PreflightError, UsageError
-from harness.providers import flaggems
+from harness.providers import flaggems, resolve
 from harness.settings.spec import OP_NAME, Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
@@ -111,7 +111,7 @@ def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     found = {}
     for op in ops:
         try:
-            found[op] = flaggems.resolve_node(nodes, op=op, flaggems_dir=fg_dir).nodeid
+            found[op] = resolve.resolve_node(nodes, op=op, flaggems_dir=fg_dir).nodeid
         except PreflightError as exc:
             found[op] = str(exc)
     return found

@@ -63,11 +63,7 @@ def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path
     if campaign.slurm is None:
         campaign.slurm = ExecutorRecord()
     return where.cluster(settings, cfg, directory, submissions=campaign.slurm.submissions,
-                         saved=lambda: _save(campaign, directory), out=out, env=env)
-
-
-def _save(campaign: Campaign, directory: Path) -> None:
-    campaign.save(directory)
+                         saved=lambda: campaign.save(directory), out=out, env=env)
 
 
 # --------------------------------------------------------------------------- a new campaign

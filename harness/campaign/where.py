@@ -37,8 +37,8 @@ def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
                    ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned
     worker where the backend has no accelerator or none is found."""
-    found: list[str | None] = list(select_devices(settings, env) or [])
-    return found or [None]
+    devices = select_devices(settings, env)
+    return [*devices] if devices else [None]
 
 
 def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:
@@ -48,7 +48,7 @@ def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExec
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
             submissions: list[dict[str, Any]] | None = None,
-            saved: Callable[[], None] = lambda: None,
+            saved: Callable[[], object] = lambda: None,
             out: Callable[[str], None] = print, client: Slurm | None = None,
             env: Mapping[str, str] | None = None) -> SlurmExecutor:
     """Job arrays whose files live under `directory`; each task runs `harness slurm-task`

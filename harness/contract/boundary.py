@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar, overload
 
 from harness import backends
 from harness.backends import Backend
@@ -67,17 +66,35 @@ class BoundaryError(HarnessError):
 class ChildVar(Generic[T]):
     """One variable of the child's environment: its name, what it accepts, how it is read.
 
-    `parse` raises ValueError or a HarnessError on a malformed value. An optional variable
-    (`required=False`) is one the host sets only where a feature is on.
+    `parse` raises ValueError or a HarnessError on a malformed value. Whether the variable must
+    be set is its class's to say (RequiredVar, OptionalVar), so `read`'s type says it too.
     """
 
     name: str
     accepted: str | Callable[[], str]  # a callable where the list is only known at run time
     parse: Callable[[str], T]
-    required: bool = True
+    required: ClassVar[bool]
 
     def accepted_text(self) -> str:
         return self.accepted if isinstance(self.accepted, str) else self.accepted()
+
+
+@dataclass(frozen=True)
+class RequiredVar(ChildVar[T]):
+    """A variable the host always sets for the plugins that read it: unset is an error."""
+
+    required: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class OptionalVar(ChildVar[T]):
+    """A variable the host sets only where a feature is on: unset or empty reads as None."""
+
+    required: ClassVar[bool] = False
+
+    def as_required(self) -> RequiredVar[T]:
+        """The same variable, for a reader that only runs where the feature is on."""
+        return RequiredVar(self.name, self.accepted, self.parse)
 
 
 def _backend(text: str) -> Backend:
@@ -127,20 +144,30 @@ def _flag(text: str) -> bool:
     return text == "1"
 
 
-BACKEND = ChildVar(BACKEND_VAR, _backends, _backend)
-RUN_DIR = ChildVar(RUN_DIR_VAR, "the run directory, an existing directory", _run_dir)
-TIMER = ChildVar(TIMER_VAR, "one of: " + ", ".join(TIMERS), _timer)
-REPEAT = ChildVar(REPEAT_VAR, "a whole number of at least 1", _positive_int)
-COMPILE_WORKERS = ChildVar(COMPILE_WORKERS_VAR, "a whole number of threads of at least 1",
-                           _positive_int)
-WARMUP_SHARE = ChildVar(WARMUP_SHARE_VAR, "I/N with 0 <= I < N", _share, required=False)
-SHARD_SHARE = dataclasses.replace(WARMUP_SHARE, required=True)  # where only a shard reads it
-WARMUP_CLAIMS = ChildVar(WARMUP_CLAIMS_VAR, "a directory path", Path, required=False)
-REPLAY = ChildVar(REPLAY_VAR, "an existing winners file", _file, required=False)
-REPLAY_STRICT = ChildVar(REPLAY_STRICT_VAR, "0 or 1", _flag, required=False)
+BACKEND = RequiredVar(BACKEND_VAR, _backends, _backend)
+RUN_DIR = RequiredVar(RUN_DIR_VAR, "the run directory, an existing directory", _run_dir)
+TIMER = RequiredVar(TIMER_VAR, "one of: " + ", ".join(TIMERS), _timer)
+REPEAT = RequiredVar(REPEAT_VAR, "a whole number of at least 1", _positive_int)
+COMPILE_WORKERS = RequiredVar(COMPILE_WORKERS_VAR, "a whole number of threads of at least 1",
+                              _positive_int)
+WARMUP_SHARE = OptionalVar(WARMUP_SHARE_VAR, "I/N with 0 <= I < N", _share)
+SHARD_SHARE = WARMUP_SHARE.as_required()  # where only a shard reads it
+WARMUP_CLAIMS = OptionalVar(WARMUP_CLAIMS_VAR, "a directory path", Path)
+REPLAY = OptionalVar(REPLAY_VAR, "an existing winners file", _file)
+REPLAY_STRICT = OptionalVar(REPLAY_STRICT_VAR, "0 or 1", _flag)
 # What plugin_plan.boundary_env writes from Settings; inherited() drops a caller's copy.
 DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, REPEAT_VAR, COMPILE_WORKERS_VAR,
                       WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
+
+
+@overload
+def read(var: RequiredVar[T], reader: str, error: Callable[[str], Exception] = ...,
+         environ: Mapping[str, str] | None = ...) -> T: ...
+
+
+@overload
+def read(var: OptionalVar[T], reader: str, error: Callable[[str], Exception] = ...,
+         environ: Mapping[str, str] | None = ...) -> T | None: ...
 
 
 def read(var: ChildVar[T], reader: str, error: Callable[[str], Exception] = BoundaryError,

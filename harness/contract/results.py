@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import csv
 import io
 import json
@@ -12,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness.contract.shape_text import NOT_AVAILABLE, canonical_shape, canonical_shape_text
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 
@@ -20,7 +20,6 @@ RESULTS_JSONL = "results.jsonl"
 SUCCESS = "SUCCESS"
 FAILED = "FAILED"
 STATUSES = (SUCCESS, FAILED)
-NOT_AVAILABLE = "N/A"  # FlagGems' cell for a missing value, and our shape for a missing detail
 
 
 @dataclass(frozen=True)
@@ -70,72 +69,6 @@ class Row:
         """Inverse of to_dict; keys this version does not know are ignored (newer writers)."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-# ---------------------------------------------------------------- canonical shape text
-
-
-def canonical_shape(detail: Any) -> str:
-    """Canonical text of a FlagGems shape_detail: JSON, lists for sizes, ", " separators.
-
-    `[[64, 64]]` -> "[[64, 64]]"; tuples (torch.Size) are lists, dtypes their text
-    ("torch.float16"), as in FlagGems' record log; None -> "N/A".
-    """
-    if detail is None:
-        return NOT_AVAILABLE
-    return json.dumps(detail, separators=(", ", ": "), default=str)
-
-
-_NAMED_FLOATS = {"inf": float("inf"), "nan": float("nan")}
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
-
-
-def _literal(node: ast.expr) -> Any:
-    """Evaluate the repr FlagGems prints: literals, torch.Size([...]) and torch.<dtype> names."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_literal(item) for item in node.elts]
-    if isinstance(node, ast.Dict):
-        pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True) if k is not None]
-        if len(pairs) == len(node.keys):  # a None key is a **mapping, never printed by FlagGems
-            return {_literal(k): _literal(v) for k, v in pairs}
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _literal(node.operand)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value if isinstance(node.op, ast.USub) else value
-    if (
-        isinstance(node, ast.Call)
-        and _dotted(node.func) == "torch.Size"
-        and not node.keywords
-        and len(node.args) <= 1
-    ):
-        return _literal(node.args[0]) if node.args else []
-    name = _dotted(node)
-    if name in _NAMED_FLOATS:
-        return _NAMED_FLOATS[name]
-    if name is not None and name.startswith("torch."):
-        return name  # a dtype: json.dumps(..., default=str) writes it this way in the record log
-    raise ValueError(f"not a shape literal: {ast.dump(node)}")
-
-
-def canonical_shape_text(text: str) -> str:
-    """Canonical text of a console "Size Detail" cell; the stripped raw text when unparseable."""
-    raw = text.strip()
-    if raw == NOT_AVAILABLE:
-        return NOT_AVAILABLE
-    try:
-        return canonical_shape(_literal(ast.parse(raw, mode="eval").body))
-    except (SyntaxError, ValueError, TypeError, RecursionError):
-        return raw
 
 
 # ---------------------------------------------------------------- parsers

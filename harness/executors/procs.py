@@ -26,7 +26,7 @@ from harness.settings.spec import REPO_ROOT, VARS_BY_MAKE
 GRACE_S = 5.0  # SIGTERM, then this long for a child's process group to exit, then SIGKILL
 # A `harness run` child runs exactly the node its flags name: these must not reach it from the
 # caller's environment, where they would redirect it (or make it print instead of run).
-RUN_CHILD_ENV_DROP = tuple(VARS_BY_MAKE[name].env
+RUN_CHILD_ENV_DROP = tuple(VARS_BY_MAKE[name].env_name
                            for name in ("OP", "OP_FILE", "TEST_NODE", "DRY_RUN"))
 # A run's own pytest gets less: a batch or warmup stopping that run (GRACE_S) then sees it reap
 # its pytest and exit before the batch's SIGKILL, which would leave pytest's group running.
@@ -59,9 +59,13 @@ def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path, *,
 
 
 class Child(Protocol):
+    """What the scheduler and stop_children use of a child: subprocess.Popen, or a fake."""
+
     pid: int
 
     def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 @dataclass
@@ -150,7 +154,7 @@ def _signal_group(pgid: int, signum: int) -> bool:
     return True
 
 
-def stop_children(children: Sequence[subprocess.Popen], grace_s: float = GRACE_S,
+def stop_children(children: Sequence[Child], grace_s: float = GRACE_S,
                   signum: int = signal.SIGTERM) -> None:
     """SIGTERM (or `signum`, the signal the caller got) each child's process group (each child
     leads its own session, so the group is the child and its pytest), wait up to `grace_s` for

@@ -231,12 +231,11 @@ AUTOTUNE = pytest.StashKey[Autotune]()
 def pytest_configure(config: pytest.Config) -> None:
     # trylast: device_setup (tryfirst) has imported flag_gems, so its tuners exist. Where the
     # pin runs among prune_configs' filters is prune.ORDER's to say, not this hook's timing.
-    def read(var: boundary.ChildVar[Any]) -> Any:
-        return boundary.read(var, READER, pytest.UsageError)
-
-    replay_path = read(boundary.REPLAY)
+    replay_path = boundary.read(boundary.REPLAY, READER, pytest.UsageError)
     replay = from_text(replay_path.read_text("utf-8"), str(replay_path)) if replay_path else None
-    state = Autotune(config, replay, read(boundary.REPLAY_STRICT) is True, read(boundary.RUN_DIR))
+    strict = boundary.read(boundary.REPLAY_STRICT, READER, pytest.UsageError) is True
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    state = Autotune(config, replay, strict, run_dir)
     state.install()
     config.stash[AUTOTUNE] = state
 

@@ -40,9 +40,11 @@ def device_interface() -> Any:
 def graph_class(backend: Backend, interface: Any) -> type:
     """The backend's graph class, looked up by its leaf name on the device interface first
     (`torch.<device>.<Graph>` is `interface.<Graph>`), then by its dotted path."""
-    leaf = backend.graph_class.rpartition(".")[2]
-    found = getattr(interface, leaf, None)
-    return found if found is not None else _import_dotted(backend.graph_class)
+    dotted = backend.graph_class
+    if dotted is None:  # pytest_configure refuses such a backend before any capture
+        raise ValueError(f"backend {backend.name!r} has no graph class: it cannot capture")
+    found = getattr(interface, dotted.rpartition(".")[2], None)
+    return found if found is not None else _import_dotted(dotted)
 
 
 @contextlib.contextmanager

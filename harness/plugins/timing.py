@@ -29,7 +29,7 @@ from harness.backends import Backend, Verdict
 from harness.contract import boundary
 from harness.contract.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
 from harness.contract.boundary import TIMING_FILE as SIDECAR
-from harness.contract.results import canonical_shape
+from harness.contract.shape_text import canonical_shape
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
 
@@ -258,11 +258,11 @@ TIMING = pytest.StashKey[Timing]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    def read(var: boundary.ChildVar[Any]) -> Any:
-        return boundary.read(var, READER, pytest.UsageError)
-
-    config.stash[TIMING] = Timing(config, read(boundary.BACKEND), read(boundary.TIMER),
-                                  read(boundary.REPEAT), read(boundary.RUN_DIR))
+    error = pytest.UsageError
+    config.stash[TIMING] = Timing(config, boundary.read(boundary.BACKEND, READER, error),
+                                  boundary.read(boundary.TIMER, READER, error),
+                                  boundary.read(boundary.REPEAT, READER, error),
+                                  boundary.read(boundary.RUN_DIR, READER, error))
 
 
 @pytest.hookimpl(trylast=True)

@@ -10,7 +10,6 @@ function and walk its class chain through the module and what it imports (benchm
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,14 @@ import yaml
 
 from harness.errors import UsageError
 from harness.providers.flaggems import Node
+from harness.providers.pysource import (
+    ClassRef,
+    Mro,
+    SourceTree,
+    assigned,
+    mentions,
+    short_name,
+)
 
 SHAPES_KEY = "shapes"
 # What FlagGems' `--dtypes` accepts (benchmark/conftest.py: FLOAT_DTYPES + INT_DTYPES +
@@ -71,14 +78,14 @@ def resolve_shape_keys(flaggems_dir: Path, node: Node, shape_file: Path) -> Shap
     if not node.function:
         return _miss(None, (), (), f"{node.nodeid} is a whole file or directory, not one "
                      "benchmark")
-    modules = _Modules(Path(flaggems_dir))
+    modules = SourceTree(Path(flaggems_dir))
     found = _constructor_call(modules, node)
     if isinstance(found, str):
         return _miss(None, (), (), found)
     mro, op_name, why, dtypes = found
-    chain = tuple(_short(name) for _, name in mro)
+    chain = tuple(short_name(name) for _, name in mro)
     tried = tuple(dict.fromkeys(([op_name] if op_name else []) + list(chain)))
-    custom = modules.custom_set_shapes(mro)
+    custom = _custom_set_shapes(modules, mro)
     if custom:
         return _miss(op_name, chain, tried, f"{custom}.set_shapes sets the shapes in Python; "
                      "the shape file does not decide them")
@@ -104,17 +111,13 @@ def benchmark_dtypes(flaggems_dir: Path, node: Node) -> tuple[str, ...] | None:
     resolve_shape_keys reads them; None when they are not known."""
     if not node.function:
         return None
-    found = _constructor_call(_Modules(Path(flaggems_dir)), node)
+    found = _constructor_call(SourceTree(Path(flaggems_dir)), node)
     return None if isinstance(found, str) else (found[3] or None)
 
 
 def _miss(op_name: str | None, chain: tuple[str, ...], tried: tuple[str, ...], problem: str
           ) -> ShapeResolution:
     return ShapeResolution(op_name, chain, tried, None, problem=problem)
-
-
-def _short(qualname: str) -> str:
-    return qualname.rpartition(".")[2]
 
 
 def _load_shape_yaml(shape_file: Path) -> dict[str, object]:
@@ -131,253 +134,97 @@ def _load_shape_yaml(shape_file: Path) -> dict[str, object]:
     return config
 
 
-# A class inside the checkout: (module file, qualified name), the name being "Cls" for a module's
-# class and "test_fn.<locals>.Cls" for one defined in a function. Outside classes (ABC,
-# torch.nn.Module) have no file: (None, name).
-_ClassRef = tuple[Path, str]
-_Mro = list[tuple[Path | None, str]]
-_LOCALS = ".<locals>."
+def _is_benchmark(modules: SourceTree, ref: ClassRef) -> bool:
+    try:
+        return any(short_name(name) == ROOT_CLASS for _, name in modules.mro(ref))
+    except ValueError:
+        return False
 
 
-class _Modules:
-    """Parsed modules of a checkout and the names their top level binds, cached."""
+def _custom_set_shapes(modules: SourceTree, mro: Mro) -> str | None:
+    """The nearest class whose set_shapes neither calls super().set_shapes nor is the shape
+    file lookup itself (it reads a "shapes" entry); None when the file decides."""
+    for cls, method in modules.methods(mro, "set_shapes"):
+        calls_super = any(isinstance(n, ast.Attribute) and n.attr == "set_shapes"
+                          and isinstance(n.value, ast.Call) for n in ast.walk(method))
+        if calls_super:
+            continue  # the file is read, then filtered: a shard's subset stays a subset
+        reads_file = any(isinstance(n, ast.Constant) and n.value == SHAPES_KEY
+                         for n in ast.walk(method))
+        return None if reads_file else cls
+    return None
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self._trees: dict[Path, ast.Module | None] = {}
-        self._classes: dict[Path, dict[str, ast.ClassDef]] = {}
-        self._mros: dict[_ClassRef, _Mro] = {}
 
-    def tree(self, path: Path) -> ast.Module | None:
-        if path not in self._trees:
-            try:
-                self._trees[path] = ast.parse(path.read_text(encoding="utf-8"), str(path))
-            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-                self._trees[path] = None
-        return self._trees[path]
+def _init_op_name(modules: SourceTree, mro: Mro) -> str | None:
+    """The literal op_name a class's __init__ passes up (``super().__init__("x", ...)``,
+    ``op_name="x"``) or assigns (``self.op_name = "x"``), nearest class first."""
+    for _, method in modules.methods(mro, "__init__"):
+        for n in ast.walk(method):
+            value = None
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "__init__"):
+                keywords = {k.arg: k.value for k in n.keywords if k.arg}
+                positional = n.args if isinstance(n.func.value, ast.Call) else n.args[1:]
+                value = keywords.get("op_name", positional[0] if positional else None)
+            elif isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "op_name" for t in n.targets):
+                value = n.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value
+    return None
 
-    def classes(self, path: Path) -> dict[str, ast.ClassDef]:
-        """Module-level classes by name, and those of module-level functions by qualname."""
-        if path not in self._classes:
-            tree, found = self.tree(path), {}
-            for stmt in tree.body if tree else []:
-                if isinstance(stmt, ast.ClassDef):
-                    found[stmt.name] = stmt
-                elif isinstance(stmt, ast.FunctionDef):
-                    found.update({f"{stmt.name}{_LOCALS}{s.name}": s for s in ast.walk(stmt)
-                                  if isinstance(s, ast.ClassDef)})
-            self._classes[path] = found
-        return self._classes[path]
 
-    def _module_file(self, path: Path, module: str | None, level: int) -> Path:
-        """The path an import names: from the checkout root, or from `path`'s package."""
-        base = self.root if level == 0 else path.parent
-        for _ in range(max(level - 1, 0)):
-            base = base.parent
-        for part in (module or "").split("."):
-            base = base / part if part else base
-        return base
-
-    @staticmethod
-    def _as_module(target: Path) -> Path | None:
-        for candidate in (target.with_suffix(".py"), target / "__init__.py"):
-            if candidate.is_file():
-                return candidate.resolve()
+def _dtype_names(modules: SourceTree, path: Path, expr: ast.expr,
+                 function: ast.FunctionDef | None = None,
+                 bound: dict[str, ast.expr] | None = None, depth: int = 0
+                 ) -> tuple[str, ...] | None:
+    """The torch dtype names a dtypes expression of module `path` stands for: a list of
+    ``torch.X``, a name or ``consts.NAME`` bound to one at module level (here or where it is
+    imported from), a local or helper parameter, or a sum of those; None otherwise."""
+    if depth > 8:
         return None
-
-    def binding(self, path: Path, name: str, scope: str = "") -> tuple[str, Path, str] | None:
-        """What `name` is in module `path` (inside function `scope`, when given):
-        ("class", module, qualname) or ("module", module file, "")."""
-        classes = self.classes(path)
-        for qualname in (f"{scope}{_LOCALS}{name}" if scope else None, name):
-            if qualname in classes:
-                return ("class", path, qualname)
-        tree = self.tree(path)
-        for stmt in reversed(tree.body if tree else []):  # the last binding wins
-            if isinstance(stmt, ast.ImportFrom):
-                alias = next((a for a in stmt.names if (a.asname or a.name) == name), None)
-                if alias is None:
-                    continue
-                package = self._module_file(path, stmt.module, stmt.level)
-                sub = self._as_module(package / alias.name)
-                if sub is not None:
-                    return ("module", sub, "")
-                owner = self._as_module(package)
-                return self.binding(owner, alias.name) if owner not in (None, path) else None
-            if isinstance(stmt, ast.Import):
-                alias = next((a for a in stmt.names if a.asname == name), None)
-                if alias is not None:
-                    found = self._as_module(self._module_file(path, alias.name, 0))
-                    return ("module", found, "") if found else None
-        return None
-
-    def class_of(self, path: Path, expr: ast.expr, scope: str = "") -> _ClassRef | str:
-        """The class an expression names in module `path`; its bare name (a str) when the
-        class is outside the checkout or the expression is not a class."""
-        if isinstance(expr, ast.Name):
-            found = self.binding(path, expr.id, scope)
-            return (found[1], found[2]) if found and found[0] == "class" else expr.id
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            found = self.binding(path, expr.value.id, scope)
-            if found and found[0] == "module":
-                inner = self.binding(found[1], expr.attr)
-                if inner and inner[0] == "class":
-                    return (inner[1], inner[2])
-        return expr.attr if isinstance(expr, ast.Attribute) else ast.unparse(expr)
-
-    def mro(self, ref: _ClassRef, seen: tuple[_ClassRef, ...] = ()) -> _Mro:
-        """C3 linearisation of `ref`, as type.__mro__ orders it, without `object`."""
-        if ref in self._mros:
-            return self._mros[ref]
-        if ref in seen:
-            raise ValueError(f"class {_short(ref[1])} inherits from itself")
-        scope = ref[1].partition(_LOCALS)[0] if _LOCALS in ref[1] else ""
-        found = [self.class_of(ref[0], b, scope) for b in self.classes(ref[0])[ref[1]].bases]
-        bases: _Mro = [(None, b) if isinstance(b, str) else b for b in found if b != "object"]
-        lines: list[_Mro] = [self.mro((where, name), (*seen, ref)) if where is not None
-                             else [(where, name)] for where, name in bases]
-        self._mros[ref] = [ref, *_c3_merge([*lines, bases], _short(ref[1]))]
-        return self._mros[ref]
-
-    def is_benchmark(self, ref: _ClassRef) -> bool:
-        try:
-            return any(_short(name) == ROOT_CLASS for _, name in self.mro(ref))
-        except ValueError:
-            return False
-
-    def methods(self, mro: _Mro, name: str) -> Iterable[tuple[str, ast.FunctionDef]]:
-        """(class name, method) for each class of `mro` in the checkout that defines `name`."""
-        for path, qualname in mro:
-            if path is None:
-                continue
-            for stmt in self.classes(path)[qualname].body:
-                if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-                    yield _short(qualname), stmt
-
-    def custom_set_shapes(self, mro: _Mro) -> str | None:
-        """The nearest class whose set_shapes neither calls super().set_shapes nor is the shape
-        file lookup itself (it reads a "shapes" entry); None when the file decides."""
-        for cls, method in self.methods(mro, "set_shapes"):
-            calls_super = any(isinstance(n, ast.Attribute) and n.attr == "set_shapes"
-                              and isinstance(n.value, ast.Call) for n in ast.walk(method))
-            if calls_super:
-                continue  # the file is read, then filtered: a shard's subset stays a subset
-            reads_file = any(isinstance(n, ast.Constant) and n.value == SHAPES_KEY
-                             for n in ast.walk(method))
-            return None if reads_file else cls
-        return None
-
-    def init_op_name(self, mro: _Mro) -> str | None:
-        """The literal op_name a class's __init__ passes up (``super().__init__("x", ...)``,
-        ``op_name="x"``) or assigns (``self.op_name = "x"``), nearest class first."""
-        for _, method in self.methods(mro, "__init__"):
-            for n in ast.walk(method):
-                value = None
-                if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                        and n.func.attr == "__init__"):
-                    keywords = {k.arg: k.value for k in n.keywords if k.arg}
-                    positional = n.args if isinstance(n.func.value, ast.Call) else n.args[1:]
-                    value = keywords.get("op_name", positional[0] if positional else None)
-                elif isinstance(n, ast.Assign) and any(
-                        isinstance(t, ast.Attribute) and t.attr == "op_name" for t in n.targets):
-                    value = n.value
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    return value.value
-        return None
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        names = [e.attr for e in expr.elts if isinstance(e, ast.Attribute)
+                 and isinstance(e.value, ast.Name) and e.value.id == "torch"]
+        return tuple(names) if len(names) == len(expr.elts) else None
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        left, right = (_dtype_names(modules, path, e, function, bound, depth + 1)
+                       for e in (expr.left, expr.right))
+        return None if left is None or right is None else left + right
+    value: tuple[Path, ast.expr] | None = None
+    if isinstance(expr, ast.Name) and bound and expr.id in bound:
+        return _dtype_names(modules, path, bound[expr.id], None, None, depth + 1)
+    if isinstance(expr, ast.Name) and function is not None and (
+            local := assigned(function.body, expr.id, walk=True)) is not None:
+        value = (path, local)
+    elif isinstance(expr, ast.Name):
+        value = modules.module_value(path, expr.id)
+    elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        owner = modules.binding(path, expr.value.id)
+        if owner and owner[0] == "module":
+            value = modules.module_value(owner[1], expr.attr)
+    return _dtype_names(modules, value[0], value[1], None, None, depth + 1) if value else None
 
 
-    def dtype_names(self, path: Path, expr: ast.expr, function: ast.FunctionDef | None = None,
-                    bound: dict[str, ast.expr] | None = None, depth: int = 0
-                    ) -> tuple[str, ...] | None:
-        """The torch dtype names a dtypes expression of module `path` stands for: a list of
-        ``torch.X``, a name or ``consts.NAME`` bound to one at module level (here or where it is
-        imported from), a local or helper parameter, or a sum of those; None otherwise."""
-        if depth > 8:
+def _default_dtypes(modules: SourceTree, mro: Mro) -> tuple[str, ...] | None:
+    """DEFAULT_DTYPES of the nearest class that sets it; None when a class between has an
+    __init__ that handles dtypes itself (its value is then decided in Python)."""
+    for path, qualname in mro:
+        if path is None:
+            continue
+        body = modules.classes(path)[qualname].body
+        if short_name(qualname) != ROOT_CLASS and any(
+                isinstance(s, ast.FunctionDef) and s.name == "__init__" and mentions(s, "dtypes")
+                for s in body):
             return None
-        if isinstance(expr, (ast.List, ast.Tuple)):
-            names = [e.attr for e in expr.elts if isinstance(e, ast.Attribute)
-                     and isinstance(e.value, ast.Name) and e.value.id == "torch"]
-            return tuple(names) if len(names) == len(expr.elts) else None
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
-            left, right = (self.dtype_names(path, e, function, bound, depth + 1)
-                           for e in (expr.left, expr.right))
-            return None if left is None or right is None else left + right
-        value: tuple[Path, ast.expr] | None = None
-        if isinstance(expr, ast.Name) and bound and expr.id in bound:
-            return self.dtype_names(path, bound[expr.id], None, None, depth + 1)
-        if isinstance(expr, ast.Name) and function is not None and (
-                local := _assigned(function.body, expr.id, walk=True)) is not None:
-            value = (path, local)
-        elif isinstance(expr, ast.Name):
-            value = self.module_value(path, expr.id)
-        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-            owner = self.binding(path, expr.value.id)
-            if owner and owner[0] == "module":
-                value = self.module_value(owner[1], expr.attr)
-        return self.dtype_names(value[0], value[1], None, None, depth + 1) if value else None
-
-    def module_value(self, path: Path, name: str) -> tuple[Path, ast.expr] | None:
-        """(module, expression) of the module-level assignment that binds `name` in `path`,
-        following ``from x import name``."""
-        tree = self.tree(path)
-        found = _assigned(tree.body if tree else [], name)
+        found = assigned(body, "DEFAULT_DTYPES")
         if found is not None:
-            return path, found
-        for stmt in reversed(tree.body if tree else []):
-            if isinstance(stmt, ast.ImportFrom) and any(
-                    (a.asname or a.name) == name for a in stmt.names):
-                alias = next(a for a in stmt.names if (a.asname or a.name) == name)
-                owner = self._as_module(self._module_file(path, stmt.module, stmt.level))
-                return self.module_value(owner, alias.name) if owner not in (None, path) else None
-        return None
-
-    def default_dtypes(self, mro: _Mro) -> tuple[str, ...] | None:
-        """DEFAULT_DTYPES of the nearest class that sets it; None when a class between has an
-        __init__ that handles dtypes itself (its value is then decided in Python)."""
-        for path, qualname in mro:
-            if path is None:
-                continue
-            body = self.classes(path)[qualname].body
-            if _short(qualname) != ROOT_CLASS and any(
-                    isinstance(s, ast.FunctionDef) and s.name == "__init__" and _names(s, "dtypes")
-                    for s in body):
-                return None
-            found = _assigned(body, "DEFAULT_DTYPES")
-            if found is not None:
-                return self.dtype_names(path, found)
-        return None
+            return _dtype_names(modules, path, found)
+    return None
 
 
-def _names(node: ast.AST, name: str) -> bool:
-    """Whether `name` appears in `node` as a variable, a keyword, a parameter or an attribute."""
-    return any(name in (getattr(n, "id", None), getattr(n, "arg", None), getattr(n, "attr", None))
-               for n in ast.walk(node))
-
-
-def _assigned(body: list[ast.stmt], name: str, walk: bool = False) -> ast.expr | None:
-    """The value of the one assignment to `name` in `body` (all of it when `walk`); None when
-    there is none or more than one."""
-    nodes = [n for stmt in body for n in (ast.walk(stmt) if walk else (stmt,))]
-    values = [n.value for n in nodes if isinstance(n, ast.Assign)
-              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
-    return values[0] if len(values) == 1 else None
-
-
-def _c3_merge(lines: list[_Mro], name: str) -> _Mro:
-    lines = [list(line) for line in lines if line]
-    result: _Mro = []
-    while lines:
-        head = next((line[0] for line in lines
-                     if not any(line[0] in other[1:] for other in lines)), None)
-        if head is None:
-            raise ValueError(f"class {name}: no consistent method resolution order")
-        result.append(head)
-        lines = [rest for line in lines if (rest := [c for c in line if c != head])]
-    return result
-
-
-def _constructor_call(modules: _Modules, node: Node
-                      ) -> tuple[_Mro, str | None, str | None, tuple[str, ...] | None] | str:
+def _constructor_call(modules: SourceTree, node: Node
+                      ) -> tuple[Mro, str | None, str | None, tuple[str, ...] | None] | str:
     """(class chain, op_name, problem, dtypes) of the benchmark the test function constructs,
     or a str saying why none was found; `problem` is set when the class is known but op_name
     is not, dtypes is None when they are not known statically."""
@@ -399,7 +246,7 @@ def _constructor_call(modules: _Modules, node: Node
     if not distinct:
         return f"{node.nodeid}: no benchmark constructor call found"
     if len(distinct) > 1:
-        names = ", ".join(f"{_short(ref[1])}(op_name={op!r})" for ref, op, _, _ in distinct)
+        names = ", ".join(f"{short_name(ref[1])}(op_name={op!r})" for ref, op, _, _ in distinct)
         return f"{node.nodeid} constructs several benchmarks: {names}"
     ref, op_name, why, dtypes = distinct[0]
     return modules.mro(ref), op_name, why, dtypes
@@ -413,24 +260,24 @@ def _bind(helper: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr]:
     return bound
 
 
-_Call = tuple[_ClassRef, str | None, str | None, tuple[str, ...] | None]
+_Call = tuple[ClassRef, str | None, str | None, tuple[str, ...] | None]
 
 
-def _benchmark_calls(modules: _Modules, path: Path, function: ast.FunctionDef,
+def _benchmark_calls(modules: SourceTree, path: Path, function: ast.FunctionDef,
                      bound: dict[str, ast.expr]) -> list[_Call]:
     found: list[_Call] = []
     for call in ast.walk(function):
         if not isinstance(call, ast.Call):
             continue
         ref = modules.class_of(path, call.func, function.name)
-        if isinstance(ref, str) or not modules.is_benchmark(ref):
+        if isinstance(ref, str) or not _is_benchmark(modules, ref):
             continue
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
-        dtypes = (modules.dtype_names(path, keywords["dtypes"], function, bound)
-                  if "dtypes" in keywords else modules.default_dtypes(modules.mro(ref)))
+        dtypes = (_dtype_names(modules, path, keywords["dtypes"], function, bound)
+                  if "dtypes" in keywords else _default_dtypes(modules, modules.mro(ref)))
         expr = keywords.get("op_name", call.args[0] if call.args else None)
         op_name = (_literal(expr, function, bound) if expr is not None
-                   else modules.init_op_name(modules.mro(ref)))
+                   else _init_op_name(modules, modules.mro(ref)))
         if not isinstance(op_name, str):
             text = "not passed" if expr is None else ast.unparse(expr)
             found.append((ref, None, f"op_name ({text}) is not a string known statically",
@@ -452,7 +299,7 @@ def _literal(expr: ast.expr | None, function: ast.FunctionDef, bound: dict[str, 
     if isinstance(expr, ast.Name):
         if expr.id in bound:
             return _literal(bound[expr.id], function, {})
-        value = _assigned(function.body, expr.id, walk=True)
+        value = assigned(function.body, expr.id, walk=True)
         if isinstance(value, ast.Constant):
             return value.value
     return None

@@ -21,11 +21,11 @@ PASS_PREFIXES = ("ZL_", "FLAGTREE_", "FLAGGEMS_", "TRITON_")
 # from 0 inside) and is only printed under DRY_RUN. Neither their flags nor their variables
 # reach the inner command.
 STRIPPED_VARS = tuple(VARS_BY_MAKE[name] for name in ("RUNNER", "DEVICES", "DRY_RUN"))
-STRIPPED_FLAGS = tuple(flag for var in STRIPPED_VARS for flag in (var.flag, *var.aliases))
-KNOWN_FLAGS = frozenset(flag for var in spec.VARS for flag in (var.flag, *var.aliases))
+STRIPPED_FLAGS = tuple(flag for var in STRIPPED_VARS for flag in (var.flag_name, *var.aliases))
+KNOWN_FLAGS = frozenset(flag for var in spec.VARS for flag in (var.flag_name, *var.aliases))
 # Never passed in: the container decides them itself (or they name host paths and devices).
 NOT_PASSED = frozenset({IN_IMAGE_VAR, IMAGE_DIGEST_VAR, IMAGE_VAR, "FLAGGEMS_DIR",
-                        *(var.env for var in STRIPPED_VARS)})
+                        *(var.env_name for var in STRIPPED_VARS)})
 
 
 def _stripped(name: str) -> str | None:
@@ -57,8 +57,9 @@ def inner_argv(argv: Sequence[str]) -> list[str]:
 
 def passthrough_env(env: Mapping[str, str], given: Sequence[str] = ()) -> dict[str, str]:
     """Harness variables set on the host, less those a flag in `given` already carries."""
-    flagged = {v.env for v in spec.VARS if any(t.split("=", 1)[0] == v.flag for t in given)}
-    names = {v.env for v in spec.VARS} | {n for n in env if n.startswith(PASS_PREFIXES)}
+    flagged = {v.env_name for v in spec.VARS
+               if any(t.split("=", 1)[0] == v.flag for t in given)}
+    names = {v.env_name for v in spec.VARS} | {n for n in env if n.startswith(PASS_PREFIXES)}
     return {n: env[n] for n in sorted(names - NOT_PASSED - flagged) if env.get(n)}
 
 

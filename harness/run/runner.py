@@ -17,18 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from harness.backends import Device
-from harness.contract import boundary, results
+from harness.contract import boundary
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
-from harness.errors import Interrupted, PreflightError
+from harness.errors import Interrupted
 from harness.executors import procs as supervise
+from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
-from harness.providers.flaggems import BENCHMARK_DIR, Node
-from harness.run import artifacts, identity
+from harness.providers.flaggems import Node
+from harness.run import artifacts, identity, outputs
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -36,7 +35,8 @@ from harness.run.plugin_plan import (
     pytest_plugin_args,
     pytest_plugin_env,
 )
-from harness.run.preflight import PartialPlan, Plan, visible_devices
+from harness.run.preflight import PartialPlan, Plan
+from harness.run.rundir import claim_run_dir, utc_stamp
 from harness.settings import variables
 from harness.settings.spec import REPO_ROOT, Settings
 from harness.tuning import autotune, precompile
@@ -56,38 +56,6 @@ class Invocation:
     cwd: Path
     env: dict[str, str]
     plugins: tuple[str, ...]
-
-
-def utc_stamp(now: dt.datetime | None = None) -> str:
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return now.strftime("%Y%m%d-%H%M%S")
-
-
-def claim_run_dir(root: Path, op: str, stamp: str) -> Path:
-    """Create runs/<op>/<stamp>, retreating to -2, -3 ... when another run holds the name.
-
-    The bare mkdir is the claim: it succeeds for exactly one process, so two runs never share
-    a directory even when they start in the same second.
-    """
-    parent = root / op
-    for n in range(1, 1000):
-        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            parent.mkdir(parents=True, exist_ok=True)  # a file in its place: FileExistsError
-            candidate.mkdir()
-        except FileExistsError:
-            if parent.is_dir():
-                continue
-            raise _unclaimable(root, parent, "a file is in the way") from None
-        except OSError as exc:  # preflight checked OUT; this is what changed since
-            raise _unclaimable(root, Path(exc.filename or candidate), exc.strerror) from None
-        return candidate
-    raise RuntimeError(f"could not claim a run directory under {parent}")
-
-
-def _unclaimable(root: Path, path: Path, why: str | None) -> PreflightError:
-    return PreflightError("out", f"cannot create {str(path)!r} under OUT={str(root)!r}: {why}; "
-                          "expected a directory this user can create run directories in")
 
 
 def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
@@ -218,26 +186,6 @@ def _discard(_: bytes) -> None:
     pass
 
 
-def _record_logs(run_dir: Path) -> list[Path]:
-    """The record logs this run's pytest wrote, as the record_log plugin listed them (without
-    its list, a pytest that died early: those in the run directory). One written elsewhere is
-    copied in and left where it is: the harness moves or deletes nothing outside its run."""
-    listed = run_dir / boundary.RECORD_LOGS_FILE
-    try:
-        paths = [Path(p) for p in json.loads(listed.read_text(encoding="utf-8"))]
-    except (OSError, ValueError, TypeError):
-        return sorted(run_dir.glob(boundary.RECORD_LOG_GLOB))
-    logs = []
-    for path in paths:
-        if path.parent.resolve() != run_dir.resolve() and path.is_file():
-            copy = run_dir / path.name.replace("::", "__")
-            shutil.copyfile(path, copy)
-            path = copy
-        if path.is_file():
-            logs.append(path)
-    return logs
-
-
 def _flaggems_cache(inv: Invocation) -> Path:
     return default_flaggems_cache({**variables.environ(), **inv.env})
 
@@ -257,47 +205,6 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
             shutil.copy2(db, run_dir / RECORDS_DIR / db.name)
         shutil.rmtree(cache, ignore_errors=True)
     return outcome
-
-
-def checked_flaggems_dir(settings: Settings) -> Path:
-    """FLAGGEMS_DIR of a run whose node preflight resolved: check flaggems_dir refuses None."""
-    assert settings.flaggems_dir is not None, "FLAGGEMS_DIR unset after preflight"
-    return settings.flaggems_dir
-
-
-def shape_source(settings: Settings) -> Path:
-    """The shape file FlagGems reads for this run: SHAPE_FILE, else its core_shapes.yaml."""
-    if settings.shape_mode == "file" and settings.shape_file is not None:
-        return settings.shape_file
-    return checked_flaggems_dir(settings) / BENCHMARK_DIR / "core_shapes.yaml"
-
-
-def shapes_document(settings: Settings, rows: list[results.Row]) -> dict[str, object]:
-    """shapes.yaml: the shape source and the shapes actually measured, per op and dtype."""
-    source = shape_source(settings)
-    measured: dict[str, dict[str, list[str]]] = {}
-    for row in rows:
-        shapes = measured.setdefault(row.op, {}).setdefault(row.dtype, [])
-        if row.shape not in shapes:
-            shapes.append(row.shape)
-    return {
-        "shape_mode": settings.shape_mode,
-        "level": settings.level,
-        "source": str(source),
-        "source_sha256": identity.sha256_file(source) if source.is_file() else None,
-        "measured": measured,
-    }
-
-
-def _read_timing(run_dir: Path) -> list[dict[str, object]]:
-    """The timing plugin's per-row records; the file is folded into results and removed."""
-    path = run_dir / boundary.TIMING_FILE
-    if not path.is_file():
-        return []
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
-               if line.strip()]
-    path.unlink()
-    return records
 
 
 def _read_runtime(run_dir: Path) -> dict[str, object]:
@@ -367,7 +274,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         rc = _stream(inv, log, echo, stopper)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    rows, source = _rows(settings, run_dir)
+    rows, source = outputs.write_outputs(settings, run_dir)
     tuning = _finish_tuning(settings, inv, run_dir)
     doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
@@ -405,25 +312,6 @@ def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path
                 "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
                 "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"}})
     return doc
-
-
-def _rows(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
-    """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source)."""
-    record_logs = _record_logs(run_dir)
-    rows: list[results.Row]
-    if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
-        rows, source = [], "warmup_share"
-    else:
-        record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
-                                for p in record_logs)
-        console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
-        rows, source = results.parse_run_output(record_text or None, console)
-        rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
-    results.write_results(run_dir, rows)
-    with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
-        yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)
-    os.replace(run_dir / "shapes.yaml.tmp", run_dir / "shapes.yaml")
-    return rows, source
 
 
 def _visible_devices(settings: Settings) -> list[Device]:

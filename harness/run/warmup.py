@@ -42,9 +42,9 @@ from harness.providers.benchmark_classes import (
     ShapeResolution,
     resolve_shape_keys,
 )
-from harness.run import runner
+from harness.run import outputs
 from harness.run.preflight import PartialPlan, Plan
-from harness.run.rundir import run_dir_from_log
+from harness.run.rundir import claim_run_dir, run_dir_from_log, utc_stamp
 from harness.settings import cmdline
 from harness.settings.spec import VARS_BY_MAKE, Settings
 
@@ -55,7 +55,7 @@ DIFFER_MARKER = "PARALLEL_WARMUP_WINNERS_DIFFER"
 # from the caller's environment (PARALLEL_WARMUP_GPUS would make every shard shard again).
 SHARD_ENV_DROP = (*supervise.RUN_CHILD_ENV_DROP,
                   "PARALLEL_WARMUP_GPUS", "REPLAY_FROM", "REPLAY_STRICT", "ZL_DEVICES",
-                  VARS_BY_MAKE["WARMUP_SHARE"].env, boundary.WARMUP_CLAIMS_VAR,
+                  VARS_BY_MAKE["WARMUP_SHARE"].env_name, boundary.WARMUP_CLAIMS_VAR,
                   "SHAPE_MODE", "SHAPE_FILE")
 
 
@@ -133,8 +133,8 @@ def plan_warmup(settings: Settings, node: flaggems.Node,
     if settings.replay_from is not None:
         return WarmupPlan(n, refused=("replay_from", "REPLAY_FROM pins the winners: there "
                                       "is no sweep to shard"))
-    resolution = resolve_shape_keys(runner.checked_flaggems_dir(settings), node,
-                                    runner.shape_source(settings))
+    resolution = resolve_shape_keys(outputs.checked_flaggems_dir(settings), node,
+                                    outputs.shape_source(settings))
     if resolution.key is None:
         return WarmupPlan(n, resolution, refused=("unresolved_shapes",
                                                   resolution.describe()))
@@ -202,7 +202,7 @@ def plan_lines(plan: WarmupPlan, settings: Settings, warm_dir: Path,
     pinning = ("shards run unpinned: the backend has no devices"
                if not settings.backend.is_accelerator else "one device per shard")
     lines = [f"parallel warmup: PARALLEL_WARMUP_GPUS={plan.requested} on "
-             f"{settings.backend.name} ({pinning}); shapes from {runner.shape_source(settings)}"]
+             f"{settings.backend.name} ({pinning}); shapes from {outputs.shape_source(settings)}"]
     if plan.resolution is not None:
         lines.append(plan.resolution.describe())
         if plan.resolution.key is not None:
@@ -230,7 +230,7 @@ def describe_dry_run(settings: Settings, plan: PartialPlan,
         return [f"parallel warmup: PARALLEL_WARMUP_GPUS={settings.parallel_warmup_gpus} not "
                 "planned: the benchmark node is unresolved"]
     decision = plan_warmup(settings, plan.node, environ)
-    warm_dir = settings.out / plan.op / runner.utc_stamp() / WARMUP_DIR
+    warm_dir = settings.out / plan.op / utc_stamp() / WARMUP_DIR
     return plan_lines(decision, settings, warm_dir, plan.node)
 
 
@@ -314,7 +314,7 @@ def prepare(settings: Settings, plan: Plan, *, out: Callable[[str], None] = supe
     if settings.parallel_warmup_gpus is None:
         return settings, None
     decision = plan_warmup(settings, plan.node, environ)
-    run_dir = runner.claim_run_dir(settings.out, plan.op, runner.utc_stamp())
+    run_dir = claim_run_dir(settings.out, plan.op, utc_stamp())
     warm_dir = run_dir / WARMUP_DIR
     log = _Log(run_dir, out)
     for line in plan_lines(decision, settings, warm_dir, plan.node):

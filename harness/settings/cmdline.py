@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from harness.contract.warmup_share import share_text
 from harness.settings import variables
@@ -60,9 +61,12 @@ def setting_values(settings: Settings) -> dict[str, str | None]:
     }
 
 
-def to_argv(settings: Settings, **overrides: object) -> list[str]:
+def to_argv(settings: Settings, **overrides: Any) -> list[str]:
     """The flags from which spec.resolve gives back `settings`, with `overrides` (Settings
     field names, e.g. devices=("1",)) applied.
+
+    `overrides` are Any because each field has its own type; dataclasses.replace refuses a
+    name that is not a field.
 
     The settings come in spec.VARS order, then the overridden ones in the order given, so
     that a printed command line ends with what the caller changed. A setting left empty (no

@@ -59,11 +59,12 @@ def _subcommand(parser: argparse.ArgumentParser,
 
 def _flag_args(var: variables.Var, value: str) -> list[str]:
     """The arguments that give `var` its `value`: one `--flag=value`, or a switch's flag."""
+    flag = var.flag_name
     if not var.switch:
-        return [f"{var.flag}={value}"]
+        return [f"{flag}={value}"]
     if value not in ("0", "1"):
         raise UsageError(f"{var.make}={value!r} is not accepted; expected one of: 0, 1")
-    return [var.flag] if value == "1" else []
+    return [flag] if value == "1" else []
 
 
 def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],

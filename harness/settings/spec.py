@@ -201,7 +201,9 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
                          "variable name, or none for an A/A campaign")
-    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], *values["ROUNDS"], most=MAX_ROUNDS)
+    rounds_text, rounds_source = values["ROUNDS"]
+    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3", rounds_source,
+                           most=MAX_ROUNDS)
     a, b = values["A"][0] or "0", values["B"][0] or "1"
     if a == b and axis != "none":
         labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
@@ -234,9 +236,10 @@ def _read_vars(flags: Mapping[str, object], env: Mapping[str, str]
     raw: dict[str, str | None] = {}
     sources: dict[str, str] = {}
     for var in VARS:
-        raw[var.make], sources[var.make] = var.lookup(flags, env)
-        if raw[var.make] is not None:
-            _check_choice(var, raw[var.make], sources[var.make])
+        value, source = var.lookup(flags, env)
+        raw[var.make], sources[var.make] = value, source
+        if value is not None:
+            _check_choice(var, value, source)
     if sources["MODE"] == "default" and env.get("ZL_ENABLE_CUDAGRAPH") == "0":
         raw["MODE"], sources["MODE"] = "direct", "env"
     return raw, sources

@@ -75,6 +75,21 @@ class Var:
     make_help: str | None = None  # what `make help` says, where the flag's help does not fit
 
     @property
+    def env_name(self) -> str:
+        """Its environment variable, for a caller that only handles variables that have one."""
+        if self.env is None:
+            raise ValueError(f"{self.make} has no environment variable: it is read from "
+                             f"its flag {self.flag} only")
+        return self.env
+
+    @property
+    def flag_name(self) -> str:
+        """Its flag, for a caller that only handles variables that have one."""
+        if self.flag is None:
+            raise ValueError(f"{self.make} has no flag: make hands it over itself")
+        return self.flag
+
+    @property
     def dest(self) -> str:
         return (self.flag or self.make).lstrip("-").replace("-", "_").lower()
 
@@ -260,13 +275,14 @@ def add_flag(group: argparse._ArgumentGroup | argparse.ArgumentParser, var: Var,
              command: str | None = None) -> None:
     """Add `var`'s flag, with its help on `command`."""
     help_text = var.help_text(command).replace("%", "%%")  # argparse formats help with %
+    flag = var.flag_name
     if var.switch:
-        group.add_argument(var.flag, dest=var.dest, action="store_true", help=help_text)
+        group.add_argument(flag, dest=var.dest, action="store_true", help=help_text)
     elif var.bare is not None:
-        group.add_argument(var.flag, *var.aliases, dest=var.dest, nargs="?", const=var.bare,
+        group.add_argument(flag, *var.aliases, dest=var.dest, nargs="?", const=var.bare,
                            default=None, metavar=var.metavar or var.make, help=help_text)
     else:
-        group.add_argument(var.flag, *var.aliases, dest=var.dest, default=None,
+        group.add_argument(flag, *var.aliases, dest=var.dest, default=None,
                            metavar=var.metavar or var.make, help=help_text)
 
 

@@ -102,7 +102,6 @@ def test_no_harness_import_hides_inside_a_function():
     assert inside == []
 
 
-@pytest.mark.xfail(reason="seven modules are still over 400 lines", strict=True)
 def test_modules_and_functions_stay_small():
     big = []
     for _, rel, tree in modules():

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PreflightError, UsageError
+from harness.run.checks import CHECKS, Environment
 from harness.run.preflight import (
-    CHECKS,
-    Environment,
     collect_preflight,
     iter_checks,
     run_preflight,
@@ -173,7 +172,7 @@ def test_probe_sees_the_pythonpath_pytest_will_add(tmp_path):
 
 def test_caller_visibility_variable_narrows_devices_when_devices_unset(tmp_path, monkeypatch):
     from harness.backends import Device
-    from harness.run.preflight import visible_devices
+    from harness.executors.devices import visible_devices
 
     found = [Device(0, "a"), Device(1, "b"), Device(2, "c")]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
@@ -192,7 +191,7 @@ def test_unparseable_tool_output_is_a_device_failure(tmp_path):
 
 def test_out_unwritable_fails_check_out_before_anything_is_created(tmp_path, monkeypatch):
     make_tree(tmp_path / "fg")
-    monkeypatch.setattr("harness.run.preflight.os.access", lambda path, mode: False)
+    monkeypatch.setattr("harness.run.checks.os.access", lambda path, mode: False)
     check, detail = failing_check(settings(tmp_path, out=str(tmp_path / "runs" / "x")))
     assert check == "out" and f"OUT='{tmp_path}/runs/x'" in detail
     assert f"its nearest directory '{tmp_path}'" in detail and "not writable" in detail

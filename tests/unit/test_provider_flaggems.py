@@ -1,4 +1,4 @@
-"""Unit tests of harness.providers.flaggems: static scan, preflight checks, node resolution."""
+"""Unit tests of harness.providers.flaggems and resolve: scan, layout checks, node resolution."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from harness.providers.flaggems import (
     load_nodes_tsv,
     op_name_for,
     pytest_pythonpath,
-    resolve_node,
     scan_benchmark,
     scan_tree,
 )
+from harness.providers.resolve import resolve_node
 
 # Every test node of FlagGems benchmark/ at commit ed2508bc, with its marks (a copy of the shared
 # fixture, so that CI needs no FlagGems checkout).

@@ -14,8 +14,6 @@ from harness import fsutil
 from harness.contract.results import (
     CSV_FIELDS,
     Row,
-    canonical_shape,
-    canonical_shape_text,
     merge_timing,
     parse_console,
     parse_record_log,
@@ -23,6 +21,7 @@ from harness.contract.results import (
     read_results,
     write_results,
 )
+from harness.contract.shape_text import canonical_shape, canonical_shape_text
 from harness.errors import UsageError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"

@@ -14,7 +14,7 @@ import pytest
 from harness.contract.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError
 from harness.providers.flaggems import Node
-from harness.run import runner
+from harness.run import outputs, rundir, runner
 from harness.run.preflight import PartialPlan, Plan
 from harness.settings import spec
 
@@ -22,7 +22,7 @@ from harness.settings import spec
 def _claim(args):
     root, barrier = args
     barrier.wait()
-    return str(runner.claim_run_dir(Path(root), "tanh", "20261129-120000"))
+    return str(rundir.claim_run_dir(Path(root), "tanh", "20261129-120000"))
 
 
 def test_concurrent_claims_get_distinct_directories(tmp_path):
@@ -38,12 +38,12 @@ def test_concurrent_claims_get_distinct_directories(tmp_path):
 
 def test_claim_retreats_past_an_existing_directory(tmp_path):
     (tmp_path / "mm" / "20261129-120000").mkdir(parents=True)
-    assert runner.claim_run_dir(tmp_path, "mm", "20261129-120000").name == "20261129-120000-2"
+    assert rundir.claim_run_dir(tmp_path, "mm", "20261129-120000").name == "20261129-120000-2"
 
 
 def test_utc_stamp_format():
     when = dt.datetime(2026, 11, 29, 7, 5, 3, tzinfo=dt.timezone.utc)
-    assert runner.utc_stamp(when) == "20261129-070503"
+    assert rundir.utc_stamp(when) == "20261129-070503"
 
 
 def _settings(tmp_path, **flags):
@@ -152,7 +152,7 @@ def test_a_run_reads_only_the_record_logs_its_pytest_listed_and_moves_nothing(tm
     elsewhere = fg / "result_benchmark_test_mm::test_mm.log"  # a FlagGems the redirect missed
     elsewhere.write_text("[INFO] ours too\n")
     (run_dir / RECORD_LOGS_FILE).write_text(json.dumps([str(ours), str(elsewhere)]))
-    logs = runner._record_logs(run_dir)
+    logs = outputs._record_logs(run_dir)
     assert logs == [ours, run_dir / "result_benchmark_test_mm__test_mm.log"]
     assert logs[1].read_text() == "[INFO] ours too\n"
     assert elsewhere.read_text() == "[INFO] ours too\n"  # copied, never moved
@@ -163,7 +163,7 @@ def test_without_the_plugins_list_a_run_reads_its_own_directory_only(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "result_x.log").write_text("[INFO] x\n")
-    assert runner._record_logs(run_dir) == [run_dir / "result_x.log"]
+    assert outputs._record_logs(run_dir) == [run_dir / "result_x.log"]
 
 
 def flaggems_record_log_name(pytest_args):
@@ -190,7 +190,7 @@ def test_flaggems_record_log_name_stays_within_the_file_name_limit(tmp_path):
 def test_claim_under_an_op_path_that_is_a_file_fails_check_out(tmp_path):
     (tmp_path / "tanh").write_text("not a directory")
     with pytest.raises(PreflightError) as info:
-        runner.claim_run_dir(tmp_path, "tanh", "20261129-120000")
+        rundir.claim_run_dir(tmp_path, "tanh", "20261129-120000")
     assert info.value.check == "out" and "a file is in the way" in info.value.detail
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.run.preflight import _check_shape_file
+from harness.run.checks import _check_shape_file
 from harness.settings.spec import REPO_ROOT
 
 SHAPE_SETS = sorted((REPO_ROOT / "runs" / "shape").glob("*.yaml"))

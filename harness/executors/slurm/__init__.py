@@ -154,7 +154,8 @@ class Slurm:
 
     def __init__(self, run: Run = subprocess.run) -> None:
         self.run = run
-        self._jobcomp: str | None | bool = False  # False: not asked yet
+        self._jobcomp: str | None = None
+        self._jobcomp_asked = False
 
     def _call(self, argv: list[str]) -> subprocess.CompletedProcess:
         try:
@@ -197,17 +198,18 @@ class Slurm:
         if log and Path(log).is_file():
             lines = slurm_text.parse_jobcomp(Path(log).read_text(encoding="utf-8",
                                                                  errors="replace"))
-            for task, job in wanted.items():
-                line = lines.get(task) or (lines.get(job) if job else None)
+            for task, own_job in wanted.items():
+                line = lines.get(task) or (lines.get(own_job) if own_job else None)
                 if line:
                     found[task] = TaskState(task, line.state, None, line.exit_code)
         return found
 
     def jobcomp_log(self) -> str | None:
-        if self._jobcomp is False:
+        if not self._jobcomp_asked:
             proc = self._call(["scontrol", "show", "config"])
             self._jobcomp = (slurm_text.jobcomp_log(slurm_text.parse_config(proc.stdout))
                              if proc.returncode == 0 else None)
+            self._jobcomp_asked = True
         return self._jobcomp or None
 
     def cancel(self, jobs: Sequence[str]) -> None:

@@ -84,7 +84,7 @@ class SlurmExecutor:
 
     def __init__(self, slurm: Slurm, cfg: SlurmConfig, directory: Path, script: Script, *,
                  plan: Mapping[str, Any], submissions: list[dict[str, Any]] | None = None,
-                 saved: Callable[[], None] = lambda: None, cwd: Path | None = None,
+                 saved: Callable[[], object] = lambda: None, cwd: Path | None = None,
                  poll_s: float = 10.0, out: Callable[[str], None] = print) -> None:
         self.slurm, self.cfg, self.directory, self.script = slurm, cfg, directory, script
         self.plan = dict(plan)  # what every task needs besides its items (backend, devices)

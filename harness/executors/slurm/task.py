@@ -101,8 +101,8 @@ def run_task(plan_path: Path, env: Mapping[str, str], out: Callable[[str], None]
             runnable.append(task)
     devices: list[str | None] = [None]
     if plan.get("mode") == "node":
-        devices = list(select_ids(backends.get(plan["backend"]), plan.get("devices") or (),
-                                  env) or [None])
+        ids = select_ids(backends.get(plan["backend"]), plan.get("devices") or (), env)
+        devices = [*ids] if ids else [None]
     out(f"task {done.label} on {done.host}: {len(runnable)} of {len(tasks)} items over "
         f"devices {','.join(d or '-' for d in devices)}")
     outcome = LocalExecutor(devices).run(runnable, done)

@@ -1,0 +1,139 @@
+"""OP, OP_FILE or TEST_NODE to the one FlagGems benchmark node, with close names on a miss."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from harness.errors import PreflightError, UsageError
+from harness.providers.flaggems import BENCHMARK_DIR, Node
+
+MAX_CLOSEST = 5
+
+
+def resolve_node(
+    nodes: Sequence[Node],
+    *,
+    op: str | None = None,
+    op_file: str | None = None,
+    test_node: str | None = None,
+    flaggems_dir: Path | None = None,
+) -> Node:
+    """Pick the one benchmark node that TEST_NODE, or OP (with OP_FILE), names.
+
+    A file "exists" when some node lives in it or, with `flaggems_dir`, it is on disk.
+
+    TEST_NODE reads ``path::function`` (the ``benchmark/`` prefix may be left out), or names a
+    whole benchmark file or directory (``benchmark``, ``test_mm.py``) that exists under
+    `flaggems_dir`: then the node has no function and pytest runs everything in it. Its file
+    missing: PreflightError ``benchmark_file``; no such function: PreflightError ``test_node``
+    listing close candidates.
+
+    OP: the candidate files are OP_FILE when given (``test_mm.py`` or ``benchmark/test_mm.py``;
+    missing: ``benchmark_file``), else ``benchmark/test_<op>.py`` when it exists, else every
+    file. Nodes of parallel/aggregate files (file name containing ``parallel``) are dropped
+    unless OP_FILE names the file. Priority levels, first with any match decides:
+
+    1. the function ``test_<op>``;
+    2. the function ``test_perf_<op>``;
+    3. functions whose first mark is OP;
+    4. functions having OP among their marks;
+    5. when the only candidate file is ``benchmark/test_<op>.py`` and it holds exactly one
+       function, that function (``unique`` -> ``test_unique.py::test_unique2``).
+
+    One match wins; several at the deciding level raise ``test_node`` "ambiguous"; none at any
+    level raises ``test_node`` naming the five closest nodes (difflib over op keys, marks and
+    file stems) and any parallel file that would have matched through OP_FILE.
+    """
+    if test_node:
+        return _resolve_test_node(nodes, test_node, flaggems_dir)
+    if not op:
+        raise UsageError("nothing to run: give OP (optionally with OP_FILE) or TEST_NODE")
+    if op_file:
+        path = _benchmark_path(op_file)
+        if not _file_exists(nodes, path, flaggems_dir):
+            raise PreflightError("benchmark_file", f"OP_FILE={op_file!r}: {path} does not exist")
+        pool = [n for n in nodes if n.path == path]
+    else:
+        own = f"{BENCHMARK_DIR}/test_{op}.py"
+        in_own = _file_exists(nodes, own, flaggems_dir)
+        pool = [n for n in nodes if n.path == own] if in_own else list(nodes)
+        pool = [n for n in pool if not _is_parallel(n)]
+    for level in _levels(op, pool):
+        if len(level) == 1:
+            return level[0]
+        if level:
+            listed = ", ".join(n.nodeid for n in level)
+            raise PreflightError("test_node", f"OP={op!r} is ambiguous: {listed}")
+    closest = ", ".join(_closest(op, pool or list(nodes))) or "none"
+    hidden = [] if op_file else [n for n in nodes if _is_parallel(n) and any(_levels(op, [n]))]
+    hint = f"; {hidden[0].path} matches but is searched only as OP_FILE" if hidden else ""
+    raise PreflightError("test_node", f"no benchmark node for OP={op!r}; closest: {closest}{hint}")
+
+
+def _levels(op: str, pool: list[Node]) -> Iterable[list[Node]]:
+    yield [n for n in pool if n.function == f"test_{op}"]
+    yield [n for n in pool if n.function == f"test_perf_{op}"]
+    yield [n for n in pool if n.marks[:1] == (op,)]
+    yield [n for n in pool if op in n.marks]
+    own = f"{BENCHMARK_DIR}/test_{op}.py"
+    if len(pool) == 1 and pool[0].path == own:
+        yield pool
+
+
+def _resolve_test_node(nodes: Sequence[Node], test_node: str, flaggems_dir: Path | None) -> Node:
+    file, sep, function = test_node.strip().partition("::")
+    if not sep and file and flaggems_dir is not None:
+        whole = _benchmark_path(file)
+        if (Path(flaggems_dir) / whole).exists():
+            return Node(whole, "")
+    if not sep or not file or not function:
+        raise UsageError(f"TEST_NODE={test_node!r} is not accepted; expected 'path::function'")
+    path = _benchmark_path(file)
+    if not _file_exists(nodes, path, flaggems_dir):
+        raise PreflightError("benchmark_file", f"TEST_NODE={test_node!r}: {path} does not exist")
+    for node in nodes:
+        if node.path == path and node.function == function:
+            return node
+    wanted = f"{path}::{function}"
+    ids = [n.nodeid for n in nodes]
+    close = difflib.get_close_matches(wanted, ids, n=MAX_CLOSEST, cutoff=0.0)
+    raise PreflightError(
+        "test_node", f"TEST_NODE={test_node!r} names no node; closest: {', '.join(close) or 'none'}"
+    )
+
+
+def _benchmark_path(name: str) -> str:
+    """``test_mm.py``, ``./benchmark/test_mm.py`` -> ``benchmark/test_mm.py``."""
+    path = PurePosixPath(name.replace("\\", "/"))
+    parts = [p for p in path.parts if p not in (".", "")]
+    if not parts or parts[0] != BENCHMARK_DIR:
+        parts.insert(0, BENCHMARK_DIR)
+    return "/".join(parts)
+
+
+def _file_exists(nodes: Sequence[Node], path: str, flaggems_dir: Path | None) -> bool:
+    if any(n.path == path for n in nodes):
+        return True
+    return flaggems_dir is not None and (Path(flaggems_dir) / path).is_file()
+
+
+def _is_parallel(node: Node) -> bool:
+    return "parallel" in node.path.rpartition("/")[2]
+
+
+def _closest(op: str, pool: Sequence[Node]) -> list[str]:
+    """The five nodeids whose op key, marks or file stem most resemble `op`, best first.
+
+    No similarity floor: even a name nothing resembles gets suggestions to choose from.
+    """
+    by_key: dict[str, list[str]] = {}
+    for node in pool:
+        stem = PurePosixPath(node.path).stem.removeprefix("test_")
+        for key in (node.op_key, *node.marks, stem):
+            by_key.setdefault(key, []).append(node.nodeid)
+    found: list[str] = []
+    for key in difflib.get_close_matches(op, list(by_key), n=len(by_key), cutoff=0.0):
+        found.extend(i for i in by_key[key] if i not in found)
+    return found[:MAX_CLOSEST]
