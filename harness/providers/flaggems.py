@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from harness.errors import PreflightError, UsageError
+from harness.errors import PreflightError
 
 log = logging.getLogger(__name__)
 
@@ -152,20 +152,6 @@ def _marks_of(
 
 def _operator_marks(marks: Iterable[str]) -> tuple[str, ...]:
     return tuple(m for m in marks if m not in BUILTIN_MARKS)
-
-
-def load_nodes_tsv(path: Path) -> list[Node]:
-    """Read ``node<TAB>mark,mark`` lines; ``#`` lines and blank lines are comments."""
-    nodes: list[Node] = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        nodeid, _, marks = line.partition("\t")
-        file, sep, function = nodeid.strip().partition("::")
-        if not sep or not file or not function:
-            raise UsageError(f"{path}:{lineno}: {nodeid!r} is not a 'path::function' node")
-        nodes.append(Node(file, function, tuple(m for m in marks.strip().split(",") if m)))
-    return nodes
 
 
 # --------------------------------------------------------------------------- preflight

@@ -6,12 +6,11 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from harness.contract.boundary import DIRECT_MARKER, FLAG_MARKERS
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
-from harness.report import abjson, stats
+from harness.report import stats
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired
 from harness.report.sources import CALIBER_FIELDS, Source
 
@@ -146,26 +145,3 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
         direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
         notes=tuple(notes), method=result.method, geomean_ci_low_pct=low,
         geomean_ci_high_pct=high, op_geomeans=tuple((str(op), g) for op, g in result.groups))
-
-
-# ---------------------------------------------------------------- ab.json as a dict
-# For the campaign modules that still build and read ab.json as a dict; the typed API is
-# abjson.read_ab, abjson.write_ab and abjson.document_of.
-
-
-def load_ab(path: str | Path) -> dict[str, Any]:
-    """ab.json's data at `path`, checked by abjson.read_ab."""
-    return abjson.read_ab(path).to_json()
-
-
-def save_ab(directory: Path, data: Mapping[str, Any]) -> Path:
-    """Check ab.json's data as abjson.read_ab does and write it with abjson.write_ab."""
-    return abjson.write_ab(directory, abjson.parse(data, str(directory / abjson.AB_JSON)))
-
-
-def ab_document(report: AbReport, caliber: Mapping[str, Any], *,
-                liveness: Mapping[str, str] | None = None,
-                notes: Sequence[str] = ()) -> dict[str, Any]:
-    """abjson.document_of's data, `liveness` given as {status, detail}."""
-    return abjson.document_of(report, caliber, liveness=abjson.liveness_of(liveness),
-                              notes=notes).to_json()

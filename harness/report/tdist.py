@@ -68,12 +68,6 @@ def student_t_two_sided_p(t: float, df: float) -> float:
     return regularized_beta(df / (df + t * t), df / 2.0, 0.5)
 
 
-def student_t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with `df` degrees of freedom."""
-    tail = student_t_two_sided_p(t, df) / 2.0
-    return 1.0 - tail if t > 0 else tail
-
-
 @lru_cache(maxsize=256)
 def student_t_quantile(p: float, df: float) -> float:
     """The t with P(T <= t) = p, for 0 < p < 1, found by bisection on the CDF.

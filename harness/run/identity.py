@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -72,10 +71,6 @@ def git_state(root: Path) -> dict[str, object]:
 
 def harness_identity(root: Path = REPO_ROOT) -> dict[str, object]:
     return {"version": __version__, **git_state(root), "files": file_hashes(root)}
-
-
-def device_dicts(devices: Iterable[Device]) -> list[dict[str, object]]:
-    return [asdict(d) for d in devices]
 
 
 def read_identity(run_dir: Path) -> dict[str, Any] | None:

@@ -111,16 +111,6 @@ def pins_for(backend: str, path: Path = PINS_FILE) -> ImagePins:
     return found
 
 
-def dockerfile_args(path: Path) -> dict[str, str | None]:
-    """The ARGs a Dockerfile declares, with their defaults (None: no default)."""
-    args: dict[str, str | None] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$", line)
-        if m:
-            args[m.group(1)] = m.group(2)
-    return args
-
-
 # --- engines ---------------------------------------------------------------------------------
 
 def check_engine(engine: str, which: Callable[[str], str | None] = shutil.which,

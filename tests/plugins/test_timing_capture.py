@@ -12,8 +12,8 @@ from harness import backends
 from harness.contract.boundary import TIMING_FILE as SIDECAR
 from harness.plugins import capture
 from harness.plugins.timing import op_key
-from harness.providers.flaggems import load_nodes_tsv
 from harness.run.plugin_plan import plan_plugins
+from tests.fixture_nodes import load_nodes_tsv
 from tests.plugins import fakedev
 
 NODES_TSV = Path(__file__).resolve().parents[1] / "data" / "provider" / "benchmark_nodes.tsv"

@@ -23,6 +23,16 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 FLAGGEMS_COMMIT = "ed2508bcb5a03000e9774734201d840ba362cd11"  # the commit the issue pins
 
 
+def dockerfile_args(path: Path) -> dict[str, str | None]:
+    """The ARGs a Dockerfile declares, with their defaults (None: no default)."""
+    args: dict[str, str | None] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?\s*$", line)
+        if m:
+            args[m.group(1)] = m.group(2)
+    return args
+
+
 def settings(backend: str = "cuda", **flags: str) -> spec.Settings:
     base = {"backend": backend, "runner": "docker", "dry_run": "1"}
     return spec.resolve({**base, **flags}, env={}, which=lambda name: None)
@@ -83,7 +93,7 @@ def test_a_backend_without_pins_names_the_pinned_ones_and_runner_host(name, stat
 @pytest.mark.parametrize("name", PINNED)
 def test_every_dockerfile_arg_has_a_pin_and_every_pin_is_used(name):
     pins = PINS[name]
-    declared = images.dockerfile_args(pins.dockerfile)
+    declared = dockerfile_args(pins.dockerfile)
     pinned = set(pins.build_args) | {"BASE_DIGEST"}  # declared even while the base is unpinned
     assert set(declared) == pinned, (sorted(set(declared) - pinned), sorted(pinned - set(declared)))
     text = pins.dockerfile.read_text()
@@ -94,7 +104,7 @@ def test_every_dockerfile_arg_has_a_pin_and_every_pin_is_used(name):
 @pytest.mark.parametrize("name", PINNED)
 def test_a_documented_arg_default_is_the_pinned_value(name):
     pins = PINS[name]
-    for arg, default in images.dockerfile_args(pins.dockerfile).items():
+    for arg, default in dockerfile_args(pins.dockerfile).items():
         if default is not None:
             assert default == pins.build_args[arg], arg
 

@@ -14,13 +14,13 @@ from harness.providers.flaggems import (
     Node,
     check_flaggems_dir,
     check_layout,
-    load_nodes_tsv,
     op_name_for,
     pytest_pythonpath,
     scan_benchmark,
     scan_tree,
 )
 from harness.providers.resolve import resolve_node
+from tests.fixture_nodes import load_nodes_tsv
 
 # Every test node of FlagGems benchmark/ at commit ed2508bc, with its marks (a copy of the shared
 # fixture, so that CI needs no FlagGems checkout).

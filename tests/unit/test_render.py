@@ -16,10 +16,11 @@ import pytest
 from harness import cli
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import Row, write_results
-from harness.report.comparison import ab_document, compare, save_ab
+from harness.report.comparison import compare
 from harness.report.render import ms, render_markdown
 from harness.report.sources import load_source
 from harness.report.write import AB_MD
+from tests.abdata import ab_data, write_data
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 IDENTITY = {"backend": "cpu", "level": "core", "timer": "graph", "shape_mode": "upstream",
@@ -65,7 +66,7 @@ def test_summary_ab_and_harness_report_give_the_same_tables(
     campaign = tmp_path / "campaign"
     campaign.mkdir()
     result = compare([load_source(a)], [load_source(b)])
-    save_ab(campaign, ab_document(result, {"axis": "X", "a": "0", "b": "1"}))
+    write_data(campaign, ab_data(result, {"axis": "X", "a": "0", "b": "1"}))
     assert cli.main(["report", str(campaign)]) == 0
     report_lines = (campaign / AB_MD).read_text(encoding="utf-8").splitlines()
     ours, theirs = tables(summary_lines), tables(report_lines)

@@ -15,10 +15,11 @@ from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import Row
 from harness.errors import UsageError
 from harness.report.abjson import SCHEMA, as_report, document_of, parse, read_ab, write_ab
-from harness.report.comparison import ab_document, compare
+from harness.report.comparison import compare
 from harness.report.render import render_markdown, render_png
 from harness.report.sources import AB_JSON, Source
 from harness.report.write import AB_MD, AB_PNG, write_report
+from tests.abdata import ab_data
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CALIBER = {"backend": "cuda", "op": "tanh", "axis": "RLC_ENHANCE",
@@ -196,7 +197,7 @@ def test_an_ab_report_from_summary_renders_as_its_ab_json_does() -> None:
     assert [(r[2], r[8]) for r in rows] == [("[[1]]", "**faster**"), ("[[2]]", "flagged")]
     assert rows[1][9] == f"A:{DIRECT_MARKER}" and "- noise floor: 2.0%" in md
     assert "| tanh | torch.float16 | [[3]] | only in B |" in md
-    doc = json.loads(json.dumps(ab_document(report, caliber)))
+    doc = json.loads(json.dumps(ab_data(report, caliber)))
     assert render_markdown(doc, caliber) == md
     assert as_report(doc).rows == report.rows
 
@@ -331,7 +332,7 @@ def campaign_data() -> dict[str, Any]:
     """ab.json's data as a suite campaign writes it: the A/B, then its campaign's parts."""
     a = [Source(f"A/r{i}", "run", (measured("[[1]]", 2.0 + i / 100),)) for i in range(3)]
     b = [Source(f"B/r{i}", "run", (measured("[[1]]", 1.0 + i / 100),)) for i in range(3)]
-    data = ab_document(compare(a, b), CALIBER, notes=["a note"],
+    data = ab_data(compare(a, b), CALIBER, notes=["a note"],
                        liveness={"status": "live", "detail": "rows differ"})
     data["operators"] = {
         "tanh": {"verdict": "faster", "rows": 1, "rounds": 3, "geomean_speedup_pct": 98.0,

@@ -13,10 +13,10 @@ from harness import cli
 from harness.contract.results import Row, write_results
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json
-from harness.report import comparison
 from harness.report.comparison import compare
 from harness.report.sources import AB_JSON, ACCEPTED, load_source, log_caliber
 from harness.report.summary import summarize
+from tests.abdata import ab_data
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 RECORD = DATA / "tanh_core_kernel.record.log"
@@ -90,7 +90,7 @@ def test_campaign_directory_gives_its_ab_json_with_the_liveness_note(tmp_path: P
     root = campaign(tmp_path / "c", (2.0, 2.02, 1.98), (1.0, 1.01, 0.99))
     sides = {s: [load_source(root / s / f"r{r}") for r in range(3)] for s in "AB"}
     result = compare(sides["A"], sides["B"])
-    atomic_write_json(root / AB_JSON, comparison.ab_document(
+    atomic_write_json(root / AB_JSON, ab_data(
         result, {"axis": "OMP_NUM_THREADS", "a": "1", "b": "2"},
         liveness={"status": "live", "detail": "rows differ beyond the noise floor"}))
     text = "\n".join(lines([str(root)]))
@@ -116,7 +116,7 @@ def test_campaign_is_summarized_alone_and_is_not_a_side(tmp_path: Path) -> None:
         summarize([str(root), str(KERNEL)])
     with pytest.raises(UsageError, match="is an A/B campaign"):
         summarize([], ab=[str(root), str(KERNEL)])
-    atomic_write_json(root / AB_JSON, comparison.ab_document(compare(
+    atomic_write_json(root / AB_JSON, ab_data(compare(
         [load_source(root / "A" / "r0")], [load_source(root / "B" / "r0")]), {}))
     with pytest.raises(UsageError, match="ab.json' is an A/B campaign"):
         summarize([], ab=[str(root / AB_JSON), str(KERNEL)])

@@ -23,7 +23,6 @@ from harness.report.stats import (
 from harness.report.tdist import (
     benjamini_hochberg,
     regularized_beta,
-    student_t_cdf,
     student_t_quantile,
     student_t_two_sided_p,
     t_interval,
@@ -38,6 +37,12 @@ BH_1995 = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.045
 # Methods, section 1.3.6.7.2 "Critical Values of the Student's t Distribution" (3 decimals).
 NIST_T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228,
               30: 2.042, 100: 1.984}
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` degrees of freedom."""
+    tail = student_t_two_sided_p(t, df) / 2.0
+    return 1.0 - tail if t > 0 else tail
 
 
 # ---------------------------------------------------------------- geometric mean, speedup
