@@ -31,7 +31,9 @@ def state_for(rc: int | None, *, interrupted: bool = False) -> str:
 class Task:
     """One child run: its id, the command it runs, the log it appends to.
 
-    `argv` names no device: the executor adds DEVICES for the device it places the task on.
+    `argv` names no device: the executor adds DEVICES for the device it places the task on
+    (unless told the argv names its own). `env` holds variables of this task alone, set over
+    the executor's environment.
     `after` is the id of a task of the same plan that must end in RAN_TO_END first; `stage`
     groups tasks that start only after the previous group ended (a cluster submits one array
     per stage, in order; a local executor runs the tasks in the order given).
@@ -43,10 +45,11 @@ class Task:
     after: str | None = None
     stage: str = ""
     note: str = ""  # what a printed plan shows after the id, e.g. a unit's side order
+    env: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "argv": list(self.argv), "log": str(self.log),
-                "after": self.after, "stage": self.stage}
+                "after": self.after, "stage": self.stage, "env": dict(self.env)}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Task:
@@ -55,11 +58,14 @@ class Task:
             argv = doc["argv"]
             if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
                 raise TypeError("argv")
+            env = doc.get("env") or {}
+            if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+                raise TypeError("env")
             return cls(str(doc["id"]), tuple(argv), Path(doc["log"]), doc.get("after"),
-                       str(doc.get("stage") or ""))
+                       str(doc.get("stage") or ""), env=dict(env))
         except (KeyError, TypeError) as exc:
             raise UsageError(f"a task of the plan has no valid {exc.args[0]!s}; expected "
-                             "id, argv (a list of strings) and log") from None
+                             "id, argv (a list of strings), log and env (strings)") from None
 
 
 @dataclass(frozen=True)

@@ -31,18 +31,19 @@ class LocalExecutor:
     """Run tasks as children of this process over `devices` (None: one unpinned worker).
 
     Each child leads its own session, gets `env` (default: procs.child_env of this process,
-    less the variables that would redirect a run) plus the task's device, and appends its
-    output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group.
+    less the variables that would redirect a run) with the task's own variables over it, and
+    DEVICES for its device (`pin`; False where each task's argv names its device), and appends
+    its output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group.
     """
 
     name = "local"
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
-                 grace_s: float = GRACE_S, poll_s: float = 0.1) -> None:
+                 grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True) -> None:
         self.devices = list(devices) or [None]
         self.env = dict(env) if env is not None else procs.child_env(
             drop=procs.RUN_CHILD_ENV_DROP)
-        self.grace_s, self.poll_s = grace_s, poll_s
+        self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
         self.workers = len(self.devices)
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
@@ -60,7 +61,7 @@ class LocalExecutor:
 
     def argv(self, task: Task, device: str | None) -> list[str]:
         """The task's command line on `device`."""
-        return [*task.argv, *cmdline.flag_args({"DEVICES": device})]
+        return [*task.argv, *cmdline.flag_args({"DEVICES": device if self.pin else None})]
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
         by_id = {t.id: t for t in tasks}
@@ -74,7 +75,8 @@ class LocalExecutor:
             task = by_id[task_id]
             Path(task.log).parent.mkdir(parents=True, exist_ok=True)
             # A rerun appends to the log: the earlier attempt's lines stay readable.
-            return procs.start_child(self.argv(task, device), self.env, task.log, append=True)
+            return procs.start_child(self.argv(task, device), {**self.env, **task.env}, task.log,
+                                     append=True)
 
         def on_start(job: Running) -> None:
             events.started(by_id[job.op], job.device or "-", job.child.pid)

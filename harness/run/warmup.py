@@ -24,7 +24,6 @@ import dataclasses
 import math
 import shlex
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,9 @@ from harness.contract.records import Records, merge, read_records, write_records
 from harness.contract.warmup_share import share_text
 from harness.errors import UsageError
 from harness.executors import procs as supervise
+from harness.executors.base import INTERRUPTED, Ended, Task
 from harness.executors.devices import select_devices
+from harness.executors.local import LocalExecutor
 from harness.providers import flaggems
 from harness.providers.benchmark_classes import (
     SELECTABLE_DTYPES,
@@ -180,7 +181,15 @@ def claims_dir(warm_dir: Path, shard: Shard) -> Path | None:
 def shard_env(settings: Settings, device: str | None,
               environ: Mapping[str, str] | None = None,
               claims: Path | None = None) -> dict[str, str]:
-    env = supervise.child_env(environ, SHARD_ENV_DROP)
+    """A shard's whole environment: the caller's less SHARD_ENV_DROP, and its own."""
+    return {**supervise.child_env(environ, SHARD_ENV_DROP), **shard_own_env(settings, device,
+                                                                            claims)}
+
+
+def shard_own_env(settings: Settings, device: str | None, claims: Path | None = None
+                  ) -> dict[str, str]:
+    """What a shard alone gets: its device's visibility, where its share's claims go."""
+    env: dict[str, str] = {}
     if device is not None:
         env.update(settings.backend.visibility_env([device]))
     if claims is not None:
@@ -239,44 +248,50 @@ def describe_dry_run(settings: Settings, plan: PartialPlan,
 ShardCommand = Callable[[Shard, Path], list[str]]  # (shard, its out root) -> argv
 
 
+class _ShardEvents:
+    """Each shard's start and end, as lines of the run's log; each shard's exit code."""
+
+    def __init__(self, by_name: Mapping[str, Shard], out: Callable[[str], None]) -> None:
+        self.by_name, self.out = by_name, out
+        self.rcs: dict[int, int | None] = {}
+
+    def queued(self, task: Task, where: str) -> None:
+        """A local executor starts what it takes."""
+
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        self.out(f"[start] {task.id} device={where} pid={pid} log={task.log}")
+
+    def ended(self, task: Task, end: Ended) -> None:
+        self.rcs[self.by_name[task.id].index] = end.rc
+        self.out(f"[done] {task.id} rc={end.rc}"
+                 f"{' interrupted' if end.state == INTERRUPTED else ''} wall={end.wall_s:.1f}s")
+
+
 def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
                command: ShardCommand, *, out: Callable[[str], None],
                environ: Mapping[str, str] | None = None, grace_s: float = supervise.GRACE_S,
                poll_s: float = 0.1) -> dict[int, int | None]:
-    """Run every shard at once, each in its own session with its log under `warm_dir`;
-    return each shard's exit code. SIGINT or SIGTERM stops and reaps every shard (and its
-    pytest), then raises KeyboardInterrupt."""
-    by_name = {s.name: s for s in shards}
-    rcs: dict[int, int | None] = {}
-
-    def start(name: str, device: str | None) -> subprocess.Popen:
-        shard = by_name[name]
-        argv = command(shard, warm_dir / name)
+    """Run every shard at once, each on its own device (its argv names it) through the local
+    executor, with its log under `warm_dir`; return each shard's exit code. SIGINT or SIGTERM
+    stops and reaps every shard (and its pytest), then raises KeyboardInterrupt."""
+    tasks = []
+    for shard in shards:
         claims = claims_dir(warm_dir, shard)
         if claims is not None:
             claims.mkdir(parents=True, exist_ok=True)
-        return supervise.start_child(argv, shard_env(settings, device, environ, claims),
-                                     warm_dir / f"{name}.log")
-
-    def on_start(job: supervise.Running) -> None:
-        out(f"[start] {job.op} device={job.device or '-'} pid={job.child.pid} "
-            f"log={warm_dir / (job.op + '.log')}")
-
-    def on_finish(job: supervise.Running, rc: int | None, interrupted: bool) -> None:
-        rcs[by_name[job.op].index] = rc
-        out(f"[done] {job.op} rc={rc}{' interrupted' if interrupted else ''} "
-            f"wall={time.monotonic() - job.started:.1f}s")
-
-    scheduler = supervise.Scheduler([s.device for s in shards], start, on_start, on_finish,
-                                stop=lambda children: supervise.stop_children(children, grace_s),
-                                poll_s=poll_s)
-    with supervise.deferred_signals(scheduler.request_stop):
-        signum = scheduler.run([s.name for s in shards])
-    if signum is not None:
-        out(f"PARALLEL_WARMUP_INTERRUPTED signal={signal.Signals(signum).name} every shard "
-            f"stopped; logs under {warm_dir}")
+        tasks.append(Task(shard.name, tuple(command(shard, warm_dir / shard.name)),
+                          warm_dir / f"{shard.name}.log",
+                          env=shard_own_env(settings, shard.device, claims)))
+    events = _ShardEvents({s.name: s for s in shards}, out)
+    executor = LocalExecutor([s.device for s in shards],
+                             env=supervise.child_env(environ, SHARD_ENV_DROP),
+                             grace_s=grace_s, poll_s=poll_s, pin=False)
+    outcome = executor.run(tasks, events)
+    if outcome.signal is not None:
+        out(f"PARALLEL_WARMUP_INTERRUPTED signal={signal.Signals(outcome.signal).name} every "
+            f"shard stopped; logs under {warm_dir}")
         raise KeyboardInterrupt
-    return rcs
+    return events.rcs
 
 
 def merge_shards(warm_dir: Path, shards: Sequence[Shard]) -> tuple[Records, int]:
