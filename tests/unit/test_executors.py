@@ -1,0 +1,120 @@
+"""The executor seam: tasks in, their ends out, through the local executor."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.executors.base import (
+    ERROR,
+    FAILED,
+    OK,
+    Ended,
+    Task,
+    last_line,
+    reason_for,
+    state_for,
+)
+from harness.executors.local import LocalExecutor, deal
+
+# A child that prints its argv and one variable, then exits with the code it is given.
+CHILD = ("import os, sys; print('argv', sys.argv[2:]); print('var', os.environ.get('ZL_X'));"
+         " sys.exit(int(sys.argv[1]))")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, str]] = []
+        self.ends: list[Ended] = []
+
+    def queued(self, task: Task, where: str) -> None:
+        raise AssertionError("a local executor never queues")
+
+    def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        assert pid is not None
+        self.starts.append((task.id, where))
+
+    def ended(self, task: Task, end: Ended) -> None:
+        self.ends.append(end)
+
+
+def task(tmp_path: Path, name: str, rc: int, **kw) -> Task:
+    return Task(name, (sys.executable, "-c", CHILD, str(rc)), tmp_path / f"{name}.log", **kw)
+
+
+def run(tasks, devices=(None,), **kw) -> Recorder:
+    events = Recorder()
+    outcome = LocalExecutor(list(devices), poll_s=0.01, **kw).run(tasks, events)
+    assert outcome.signal is None and not outcome.detached
+    return events
+
+
+def test_a_task_waits_for_the_one_it_follows_and_runs_after_a_failure_not_a_crash(tmp_path):
+    tasks = [task(tmp_path, "a/r0", 1), task(tmp_path, "a/r1", 0, after="a/r0"),
+             task(tmp_path, "b/r0", 3), task(tmp_path, "b/r1", 0, after="b/r0")]
+    events = run(tasks)
+    states = {e.task: e.state for e in events.ends}
+    # a/r0 failed (its rows still replay): a/r1 runs; b/r0 crashed: b/r1 never starts
+    assert states == {"a/r0": FAILED, "a/r1": OK, "b/r0": ERROR}
+    assert [t for t, _ in events.starts] == ["a/r0", "a/r1", "b/r0"]
+    failed = next(e for e in events.ends if e.task == "a/r0")
+    assert failed.reason == "var None" and failed.rc == 1 and failed.wall_s is not None
+
+
+def test_a_task_that_follows_one_outside_the_plan_runs(tmp_path):
+    events = run([task(tmp_path, "a/r1", 0, after="a/r0")])
+    assert [e.state for e in events.ends] == [OK]
+
+
+def test_each_task_gets_its_device_its_own_variables_and_appends_to_its_log(tmp_path):
+    one = task(tmp_path, "one", 0, env={"ZL_X": "mine"})
+    (tmp_path / "one.log").write_text("an earlier attempt\n")
+    events = run([one], devices=("3",), env={"ZL_X": "base", "PATH": "/usr/bin:/bin"})
+    log = (tmp_path / "one.log").read_text().splitlines()
+    assert log == ["an earlier attempt", "argv ['--devices', '3']", "var mine"]
+    assert events.starts == [("one", "3")] and events.ends[0].where == "3"
+    run([task(tmp_path, "two", 0)], devices=("5",), pin=False, env={"PATH": "/usr/bin:/bin"})
+    assert "argv []" in (tmp_path / "two.log").read_text()
+
+
+def test_deal_gives_the_next_task_to_the_device_that_frees_first(tmp_path):
+    tasks = [task(tmp_path, op, 0) for op in ("mm", "tanh", "add")]
+    placed = [(d, t.id) for d, t in deal(tasks, ["0", "1"], {"mm": 10, "add": 2, "tanh": 3})]
+    assert placed == [("0", "mm"), ("1", "tanh"), ("1", "add")]
+    lines = LocalExecutor(["0", "1"]).describe(tasks, {"mm": 10, "add": 2, "tanh": 3})
+    assert lines == ["device 0: mm", "device 1: tanh, add"]
+
+
+@pytest.mark.parametrize(("rc", "interrupted", "state"), [
+    (0, False, "ok"), (1, False, "failed"), (2, False, "error"), (-9, False, "error"),
+    (None, False, "not_run"), (-15, True, "interrupted")])
+def test_states_from_exit_codes(rc, interrupted, state):
+    assert state_for(rc, interrupted=interrupted) == state
+
+
+def test_the_reason_is_the_logs_last_line_and_only_for_a_task_that_did_not_end_ok(tmp_path):
+    log = tmp_path / "x.log"
+    assert last_line(log) == "(no log)"
+    log.write_text("first\n\nPREFLIGHT_FAILED check=x\n\n")
+    assert reason_for(ERROR, log) == "PREFLIGHT_FAILED check=x" and reason_for(OK, log) is None
+
+
+@pytest.mark.parametrize("bad", [{"argv": ["x"], "log": "l"}, {"id": "a", "log": "l"},
+                                 {"id": "a", "argv": "x y", "log": "l"},
+                                 {"id": "a", "argv": ["x", 3], "log": "l"},
+                                 {"id": "a", "argv": ["x"], "log": "l", "env": {"A": 1}}])
+def test_a_plan_files_task_without_what_it_needs_is_one_line(bad):
+    with pytest.raises(UsageError, match="a task of the plan has no valid"):
+        Task.from_json(bad)
+
+
+def test_a_task_round_trips_through_a_plan_file(tmp_path):
+    one = Task("a/r1", ("h", "x y;z"), tmp_path / "l", after="a/r0", stage="later",
+               env={"K": "v"})
+    again = Task.from_json(json.loads(json.dumps(one.to_json())))
+    assert again == Task("a/r1", ("h", "x y;z"), tmp_path / "l", after="a/r0", stage="later",
+                         env={"K": "v"})
