@@ -16,7 +16,6 @@ from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.errors import HarnessError, PreflightError
-from harness.executors import slurm
 from harness.executors.base import NOT_RUN, STATES, Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
@@ -204,11 +203,10 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     are what the user gave (OPS, WALLS_FROM, the executor's settings)."""
     ops = ops_.resolve_ops(settings, flags, env)
     forwarded = forwarded_flags(settings, flags)
-    cfg = (slurm.config(settings, flags, env)
-           if slurm.executor(flags, env) == "slurm" else None)
+    cfg = where.config(settings, flags, env)
     if settings.dry_run:  # the whole plan first, then every check that would fail
-        executor = (where.local(settings, env) if cfg is None else
-                    where.cluster(settings, cfg, settings.out / "batch" / "<ts>", out=out, env=env))
+        executor = where.executor(settings, cfg, settings.out / "batch" / "<ts>", out=out,
+                                  env=env)
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out, remote=cfg is not None)
         walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
@@ -217,13 +215,10 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
         for line in lines:
             out(line)
         return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
-    if cfg is None:
-        checked = collect_preflight(settings, checks=("out",))
-        if checked.failures:
-            raise checked.failures[0].error
-        record = BatchRecord(settings.out, ops)
-        return run_batch(record, ops, forwarded, where.local(settings, env), out=out)
-    slurm.preflight(settings.out, out)
+    where.preflight(cfg, settings.out, out)
+    checked = collect_preflight(settings, checks=("out",))
+    if checked.failures:
+        raise checked.failures[0].error
     record = BatchRecord(settings.out, ops)
-    executor = where.cluster(settings, cfg, record.dir.resolve(), out=out, env=env)
+    executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env)
     return run_batch(record, ops, forwarded, executor, out=out)

@@ -56,14 +56,13 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
               campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None]
               ) -> Executor:
-    """Where the campaign's units run: this host's devices, or Slurm arrays whose submissions
-    the campaign keeps (a resume re-attaches to them)."""
-    if cfg is None:
-        return where.local(settings, env)
-    if campaign.slurm is None:
+    """Where the campaign's units run; a cluster's submissions are kept in campaign.json,
+    so that a resume re-attaches to them."""
+    if cfg is not None and campaign.slurm is None:
         campaign.slurm = ExecutorRecord()
-    return where.cluster(settings, cfg, directory, submissions=campaign.slurm.submissions,
-                         saved=lambda: campaign.save(directory), out=out, env=env)
+    return where.executor(settings, cfg, directory,
+                          submissions=campaign.slurm.submissions if campaign.slurm else None,
+                          saved=lambda: campaign.save(directory), out=out, env=env)
 
 
 # --------------------------------------------------------------------------- a new campaign
@@ -106,8 +105,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
           ab_spec: spec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
-    cfg = (slurm.config(settings, flags, env)
-           if slurm.executor(flags, env) == "slurm" else None)
+    cfg = where.config(settings, flags, env)
     info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
@@ -130,8 +128,8 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
         # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
-    if cfg is not None:
-        slurm.preflight(settings.out, out)
+    where.preflight(cfg, settings.out, out)
+    if cfg is not None:  # what a resume submits with, unless given otherwise then
         campaign.slurm = ExecutorRecord(slurm.given_flags(flags, env))
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
@@ -244,7 +242,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         for line in describe(campaign, executor, directory, "exists; nothing added to it"):
             out(line)
         return EXIT_OK
-    executor.preflight(directory, out)
+    where.preflight(cfg, directory, out)
     if cfg is not None and campaign.slurm is not None:
         campaign.slurm.flags = kept
     campaign.save(directory)

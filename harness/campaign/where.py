@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.executors import slurm
+from harness.executors.base import Executor
 from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm import Slurm, SlurmConfig
@@ -39,6 +40,31 @@ def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
     worker where the backend has no accelerator or none is found."""
     devices = select_devices(settings, env)
     return [*devices] if devices else [None]
+
+
+def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
+           ) -> SlurmConfig | None:
+    """The cluster settings when EXECUTOR names a cluster; None for this host."""
+    return slurm.config(settings, flags, env) if slurm.executor(flags, env) == "slurm" else None
+
+
+def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None]) -> None:
+    """What must hold before a directory is claimed for tasks of that executor: sbatch on
+    PATH and OUT seen by the nodes, for a cluster; nothing more here for this host."""
+    if cfg is not None:
+        slurm.preflight(out_dir, warn)
+
+
+def executor(settings: Settings, cfg: SlurmConfig | None, directory: Path, *,
+             submissions: list[dict[str, Any]] | None = None,
+             saved: Callable[[], object] = lambda: None, out: Callable[[str], None] = print,
+             env: Mapping[str, str] | None = None) -> Executor:
+    """The executor that runs the tasks of a plan whose files live in `directory`: this
+    host's devices (cfg None), or Slurm arrays that keep `submissions`."""
+    if cfg is None:
+        return local(settings, env)
+    return cluster(settings, cfg, directory, submissions=submissions, saved=saved, out=out,
+                   env=env)
 
 
 def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:

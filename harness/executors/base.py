@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -124,10 +124,6 @@ class Executor(Protocol):
 
     def place(self, task: Task) -> str | None:
         """The device a task would start on first (None: unpinned, or the cluster's choice)."""
-        ...
-
-    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
-        """Check, before anything is written, that tasks can run and write under `out_dir`."""
         ...
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome: ...

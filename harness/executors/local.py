@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from harness.executors import procs
@@ -55,9 +55,6 @@ class LocalExecutor:
 
     def place(self, task: Task) -> str | None:
         return self.devices[0]
-
-    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
-        """Nothing to check: the run's own preflight checks OUT."""
 
     def argv(self, task: Task, device: str | None) -> list[str]:
         """The task's command line on `device`."""

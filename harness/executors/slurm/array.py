@@ -12,7 +12,6 @@ from harness.errors import HarnessError
 from harness.executors.base import ERROR, INTERRUPTED, Ended, Events, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.executors.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
-from harness.executors.slurm import preflight as slurm_preflight
 from harness.executors.slurm import text as slurm_text
 from harness.executors.slurm.files import done_path, read_done, read_started
 from harness.executors.slurm.text import TaskState
@@ -96,10 +95,6 @@ class SlurmExecutor:
 
     def place(self, task: Task) -> str | None:
         return None  # Slurm gives the task its device
-
-    def preflight(self, out_dir: Path, warn: Callable[[str], None]) -> None:
-        """sbatch on PATH; OUT writable and seen by the other nodes."""
-        slurm_preflight(out_dir, warn)
 
     def stages(self, tasks: Sequence[Task]) -> list[Stage]:
         return plan_stages(tasks, self.cfg, submission_number(self.submissions))
