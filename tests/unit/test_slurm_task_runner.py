@@ -59,3 +59,11 @@ def test_read_done_skips_a_file_being_written_and_one_of_garbage(tmp_path):
     (base / "b-r0.json").write_bytes(b"\x00\x01")
     (base / "c-r0.json").write_text("[1, 2]")
     assert list(files.read_done(tmp_path)) == ["a/r0"]
+
+
+def test_a_plan_whose_task_lacks_its_argv_is_one_line_naming_the_plan(tmp_path):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"dir": str(tmp_path), "tasks": [[{"id": "a", "log": "l"}]]}))
+    with pytest.raises(UsageError, match=r"slurm-task: '.*p.json': a task of the plan has no "
+                                         "valid argv"):
+        task.run_task(plan, {"SLURM_ARRAY_TASK_ID": "0"})

@@ -86,7 +86,10 @@ def run_task(plan_path: Path, env: Mapping[str, str], out: Callable[[str], None]
     device Slurm gave it; 0 when every task ended ok (or could not start yet)."""
     plan, index = load_plan(plan_path, env)
     directory = Path(plan["dir"])
-    tasks = [Task.from_json(t) for t in plan["tasks"][index]]
+    try:
+        tasks = [Task.from_json(t) for t in plan["tasks"][index]]
+    except UsageError as exc:
+        raise UsageError(f"slurm-task: {str(plan_path)!r}: {exc}") from None
     done = _Done(directory, f"{env.get('SLURM_ARRAY_JOB_ID', '?')}_{index}", out)
     started = started_path(directory, done.label)
     started.parent.mkdir(parents=True, exist_ok=True)
