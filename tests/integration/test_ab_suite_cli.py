@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign import plan
+from harness.campaign.ab import Axis
 from harness.settings.spec import REPO_ROOT
 from tests.procs import wait_for
 
@@ -136,8 +138,10 @@ def test_a_failing_operator_is_recorded_and_the_others_complete(tmp_path):
 def test_resume_refuses_another_level_and_what_is_not_a_campaign(tmp_path):
     directory = tmp_path / "c"
     directory.mkdir()
-    (directory / "campaign.json").write_text(json.dumps({
-        "schema": "harness-campaign/1", "caliber": {"level": "core", "backend": "cpu"}}))
+    plan.new_campaign(directory=directory, axis=Axis("none", None),
+                      caliber={"level": "core", "backend": "cpu"}, argv=[],
+                      ops={"tanh": {"node": "n"}}, rounds=1, walls={}, walls_from=None
+                      ).save(directory)
     proc = harness("ab", "--resume", str(directory), "--level", "comprehensive")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
