@@ -381,9 +381,11 @@ def as_report(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any])
     doc = as_document(source)
     rows, method = doc.rows, doc.method
     geomean = (doc.geomean_speedup_pct, doc.geomean_ci_low_pct, doc.geomean_ci_high_pct)
-    computed = stats.geomean_stats([r.stats.speedup_pct for r in rows], method.confidence)
+    computed = stats.rows_geomean([r.stats for r in rows], method.confidence)
     if geomean[0] is None and computed is not None:
         geomean = (computed.speedup_pct, computed.ci_low_pct, computed.ci_high_pct)
+    elif computed is not None and computed.ci_low_pct is None:
+        geomean = (geomean[0], None, None)  # an interval its rows cannot give (one round)
     labels = doc.caliber.values
     return AbReport(
         a_label=str(labels.get("a", "A")), b_label=str(labels.get("b", "B")), rows=rows,

@@ -41,6 +41,6 @@ class AbReport:
     direct_rows: int  # paired rows where either side carries DIRECT_MARKER
     notes: tuple[str, ...]
     method: stats.Method = stats.Method()
-    geomean_ci_low_pct: float | None = None  # None: fewer than two paired rows
+    geomean_ci_low_pct: float | None = None  # None: fewer than two rows, or one round
     geomean_ci_high_pct: float | None = None
     op_geomeans: tuple[tuple[str, stats.GeomeanStats], ...] = ()  # per operator, first seen

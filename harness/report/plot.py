@@ -35,6 +35,12 @@ LINEAR_PCT = 10.0
 MIN_STRETCH = 3.0
 LINEAR_SHARE = 0.35
 _T = math.log(1 + LINEAR_PCT / 100)
+# The x range follows what is drawn, within a cap: at two rounds a row's interval (t = 12.7) can
+# reach +2e16%, and a range that wide squeezes every dot into the +-10% band. The cap is CAP_TIMES
+# the farthest dot's distance from 0 on the log axis, never inside +-CAP_MIN_PCT or the noise
+# band; a line reaching past it stops at the edge with an arrow, its true end written beside.
+CAP_TIMES = 2.0
+CAP_MIN_PCT = 10.0
 # Tick candidates in %, the most useful first: one is kept unless it crowds a tick kept before.
 TICK_CANDIDATES = (0, 10, -10, 5, -5, 100, -50, 2, -2, 900, -90, 25, -20, 1, -1, 300, -75,
                    9900, -99, 50, -25, 3, -3, 20, 200, 500, 1000)
@@ -134,18 +140,53 @@ def operator_lines(report: AbReport, verdicts: Mapping[str, str] | None = None
     return sorted(lines, key=lambda x: (x.geomean is not None, x.geomean or 0.0, x.op))
 
 
-def _limits(report: AbReport, floor: float | None,
-            lines: Sequence[OperatorLine] = ()) -> tuple[float, float]:
-    """The x range: every median, interval and min..max, each operator line's interval, the
-    noise band, and zero."""
-    values = [0.0, *([-floor, floor] if floor else [-1.0, 1.0])]
-    values += [v for x in lines for v in (x.ci_low, x.ci_high)
-               if v is not None and math.isfinite(v)]
-    for row in report.rows:
-        s = row.stats
-        values += [v for v in (s.speedup_pct, s.min_pct, s.max_pct, s.ci_low_pct,
-                               s.ci_high_pct) if v is not None and math.isfinite(v)]
-    return min(values), max(values)
+@dataclass(frozen=True)
+class Mark:
+    """One line as drawn: a thin span, a thick interval where there is one, a dot."""
+
+    verdict: str
+    span: tuple[float, float]
+    interval: tuple[float, float] | None
+    point: float
+
+    def ends(self) -> tuple[float, ...]:
+        return (*self.span, *(self.interval or ()), self.point)
+
+
+def _pair(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
+
+
+def marks(report: AbReport, lines: Sequence[OperatorLine] | None = None) -> list[Mark | None]:
+    """The chart's lines from the top: rows, or a suite's operators (`lines`; None for one
+    without a paired row: its line stays empty)."""
+    if lines is None:
+        return [Mark(s.verdict.value, (s.min_pct, s.max_pct), _pair(s.ci_low_pct, s.ci_high_pct),
+                     s.speedup_pct) for s in (r.stats for r in report.rows)]
+    return [None if x.geomean is None or x.worst is None or x.best is None else
+            Mark(x.verdict, (x.worst, x.best), _pair(x.ci_low, x.ci_high), x.geomean)
+            for x in lines]
+
+
+def cap(points: Sequence[float], floor: float | None) -> tuple[float, float]:
+    """The farthest the x axis reaches either way from the dots at `points`, in % (CAP_TIMES)."""
+    reach = max([math.log1p(CAP_MIN_PCT / 100)] + [CAP_TIMES * abs(math.log1p(p / 100))
+                                                   for p in points if -100 < p < math.inf])
+    floor = floor or 0.0
+    return min(math.expm1(-reach) * 100, -floor), max(math.expm1(reach) * 100, floor)
+
+
+def _limits(report: AbReport, floor: float | None, drawn: Sequence[Mark | None]
+            ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(the x range, the cap): every end drawn, clipped to the cap, the noise band and zero."""
+    points = [m.point for m in drawn if m]
+    if report.geomean_speedup_pct is not None:
+        points.append(report.geomean_speedup_pct)
+    low, high = cap(points, floor)
+    values = [0.0, *([-floor, floor] if floor else [-1.0, 1.0]), *points]
+    values += [min(max(v, low), high) for m in drawn if m for v in m.ends()]
+    values = [v for v in values if math.isfinite(v)]
+    return (min(values), max(values)), (low, high)
 
 
 def _padded(ax: Axes, low: float, high: float) -> tuple[float, float]:
@@ -212,35 +253,46 @@ def title_text(report: AbReport, caliber: Caliber) -> str:
     return f"{first}\n{', '.join(facts)}"
 
 
-def _draw_line(ax: Axes, y: int, verdict: str, span: tuple[float, float],
-               interval: tuple[float | None, float | None], point: float) -> None:
-    """One line of the chart: a thin span, a thick interval where there is one, a dot."""
-    color = COLORS.get(verdict, OTHER_COLOR)
-    ax.hlines(y, *span, color=color, linewidth=1, alpha=0.6)
-    low, high = interval
-    if low is not None and high is not None:
-        ax.hlines(y, low, high, color=color, linewidth=4, alpha=0.8)
-    ax.plot([point], [y], "o", color=color, markersize=6, markeredgecolor="black",
+def _draw_line(ax: Axes, y: int, mark: Mark, window: tuple[float, float]) -> bool:
+    """One line of the chart, clipped to `window`; True where it reaches past an edge."""
+    color = COLORS.get(mark.verdict, OTHER_COLOR)
+    low, high = window
+
+    def clip(value: float) -> float:
+        return min(max(value, low), high)
+
+    ax.hlines(y, clip(mark.span[0]), clip(mark.span[1]), color=color, linewidth=1, alpha=0.6)
+    if mark.interval is not None:
+        ax.hlines(y, clip(mark.interval[0]), clip(mark.interval[1]), color=color, linewidth=4,
+                  alpha=0.8)
+    ax.plot([mark.point], [y], "o", color=color, markersize=6, markeredgecolor="black",
             markeredgewidth=0.5, zorder=3)
+    ends = [v for v in mark.ends() if not math.isnan(v)]
+    past = [(end, edge, right) for end, edge, right in ((min(ends, default=low), low, False),
+                                                        (max(ends, default=high), high, True))
+            if (end > edge if right else end < edge)]
+    for end, edge, right in past:
+        _arrow(ax, y, color, end, edge, right)
+    return bool(past)
 
 
-def _draw_rows(ax: Axes, rows: Sequence[AbRow]) -> None:
-    for y, row in zip(range(len(rows) - 1, -1, -1), rows, strict=True):
-        s = row.stats
-        _draw_line(ax, y, s.verdict.value, (s.min_pct, s.max_pct),
-                   (s.ci_low_pct, s.ci_high_pct), s.speedup_pct)
+def end_text(end: float) -> str:
+    """A clipped end: "+2e+16%", "+2130%", "-92.69%"; "-99.9994%", never a rounded "-100%"."""
+    return f"{end:+.4g}%" if end > -99.5 else f"{end:+.6g}%"
 
 
-def _draw_operators(ax: Axes, lines: Sequence[OperatorLine]) -> None:
-    for y, line in zip(range(len(lines) - 1, -1, -1), lines, strict=True):
-        # operator_lines sets the span with the geometric mean
-        if line.geomean is not None and line.worst is not None and line.best is not None:
-            _draw_line(ax, y, line.verdict, (line.worst, line.best),
-                       (line.ci_low, line.ci_high), line.geomean)
+def _arrow(ax: Axes, y: int, color: str, end: float, edge: float, right: bool) -> None:
+    """A triangle at the `edge` a line runs past, pointing out, its true `end` written beside."""
+    ax.plot([edge], [y], ">" if right else "<", color=color, markersize=7,
+            markeredgecolor="black", markeredgewidth=0.5, zorder=4)
+    ax.annotate(end_text(end), (edge, y), xytext=(-6 if right else 6, 3),
+                textcoords="offset points", ha="right" if right else "left", va="bottom",
+                fontsize=7, color="0.2", parse_math=False, zorder=4)
 
 
 def _legend_handles(report: AbReport, floor: float | None,
-                    lines: Sequence[OperatorLine] | None = None) -> list[Any]:
+                    lines: Sequence[OperatorLine] | None, drawn: Sequence[Mark | None],
+                    clipped: bool) -> list[Any]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
@@ -249,8 +301,13 @@ def _legend_handles(report: AbReport, floor: float | None,
         handles.append(Patch(color="0.88", label=f"noise floor ±{floor:.1f}%"))
     thick, thin = (("95% interval", "min..max of rounds") if lines is None else
                    ("95% interval of the geometric mean", "range of the operator's rows"))
-    handles += [Line2D([], [], color="0.3", linewidth=4, label=thick),
-                Line2D([], [], color="0.3", linewidth=1, label=thin)]
+    if any(m and m.interval for m in drawn):
+        handles.append(Line2D([], [], color="0.3", linewidth=4, label=thick))
+    handles.append(Line2D([], [], color="0.3", linewidth=1, label=thin))
+    if clipped:
+        handles.append(Line2D([], [], marker=">", linestyle="", color="0.3",
+                              markeredgecolor="black", markeredgewidth=0.5,
+                              label="runs past the axis: its end beside"))
     if report.geomean_speedup_pct is not None:
         handles.append(Line2D([], [], color="black", linestyle="--", linewidth=1,
                               label=f"geometric mean {report.geomean_speedup_pct:+.1f}%"))
@@ -272,12 +329,13 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
 
     caliber = caliber or Caliber()
     suite = len({r.op for r in report.rows} | set(verdicts or {})) > 1
-    lines = operator_lines(report, verdicts) if suite else []
-    count = len(lines) if suite else len(report.rows)
+    lines = operator_lines(report, verdicts) if suite else None
+    drawn = marks(report, lines)
+    count = len(drawn)
     fig = Figure(figsize=(WIDTH_IN, 2.6 + ROW_IN * max(count, 2)), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    limits = _limits(report, noise_floor, lines)
+    limits, window = _limits(report, noise_floor, drawn)
     stretch = stretch_for(*limits)
     ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
                                          partial(scale_inverse, stretch=stretch)))
@@ -286,13 +344,11 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
     ax.axvline(0.0, color="black", linewidth=0.8)
     if report.geomean_speedup_pct is not None:
         ax.axvline(report.geomean_speedup_pct, color="black", linestyle="--", linewidth=1)
-    if suite:
-        _draw_operators(ax, lines)
-        labels = [_clip(f"{x.op} ({x.rows} rows)" if x.geomean is not None
-                        else f"{x.op} (no paired row)", LABEL_CHARS) for x in lines]
-    else:
-        _draw_rows(ax, report.rows)
-        labels = [_row_label(r) for r in report.rows]
+    clipped = any([_draw_line(ax, y, m, window)
+                   for y, m in zip(range(count - 1, -1, -1), drawn, strict=True) if m])
+    labels = ([_row_label(r) for r in report.rows] if lines is None else
+              [_clip(f"{x.op} ({x.rows} rows)" if x.geomean is not None
+                     else f"{x.op} (no paired row)", LABEL_CHARS) for x in lines])
     low, high = _padded(ax, *limits)
     ax.set_xlim(low, high)
     ax.xaxis.set_major_formatter(_formatter(pct_label))
@@ -311,7 +367,7 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
     ax.set_title(title_text(report, caliber), fontsize=10, loc="left", parse_math=False)
     if not count:
         ax.text(0.5, 0.5, "no paired rows", transform=ax.transAxes, ha="center")
-    ax.legend(handles=_legend_handles(report, noise_floor, lines if suite else None),
+    ax.legend(handles=_legend_handles(report, noise_floor, lines, drawn, clipped),
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.canvas.draw()  # lays the axes out: the ticks need its width
     ax.set_xticks(percent_ticks(ax, low, high))

@@ -197,7 +197,8 @@ def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_flo
 
 @dataclass(frozen=True)
 class GeomeanStats:
-    """The geometric mean of rows' speedups with its t interval (None: fewer than two rows)."""
+    """The geometric mean of rows' speedups with its t interval (None: fewer than two rows
+    or one round)."""
 
     speedup_pct: float
     ci_low_pct: float | None
@@ -205,23 +206,35 @@ class GeomeanStats:
     rows: int
 
 
-def geomean_stats(speedups_pct: Sequence[float],
-                  confidence: float = CONFIDENCE) -> GeomeanStats | None:
+def geomean_stats(speedups_pct: Sequence[float], confidence: float = CONFIDENCE, *,
+                  rounds: int | None = None) -> GeomeanStats | None:
     """The geometric mean of rows' speedups in % and a t interval on the mean of their logs.
 
     Rows, not rounds, are the unit here: the interval is for the typical shape's effect, so it
     holds the spread from shape to shape as well as each row's own noise, and errs wide when
     shapes differ. None for no rows.
+
+    `rounds` is the most paired rounds behind any of the speedups (None: not known). With one,
+    there is no interval: every row's A and B then come from one pair of runs, and whatever
+    moves a whole run (clocks, the order A then B) moves every row alike, unseen by the spread
+    over rows; a switch that does nothing would get an interval that excludes zero.
     """
     if not speedups_pct:
         return None
     logs = [log_of_pct(s) for s in speedups_pct]
-    interval = t_interval(logs, confidence)
+    interval = None if rounds is not None and rounds < 2 else t_interval(logs, confidence)
     return GeomeanStats(
         speedup_pct=pct_of_log(math.fsum(logs) / len(logs)),
         ci_low_pct=None if interval is None else pct_of_log(interval.low),
         ci_high_pct=None if interval is None else pct_of_log(interval.high),
         rows=len(logs))
+
+
+def rows_geomean(rows: Sequence[RowStats],
+                 confidence: float = CONFIDENCE) -> GeomeanStats | None:
+    """geomean_stats of the rows' speedups, knowing their rounds: no interval at one round."""
+    return geomean_stats([s.speedup_pct for s in rows], confidence,
+                         rounds=max((s.rounds for s in rows), default=0))
 
 
 @dataclass(frozen=True)
@@ -290,15 +303,15 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
     return AbResult(
         rows=rows, unpaired_a=tuple(unpaired_a), unpaired_b=tuple(unpaired_b),
         noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct),
-        geomean=geomean_stats([s.speedup_pct for _, s in rows], method.confidence),
+        geomean=rows_geomean([s for _, s in rows], method.confidence),
         flagged_rows=sum(1 for _, s in rows if s.flagged), method=method,
         groups=group_geomeans(rows, group, method.confidence) if group else ())
 
 
 def group_geomeans(rows: Sequence[tuple[_Key, RowStats]], group: Callable[[_Key], _Group],
                    confidence: float = CONFIDENCE) -> tuple[tuple[_Group, GeomeanStats], ...]:
-    """geomean_stats per group(key) of the rows, groups in first-seen order."""
-    by_group: dict[_Group, list[float]] = {}
+    """rows_geomean per group(key) of the rows, groups in first-seen order."""
+    by_group: dict[_Group, list[RowStats]] = {}
     for key, s in rows:
-        by_group.setdefault(group(key), []).append(s.speedup_pct)
-    return tuple((g, gm) for g, v in by_group.items() if (gm := geomean_stats(v, confidence)))
+        by_group.setdefault(group(key), []).append(s)
+    return tuple((g, gm) for g, v in by_group.items() if (gm := rows_geomean(v, confidence)))

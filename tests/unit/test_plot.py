@@ -12,7 +12,14 @@ from harness.report import plot
 from harness.report.abjson import Caliber, as_report
 from harness.report.render import render_png
 from harness.report.write import AB_PNG
-from tests.unit.test_report import CALIBER, DIRECT_MARKER, PNG_MAGIC, ab_row, document
+from tests.unit.test_report import (
+    CALIBER,
+    DIRECT_MARKER,
+    PNG_MAGIC,
+    ab_row,
+    document,
+    one_round_rows,
+)
 
 pytest.importorskip("matplotlib")
 
@@ -256,3 +263,84 @@ def test_an_operator_interval_wider_than_its_rows_stays_on_the_chart() -> None:
     lines = [x for x in plot.operator_lines(as_report(doc), verdicts(doc)) if x.ci_low]
     assert lines and all(low < x.ci_low and x.ci_high < high for x in lines)
     assert max(x.ci_high for x in lines) > max(r["max_pct"] for r in doc["rows"])
+
+
+def dot_x(ax: Any, y: float) -> float:
+    """The display x of the dot on line `y`."""
+    (dot,) = [line for line in ax.get_lines()
+              if line.get_marker() == "o" and line.get_ydata()[0] == y]
+    return float(ax.transData.transform((dot.get_xdata()[0], y))[0])
+
+
+def past_the_edge(ax: Any) -> list[tuple[str, float, float]]:
+    """(marker, x, y) of each arrow at an edge a line runs past."""
+    return [(line.get_marker(), line.get_xdata()[0], line.get_ydata()[0])
+            for line in ax.get_lines() if line.get_marker() in (">", "<")]
+
+
+def assert_apart_and_inside(ax: Any, y_low: float, y_high: float) -> None:
+    """The dots on lines y_low (+12%) and y_high (+59%) lie inside the axes, a tenth of its
+    width apart or more."""
+    left, right = ax.transData.transform([(x, 0) for x in ax.get_xlim()])[:, 0]
+    low, high = dot_x(ax, y_low), dot_x(ax, y_high)
+    assert left < low < high < right
+    assert high - low > 0.1 * (right - left), (low, high, left, right)
+
+
+def test_one_wild_row_interval_neither_squeezes_the_rows_nor_hides() -> None:
+    # Pinned: limits came from every interval, one reached +2e16% (two rounds), and +12% and
+    # +59% both sat on the +10% tick.
+    doc = document(rows=[ab_row("[[1]]", 1, 1, 12.0, "faster", (10.0, 14.0)),
+                         ab_row("[[2]]", 1, 1, 30.0, "inconclusive", (-20.0, 2e16)),
+                         ab_row("[[3]]", 1, 1, 59.0, "faster", (55.0, 63.0))],
+                   geomean_speedup_pct=None)
+    ax = figure(doc).axes[0]
+    assert_apart_and_inside(ax, 2, 0)
+    low, high = ax.get_xlim()
+    assert high < 200  # the cap: twice +59%'s distance from 0 on the log axis, +153%
+    ((marker, x, y),) = past_the_edge(ax)
+    assert (marker, y) == (">", 1) and x < high
+    segments = [seg for c in ax.collections if hasattr(c, "get_segments")
+                for seg in c.get_segments() if seg[0][1] == 1]
+    assert max(seg[1][0] for seg in segments) == pytest.approx(x)  # clipped at the arrow
+    assert "+2e+16%" in [t.get_text() for t in ax.texts]
+    assert "runs past the axis: its end beside" in [
+        t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_a_suite_chart_keeps_its_limits_to_what_it_draws() -> None:
+    # Pinned: a suite chart took its limits from rows' intervals it does not draw: one at
+    # +2e16% put operators at +12% and +59% on the same spot.
+    rows = [{**ab_row("[[1]]", 1, 1, 12.0, "faster", (10.0, 2e16)), "op": "add"},
+            {**ab_row("[[2]]", 1, 1, 12.0, "faster", (10.0, 14.0)), "op": "add"},
+            {**ab_row("[[1]]", 1, 1, 59.0, "faster", (55.0, 63.0)), "op": "mul"},
+            {**ab_row("[[1]]", 1, 1, 2.0, "same", (0.5, 3.0)), "op": "div"},
+            {**ab_row("[[2]]", 1, 1, 60.0, "faster", (58.0, 62.0)), "op": "div"}]
+    doc = document(rows=rows, geomean_speedup_pct=None, caliber={**CALIBER, "op": "add,mul,div"})
+    lines = plot.operator_lines(as_report(doc), verdicts(doc))
+    assert [x.op for x in lines] == ["add", "div", "mul"]  # on y 2, 1, 0
+    ax = figure(doc).axes[0]
+    assert_apart_and_inside(ax, 2, 0)
+    assert ax.get_xlim()[1] < 200
+    # div's two rows (+2%, +60%) give its geometric mean an interval of -92.6%..+2104%, past
+    # the cap either way (-60%, +153%).
+    div = lines[1]
+    assert div.ci_low is not None and div.ci_high is not None and div.ci_high > 1000
+    assert sorted((m, y) for m, _, y in past_the_edge(ax)) == [("<", 1), (">", 1)]
+    shown = [float(t.get_text().rstrip("%")) for t in ax.texts if t.get_text().endswith("%")]
+    assert shown == [pytest.approx(div.ci_low, rel=1e-3), pytest.approx(div.ci_high, rel=1e-3)]
+
+
+@pytest.mark.parametrize("suite", [False, True])
+def test_a_one_round_campaign_draws_no_interval(suite: bool) -> None:
+    # Pinned: a one-round suite of a switch that does nothing drew each operator's interval
+    # over its rows, and it excluded zero.
+    rows = one_round_rows() if suite else [r for r in one_round_rows() if r["op"] == "tanh"]
+    doc = document(rows=rows, geomean_speedup_pct=None,
+                   caliber={**CALIBER, "rounds": 1, "op": "tanh,exp" if suite else "tanh"})
+    ax = figure(doc).axes[0]
+    widths = [w for c in ax.collections if hasattr(c, "get_segments")
+              for w in c.get_linewidths()]
+    assert widths and 4 not in widths
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any("interval" in text for text in legend)

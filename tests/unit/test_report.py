@@ -166,6 +166,29 @@ def test_one_round_has_no_interval() -> None:
     assert "one round per side: no interval" in md
 
 
+def one_round_rows() -> list[dict[str, Any]]:
+    """A one-round campaign of a switch that does nothing: its single B run came out 2.5-3.5%
+    quicker on every row of two operators."""
+    return [{**ab_row(f"[[{n}]]", 1.0, 1.0 / (1 + pct / 100), pct, "inconclusive", ci=None,
+                      rounds=1, min_pct=pct, max_pct=pct, p_value=None, p_adjusted=None),
+             "op": op} for n, (op, pct) in enumerate([("tanh", 2.5), ("tanh", 3.0),
+                                                       ("exp", 3.5), ("exp", 2.8)])]
+
+
+@pytest.mark.parametrize("stored", [None, (1.9, 4.0)])
+def test_one_round_prints_no_geometric_mean_interval(stored: tuple[float, float] | None) -> None:
+    # Pinned: the interval over rows of one round excluded zero ([+2.1, +3.8]) for a switch
+    # that does nothing; an ab.json written before the rule still holds one (`stored`).
+    extra = {} if stored is None else {"geomean_speedup_pct": 2.95, "geomean_ci_low_pct":
+                                       stored[0], "geomean_ci_high_pct": stored[1]}
+    doc = document(rows=one_round_rows(), **{"geomean_speedup_pct": None, **extra})
+    md = render_markdown(doc, {**CALIBER, "rounds": 1})
+    assert "paired rows (0 flagged), interval over rows -\n" in md
+    assert "| tanh | 2 | +2.7 | - |" in md and "| exp | 2 | +3.1 | - |" in md
+    assert all(r[7] == "-" for r in table_rows(md))
+    assert as_report(doc).geomean_ci_low_pct is None
+
+
 def test_bad_rows_are_refused_naming_what_is_wrong() -> None:
     with pytest.raises(UsageError, match="ab.json: rows\\[0\\].verdict is 'better'; expected "
                                          "one of: faster, slower"):

@@ -17,6 +17,7 @@ from harness.report.stats import (
     geometric_mean,
     noise_floor_from_aa,
     row_stats,
+    rows_geomean,
     speedup_pct,
     summarize_ab,
 )
@@ -327,6 +328,23 @@ def test_summarize_ab_groups_geomeans_by_operator() -> None:
     assert list(groups) == ["mm", "add"]
     assert groups["mm"].speedup_pct == pytest.approx(100.0) and groups["mm"].rows == 2
     assert groups["add"].speedup_pct == pytest.approx(-50.0) and groups["add"].ci_low_pct is None
+
+
+def test_one_round_gives_no_geometric_mean_interval() -> None:
+    # Pinned: a one-round campaign of a switch that does nothing, its single B run 3% quicker
+    # on every row (the run, not the switch), got a geometric-mean interval excluding zero.
+    shifts = {("mm", 1): 1.025, ("mm", 2): 1.030, ("add", 1): 1.035, ("add", 2): 1.028}
+    a = [{key: 1.0 for key in shifts}]
+    b = [{key: 1.0 / shift for key, shift in shifts.items()}]
+    result = summarize_ab(a, b, noise_floor_pct=1.0, group=lambda key: key[0])
+    assert result.geomean is not None and result.geomean.speedup_pct == pytest.approx(2.95, 0.01)
+    assert (result.geomean.ci_low_pct, result.geomean.ci_high_pct) == (None, None)
+    assert all((g.ci_low_pct, g.ci_high_pct) == (None, None) for _, g in result.groups)
+    assert all(s.ci_low_pct is None and s.p_value is None for _, s in result.rows)
+    two, one = geomean_stats([2.5, 3.0], rounds=2), geomean_stats([2.5, 3.0], rounds=1)
+    assert two is not None and two.ci_low_pct is not None
+    assert one is not None and (one.ci_low_pct, one.ci_high_pct) == (None, None)
+    assert rows_geomean([]) is None
 
 
 def test_summarize_ab_of_nothing_paired_has_no_geomean() -> None:

@@ -63,3 +63,17 @@ def test_the_suite_line_counts_inconclusive_operators_before_the_total():
            "c": OperatorSummary("inconclusive")}
     assert suite_report.suite_line(ops) == (
         "suite: 0 faster, 0 slower, 0 same, 2 failed, 1 inconclusive of 3 operators")
+
+
+def test_a_one_round_suite_prints_no_geometric_mean_interval():
+    # Pinned: a one-round suite of a switch that does nothing printed an interval over rows
+    # that excluded zero.
+    rows = [{**row(op, pct, "inconclusive", shape), "rounds": 1}
+            for op, pct, shape in [("mm", 2.5, "[8]"), ("mm", 3.0, "[16]"),
+                                   ("add", 3.5, "[8]"), ("add", 2.8, "[16]")]]
+    ops = {"mm": {"rounds": 1}, "add": {"rounds": 1}}
+    operators = suite_report.operator_summaries(rows, ops)
+    doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
+                 "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
+    md = suite_report.render_markdown(doc, notes=[])
+    assert "over 4 paired rows, interval over rows -\n" in md
