@@ -25,6 +25,7 @@ from harness.run.preflight import CHECKS, collect_preflight
 from harness.run.rundir import run_dir_from_log
 from harness.settings import cmdline, spec
 from harness.settings.spec import Settings
+from harness.settings.variables import WALL_MULTIPLE
 
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
            "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended
@@ -149,12 +150,16 @@ class _Events:
 
 def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
               executor: Executor, *, command: Callable[[str], list[str]] | None = None,
-              out: Callable[[str], None] = say) -> int:
-    """Run every operator of `record` as a task of `executor`; exit code 0 all ok, 1
-    otherwise; on a signal record the batch and raise KeyboardInterrupt. A plan the executor
-    refuses before anything ran (a cluster's sbatch) leaves no batch directory."""
+              out: Callable[[str], None] = say, timeout_s: float | None = None,
+              walls: Mapping[str, float] | None = None) -> int:
+    """Run every operator of `record` as a task of `executor`, each for at most `timeout_s`
+    (UNIT_TIMEOUT; more for an operator of a known wall, plan.unit_limit); exit code 0 all
+    ok, 1 otherwise; on a signal record the batch and raise KeyboardInterrupt. A plan the
+    executor refuses before anything ran (a cluster's sbatch) leaves no batch directory."""
     build = command or (lambda op: child_argv(forwarded, op))
-    tasks = [Task(op, tuple(build(op)), record.log(op)) for op in ops]
+    walls = walls or {}
+    tasks = [Task(op, tuple(build(op)), record.log(op),
+                  timeout_s=plan.unit_limit(timeout_s, walls.get(op))) for op in ops]
     out(f"batch directory: {record.dir} ({len(ops)} operators; executor {executor.name})")
     try:
         outcome = executor.run(tasks, _Events(record, out))
@@ -204,14 +209,19 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     ops = ops_.resolve_ops(settings, flags, env)
     forwarded = forwarded_flags(settings, flags)
     cfg = where.config(settings, flags, env)
+    timeout_s = where.unit_timeout(flags, env)
+    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
+    walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
     if settings.dry_run:  # the whole plan first, then every check that would fail
         executor = where.executor(settings, cfg, settings.out / "batch" / "<ts>", out=out,
                                   env=env)
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out, remote=cfg is not None)
-        walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
-        walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
         lines, rc = describe_dry_run(settings, ops, forwarded, executor, walls)
+        lines.append("each operator stopped after " + (
+            f"{timeout_s} s (UNIT_TIMEOUT"
+            f"{f', or {WALL_MULTIPLE}x its wall in WALLS_FROM' if walls else ''})"
+            if timeout_s else "no limit (UNIT_TIMEOUT=0)"))
         for line in lines:
             out(line)
         return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
@@ -221,4 +231,5 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
         raise checked.failures[0].error
     record = BatchRecord(settings.out, ops)
     executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env)
-    return run_batch(record, ops, forwarded, executor, out=out)
+    return run_batch(record, ops, forwarded, executor, out=out, timeout_s=timeout_s,
+                     walls=walls)

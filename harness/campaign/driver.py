@@ -35,10 +35,12 @@ def unit_log(directory: Path, unit_id: str) -> Path:
     return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
 
 
-def unit_tasks(directory: Path, campaign: Campaign) -> list[Task]:
+def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = None
+               ) -> list[Task]:
     """Every unit still to run as a task, in running order. A later round replays its
     operator's A/r0 records, so it waits for round 0 where round 0 runs too, and its array
-    (a cluster's) starts after round 0's."""
+    (a cluster's) starts after round 0's. Each may run `timeout_s` (UNIT_TIMEOUT; None: no
+    limit), more for an operator whose wall the campaign knows (plan.unit_limit)."""
     todo = plan.units_to_run(campaign)
     ids = {u.id for u in todo}
     tasks = []
@@ -49,7 +51,8 @@ def unit_tasks(directory: Path, campaign: Campaign) -> list[Task]:
                           unit_log(directory, unit.id),
                           after=first if unit.round and first in ids else None,
                           stage="r0" if unit.round == 0 else "later",
-                          note=f"[{''.join(unit.sides)}]"))
+                          note=f"[{''.join(unit.sides)}]",
+                          timeout_s=plan.unit_limit(timeout_s, campaign.walls.get(unit.op))))
     return tasks
 
 
@@ -156,14 +159,16 @@ class UnitEvents:
 
 
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
-          out: Callable[[str], None] = print) -> int:
-    """Run every unit not finished through `executor`, then write the report.
+          out: Callable[[str], None] = print, *, timeout_s: float | None = None) -> int:
+    """Run every unit not finished through `executor`, each for at most `timeout_s`
+    (UNIT_TIMEOUT, see unit_tasks), then write the report.
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised.
+    errors.Interrupted raised. A unit stopped at its limit is recorded timeout; a resume runs
+    it again.
     """
-    tasks = unit_tasks(directory, campaign)
+    tasks = unit_tasks(directory, campaign, timeout_s)
     with sole_driver(directory):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)

@@ -23,6 +23,7 @@ from harness.campaign.document import (
     walls_by_op,
 )
 from harness.errors import UsageError
+from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
 LOGS_DIR = "logs"
@@ -182,6 +183,14 @@ def round_walls(campaign: Campaign) -> dict[str, float | int | None]:
     return {"round0_s": round(sum(first), 2) if first else None,
             "round0_unit_mean_s": mean(first), "later_unit_mean_s": mean(later),
             "later_units": len(later)}
+
+
+def unit_limit(floor_s: float | None, wall_s: float | None) -> float | None:
+    """A unit's time limit: UNIT_TIMEOUT (`floor_s`; None: no limit), raised to WALL_MULTIPLE
+    times its operator's known wall, so that an operator known to be slow is not cut short."""
+    if floor_s is None or wall_s is None:
+        return floor_s
+    return max(floor_s, round(WALL_MULTIPLE * wall_s))
 
 
 def eta_from_rate(elapsed_s: float, done: int, remaining: int) -> float | None:

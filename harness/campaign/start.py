@@ -136,7 +136,8 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.dir = str(directory)
     campaign.save(directory)
     executor = _executor(settings, cfg, directory, campaign, env, out)
-    return driver.drive(directory, campaign, settings, executor, out)
+    return driver.drive(directory, campaign, settings, executor, out,
+                        timeout_s=where.unit_timeout(flags, env))
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,
@@ -246,7 +247,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     if cfg is not None and campaign.slurm is not None:
         campaign.slurm.flags = kept
     campaign.save(directory)
-    return driver.drive(directory, campaign, settings, executor, out)
+    return driver.drive(directory, campaign, settings, executor, out,
+                        timeout_s=where.unit_timeout(flags, env))
 
 
 def refuse_unused(flags: Mapping[str, Any]) -> None:

@@ -34,6 +34,18 @@ def poll_s(env: Mapping[str, str]) -> float:
     return seconds
 
 
+def unit_timeout(flags: Mapping[str, object], env: Mapping[str, str]) -> int | None:
+    """UNIT_TIMEOUT in seconds, flag first; None for 0 (no limit). UsageError naming the
+    spelling the user wrote when it is no whole number."""
+    var = variables.named("UNIT_TIMEOUT")
+    value, source = var.lookup(flags, env)
+    text = str(value)
+    if not text.isdigit():
+        raise UsageError(f"{var.label(source)}={text!r} is not accepted; expected seconds, a "
+                         "whole number of at least 1, or 0 for no limit")
+    return int(text) or None
+
+
 def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
                    ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,20 +12,42 @@ from typing import Any, Protocol
 from harness.errors import UsageError
 
 # The states a task ends in. A task in a FINISHED state is never run again; RAN_TO_END are the
-# states in which a task that waits for it (`Task.after`) may start.
+# states in which a task that waits for it (`Task.after`) may start. The later states come
+# last, so that a line counting every state keeps its earlier words where they were.
 OK, FAILED, ERROR, NOT_RUN, INTERRUPTED = "ok", "failed", "error", "not_run", "interrupted"
-STATES = (OK, FAILED, ERROR, NOT_RUN, INTERRUPTED)
+TIMEOUT, CRASHED = "timeout", "crashed"
+STATES = (OK, FAILED, ERROR, NOT_RUN, INTERRUPTED, TIMEOUT, CRASHED)
 RAN_TO_END = (OK, FAILED)
+# A harness child exits with its own child's code, and Python's sys.exit(-N) reads 256 - N
+# to its parent: 193..255 are no code of the harness's (0-6, 128 + N for its own signal).
+_PASSED_ON = range(256 - 63, 256)
 
 
-def state_for(rc: int | None, *, interrupted: bool = False) -> str:
-    """ok (0), failed (1: a benchmark failed), error (2-5: usage, preflight, pytest's own; or a
-    crash or signal), not_run (never started), interrupted (stopped by the caller's signal)."""
+def signal_of(rc: int | None) -> signal.Signals | None:
+    """The signal that killed the child (a negative code) or the child's own child (256 - N,
+    passed on by a harness child); None for any other code."""
+    if rc is None:
+        return None
+    number = -rc if rc < 0 else 256 - rc if rc in _PASSED_ON else 0
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def state_for(rc: int | None, *, interrupted: bool = False, timed_out: bool = False) -> str:
+    """ok (0), failed (1: a benchmark failed), error (2-5: usage, preflight, pytest's own; any
+    other code), crashed (killed by a signal, see signal_of), not_run (never started),
+    interrupted (stopped by the caller's signal), timeout (stopped at its limit)."""
     if interrupted:
         return INTERRUPTED
+    if timed_out:
+        return TIMEOUT
     if rc is None:
         return NOT_RUN
-    return {0: OK, 1: FAILED}.get(rc, ERROR)
+    if rc in (0, 1):
+        return OK if rc == 0 else FAILED
+    return CRASHED if signal_of(rc) is not None else ERROR
 
 
 @dataclass(frozen=True)
@@ -36,7 +59,8 @@ class Task:
     the executor's environment.
     `after` is the id of a task of the same plan that must end in RAN_TO_END first; `stage`
     groups tasks that start only after the previous group ended (a cluster submits one array
-    per stage, in order; a local executor runs the tasks in the order given).
+    per stage, in order; a local executor runs the tasks in the order given). `timeout_s`: the
+    executor stops a task still running after that many seconds (None: no limit).
     """
 
     id: str
@@ -46,10 +70,12 @@ class Task:
     stage: str = ""
     note: str = ""  # what a printed plan shows after the id, e.g. a unit's side order
     env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "argv": list(self.argv), "log": str(self.log),
-                "after": self.after, "stage": self.stage, "env": dict(self.env)}
+                "after": self.after, "stage": self.stage, "env": dict(self.env),
+                "timeout_s": self.timeout_s}
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Task:
@@ -61,11 +87,16 @@ class Task:
             env = doc.get("env") or {}
             if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
                 raise TypeError("env")
+            limit = doc.get("timeout_s")
+            if limit is not None and (isinstance(limit, bool)
+                                      or not isinstance(limit, (int, float)) or limit <= 0):
+                raise TypeError("timeout_s")
             return cls(str(doc["id"]), tuple(argv), Path(doc["log"]), doc.get("after"),
-                       str(doc.get("stage") or ""), env=dict(env))
+                       str(doc.get("stage") or ""), env=dict(env), timeout_s=limit)
         except (KeyError, TypeError) as exc:
             raise UsageError(f"a task of the plan has no valid {exc.args[0]!s}; expected "
-                             "id, argv (a list of strings), log and env (strings)") from None
+                             "id, argv (a list of strings), log, env (strings) and timeout_s "
+                             "(seconds, or null)") from None
 
 
 @dataclass(frozen=True)
@@ -140,6 +171,14 @@ def last_line(log: Path, tail: int = 4096) -> str:
     return next((line.strip() for line in reversed(lines) if line.strip()), "(empty log)")
 
 
-def reason_for(state: str, log: Path) -> str | None:
-    """Why a task did not end ok: its log's last line (failed, error); None otherwise."""
+def reason_for(state: str, log: Path, *, rc: int | None = None,
+               timeout_s: float | None = None) -> str | None:
+    """Why a task did not end ok: its limit (timeout), the signal that killed it (crashed,
+    from `rc`), its log's last line (failed, error); None otherwise."""
+    if state == TIMEOUT:
+        return f"timeout after {timeout_s:g} s" if timeout_s is not None else "timeout"
+    if state == CRASHED:
+        sig = signal_of(rc)
+        name = sig.name if sig is not None else "a signal"
+        return f"killed by {name}" if rc is None or rc < 0 else f"killed by {name} (rc {rc})"
     return last_line(log) if state in (FAILED, ERROR) else None

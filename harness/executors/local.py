@@ -33,7 +33,8 @@ class LocalExecutor:
     Each child leads its own session, gets `env` (default: procs.child_env of this process,
     less the variables that would redirect a run) with the task's own variables over it, and
     DEVICES for its device (`pin`; False where each task's argv names its device), and appends
-    its output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group.
+    its output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group;
+    a task still running after its `timeout_s` has its group stopped alone, and ends timeout.
     """
 
     name = "local"
@@ -80,15 +81,16 @@ class LocalExecutor:
 
         def on_finish(job: Running, rc: int | None, interrupted: bool) -> None:
             task = by_id[job.op]
-            state = state_for(rc, interrupted=interrupted)
+            state = state_for(rc, interrupted=interrupted, timed_out=job.timed_out)
             states[task.id] = state
+            reason = reason_for(state, task.log, rc=rc, timeout_s=task.timeout_s)
             events.ended(task, Ended(task.id, state, rc, round(time.monotonic() - job.started, 2),
-                                     job.device or "-", reason_for(state, task.log)))
+                                     job.device or "-", reason))
 
         scheduler = Scheduler(self.devices, start, on_start, on_finish,
                               stop=lambda children: stop_children(
                                   children, self.grace_s, scheduler.signal or signal.SIGTERM),
-                              poll_s=self.poll_s)
+                              poll_s=self.poll_s, limit=lambda task_id: by_id[task_id].timeout_s)
         with deferred_signals(scheduler.request_stop):
             signum = scheduler.run([t.id for t in tasks], ready=ready)
         return Outcome(signum)

@@ -74,6 +74,8 @@ class Running:
     device: str | None
     child: Child
     started: float
+    deadline: float | None = None  # time.monotonic() past which it is stopped
+    timed_out: bool = False  # stopped at its deadline
 
 
 class Scheduler:
@@ -82,15 +84,18 @@ class Scheduler:
     One thread polls every child, and a slot starts its next operator only after its child
     has exited, so two measurements never share a device. SIGINT and SIGTERM only set a flag
     that the loop reads: no exception can land between starting a child and recording it.
+    An operator still running `limit(op)` seconds after it started is stopped (`stop`) and
+    finishes with `timed_out` set; the slot then takes the next one.
     """
 
     def __init__(self, devices: Sequence[str | None], start: Callable[[str, str | None], Child],
                  on_start: Callable[[Running], None],
                  on_finish: Callable[[Running, int | None, bool], None],
-                 stop: Callable[[list[Child]], None], poll_s: float = 0.1) -> None:
+                 stop: Callable[[list[Child]], None], poll_s: float = 0.1,
+                 limit: Callable[[str], float | None] = lambda op: None) -> None:
         self.devices = list(devices)
         self.start, self.on_start, self.on_finish, self.stop = start, on_start, on_finish, stop
-        self.poll_s = poll_s
+        self.poll_s, self.limit = poll_s, limit
         self.running: dict[int, Running] = {}  # slot -> its operator
         self.signal: int | None = None
 
@@ -107,8 +112,9 @@ class Scheduler:
             while (queue or self.running) and self.signal is None:
                 for slot, device in enumerate(self.devices):
                     if slot not in self.running and (op := self._next(queue, ready)) is not None:
-                        started = time.monotonic()
-                        job = Running(op, device, self.start(op, device), started)
+                        started, seconds = time.monotonic(), self.limit(op)
+                        job = Running(op, device, self.start(op, device), started,
+                                      None if seconds is None else started + seconds)
                         self.running[slot] = job
                         self.on_start(job)
                 if not self.running:
@@ -130,6 +136,10 @@ class Scheduler:
     def _reap(self) -> None:
         for slot, job in list(self.running.items()):
             rc = job.child.poll()
+            if rc is None and job.deadline is not None and time.monotonic() >= job.deadline:
+                job.timed_out = True
+                self.stop([job.child])  # its group, as a signal would; the others run on
+                rc = job.child.poll()
             if rc is not None:
                 del self.running[slot]
                 self.on_finish(job, rc, False)

@@ -18,6 +18,12 @@ SLURM_UNITS = ("gpu", "node")  # a Slurm task takes one device, or a whole node
 MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
 DEFAULT_CAP = 16  # more compile threads than this gained nothing measurable on a 16-core host
 MAX_WORKERS = 1024
+# A unit's time limit by default: an hour. FlagGems' slowest core operator tunes cold in about
+# 4 minutes on an H200 (mm: 237 s), so an A/B unit's two sides take under 10; an hour leaves
+# room for slower devices and the comprehensive level, yet a hung operator costs its device
+# an hour of an unattended suite rather than the rest of the night. 0 lifts the limit.
+UNIT_TIMEOUT_S = 3600
+WALL_MULTIPLE = 5  # a unit of a known wall may take this many times it before it is stopped
 
 # The subcommands that take variables. A run's settings go to every command that runs one
 # node (ONE_NODE) and to batch, which takes OPS instead of OP.
@@ -147,6 +153,10 @@ def _unit_var(make: str, env: str | None, help: str, default: str | None = None,
                switch=switch, make_help=f"ab, batch: {help} [{env or make}{said}]")
 
 
+_UNIT_TIMEOUT_HELP = (
+    "seconds a unit (a batch's operator, a campaign's unit) may run before its process group is "
+    f"stopped and it is recorded timeout: a whole number, 0 for no limit; default "
+    f"{UNIT_TIMEOUT_S}; with WALLS_FROM, at least {WALL_MULTIPLE} times the operator's wall there")
 _WARMUP_SHARE_HELP = (
     "I/N: this run is share I of a parallel warmup's N: it tunes its share of each tuner's "
     "configs (those it claims first, else I, I+N, ...) and times nothing (set by the warmup "
@@ -241,6 +251,9 @@ TABLE: tuple[Var, ...] = (
     # Where ab's and batch's units run.
     _unit_var("EXECUTOR", "ZL_EXECUTOR", "local (this host's DEVICES) or slurm (a job array)",
               "local", EXECUTORS),
+    Var("UNIT_TIMEOUT", "ZL_UNIT_TIMEOUT", "--unit-timeout", _UNIT_TIMEOUT_HELP,
+        str(UNIT_TIMEOUT_S), commands=UNITS, group=EXECUTOR, metavar="SECONDS",
+        make_help=f"ab, batch: {_UNIT_TIMEOUT_HELP} [ZL_UNIT_TIMEOUT]"),
     _unit_var("SLURM_PARTITION", "SLURM_PARTITION", "slurm: partition"),
     _unit_var("SLURM_ACCOUNT", "SLURM_ACCOUNT", "slurm: account"),
     _unit_var("SLURM_TIME", "SLURM_TIME", "slurm: time limit of one task"),

@@ -85,7 +85,7 @@ def test_ops_from_refuses(flags, needle):
 
 @pytest.mark.parametrize(("rc", "interrupted", "status"), [
     (0, False, "ok"), (1, False, "failed"), (2, False, "error"), (3, False, "error"),
-    (4, False, "error"), (5, False, "error"), (-9, False, "error"), (-11, False, "error"),
+    (4, False, "error"), (5, False, "error"), (-9, False, "crashed"), (-11, False, "crashed"),
     (137, False, "error"), (None, False, "not_run"), (-15, True, "interrupted"),
     (0, True, "interrupted"),
 ])

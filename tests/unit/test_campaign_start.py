@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.campaign import driver, ops, plan, start
+from harness.campaign import document, driver, ops, plan, start
 from harness.campaign import finish as ab_finish
 from harness.campaign.ab import Axis
 from harness.errors import Interrupted
@@ -163,3 +163,35 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
                             "backend": "cpu", "level": "core", "mode": "auto", "only": "same",
                             "executor": "slurm", "slurm_partition": "gpu", "op": None,
                             "dtypes": ""})
+
+
+# --------------------------------------------------------------------------- a unit's limit
+
+
+def test_a_unit_past_its_limit_is_recorded_timeout_and_a_resume_reruns_it(tmp_path,
+                                                                           monkeypatch):
+    # Regression: a hanging operator blocked its device forever: no unit had a time limit.
+    doc = _campaign(tmp_path)
+
+    def unit_argv(directory, argv, node, unit):
+        return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    monkeypatch.setattr(driver, "unit_argv", unit_argv)
+    lines: list[str] = []
+    driver.drive(tmp_path, doc, settings(), LocalExecutor([None], grace_s=1.0, poll_s=0.01),
+                 out=lines.append, timeout_s=1)
+    saved = json.loads((tmp_path / "campaign.json").read_text())
+    first = saved["units"][0]
+    assert (first["id"], first["status"], first["reason"]) == ("add/r0", "timeout",
+                                                               "timeout after 1 s")
+    assert saved["units"][1]["status"] == "not_run"  # it waits for round 0
+    assert any(" add/r0 timeout " in line for line in lines)
+    again = plan.units_to_run(document.load(tmp_path))
+    assert [u.id for u in again] == ["add/r0", "add/r1"]
+    tasks = driver.unit_tasks(tmp_path, document.load(tmp_path), timeout_s=7)
+    assert [t.timeout_s for t in tasks] == [7, 7]
+
+
+def test_a_units_limit_grows_with_its_operators_known_wall():
+    assert plan.unit_limit(3600, None) == 3600 and plan.unit_limit(3600, 100.0) == 3600
+    assert plan.unit_limit(3600, 1000.0) == 5000 and plan.unit_limit(None, 1000.0) is None

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from harness.errors import UsageError
 from harness.executors.base import (
+    CRASHED,
     ERROR,
     FAILED,
     OK,
+    TIMEOUT,
     Ended,
     Task,
     last_line,
@@ -90,10 +93,42 @@ def test_deal_gives_the_next_task_to_the_device_that_frees_first(tmp_path):
 
 
 @pytest.mark.parametrize(("rc", "interrupted", "state"), [
-    (0, False, "ok"), (1, False, "failed"), (2, False, "error"), (-9, False, "error"),
+    (0, False, "ok"), (1, False, "failed"), (2, False, "error"), (5, False, "error"),
+    (137, False, "error"), (-9, False, "crashed"), (247, False, "crashed"),
     (None, False, "not_run"), (-15, True, "interrupted")])
 def test_states_from_exit_codes(rc, interrupted, state):
     assert state_for(rc, interrupted=interrupted) == state
+
+
+def test_a_task_stopped_at_its_limit_reads_timeout_whatever_its_exit_code():
+    assert state_for(-15, timed_out=True) == TIMEOUT == state_for(143, timed_out=True)
+
+
+def test_a_task_past_its_limit_is_stopped_reads_timeout_and_the_next_task_runs(tmp_path):
+    # Regression: a hanging operator held its device forever; nothing after it ran.
+    hang = Task("hang", (sys.executable, "-c", "import time; time.sleep(60)"),
+                tmp_path / "hang.log", timeout_s=1)
+    began = time.monotonic()
+    events = run([hang, task(tmp_path, "next", 0)], grace_s=1.0)
+    assert time.monotonic() - began < 15
+    ends = {e.task: e for e in events.ends}
+    assert ends["hang"].state == TIMEOUT and ends["hang"].reason == "timeout after 1 s"
+    assert ends["hang"].rc == -15
+    assert ends["next"].state == OK and [t for t, _ in events.starts] == ["hang", "next"]
+
+
+def test_a_child_killed_by_a_signal_reads_crashed_with_the_signals_name(tmp_path):
+    # Regression: a unit killed by a signal read "error" with its log's last line as reason.
+    kill = "import os, signal; print('# started_utc: x', flush=True); " \
+           "os.kill(os.getpid(), signal.SIGKILL)"
+    events = run([Task("k", (sys.executable, "-c", kill), tmp_path / "k.log")])
+    (end,) = events.ends
+    assert (end.state, end.rc, end.reason) == (CRASHED, -9, "killed by SIGKILL")
+
+
+def test_a_harness_child_passing_on_its_childs_signal_death_reads_crashed(tmp_path):
+    # `harness run` exits with pytest's negative code: a SIGSEGV reads 245 to its parent.
+    assert reason_for(CRASHED, tmp_path / "x.log", rc=245) == "killed by SIGSEGV (rc 245)"
 
 
 def test_the_reason_is_the_logs_last_line_and_only_for_a_task_that_did_not_end_ok(tmp_path):
@@ -106,7 +141,8 @@ def test_the_reason_is_the_logs_last_line_and_only_for_a_task_that_did_not_end_o
 @pytest.mark.parametrize("bad", [{"argv": ["x"], "log": "l"}, {"id": "a", "log": "l"},
                                  {"id": "a", "argv": "x y", "log": "l"},
                                  {"id": "a", "argv": ["x", 3], "log": "l"},
-                                 {"id": "a", "argv": ["x"], "log": "l", "env": {"A": 1}}])
+                                 {"id": "a", "argv": ["x"], "log": "l", "env": {"A": 1}},
+                                 {"id": "a", "argv": ["x"], "log": "l", "timeout_s": "1"}])
 def test_a_plan_files_task_without_what_it_needs_is_one_line(bad):
     with pytest.raises(UsageError, match="a task of the plan has no valid"):
         Task.from_json(bad)
@@ -114,7 +150,8 @@ def test_a_plan_files_task_without_what_it_needs_is_one_line(bad):
 
 def test_a_task_round_trips_through_a_plan_file(tmp_path):
     one = Task("a/r1", ("h", "x y;z"), tmp_path / "l", after="a/r0", stage="later",
-               env={"K": "v"})
+               env={"K": "v"}, timeout_s=3600)
     again = Task.from_json(json.loads(json.dumps(one.to_json())))
     assert again == Task("a/r1", ("h", "x y;z"), tmp_path / "l", after="a/r0", stage="later",
-                         env={"K": "v"})
+                         env={"K": "v"}, timeout_s=3600)
+    assert Task.from_json({"id": "a", "argv": ["x"], "log": "l"}).timeout_s is None

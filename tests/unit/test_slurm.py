@@ -411,3 +411,57 @@ def test_a_task_cancelled_while_pending_reads_the_same_with_or_without_a_record(
     _, missing = array.Watch(fake, tmp_path, {"7": [["a/r0"], ["b/r0"]]},
                                    lambda *_: None, print, False, 0).run()
     assert missing["b/r0"] == TaskState("7_1", "CANCELLED", "JobArrayTaskLimit", "0:0")
+
+
+@pytest.mark.parametrize(("state", "signum", "expected"), [
+    ("TIMEOUT", None, "timeout"), ("TIMEOUT", 2, "timeout"), ("OUT_OF_MEMORY", None, "error"),
+    ("CANCELLED", 15, "interrupted")])
+def test_slurms_time_limit_reads_timeout_not_interrupted(state, signum, expected):
+    assert array.end_state(TaskState("7_0", state), signum) == expected
+
+
+class TimesOut(FakeSlurm):
+    """SLURM_TIME ran out in node mode: the array task's SIGTERM stopped a/r0 (its done file
+    says interrupted) before b/r0 of its share started; Slurm ended the task TIMEOUT."""
+
+    def queued(self, jobs):
+        self.polls += 1
+        if self.polls > 1:
+            return {}
+        path = self.directory / "slurm" / "done" / "a-r0.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"item": "a/r0", "status": "interrupted", "rc": 143,
+                                    "task": "7_0", "host": "n1"}))
+        return {"7_0": TaskState("7_0", "RUNNING")}
+
+    def ended(self, jobs, tasks):
+        return {t: TaskState(t, "TIMEOUT", None, "0:15") for t in tasks}
+
+
+def test_a_task_slurm_stopped_at_slurm_time_reads_timeout_with_the_limit(tmp_path):
+    # Regression: such a unit read "interrupted rc=143" with no reason.
+    from harness.executors.base import Task
+
+    fake, ends = TimesOut(tmp_path, []), []
+
+    class Events:
+        def queued(self, task, where):
+            raise AssertionError("re-attached: nothing submitted")
+
+        def started(self, task, where, pid=None):
+            pass
+
+        def ended(self, task, end):
+            ends.append(end)
+
+    executor = where.cluster(settings(), SlurmConfig(time="30", unit="node"), tmp_path,
+                             submissions=[], client=fake, out=print)
+    executor.poll_s = 0
+    executor.queued_jobs = lambda: {"7": [["a/r0", "b/r0"]]}
+    tasks = [Task(i, ("x",), tmp_path / f"{i}.log") for i in ("a/r0", "b/r0")]
+    outcome = executor.run(tasks, Events())
+    assert outcome.signal is None
+    found = {e.task: e for e in ends}
+    assert found["a/r0"].state == found["b/r0"].state == "timeout"
+    assert found["a/r0"].rc == 143
+    assert found["a/r0"].reason == "timeout after SLURM_TIME=30 (slurm task 7_0 TIMEOUT exit=0:15)"

@@ -86,3 +86,27 @@ def test_a_switch_is_its_flag_alone_from_make_and_from_settings():
         makevars.to_argv(PARSER, ["ab"], makevars.given(environ), environ)
     assert cmdline.flag_args({"DETACH": True, "OPS": "a", "WALLS_FROM": "-w"}) == [
         "--detach", "--ops", "a", "--walls-from=-w"]
+
+
+def test_unit_timeout_is_a_row_of_batch_and_ab_with_its_default_in_its_help():
+    var = variables.named("UNIT_TIMEOUT")
+    assert (var.env, var.flag, var.default) == ("ZL_UNIT_TIMEOUT", "--unit-timeout", "3600")
+    assert set(var.commands) == {"ab", "batch"} and "default 3600" in var.make_text()
+
+
+@pytest.mark.parametrize(("flags", "env", "expected"), [
+    ({}, {}, 3600), ({"unit_timeout": "60"}, {"ZL_UNIT_TIMEOUT": "5"}, 60),
+    ({}, {"ZL_UNIT_TIMEOUT": "5"}, 5), ({}, {"ZL_UNIT_TIMEOUT": "0"}, None)])
+def test_unit_timeout_is_read_flag_first_and_0_is_no_limit(flags, env, expected):
+    from harness.campaign import where
+
+    assert where.unit_timeout(flags, env) == expected
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "1h", " "])
+def test_a_bad_unit_timeout_names_the_variable_and_what_is_accepted(value):
+    from harness.campaign import where
+
+    with pytest.raises(UsageError, match=r"ZL_UNIT_TIMEOUT='.*' is not accepted; expected "
+                                         r"seconds, a whole number of at least 1, or 0"):
+        where.unit_timeout({}, {"ZL_UNIT_TIMEOUT": value})

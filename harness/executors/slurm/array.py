@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.executors.base import ERROR, INTERRUPTED, Ended, Events, Outcome, Task
+from harness.executors.base import ERROR, INTERRUPTED, TIMEOUT, Ended, Events, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.executors.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
 from harness.executors.slurm import text as slurm_text
@@ -182,14 +182,18 @@ class SlurmExecutor:
             jobs = self.submit(tasks, events)
         by_id = {t.id: t for t in tasks}
         watch = Watch(self.slurm, self.directory, jobs, lambda item, done: events.ended(
-            by_id[item], ended_from_done(item, done)), self.out, self.cfg.detach, self.poll_s)
+            by_id[item], ended_from_done(item, done)), self.out, self.cfg.detach, self.poll_s,
+            time_limit=self.cfg.time)
         signum, missing = watch.run()
         if signum is not None and self.cfg.detach:
             self.out(f"detached: job(s) {', '.join(jobs)} keep running")
             return Outcome(signum, detached=True)
         for item, state in missing.items():
+            end = end_state(state, signum)
+            reason = (timeout_reason(state, self.cfg.time) if end == TIMEOUT
+                      else state.describe())
             events.ended(by_id[item], Ended(
-                item, INTERRUPTED if signum is not None else ERROR, reason=state.describe(),
+                item, end, reason=reason,
                 facts={"slurm_task": state.task or "", "slurm_state": state.state or ""}))
         return Outcome(signum, facts=self._final_states(jobs, set(missing)))
 
@@ -206,6 +210,18 @@ class SlurmExecutor:
                 for item, task in where.items() if task in ended}
 
 
+def end_state(state: TaskState, signum: int | None) -> str:
+    """How a task that Slurm ended reads: timeout where SLURM_TIME ran out, interrupted where
+    the caller's signal cancelled it, error otherwise (it died without a word)."""
+    if state.state == "TIMEOUT":
+        return TIMEOUT
+    return INTERRUPTED if signum is not None else ERROR
+
+
+def timeout_reason(state: TaskState, limit: str | None) -> str:
+    return f"timeout after SLURM_TIME={limit or '(the partition default)'} ({state.describe()})"
+
+
 def ended_from_done(item: str, done: Mapping[str, Any]) -> Ended:
     """A task's end as its array task wrote it in its done file."""
     return Ended(item, str(done.get("status")), done.get("rc"), done.get("wall_s"),
@@ -215,13 +231,19 @@ def ended_from_done(item: str, done: Mapping[str, Any]) -> Ended:
 
 class Watch:
     """Follow submitted arrays until every task ended: progress from the done files and the
-    task states, scancel on a signal (unless detached)."""
+    task states, scancel on a signal (unless detached).
+
+    A done file that says interrupted is reported last, once Slurm says how its task ended:
+    a task that SLURM_TIME (`time_limit`) stopped wrote it at Slurm's SIGTERM, and reads
+    timeout."""
 
     def __init__(self, slurm: Slurm, directory: Path, jobs: Mapping[str, list[list[str]]],
                  on_done: Callable[[str, dict], None], out: Callable[[str], None],
-                 detach: bool, poll_s: float = 10.0) -> None:
+                 detach: bool, poll_s: float = 10.0, time_limit: str | None = None) -> None:
         self.slurm, self.directory, self.jobs = slurm, directory, dict(jobs)
         self.on_done, self.out, self.detach, self.poll_s = on_done, out, detach, poll_s
+        self.time_limit = time_limit
+        self.stopped: dict[str, dict] = {}  # item -> its done file that says interrupted
         self.items = {item: (job, i) for job, tasks in self.jobs.items()
                       for i, task in enumerate(tasks) for item in task}
         self.seen: set[str] = set()
@@ -237,7 +259,10 @@ class Watch:
             if item in self.items and item not in self.seen:
                 self.seen.add(item)
                 self.failed += doc.get("status") != "ok"
-                self.on_done(item, doc)
+                if doc.get("status") == INTERRUPTED:
+                    self.stopped[item] = doc
+                else:
+                    self.on_done(item, doc)
 
     def _progress(self, queued: Mapping[str, TaskState], last: str) -> str:
         running = {t for t, s in queued.items() if s.state == "RUNNING"}
@@ -279,13 +304,26 @@ class Watch:
         ended); a detached watch returns at the signal with the tasks still running."""
         with deferred_signals(self.request_stop):
             if not self._follow():
+                self._report_stopped({})
                 return self.signal, {}
         self._collect()
         missing = [i for i in self.items if i not in self.seen]
         started = read_started(self.directory)
-        tasks = {f"{job}_{n}": None for job, n in (self.items[i] for i in missing)}
+        tasks = {f"{job}_{n}": None for job, n in (self.items[i] for i in
+                                                   [*missing, *self.stopped])}
         ended = (self.slurm.ended(list(self.jobs), {t: started.get(t) for t in tasks})
-                 if missing else {})
+                 if tasks else {})
+        self._report_stopped(ended)
         return self.signal, {
             i: slurm_text.settled(f"{job}_{n}", ended, started)
             for i in missing for job, n in [self.items[i]]}
+
+    def _report_stopped(self, ended: Mapping[str, TaskState]) -> None:
+        """The interrupted done files: timeout where Slurm ended their task at its limit."""
+        for item, doc in self.stopped.items():
+            job, n = self.items[item]
+            state = ended.get(f"{job}_{n}")
+            if state is not None and end_state(state, self.signal) == TIMEOUT:
+                doc = {**doc, "status": TIMEOUT,
+                       "reason": timeout_reason(state, self.time_limit)}
+            self.on_done(item, doc)

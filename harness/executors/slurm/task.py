@@ -11,7 +11,7 @@ from typing import Any
 
 from harness import backends
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
-from harness.executors.base import INTERRUPTED, NOT_RUN, OK, RAN_TO_END, Ended, Task
+from harness.executors.base import CRASHED, INTERRUPTED, NOT_RUN, OK, RAN_TO_END, Ended, Task
 from harness.executors.devices import select_ids
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm.files import done_path, read_done, started_path
@@ -70,7 +70,7 @@ class _Done:
 
     def ended(self, task: Task, end: Ended) -> None:
         state = end.state
-        if end.rc is not None and -end.rc in STOP_SIGNALS:
+        if state == CRASHED and end.rc is not None and -end.rc in STOP_SIGNALS:
             state, end = INTERRUPTED, Ended(end.task, INTERRUPTED, end.rc, end.wall_s, end.where)
         device = None if end.where == "-" else end.where
         atomic_write_json(done_path(self.directory, task.id), {
