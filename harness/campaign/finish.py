@@ -76,7 +76,7 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
     method = stats.Method()
     adjusted = stats.adjust_rows([r.stats for r in rows], noise_floor_pct=floor, method=method)
     rows = [dataclasses.replace(r, stats=s) for r, s in zip(rows, adjusted, strict=True)]
-    gm = stats.geomean_stats([r.stats.speedup_pct for r in rows], method.confidence)
+    gm = stats.rows_geomean([r.stats for r in rows], method.confidence)
     return comparison.AbReport(
         a_label="A", b_label="B", rows=tuple(rows), unpaired=tuple(unpaired),
         geomean_speedup_pct=None if gm is None else gm.speedup_pct,
