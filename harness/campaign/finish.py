@@ -27,6 +27,8 @@ from harness.run import identity
 from harness.settings.spec import REPO_ROOT, Settings
 
 Identities = dict[str, list[Mapping[str, Any]]]
+# A unit in one of these has not ended: a resume runs it.
+PENDING_STATES = ("not_run", "interrupted", "submitted", "running")
 
 
 def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
@@ -86,6 +88,12 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
         geomean_ci_low_pct=None if gm is None else gm.ci_low_pct,
         geomean_ci_high_pct=None if gm is None else gm.ci_high_pct,
         op_geomeans=tuple(op_geomeans))
+
+
+def _pending(campaign: Campaign, op: str) -> bool:
+    """No unit of `op` has ended, well or badly: each is still to run (a resume runs it)."""
+    return not campaign.ops[op].reason and all(
+        u.status in PENDING_STATES for u in campaign.units if u.op == op)
 
 
 def _last_reason(campaign: Campaign, op: str) -> str:
@@ -171,7 +179,8 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
     counted failed."""
     info: dict[str, dict[str, Any]] = {
         op: {"rounds": len(done_rounds(directory, campaign, op)),
-             "reason": i.reason or failures.get(op),
+             "reason": i.reason or (failures.get(op) if not _pending(campaign, op) else None),
+             "pending": _pending(campaign, op),
              "units_failed": sum(1 for u in campaign.units if u.op == op
                                  and u.status == "failed")}
         for op, i in campaign.ops.items()}

@@ -31,14 +31,17 @@ class Verdict(Enum):
 
 # An operator's verdict, in the order a suite report lists them: regressions first. `failed`:
 # no paired row; `flagged`: every row timed under another regime on a side.
-OP_VERDICTS = (Verdict.SLOWER.value, "failed", Verdict.INCONCLUSIVE.value,
+OP_VERDICTS = (Verdict.SLOWER.value, "failed", "pending", Verdict.INCONCLUSIVE.value,
                Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value)
 
 
-def operator_verdict(row_verdicts: Sequence[str], failed: bool) -> str:
-    """An operator's verdict from its rows': failed (no paired row, or `failed`), slower (any
-    row slower), faster (any faster, none slower), inconclusive (any row that more rounds
-    would decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
+def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False) -> str:
+    """An operator's verdict from its rows': pending (no paired row yet, none of its units
+    having failed: a resume runs them), failed (no paired row, or `failed`), slower (any row
+    slower), faster (any faster, none slower), inconclusive (any row that more rounds would
+    decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
+    if pending and not failed and not row_verdicts:
+        return "pending"
     if failed or not row_verdicts:
         return "failed"
     for verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE, Verdict.SAME):

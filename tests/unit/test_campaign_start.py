@@ -119,6 +119,7 @@ def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_ca
     assert [u["status"] for u in saved["units"]] == ["interrupted", "not_run"]
     ab_json = json.loads((tmp_path / "ab.json").read_text())
     assert ab_json["status"] == "interrupted" and ab_json["rows"] == []
+    assert ab_json["operators"]["add"]["verdict"] == "pending"  # a resume runs it
     assert "INCOMPLETE: interrupted by SIGHUP during add/r0" in (tmp_path / "ab.md").read_text()
     assert not (tmp_path / "cache").exists()
     assert any(line.startswith("AB_INTERRUPTED signal=SIGHUP step=add/r0 finished_units=- ")

@@ -77,3 +77,13 @@ def test_a_one_round_suite_prints_no_geometric_mean_interval():
                  "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
     md = suite_report.render_markdown(doc, notes=[])
     assert "over 4 paired rows, interval over rows -\n" in md
+
+
+def test_an_operator_still_to_run_is_pending_not_failed():
+    # Regression: an interrupted campaign's operators that had not run read "failed".
+    assert stats.operator_verdict([], False, pending=True) == "pending"
+    assert stats.operator_verdict([], True, pending=True) == "failed"  # its own reason wins
+    ops = {"a": OperatorSummary("failed"), "b": OperatorSummary("pending"),
+           "c": OperatorSummary("pending"), "d": OperatorSummary("faster")}
+    assert suite_report.suite_line(ops) == (
+        "suite: 1 faster, 0 slower, 0 same, 1 failed, 2 pending of 4 operators")
