@@ -163,3 +163,39 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
                             "backend": "cpu", "level": "core", "mode": "auto", "only": "same",
                             "executor": "slurm", "slurm_partition": "gpu", "op": None,
                             "dtypes": ""})
+
+
+def _stored(tmp_path):
+    """A campaign on disk with the cpu backend's settings, and its campaign.json's bytes."""
+    doc = plan.new_campaign(
+        directory=tmp_path, axis=Axis("none", None), caliber=settings().caliber(),
+        argv=start.settings_argv(settings()), rounds=1, walls={}, walls_from=None,
+        ops={"add": {"node": "benchmark/test_add.py::test_add"}})
+    doc.python = sys.executable
+    doc.save(tmp_path)
+    return (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
+
+
+@pytest.mark.parametrize("flags, env", [({"dry_run": "true"}, {}),
+                                        ({}, {"ZL_DRY_RUN": "yes"})])
+def test_a_resume_checks_dry_run_as_a_new_campaign_does(tmp_path, flags, env):
+    # Regression: `RESUME=<dir> ROUNDS=3 DRY_RUN=true` ran units: the resume read DRY_RUN by
+    # hand and took anything but 1 for a real run, where a new campaign refuses it.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    with pytest.raises(UsageError, match="DRY_RUN.*expected one of: 0, 1"):
+        start.resume({"resume": str(tmp_path), "rounds": "3", **flags}, env, out=lambda _: None)
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+
+
+def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
+    # Regression: a second `RESUME=<dir> ROUNDS=3` while a driver held the campaign was
+    # refused, but had already written its added rounds into campaign.json.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    with driver.sole_driver(tmp_path):
+        with pytest.raises(UsageError, match="is being run by another harness process"):
+            start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
