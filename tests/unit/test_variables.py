@@ -86,3 +86,28 @@ def test_a_switch_is_its_flag_alone_from_make_and_from_settings():
         makevars.to_argv(PARSER, ["ab"], makevars.given(environ), environ)
     assert cmdline.flag_args({"DETACH": True, "OPS": "a", "WALLS_FROM": "-w"}) == [
         "--detach", "--ops", "a", "--walls-from=-w"]
+
+
+@pytest.mark.parametrize("char", ["\n", "\r", "\t", "\x00", "\x1b", "\x7f"])
+@pytest.mark.parametrize("make, flags, env, label", [
+    ("A", {"a": "0{c}AB_DONE rows=999"}, {}, "A (--a)"),
+    ("B", {}, {"ZL_B": "1{c}x"}, "ZL_B"),
+    ("OUT", {"out": "runs{c}x"}, {}, "OUT (--out)"),
+    ("SLURM_ARGS", {}, {"SLURM_ARGS": "--qos=a{c}"}, "SLURM_ARGS")])
+def test_a_control_character_in_any_value_is_refused_naming_the_variable(
+        make, flags, env, label, char):
+    # Regression: a newline in A or B forged a marker line (AB_DONE rows=999 ...) in the unit
+    # log and split ab.md's caliber line; a newline in OUT broke ops_status.csv.
+    flags = {k: v.format(c=char) for k, v in flags.items()}
+    env = {k: v.format(c=char) for k, v in env.items()}
+    for read in (lambda: Inputs.read(flags, env),
+                 lambda: variables.named(make).lookup(flags, env)):
+        with pytest.raises(UsageError) as exc:
+            read()
+        message = str(exc.value)
+        assert message.startswith(f"{label}=") and "control character" in message
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7f for c in message)
+
+
+def test_printable_values_beyond_ascii_are_read_as_given():
+    assert Inputs.read({"a": "ä b;'\"$`"}, {}).get("A") == "ä b;'\"$`"
