@@ -39,9 +39,12 @@ def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
                             ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
     (suite / "benchmark" / "test_add_more.py").write_text(
         "import pytest\n\n\n@pytest.mark.add\ndef test_add_more():\n    pass\n")
+    # Regression: the later node was named add-2 (order of enumeration), which OP, OPS and
+    # OPS_FILE did not accept; a name now comes from the node's test function.
     found = ops.all_ops(settings(flaggems_dir=str(suite)))
     assert found["add"] == "benchmark/test_add.py::test_add"
-    assert found["add-2"] == "benchmark/test_add_more.py::test_add_more"
+    assert found["add_more"] == "benchmark/test_add_more.py::test_add_more"
+    assert ops.resolve_nodes(settings(flaggems_dir=str(suite)), list(found)) == found
 
 
 def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
