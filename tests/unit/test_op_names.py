@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign import ops
 from harness.providers import resolve
 from harness.providers.flaggems import Node
+from harness.settings import spec
 from tests.fixture_nodes import load_nodes_tsv
 
 # Every test node of FlagGems benchmark/ at commit ed2508bc, with its marks.
@@ -67,3 +69,11 @@ def test_adding_a_node_renames_no_other(real, named, extra):
 
 def test_names_do_not_depend_on_the_order_of_enumeration(real, named):
     assert {n: v for n, v in resolve.op_names(list(reversed(real))).items()} == named
+
+
+def test_every_name_is_taken_by_op_ops_and_ops_file(named):
+    names = list(named)
+    assert ops.parse_ops(",".join(names)) == names
+    assert ops.parse_ops_file("\n".join(names)) == names
+    for name in names:
+        assert spec.resolve({"backend": "cpu", "op": name}, {}, which=lambda _: None).op == name
