@@ -264,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = parser.parse_args(argv)
     args.argv = argv  # for the run inside an image
-    args.inputs = spec.Inputs.read(vars(args), variables.environ())  # read once
     try:
+        args.inputs = spec.Inputs.read(vars(args), variables.environ())  # read once
         return args.func(args)
     except PreflightError as exc:
         print(str(exc), flush=True)  # a marker line: stdout, where run logs and grep look

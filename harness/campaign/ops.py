@@ -78,19 +78,11 @@ def _tree(settings: Settings) -> Path:
 
 
 def all_ops(settings: Settings) -> dict[str, str]:
-    """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by the
-    operator name a run gives it; a name two nodes share gets -2, -3 ... on the later ones."""
+    """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by its
+    stable operator name (resolve.op_names: the one OP, OPS and OPS_FILE resolve back to it)."""
     fg_dir = _tree(settings)
-    found: dict[str, str] = {}
-    for node in flaggems.scan_tree(fg_dir):
-        if "parallel" in node.path.rpartition("/")[2] or not node.function:
-            continue
-        name = base = flaggems.op_name_for(node)
-        n = 1
-        while name in found:
-            n += 1
-            name = f"{base}-{n}"
-        found[name] = node.nodeid
+    found = {name: node.nodeid
+             for name, node in resolve.op_names(flaggems.scan_tree(fg_dir), fg_dir).items()}
     if not found:
         raise PreflightError("test_node", f"OPS='all': no benchmark node under {str(fg_dir)!r}")
     return found

@@ -157,11 +157,29 @@ def walls_from(path: Path) -> dict[str, float]:
         return walls_by_op(load(path, "WALLS_FROM"))
     status = path / "ops_status.csv"
     if status.is_file():
-        with open(status, newline="", encoding="utf-8") as fh:
-            return {r["op"]: float(r["wall_s"]) for r in csv.DictReader(fh)
-                    if r.get("op") and (r.get("wall_s") or "").strip()}
+        label = f"WALLS_FROM={str(path)!r}"
+        try:
+            with open(status, newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise UsageError(f"{label}: ops_status.csv cannot be read as CSV text "
+                             f"({exc.__class__.__name__})") from None
+        return {r["op"]: _wall(label, r["op"], r["wall_s"]) for r in rows
+                if r.get("op") and (r.get("wall_s") or "").strip()}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
                      f"directory ({CAMPAIGN_JSON}) or a batch directory (ops_status.csv)")
+
+
+def _wall(label: str, op: str, text: str) -> float:
+    """One operator's wall_s of ops_status.csv: seconds, finite and not negative."""
+    try:
+        wall = float(text)
+    except ValueError:
+        wall = math.nan
+    if not (math.isfinite(wall) and wall >= 0):
+        raise UsageError(f"{label}: ops_status.csv gives {op!r} wall_s={text!r}; expected "
+                         "seconds, a number not below 0")
+    return wall
 
 
 def round_walls(campaign: Campaign) -> dict[str, float | int | None]:

@@ -35,7 +35,7 @@ UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
 
 
 def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str | None:
-    return spec.VARS_BY_MAKE[name].given(flags, env)
+    return spec.given(name, flags, env)
 
 
 def settings_argv(settings: Settings) -> list[str]:
@@ -228,6 +228,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
     directory = Path(str(flags["resume"]))
     refuse_unused(flags)
+    dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
     campaign = load(directory)
     settings = _resume_settings(campaign, flags, env)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
@@ -239,14 +240,15 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
         f"({len(new)} added)")
     executor = _executor(settings, cfg, directory, campaign, env, out)
-    if _given(flags, env, "DRY_RUN") == "1":
+    if dry_run:
         for line in describe(campaign, executor, directory, "exists; nothing added to it"):
             out(line)
         return EXIT_OK
     where.preflight(cfg, directory, out)
     if cfg is not None and campaign.slurm is not None:
         campaign.slurm.flags = kept
-    campaign.save(directory)
+    # The added rounds reach campaign.json only from the driver, which writes it once it holds
+    # the campaign's lock: a resume refused because another driver runs changes nothing.
     return driver.drive(directory, campaign, settings, executor, out,
                         timeout_s=where.unit_timeout(flags, env))
 

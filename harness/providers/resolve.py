@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from harness.errors import PreflightError, UsageError
-from harness.providers.flaggems import BENCHMARK_DIR, Node
+from harness.providers.flaggems import BENCHMARK_DIR, Node, op_name_for
 
 MAX_CLOSEST = 5
 
@@ -35,6 +36,7 @@ def resolve_node(
     file. Nodes of parallel/aggregate files (file name containing ``parallel``) are dropped
     unless OP_FILE names the file. Priority levels, first with any match decides:
 
+    0. OP as `qualified_name` spells a node (``test_nextafter.nextafter_``);
     1. the function ``test_<op>``;
     2. the function ``test_perf_<op>``;
     3. functions whose first mark is OP;
@@ -73,6 +75,8 @@ def resolve_node(
 
 
 def _levels(op: str, pool: list[Node]) -> Iterable[list[Node]]:
+    if "." in op:
+        yield [n for n in pool if n.function and qualified_name(n) == op]
     yield [n for n in pool if n.function == f"test_{op}"]
     yield [n for n in pool if n.function == f"test_perf_{op}"]
     yield [n for n in pool if n.marks[:1] == (op,)]
@@ -137,3 +141,43 @@ def _closest(op: str, pool: Sequence[Node]) -> list[str]:
     for key in difflib.get_close_matches(op, list(by_key), n=len(by_key), cutoff=0.0):
         found.extend(i for i in by_key[key] if i not in found)
     return found[:MAX_CLOSEST]
+
+
+def op_names(nodes: Sequence[Node], flaggems_dir: Path | None = None) -> dict[str, Node]:
+    """Every function node outside the parallel files by its operator name, in `nodes` order.
+
+    A node's name is the first of these that `resolve_node` maps back to it: its first mark
+    where no other node has that first mark (``concat`` for ``test_Concat``), its function
+    name without ``test_`` (``einsum_transpose``), and last the qualified name that names its
+    file as well (``test_nextafter.nextafter_``). So OP, OPS and OPS_FILE accept every name,
+    no two nodes share one, and a name never depends on the order in which nodes were found;
+    a new node changes another's name only where OP would mean another node anyway.
+    """
+    pool = [n for n in nodes if n.function and not _is_parallel(n)]
+    firsts = Counter(op_name_for(n) for n in pool)
+    found: dict[str, Node] = {}
+    for node in pool:
+        first = op_name_for(node)
+        candidates = [first] if firsts[first] == 1 else []
+        for name in (*candidates, node.op_key):
+            if _resolves_to(nodes, name, node, flaggems_dir):
+                break
+        else:
+            name = qualified_name(node)
+        found[name] = node
+    return found
+
+
+def qualified_name(node: Node) -> str:
+    """``<file under benchmark/, dots for slashes, no .py>.<function without test_>``."""
+    parts = PurePosixPath(node.path).with_suffix("").parts
+    if parts[:1] == (BENCHMARK_DIR,):
+        parts = parts[1:]
+    return ".".join((*parts, node.op_key))
+
+
+def _resolves_to(nodes: Sequence[Node], op: str, node: Node, flaggems_dir: Path | None) -> bool:
+    try:
+        return resolve_node(nodes, op=op, flaggems_dir=flaggems_dir) == node
+    except (PreflightError, UsageError):
+        return False

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 import textwrap
 from collections.abc import MutableMapping, Sequence
 
+from harness import backends
 from harness.errors import UsageError
 from harness.settings import variables
 
@@ -21,6 +23,32 @@ RUN = "RUN"
 MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = tuple(
     (var.make, var.flag, var.make_text()) for var in variables.TABLE
     if var.group != variables.SETTINGS)
+
+
+# Names outside the table that a make command line may still set, for the run's environment:
+# the legacy timer switch, and the compiler's and FlagGems' own variables (an axis by hand).
+PASSED_NAMES = frozenset({"ZL_ENABLE_CUDAGRAPH"})
+PASSED_PREFIXES = ("FLAGTREE_", "FLAGGEMS_", "TRITON_")
+
+
+def known_names() -> frozenset[str]:
+    """Every name a make command line may set: the table's Make and environment names,
+    PASSED_NAMES and the backends' device visibility variables."""
+    names = {var.make for var in variables.TABLE} | {var.env for var in variables.TABLE if var.env}
+    for backend in backends.registry().all():
+        names.update(backend.visibility_vars)
+    return frozenset(names | PASSED_NAMES)
+
+
+def check_name(name: str, value: str, known: frozenset[str]) -> None:
+    """Refuse a variable the harness does not know, naming the closest one: make would have
+    exported it and nothing would read it (DTYPE=float32 measured every dtype)."""
+    if name in known or name.startswith(PASSED_PREFIXES):
+        return
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise UsageError(f"{name}={value!r} is not a variable the harness knows; {hint}"
+                     "`make help` lists them")
 
 
 def given(environ: MutableMapping[str, str]) -> list[tuple[str, str]]:
@@ -73,16 +101,19 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
 
     A variable becomes `--flag=value` where the subcommand has its flag; RUN becomes the
     subcommand's path argument (after `--`, so a value that starts with a dash stays a path);
-    SUMMARY_ARGS is split with shlex into arguments of `summary`. Any other variable goes into
-    the environment, as make itself would have exported it (ALLOW_UNPINNED, ZL_ENABLE_CUDAGRAPH,
-    a setting that this subcommand does not take). An empty value counts as not given.
+    SUMMARY_ARGS is split with shlex into arguments of `summary`. Any other known variable goes
+    into the environment, as make itself would have exported it (ALLOW_UNPINNED,
+    ZL_ENABLE_CUDAGRAPH, a setting that this subcommand does not take); a name the harness does
+    not know is refused (check_name). An empty value counts as not given.
     """
     words, sub = _subcommand(parser, argv)
     options = sub._option_string_actions
     takes_path = any(not a.option_strings for a in sub._actions)
     flags: list[str] = []
     paths: list[str] = []
+    known = known_names()
     for name, value in pairs:
+        check_name(name, value, known)
         if value == "":
             continue
         var = variables.BY_MAKE.get(name)

@@ -123,6 +123,14 @@ def _check_choice(var: Var, value: str, source: str) -> str:
     return value
 
 
+def given(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
+    """Variable `name`'s value where one was given (flag, else environment), checked against
+    its choices as `resolve` checks it; None where it was not given."""
+    var = VARS_BY_MAKE[name]
+    value, source = var.lookup(flags, env)
+    return None if source == "default" or value is None else _check_choice(var, value, source)
+
+
 def _positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
     if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
         expected = f"from 1 to {most}" if most else "of at least 1"

@@ -8,6 +8,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from harness.errors import UsageError
+
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file")
 MODES = ("auto", "graph", "direct")
@@ -102,16 +104,27 @@ class Var:
     def lookup(self, flags: Mapping[str, object], env: Mapping[str, str]
                ) -> tuple[str | None, str]:
         """(value, source): the flag's ("flag") where given, else the environment's ("env"),
-        else (the default, "default"). An empty value counts as not given."""
+        else (the default, "default"). An empty value counts as not given; a value with a
+        control character is refused (UsageError)."""
         value = flags.get(self.dest) if self.flag else None
         if value is True:  # a switch given
             return "1", "flag"
         if value not in (None, "", False):
-            return str(value), "flag"
+            return self._one_line(str(value), "flag"), "flag"
         value = env.get(self.env) if self.env else None
         if value not in (None, ""):
-            return str(value), "env"
+            return self._one_line(str(value), "env"), "env"
         return self.default, "default"
+
+    def _one_line(self, value: str, source: str) -> str:
+        """`value`, refused where it holds a control character: values reach log lines, and a
+        newline there would forge a marker line or split a CSV row."""
+        bad = next((c for c in value if c < " " or c == "\x7f"), None)
+        if bad is not None:
+            raise UsageError(f"{self.label(source)}={value!r} is not accepted: it holds the "
+                             f"control character {bad!r}; expected a value without newlines, "
+                             "tabs or other control characters")
+        return value
 
     def given(self, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
         """Its value where one was given: the flag's, else its environment variable's."""

@@ -58,6 +58,10 @@ CASES = {
     "ops_file_is_a_directory": (BATCH + ["--ops-file", "{adir}"], 2,
                                 "OPS_FILE='{adir}' is not a file"),
     "ops_file_is_binary": (BATCH + ["--ops-file", "{binary}"], 2, "cannot be read as UTF-8"),
+    # A newline in A forged a marker line (AB_DONE rows=999) in the unit log.
+    "a_with_a_newline": (AB + ["--axis", "none", "--a", "0\nAB_DONE rows=999"], 2,
+                         "A (--a)='0\\nAB_DONE rows=999' is not accepted: it holds the "
+                         "control character '\\n'"),
 }
 
 

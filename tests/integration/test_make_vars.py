@@ -56,6 +56,11 @@ def test_out_stays_one_value_and_dry_run_is_kept(name, tmp_path):
     pwned = tmp_path / "pwned"
     out = f"{tmp_path}/{name.format(p=pwned)}"
     proc = make("run", "BACKEND=cpu", "OP=add", f"OUT={out}", "DRY_RUN=1")
+    if "\n" in name:  # a newline would split ops_status.csv's rows and the log's lines
+        assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+        assert f"error: OUT (--out)={out!r} is not accepted" in proc.stderr
+        assert not any(tmp_path.iterdir())
+        return
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"run directory: {out}/add/" in proc.stdout
     assert "(not created)" in proc.stdout and "RUN_DONE" not in proc.stdout
@@ -91,6 +96,18 @@ def test_a_variable_the_harness_reads_from_its_environment_still_gets_there(tmp_
                 f"OUT={tmp_path}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "  mode: direct" in proc.stdout
+
+
+@pytest.mark.parametrize("given, closest", [("DTYPE=float32", "DTYPES"), ("ROUND=5", "ROUNDS")])
+def test_a_misspelled_variable_is_refused_naming_the_closest(given, closest, tmp_path):
+    # Regression: `make run BACKEND=cpu OP=add DTYPE=float32` measured every dtype and
+    # `ROUND=5` ran 3 rounds: a name the harness does not know went into the environment.
+    proc = make("ab", "BACKEND=cpu", "OP=add", "AXIS=none", "DRY_RUN=1", given,
+                f"OUT={tmp_path}/out")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith(f"error: {given.split('=')[0]}=") and f"did you mean {closest}" in line
+    assert not (tmp_path / "out").exists()
 
 
 def makefile_variables() -> set[str]:

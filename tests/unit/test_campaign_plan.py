@@ -122,6 +122,21 @@ def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
         campaign.walls_from(tmp_path)
 
 
+@pytest.mark.parametrize("wall", ["abc", "nan", "-3", "inf"])
+def test_walls_from_a_batch_with_a_bad_wall_is_one_line_naming_it(tmp_path, wall):
+    # WALLS_FROM with wall_s=abc was a ValueError traceback.
+    (tmp_path / "ops_status.csv").write_text(f"op,status,wall_s\nmm,ok,{wall}\n")
+    with pytest.raises(UsageError, match="WALLS_FROM=") as exc:
+        campaign.walls_from(tmp_path)
+    assert f"wall_s={wall!r}" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_walls_from_a_batch_that_is_not_utf8_is_one_line(tmp_path):
+    (tmp_path / "ops_status.csv").write_bytes(b"op,status,wall_s\n\xff,ok,1\n")
+    with pytest.raises(UsageError, match="WALLS_FROM="):
+        campaign.walls_from(tmp_path)
+
+
 def test_round_walls_set_round_zero_against_the_later_rounds(tmp_path):
     doc = document(tmp_path, rounds=3, ops={"a": {"node": "a"}, "b": {"node": "b"}})
     walls = {"a/r0": 20.0, "b/r0": 10.0, "a/r1": 4.0, "b/r1": 4.0, "a/r2": 3.0, "b/r2": 3.0}

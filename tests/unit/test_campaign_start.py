@@ -39,9 +39,12 @@ def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
                             ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
     (suite / "benchmark" / "test_add_more.py").write_text(
         "import pytest\n\n\n@pytest.mark.add\ndef test_add_more():\n    pass\n")
+    # Regression: the later node was named add-2 (order of enumeration), which OP, OPS and
+    # OPS_FILE did not accept; a name now comes from the node's test function.
     found = ops.all_ops(settings(flaggems_dir=str(suite)))
     assert found["add"] == "benchmark/test_add.py::test_add"
-    assert found["add-2"] == "benchmark/test_add_more.py::test_add_more"
+    assert found["add_more"] == "benchmark/test_add_more.py::test_add_more"
+    assert ops.resolve_nodes(settings(flaggems_dir=str(suite)), list(found)) == found
 
 
 def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
@@ -196,3 +199,39 @@ def test_a_unit_past_its_limit_is_recorded_timeout_and_a_resume_reruns_it(tmp_pa
 def test_a_units_limit_grows_with_its_operators_known_wall():
     assert plan.unit_limit(3600, None) == 3600 and plan.unit_limit(3600, 100.0) == 3600
     assert plan.unit_limit(3600, 1000.0) == 5000 and plan.unit_limit(None, 1000.0) is None
+
+
+def _stored(tmp_path):
+    """A campaign on disk with the cpu backend's settings, and its campaign.json's bytes."""
+    doc = plan.new_campaign(
+        directory=tmp_path, axis=Axis("none", None), caliber=settings().caliber(),
+        argv=start.settings_argv(settings()), rounds=1, walls={}, walls_from=None,
+        ops={"add": {"node": "benchmark/test_add.py::test_add"}})
+    doc.python = sys.executable
+    doc.save(tmp_path)
+    return (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
+
+
+@pytest.mark.parametrize("flags, env", [({"dry_run": "true"}, {}),
+                                        ({}, {"ZL_DRY_RUN": "yes"})])
+def test_a_resume_checks_dry_run_as_a_new_campaign_does(tmp_path, flags, env):
+    # Regression: `RESUME=<dir> ROUNDS=3 DRY_RUN=true` ran units: the resume read DRY_RUN by
+    # hand and took anything but 1 for a real run, where a new campaign refuses it.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    with pytest.raises(UsageError, match="DRY_RUN.*expected one of: 0, 1"):
+        start.resume({"resume": str(tmp_path), "rounds": "3", **flags}, env, out=lambda _: None)
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+
+
+def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
+    # Regression: a second `RESUME=<dir> ROUNDS=3` while a driver held the campaign was
+    # refused, but had already written its added rounds into campaign.json.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    with driver.sole_driver(tmp_path):
+        with pytest.raises(UsageError, match="is being run by another harness process"):
+            start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before

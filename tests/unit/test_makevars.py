@@ -80,3 +80,24 @@ def test_help_lines_name_every_variable_once():
     for name in names:
         assert f"\n  {name} " in text
     assert all(len(line) <= 100 for line in makevars.help_lines())
+
+
+@pytest.mark.parametrize("name, closest", [("DTYPE", "DTYPES"), ("ROUND", "ROUNDS"),
+                                           ("BAKCEND", "BACKEND"), ("SLURM_ARG", "SLURM_ARGS"),
+                                           ("ZL_ROUND", "ZL_ROUNDS")])
+def test_a_variable_the_harness_does_not_know_is_refused_naming_the_closest(name, closest):
+    # Regression: DTYPE=float32 measured every dtype and ROUND=5 ran 3 rounds, silently.
+    with pytest.raises(UsageError) as exc:
+        convert(["ab"], BACKEND="cpu", **{name: "5"})
+    message = str(exc.value)
+    assert message.startswith(f"{name}='5' is not a variable") and "\n" not in message
+    assert f"did you mean {closest}?" in message
+
+
+def test_known_names_pass_through_to_the_environment():
+    names = {"ZL_ENABLE_CUDAGRAPH": "0", "ALLOW_UNPINNED": "1", "ZL_ROUNDS": "3",
+             "CUDA_VISIBLE_DEVICES": "1", "FLAGTREE_CUDA_RLC_ENHANCE": "1",
+             "TRITON_CACHE_DIR": "/c"}
+    argv, environ = convert(["run"], OP="mm", **names)
+    assert argv == ["run", "--op=mm"]
+    assert environ == names

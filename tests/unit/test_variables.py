@@ -110,3 +110,28 @@ def test_a_bad_unit_timeout_names_the_variable_and_what_is_accepted(value):
     with pytest.raises(UsageError, match=r"ZL_UNIT_TIMEOUT='.*' is not accepted; expected "
                                          r"seconds, a whole number of at least 1, or 0"):
         where.unit_timeout({}, {"ZL_UNIT_TIMEOUT": value})
+
+
+@pytest.mark.parametrize("char", ["\n", "\r", "\t", "\x00", "\x1b", "\x7f"])
+@pytest.mark.parametrize("make, flags, env, label", [
+    ("A", {"a": "0{c}AB_DONE rows=999"}, {}, "A (--a)"),
+    ("B", {}, {"ZL_B": "1{c}x"}, "ZL_B"),
+    ("OUT", {"out": "runs{c}x"}, {}, "OUT (--out)"),
+    ("SLURM_ARGS", {}, {"SLURM_ARGS": "--qos=a{c}"}, "SLURM_ARGS")])
+def test_a_control_character_in_any_value_is_refused_naming_the_variable(
+        make, flags, env, label, char):
+    # Regression: a newline in A or B forged a marker line (AB_DONE rows=999 ...) in the unit
+    # log and split ab.md's caliber line; a newline in OUT broke ops_status.csv.
+    flags = {k: v.format(c=char) for k, v in flags.items()}
+    env = {k: v.format(c=char) for k, v in env.items()}
+    for read in (lambda: Inputs.read(flags, env),
+                 lambda: variables.named(make).lookup(flags, env)):
+        with pytest.raises(UsageError) as exc:
+            read()
+        message = str(exc.value)
+        assert message.startswith(f"{label}=") and "control character" in message
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7f for c in message)
+
+
+def test_printable_values_beyond_ascii_are_read_as_given():
+    assert Inputs.read({"a": "ä b;'\"$`"}, {}).get("A") == "ä b;'\"$`"

@@ -18,6 +18,18 @@ TERMINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"
 RESERVED_OPTIONS = frozenset({"array", "parsable", "output", "error", "input", "wrap",
                               "job-name", "dependency", "chdir", "export", "export-file",
                               "test-only", "wait", "hold", "usage", "help", "version"})
+# What SLURM_ARGS may pass to sbatch: full long names only. sbatch reads an abbreviation as
+# the option it begins (--ar is --array, --hol --hold), so a list of refused names cannot hold;
+# the partition, account and time limit have their own variables.
+USER_OPTIONS = frozenset({
+    "qos", "reservation", "constraint", "cluster-constraint", "gres", "gres-flags", "mem",
+    "mem-per-cpu", "mem-per-gpu", "cpus-per-task", "cpus-per-gpu", "gpus", "gpus-per-node",
+    "gpus-per-task", "gpu-bind", "gpu-freq", "ntasks-per-node", "exclude", "nodelist", "nice",
+    "priority", "comment", "mail-type", "mail-user", "licenses", "exclusive", "oversubscribe",
+    "requeue", "no-requeue", "signal", "begin", "deadline", "time-min", "tmp", "switches",
+    "hint", "mincpus", "sockets-per-node", "cores-per-socket", "threads-per-core",
+    "distribution", "wckey", "network", "power", "core-spec", "thread-spec", "spread-job",
+    "use-min-nodes", "kill-on-invalid-dep", "acctg-freq", "profile", "mcs-label"})
 _OPTION = re.compile(r"--([a-z][a-z0-9-]*)(?:=([^\n\r\0]*))?")
 _TIME = re.compile(r"(?:\d+-\d{1,2}(?::\d{1,2}){0,2}|\d+(?::\d{1,2}){0,2}|UNLIMITED|INFINITE)")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+(?:,[A-Za-z0-9_.-]+)*")
@@ -176,7 +188,7 @@ def jobcomp_log(config: Mapping[str, str]) -> str | None:
 
 def check_args(value: str | None) -> tuple[str, ...]:
     """SLURM_ARGS as sbatch options: split like a shell would (never run by one), each a
-    long `--option` or `--option=value` that the harness does not set itself."""
+    long `--option` or `--option=value` of USER_OPTIONS, spelt in full."""
     if not value:
         return ()
     try:
@@ -189,9 +201,15 @@ def check_args(value: str | None) -> tuple[str, ...]:
             raise UsageError(f"SLURM_ARGS={value!r} is not accepted: {item!r} is not a long "
                              "sbatch option; expected --option or --option=value, e.g. "
                              "--qos=high --constraint=h200")
-        if m.group(1) in RESERVED_OPTIONS:
-            raise UsageError(f"SLURM_ARGS={value!r} is not accepted: --{m.group(1)} is set by "
+        name = m.group(1)
+        if name in RESERVED_OPTIONS:
+            raise UsageError(f"SLURM_ARGS={value!r} is not accepted: --{name} is set by "
                              f"the harness; not accepted: {', '.join(sorted(RESERVED_OPTIONS))}")
+        if name not in USER_OPTIONS:
+            raise UsageError(f"SLURM_ARGS={value!r} is not accepted: --{name} is not an sbatch "
+                             "option SLURM_ARGS passes (full names only; SLURM_PARTITION, "
+                             "SLURM_ACCOUNT and SLURM_TIME have their own variables); expected "
+                             f"one of: {', '.join('--' + o for o in sorted(USER_OPTIONS))}")
     return tuple(items)
 
 
