@@ -190,7 +190,10 @@ def test_a_crashed_round_zero_holds_back_its_later_rounds_until_resume_reruns_it
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     directory = the_campaign(tmp_path)
     found = units(directory)
-    assert found["flaky/r0"]["status"] == "error" and found["flaky/r1"]["status"] == "not_run"
+    # Its pytest was killed by SIGKILL: the unit crashed, and says by what (it read "error"
+    # with the log's last line, "# started_utc: ...", as its reason).
+    assert found["flaky/r0"]["status"] == "crashed" and found["flaky/r1"]["status"] == "not_run"
+    assert "SIGKILL" in found["flaky/r0"]["reason"]
     assert found["tanh/r0"]["status"] == found["tanh/r1"]["status"] == "ok"
     assert "round 0 of flaky did not finish" in proc.stdout
     flag.unlink()
