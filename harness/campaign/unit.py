@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.campaign import ab
 from harness.campaign.document import load
-from harness.campaign.plan import CACHE_DIR, Unit
-from harness.errors import HarnessError
+from harness.campaign.plan import CACHE_DIR, LOGS_DIR, Unit
+from harness.errors import HarnessError, UsageError
 from harness.fsutil import atomic_write_json
 from harness.run import artifacts, identity, runner
 from harness.run.preflight import Plan, run_preflight
 from harness.settings.spec import Settings
 
+# How long a unit waits for a process that still holds it: a killed driver's orphan gets
+# SIGTERM from the parent-death signal and stops within its grace times (7 s).
+UNIT_LOCK_WAIT_S = 60.0
 
 def side_cache(directory: Path, side: str) -> Path:
     """The side's FlagGems and Triton caches, shared by all of its units, never by the other
@@ -98,11 +104,36 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
     return next((rc for rc in codes if rc), 0)
 
 
+@contextmanager
+def unit_lock(directory: Path, unit_id: str, wait_s: float = UNIT_LOCK_WAIT_S
+              ) -> Iterator[None]:
+    """Hold the unit's lock while its sides run. A unit that a live process still holds (the
+    orphan of a killed driver, stopping) is waited for, never run, renamed or read beside it;
+    UsageError after `wait_s`."""
+    path = directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise UsageError(f"unit {unit_id!r} of {str(directory)!r} is still run by "
+                                     f"another process after {wait_s:.0f} s; stop it, then "
+                                     "resume") from None
+                time.sleep(0.2)
+        yield
+
+
 def run_unit_command(directory: Path, unit_id: str, settings: Settings,
                      out: Callable[[str], None] = print) -> int:
-    """`harness ab-unit DIR UNIT`: a unit's two sides, as an executor's task runs them."""
+    """`harness ab-unit DIR UNIT`: a unit's two sides, as an executor's task runs them, under
+    the unit's lock."""
     campaign = load(directory, "campaign")
     entry = campaign.unit(unit_id)
     unit = Unit(entry.op, entry.round)
     run_plan = run_preflight(settings, report=out)
-    return run_unit(settings, run_plan, directory, unit, campaign.axis, out)
+    with unit_lock(directory, unit_id):
+        return run_unit(settings, run_plan, directory, unit, campaign.axis, out)

@@ -8,9 +8,11 @@ group, SIGTERM first and SIGKILL after GRACE_S, before the interrupt goes on.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -49,13 +51,42 @@ def child_env(environ: Mapping[str, str] | None = None, drop: Sequence[str] = ()
     return env
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent dies
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """What a child runs before exec so that it gets SIGTERM when the process that started it
+    dies, even by SIGKILL: no unit or pytest outlives a killed driver (Linux's parent-death
+    signal; None elsewhere, where children are stopped only by a living parent).
+
+    The C function is looked up here, in the parent: between fork and exec the child only
+    calls it. A parent that died before the call is seen as a new parent id: exit at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def before_exec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(128 + int(signal.SIGTERM))
+
+    return before_exec
+
+
 def start_child(argv: Sequence[str], env: Mapping[str, str], log: Path, *,
                 append: bool = False) -> subprocess.Popen:
     """Start `argv` in its own session (so stop_children reaches its whole group), stdin
-    closed, stdout and stderr into `log` (created or truncated; `append`: added to)."""
+    closed, stdout and stderr into `log` (created or truncated; `append`: added to); it gets
+    SIGTERM if this process dies (die_with_parent)."""
     with open(log, "ab" if append else "wb") as fh:  # the child holds its own descriptor
         return subprocess.Popen(list(argv), stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True)
+                                stdin=subprocess.DEVNULL, env=dict(env), start_new_session=True,
+                                preexec_fn=die_with_parent())
 
 
 class Child(Protocol):

@@ -163,7 +163,8 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
     a signal stops its whole group (`stopper`), and what it wrote before is kept."""
     env = {**boundary.inherited(variables.environ()), **inv.env}
     proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=supervise.die_with_parent())
     stopper.watch(proc)
     try:
         assert isinstance(proc.stdout, io.BufferedReader)  # bufsize -1: read1 is there

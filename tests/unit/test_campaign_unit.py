@@ -42,3 +42,27 @@ def test_each_side_has_its_own_cache_for_both_flaggems_and_triton(tmp_path):
     assert set(a) == {"FLAGGEMS_CACHE_DIR", "TRITON_CACHE_DIR"}
     assert not set(a.values()) & set(b.values())
     assert a["TRITON_CACHE_DIR"] == str((tmp_path / "cache" / "A" / "triton").resolve())
+
+
+def test_a_unit_held_by_a_live_process_is_waited_for_and_never_run_beside_it(tmp_path):
+    # Regression: after kill -9 of the driver, a resume ran a unit beside its orphan, which then
+    # wrote into the new attempt's run directory.
+    import fcntl
+    import threading
+    import time
+
+    import pytest
+
+    from harness.errors import UsageError
+
+    lock = tmp_path / "logs" / "mm-r0.lock"
+    lock.parent.mkdir()
+    holder = open(lock, "a")
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    with pytest.raises(UsageError, match="unit 'mm/r0' .* is still run by another process"):
+        with ab_unit.unit_lock(tmp_path, "mm/r0", wait_s=0.3):
+            raise AssertionError("ran beside the holder")
+    threading.Timer(0.3, holder.close).start()  # the orphan stops: its lock goes with it
+    began = time.monotonic()
+    with ab_unit.unit_lock(tmp_path, "mm/r0", wait_s=10):
+        assert time.monotonic() - began >= 0.25

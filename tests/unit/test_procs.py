@@ -15,6 +15,7 @@ import pytest
 from harness.executors import procs
 from harness.run import rundir
 from harness.settings.spec import REPO_ROOT
+from tests.procs import alive, wait_for
 
 
 class FakeChild:
@@ -220,3 +221,40 @@ def test_items_that_can_never_become_ready_are_left_unrun_instead_of_hanging():
     rec = Recorder({"x": 0.0, "y": 0.01})
     assert _scheduler(rec, [None]).run(["x", "y"], ready=lambda op: op == "y") is None
     assert [op for op, _, _ in rec.finished] == ["y"]
+
+
+_DRIVER = """
+import sys, time
+from pathlib import Path
+from harness.executors import procs
+sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+child = procs.start_child(sleeper, {}, Path(sys.argv[1]))
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's parent-death signal")
+def test_a_child_does_not_outlive_a_parent_killed_by_sigkill(tmp_path):
+    # Regression: kill -9 of `harness ab` left its units (own sessions) running; a resume then
+    # ran the same unit beside them.
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(tmp_path / "log")],
+                              stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        child = int(driver.stdout.readline())
+        assert alive(child)
+        driver.kill()
+        driver.wait()
+        wait_for(lambda: not alive(child), 10, "the orphaned child gone")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+
+
+def test_die_with_parent_is_a_function_the_child_runs_before_exec():
+    hook = procs.die_with_parent()
+    if sys.platform.startswith("linux"):
+        assert callable(hook)
+    else:
+        assert hook is None
