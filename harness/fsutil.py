@@ -1,10 +1,15 @@
-"""Atomic file writes: a temporary file in the same directory, then a rename."""
+"""Atomic file writes (a temporary file in the same directory, then a rename) and exclusive
+locks on a file."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +70,22 @@ def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError]
         raise error(missing.format(path=str(target))) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise error(not_json.format(path=str(target), exc=exc)) from None
+
+
+@contextmanager
+def exclusive_lock(path: Path, busy: Callable[[], Exception], wait_s: float = 0.0,
+                   poll_s: float = 0.2) -> Iterator[None]:
+    """Hold an exclusive lock on `path` (created where missing) for the block, waiting up to
+    `wait_s` for another holder to let go, then raising `busy()`. The lock goes with the
+    process that holds it, however it ends."""
+    with open(path, "a") as fh:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise busy() from None
+                time.sleep(poll_s)
+        yield

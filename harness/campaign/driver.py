@@ -3,7 +3,6 @@ report."""
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from harness.campaign.unit import side_cache
 from harness.errors import HarnessError, Interrupted, UsageError
 from harness.executors.base import INTERRUPTED, Ended, Executor, Task
 from harness.executors.procs import deferred_signals
+from harness.fsutil import exclusive_lock
 from harness.run import artifacts
 from harness.settings import cmdline
 from harness.settings.spec import Settings
@@ -60,12 +60,9 @@ def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = No
 def sole_driver(directory: Path) -> Iterator[None]:
     """Hold the campaign's lock: two drivers would run its units twice and overwrite each
     other's campaign.json."""
-    with open(directory / LOCK_FILE, "a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UsageError(f"campaign {str(directory)!r} is being run by another harness "
-                             "process; wait for it, or stop it and resume") from None
+    with exclusive_lock(directory / LOCK_FILE, lambda: UsageError(
+            f"campaign {str(directory)!r} is being run by another harness process; wait for "
+            "it, or stop it and resume")):
         yield
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +11,7 @@ from harness.campaign import ab
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, Unit
 from harness.errors import HarnessError, UsageError
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_json, exclusive_lock
 from harness.run import artifacts, identity, runner
 from harness.run.preflight import Plan, run_preflight
 from harness.settings.spec import Settings
@@ -112,18 +110,9 @@ def unit_lock(directory: Path, unit_id: str, wait_s: float = UNIT_LOCK_WAIT_S
     UsageError after `wait_s`."""
     path = directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise UsageError(f"unit {unit_id!r} of {str(directory)!r} is still run by "
-                                     f"another process after {wait_s:.0f} s; stop it, then "
-                                     "resume") from None
-                time.sleep(0.2)
+    with exclusive_lock(path, lambda: UsageError(
+            f"unit {unit_id!r} of {str(directory)!r} is still run by another process after "
+            f"{wait_s:.0f} s; stop it, then resume"), wait_s):
         yield
 
 
