@@ -45,7 +45,9 @@ REPLAY_FALLBACK_MARKER = "AUTOTUNE_REPLAY_FALLBACK"
 REPLAY_EVICTED_MARKER = "AUTOTUNE_REPLAY_EVICTED"
 COMPILE_WORKERS_OFF_MARKER = "COMPILE_WORKERS_OFF"
 COMPILE_WORKERS_DONE_MARKER = "COMPILE_WORKERS_DONE"
-FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER)  # rows never called faster or slower
+RESCUED_MARKER = "BENCHMARK_CAPTURE_RESCUED"  # a row of an operator rerun without capture
+# rows never called faster or slower
+FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER, RESCUED_MARKER)
 
 # A run's header in run.log: its first line, then `# <field>: <value>` with run_dir first.
 RUN_HEADER = "# harness run header"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
 from harness.contract import boundary, results
 from harness.providers.flaggems import BENCHMARK_DIR
-from harness.run import identity
+from harness.run import identity, rescue
 from harness.settings.spec import Settings
 
 
@@ -76,8 +77,12 @@ def _read_timing(run_dir: Path) -> list[dict[str, object]]:
     return records
 
 
-def write_outputs(settings: Settings, run_dir: Path) -> tuple[list[results.Row], str]:
-    """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source)."""
+def write_outputs(settings: Settings, run_dir: Path, *, rescued: bool = False
+                  ) -> tuple[list[results.Row], str]:
+    """Parse what pytest wrote into results.csv/.jsonl and shapes.yaml; (rows, their source).
+
+    A `rescued` run (see harness.run.rescue) reads only the console after its rescue line, and
+    every row is direct-timed and carries the rescued marker."""
     record_logs = _record_logs(run_dir)
     rows: list[results.Row]
     if settings.warmup_share:  # FlagGems printed latencies, but nothing was timed
@@ -86,8 +91,14 @@ def write_outputs(settings: Settings, run_dir: Path) -> tuple[list[results.Row],
         record_text = "\n".join(p.read_text(encoding="utf-8", errors="replace")
                                 for p in record_logs)
         console = (run_dir / "run.log").read_text(encoding="utf-8", errors="replace")
+        if rescued:
+            console = console[console.rfind("\n" + rescue.RESCUE_MARKER + " ") + 1:]
         rows, source = results.parse_run_output(record_text or None, console)
-        rows = results.merge_timing(rows, _read_timing(run_dir), settings.timer)
+        rows = results.merge_timing(rows, _read_timing(run_dir),
+                                    "direct" if rescued else settings.timer)
+        if rescued:
+            rows = [replace(r, timer="direct", markers=(*r.markers, boundary.RESCUED_MARKER))
+                    for r in rows]
     results.write_results(run_dir, rows)
     with open(run_dir / "shapes.yaml.tmp", "w", encoding="utf-8") as fh:
         yaml.safe_dump(shapes_document(settings, rows), fh, sort_keys=False)

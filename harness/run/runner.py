@@ -27,7 +27,7 @@ from harness.executors import procs as supervise
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import artifacts, identity, outputs
+from harness.run import artifacts, identity, outputs, rescue
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -187,6 +187,34 @@ def _discard(_: bytes) -> None:
     pass
 
 
+def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation,
+                    extra_env: dict[str, str] | None, log, echo: Callable[[bytes], None],
+                    out: Callable[[str], None], stopper: supervise.GroupStopper
+                    ) -> tuple[int, dict[str, object] | None]:
+    """Run pytest; where a capture failure left it dead (rescue.rescue_reason), run the
+    operator again with the direct timer. (rc of the last attempt, the rescue's facts or None)."""
+    before = {p.name for p in run_dir.iterdir()}
+    start = log.tell()
+    rc = _stream(inv, log, echo, stopper)
+    if stopper.signal is not None:
+        return rc, None
+    with open(run_dir / "run.log", "rb") as fh:
+        fh.seek(start)
+        reason = rescue.rescue_reason(settings.timer, rc, fh.read().decode(errors="replace"))
+    if reason is None:
+        return rc, None
+    first, moved = rc, rescue.set_aside(run_dir, before, keep=("run.log", TUNER_CACHE_DIR))
+    line = (f"{rescue.RESCUE_MARKER} op={plan.op} timer=direct first_rc={first} "
+            f"reason={json.dumps(reason)}")
+    log.write(f"# pytest exit code: {rc}\n{line}\n".encode())
+    log.flush()
+    out(line)
+    direct = dataclasses.replace(settings, timer="direct")
+    rc = _stream(build_invocation(direct, plan, run_dir, extra_env), log, echo, stopper)
+    return rc, {"first_rc": first, "reason": reason, "set_aside": moved,
+                "attempt_dir": rescue.CAPTURE_ATTEMPT_DIR}
+
+
 def _flaggems_cache(inv: Invocation) -> Path:
     return default_flaggems_cache({**variables.environ(), **inv.env})
 
@@ -272,10 +300,11 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         log.write(text.encode())
         log.flush()  # a run killed outright still says what it was
         out(text.rstrip("\n"))
-        rc = _stream(inv, log, echo, stopper)
+        rc, rescued = _stream_rescued(settings, plan, run_dir, inv, extra_env, log, echo, out,
+                                      stopper)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    rows, source = outputs.write_outputs(settings, run_dir)
+    rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
     tuning = _finish_tuning(settings, inv, run_dir)
     doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
@@ -283,6 +312,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                 "status": "complete" if stopper.signal is None else "interrupted",
                 "signal": None if stopper.signal is None else signal.Signals(
                     stopper.signal).name,
+                "capture_rescue": rescued,
                 "autotune_records": tuning.recorded,
                 "autotune_replay_fallbacks": len(tuning.fallbacks),
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),
