@@ -27,6 +27,8 @@ WARMUP_CLAIMS_VAR = PREFIX + "WARMUP_CLAIMS"  # where a parallel warmup's shards
 REPLAY_VAR = PREFIX + "AUTOTUNE_REPLAY"  # the winners file the autotune plugin pins
 REPLAY_STRICT_VAR = PREFIX + "REPLAY_STRICT"  # 1: a key missing from the replay fails the op
 
+BASE_MODULE = "benchmark.base"  # FlagGems' module of Benchmark, Config and BenchmarkResult
+
 # Side files the plugins write in ZL_PLUGIN_RUN_DIR, and what the host reads or writes beside them.
 TIMING_FILE = "timing.jsonl"  # every measured row's timer, markers and samples
 RUNTIME_FILE = "runtime.json"  # the device and versions pytest actually saw

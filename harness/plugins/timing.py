@@ -33,7 +33,6 @@ from harness.contract.shape_text import canonical_shape
 from harness.plugins.capture import GRAPH_BENCH
 from harness.plugins.markers import write_marker
 
-BASE_MODULE = "benchmark.base"
 READER = "the timing plugin"
 
 
@@ -111,7 +110,7 @@ class Timing:
     # -- patching FlagGems ------------------------------------------------------------------
     def install(self) -> None:
         """Wrap benchmark.base's Benchmark.get_latency and BenchmarkResult, once collected."""
-        base = sys.modules.get(BASE_MODULE)
+        base = sys.modules.get(boundary.BASE_MODULE)
         if base is None or not hasattr(base, "Benchmark") or self.base is not None:
             return
         self.base = base

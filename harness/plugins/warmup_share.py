@@ -26,7 +26,6 @@ from harness.plugins.tuner_keys import json_key
 
 AUTOTUNE_PLUGIN = "harness.plugins.autotune"
 READER = "the warmup_share plugin"
-BASE_MODULE = "benchmark.base"
 
 
 def share_of(configs: list[Any], share: tuple[int, int] | None) -> list[Any]:
@@ -119,7 +118,7 @@ class Shard:
 
     def install_latency(self) -> None:
         """Each get_latency calls the op briefly in kernel mode; its latency is nobody's row."""
-        base = sys.modules.get(BASE_MODULE)
+        base = sys.modules.get(boundary.BASE_MODULE)
         if base is None or not hasattr(base, "Benchmark") or self.base is not None:
             return
         self.base = base

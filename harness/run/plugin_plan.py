@@ -17,10 +17,12 @@ AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
 PRECOMPILE = PRECOMPILE_PLUGIN
 WARMUP_SHARE = WARMUP_SHARE_PLUGIN
+SMOKE = "harness.plugins.smoke"
 
 
 def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
-                 precompile: bool = False, share: bool = False) -> tuple[str, ...]:
+                 precompile: bool = False, share: bool = False, smoke: bool = False
+                 ) -> tuple[str, ...]:
     """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
@@ -34,9 +36,10 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
     record_log always runs: it keeps FlagGems' record log in the run directory. precompile
     applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
     concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
-    Triton. Where autotune, warmup_share and precompile hook into Triton's
-    `Autotuner.prune_configs`, the order of their filters is `harness.plugins.prune.ORDER`'s,
-    whatever their order here or their hooks' timing.
+    Triton. smoke (SHAPE_MODE=smoke) cuts each benchmark to one input of one dtype. Where
+    autotune, warmup_share and precompile hook into Triton's `Autotuner.prune_configs`, the
+    order of their filters is `harness.plugins.prune.ORDER`'s, whatever their order here or
+    their hooks' timing.
     """
     plugins: list[str] = list(backend.compat_plugins)
     if backend.vendor is not None:
@@ -48,6 +51,8 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
         plugins.append(AUTOTUNE)
     if precompile and "triton" in backend.python_modules:
         plugins.append(PRECOMPILE)
+    if smoke:
+        plugins.append(SMOKE)
     return tuple(plugins)
 
 

@@ -268,8 +268,9 @@ def _shapes(raw: Mapping[str, str | None]) -> tuple[str, Path | None]:
     shape_file = Path(raw["SHAPE_FILE"]) if raw["SHAPE_FILE"] else None
     if shape_mode == "file" and shape_file is None:
         raise UsageError("SHAPE_MODE='file' needs SHAPE_FILE (a shape YAML)")
-    if shape_mode == "upstream" and shape_file is not None:
-        raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file")
+    if shape_mode != "file" and shape_file is not None:
+        raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file, "
+                         f"not {shape_mode}")
     return shape_mode, shape_file
 
 

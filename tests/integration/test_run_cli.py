@@ -130,6 +130,20 @@ def test_shape_file_mode_archives_the_file_and_measures_only_its_shapes(tmp_path
     assert doc["shape_mode"] == "file" and doc["source"] == str(shapes)
 
 
+def test_smoke_mode_measures_one_input_of_one_dtype_of_every_benchmark(tmp_path):
+    proc = harness("run", "--backend", "cpu", "--node", "benchmark", "--out", str(tmp_path),
+                   "--shape-mode", "smoke")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dir = only_run_dir(tmp_path, "suite")
+    rows = [json.loads(line) for line in open(run_dir / "results.jsonl")]
+    # One row per benchmark: its first dtype and its first shape, whichever class gives them.
+    assert Counter(r["op"] for r in rows) == Counter(SUITE_OPS), rows
+    first = {r["op"]: r for r in rows}
+    assert first["sum"]["shape"] == f"[[{', '.join(map(str, core_shapes(SHAPE_KEYS['sum'])[0]))}]]"
+    assert len({r["dtype"] for r in rows}) == 1
+    assert yaml.safe_load((run_dir / "shapes.yaml").read_text())["shape_mode"] == "smoke"
+
+
 def test_a_shape_file_outside_the_checkout_keeps_the_checkouts_pytest_ini(tmp_path):
     """FlagGems finds its own package through its pytest.ini (`pythonpath = src`); a shape file
     elsewhere must not move pytest's rootdir and ini file off the checkout (seen on an H200:
