@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import nox
@@ -38,10 +39,13 @@ def lint(session: nox.Session) -> None:
     session.run("hadolint", *sorted(str(p) for p in Path("containers").glob("*/Dockerfile")))
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """Tests marked gpu, in the current interpreter (it must hold the vendor's torch)."""
-    session.run("python", "-m", "pytest", "-m", "gpu", *session.posargs, external=True)
+    """tests/gpu in the interpreter that runs nox (it must hold the vendor's torch and reach
+    FlagGems: FLAGGEMS_DIR); no virtualenv, since the vendor's stack cannot be installed into
+    one from a package index."""
+    session.run(sys.executable, "-m", "pytest", "-m", "gpu", "-p", "no:cacheprovider",
+                "tests/gpu", *session.posargs, external=True)
 
 
 @nox.session
