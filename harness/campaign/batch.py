@@ -16,7 +16,7 @@ from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.errors import HarnessError, PreflightError
-from harness.executors.base import NOT_RUN, STATES, Ended, Executor, Task
+from harness.executors.base import NOT_RUN, OK, SKIPPED, STATES, Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.run import runner
@@ -28,7 +28,8 @@ from harness.settings.spec import Settings
 from harness.settings.variables import WALL_MULTIPLE
 
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
-           "slurm_task", "slurm_state")  # EXECUTOR=slurm: the array task and how it ended
+           "slurm_task", "slurm_state",  # EXECUTOR=slurm: the array task and how it ended
+           "reason")  # why an operator is not ok: pytest's skip reason, its log's last line
 # A batch takes every setting of `harness run` but these: what to run comes from OPS.
 NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 # Every child gets the batch's settings flags but these: BACKEND goes resolved, DEVICES as the
@@ -70,6 +71,7 @@ class OpStatus:
     run: str = ""
     slurm_task: str = ""
     slurm_state: str = ""
+    reason: str = ""
 
     def row(self) -> dict[str, str]:
         return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
@@ -88,14 +90,18 @@ def finished_status(end: Ended, log: Path) -> OpStatus:
     run_dir = run_dir_from_log(log)
     ident: dict[str, object] = (read_identity(run_dir) if run_dir is not None else None) or {}
     rows = ident.get("rows")
-    return OpStatus(op=end.task, status=end.state, node=str(ident.get("node") or ""),
+    # exit 0 is also a run whose tests pytest skipped: its identity says so, and why
+    skipped = end.state == OK and ident.get("state") == SKIPPED
+    return OpStatus(op=end.task, status=SKIPPED if skipped else end.state,
+                    node=str(ident.get("node") or ""),
                     rc=end.rc, rows=rows if isinstance(rows, int) else None,
                     backend=str(ident.get("backend") or ""),
                     device="" if end.where == "-" else end.where,
                     timer=str(ident.get("timer") or ""), wall_s=end.wall_s,
                     run=str(run_dir) if run_dir else "",
                     slurm_task=end.facts.get("slurm_task", ""),
-                    slurm_state=end.facts.get("slurm_state", ""))
+                    slurm_state=end.facts.get("slurm_state", ""),
+                    reason=str(ident.get("reason") if skipped else end.reason or ""))
 
 
 class BatchRecord:
@@ -144,8 +150,8 @@ class _Events:
         self.out(f"[{self.record.record(s)}/{len(self.record.table)}] {s.op} {s.status} "
                  f"rc={'' if s.rc is None else s.rc} rows={rows} wall={s.wall_s}s "
                  f"device={s.device or '-'} run={s.run or '-'}")
-        if end.reason:
-            self.out(f"    {end.reason}")
+        if s.reason:
+            self.out(f"    {s.reason}")
 
 
 def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
@@ -153,9 +159,10 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
               out: Callable[[str], None] = say, timeout_s: float | None = None,
               walls: Mapping[str, float] | None = None) -> int:
     """Run every operator of `record` as a task of `executor`, each for at most `timeout_s`
-    (UNIT_TIMEOUT; more for an operator of a known wall, plan.unit_limit); exit code 0 all
-    ok, 1 otherwise; on a signal record the batch and raise KeyboardInterrupt. A plan the
-    executor refuses before anything ran (a cluster's sbatch) leaves no batch directory."""
+    (UNIT_TIMEOUT; more for an operator of a known wall, plan.unit_limit); exit code 0 when
+    every operator is ok or skipped, 1 otherwise; on a signal record the batch and raise
+    KeyboardInterrupt. A plan the executor refuses before anything ran (a cluster's sbatch)
+    leaves no batch directory."""
     build = command or (lambda op: child_argv(forwarded, op))
     walls = walls or {}
     tasks = [Task(op, tuple(build(op)), record.log(op),
@@ -176,7 +183,7 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
             + (" (the tasks keep running)" if outcome.detached else ""))
         raise KeyboardInterrupt
     out(f"BATCH_DONE {record.counts()} status={record.csv}")
-    all_ok = all(s.status == "ok" for s in record.table.values())
+    all_ok = all(s.status in (OK, SKIPPED) for s in record.table.values())
     return errors.EXIT_OK if all_ok else errors.EXIT_BENCHMARK_FAILED
 
 

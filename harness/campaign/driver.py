@@ -3,6 +3,7 @@ report."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -12,9 +13,9 @@ from pathlib import Path
 from harness.campaign import finish, plan
 from harness.campaign.document import FINISHED, PENDING, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.campaign.unit import side_cache
+from harness.campaign.unit import side_cache, skip_reason
 from harness.errors import HarnessError, Interrupted, UsageError
-from harness.executors.base import INTERRUPTED, Ended, Executor, Task
+from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.run import artifacts
@@ -125,6 +126,9 @@ class UnitEvents:
                  f"log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:
+        if end.state == OK:  # exit 0 is also every side skipped: their run directories say
+            why = skip_reason(self.directory, plan.parse_unit_id(task.id))
+            end = end if why is None else dataclasses.replace(end, state=SKIPPED, reason=why)
         entry = self.campaign.unit(task.id)
         entry.status, entry.rc, entry.wall_s = end.state, end.rc, end.wall_s
         entry.reason, entry.device = end.reason, end.where

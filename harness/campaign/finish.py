@@ -20,6 +20,7 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
+from harness.executors.base import OK, SKIPPED
 from harness.report import abjson, comparison, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
@@ -94,6 +95,14 @@ def _pending(campaign: Campaign, op: str) -> bool:
     """No unit of `op` has ended, well or badly: each is still to run (a resume runs it)."""
     return not campaign.ops[op].reason and all(
         u.status in PENDING_STATES for u in campaign.units if u.op == op)
+
+
+def _skipped(campaign: Campaign, op: str) -> str | None:
+    """pytest's reason where every unit of `op` was skipped; None otherwise."""
+    units = [u for u in campaign.units if u.op == op]
+    if campaign.ops[op].reason or not units or any(u.status != SKIPPED for u in units):
+        return None
+    return "; ".join(dict.fromkeys(u.reason or "skipped" for u in units))
 
 
 def _last_reason(campaign: Campaign, op: str) -> str:
@@ -179,8 +188,9 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
     counted failed."""
     info: dict[str, dict[str, Any]] = {
         op: {"rounds": len(done_rounds(directory, campaign, op)),
-             "reason": i.reason or (failures.get(op) if not _pending(campaign, op) else None),
-             "pending": _pending(campaign, op),
+             "reason": i.reason or _skipped(campaign, op)
+             or (failures.get(op) if not _pending(campaign, op) else None),
+             "pending": _pending(campaign, op), "skipped": _skipped(campaign, op) is not None,
              "units_failed": sum(1 for u in campaign.units if u.op == op
                                  and u.status == "failed")}
         for op, i in campaign.ops.items()}
@@ -237,8 +247,9 @@ def write_campaign(directory: Path, campaign: Campaign, settings: Settings,
 
 def finish(directory: Path, campaign: Campaign, settings: Settings,
            out: Callable[[str], None] = print) -> int:
-    """Write the campaign's files; exit 0, 1 (a unit or operator failed) or 6 (the axis
-    showed no sign of reaching the compiler)."""
+    """Write the campaign's files; exit 0 (every unit ok or skipped), 1 (a unit failed,
+    crashed, timed out or is still pending; an operator without a node) or 6 (the axis showed
+    no sign of reaching the compiler)."""
     doc, md, png = write_campaign(directory, campaign, settings)
     out(suite_report.suite_line(doc.operators or {}))
     for line in ab.done_lines(doc, md, png):
@@ -246,7 +257,8 @@ def finish(directory: Path, campaign: Campaign, settings: Settings,
     if doc.liveness is not None and doc.liveness.status == "not_live":
         out(f"{ab.NOT_LIVE_MARKER} axis={campaign.axis.name}")
         return EXIT_AXIS_NOT_LIVE
-    ok = all(u.status == "ok" for u in campaign.units)
+    ok = (all(u.status in (OK, SKIPPED) for u in campaign.units)
+          and not any(i.reason for i in campaign.ops.values()))
     return EXIT_OK if ok else EXIT_BENCHMARK_FAILED
 
 

@@ -86,7 +86,7 @@ def new_campaign(*, directory: Path, axis: Axis, caliber: Mapping[str, Any],
                  argv: Sequence[str], ops: Mapping[str, Mapping[str, Any]], rounds: int,
                  walls: Mapping[str, float], walls_from: Path | None) -> Campaign:
     """A new campaign: every operator with its node (or why it has none) and every unit not
-    run yet, in running order; an operator without a node has its units skipped."""
+    run yet, in running order; an operator without a node has its units failed (never run)."""
     campaign = Campaign(
         dir=str(directory),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -99,14 +99,14 @@ def new_campaign(*, directory: Path, axis: Axis, caliber: Mapping[str, Any],
 
 
 def add_units(campaign: Campaign, op_rounds: Mapping[str, int]) -> list[Unit]:
-    """Extend operators to `op_rounds` rounds: new units, not run yet (skipped where the
-    operator has no node), placed by the running order of every unit still to run."""
+    """Extend operators to `op_rounds` rounds: new units, not run yet (failed, never run, where
+    the operator has no node), placed by the running order of every unit still to run."""
     have = {u.id for u in campaign.units}
     new = [u for u in plan_units(op_rounds, campaign.walls) if u.id not in have]
     for unit in new:
         reason = campaign.ops[unit.op].reason
         campaign.units.append(UnitRecord(unit.id, unit.op, unit.round,
-                                         "skipped" if reason else PENDING, reason))
+                                         "failed" if reason else PENDING, reason))
     for op, n in op_rounds.items():
         campaign.ops[op].rounds = max(n, campaign.ops[op].rounds)
     return new

@@ -10,7 +10,8 @@ from pathlib import Path
 from harness.campaign import ab
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, Unit
-from harness.errors import HarnessError, UsageError
+from harness.errors import EXIT_BENCHMARK_FAILED, HarnessError, UsageError
+from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, exclusive_lock
 from harness.run import artifacts, identity, runner
 from harness.run.preflight import Plan, run_preflight
@@ -74,9 +75,46 @@ def _note_cache(run_dir: Path, cache: Path, kernels: int, hashes: list[str]) -> 
     atomic_write_json(path, doc)
 
 
+def side_ends(directory: Path, unit: Unit) -> dict[str, tuple[str, str | None]]:
+    """Each side's (state, reason) as its run_identity.json says (runner: ok, skipped,
+    failed, ...), for the sides that left one."""
+    found = {}
+    for side in unit.sides:
+        doc = identity.read_identity(directory / unit.run_rel(side)) or {}
+        if isinstance(doc.get("state"), str):
+            found[side] = (doc["state"], doc.get("reason"))
+    return found
+
+
+def skip_reason(directory: Path, unit: Unit) -> str | None:
+    """pytest's reason where every side of the unit was skipped; None otherwise."""
+    ends = side_ends(directory, unit)
+    if len(ends) != len(unit.sides) or any(s != SKIPPED for s, _ in ends.values()):
+        return None
+    return "; ".join(dict.fromkeys(str(why) for _, why in ends.values()))
+
+
+def unit_end(directory: Path, unit: Unit, codes: list[int]) -> tuple[int, str | None]:
+    """The unit's exit code and, where it is not ok, its last line: why. Every side skipped
+    is 0 (the driver reads skipped); one side skipped and the other not is a failure, since
+    nothing of it can be compared."""
+    ends = side_ends(directory, unit)
+    rc = next((rc for rc in codes if rc), 0)
+    states = {state for state, _ in ends.values()}
+    if SKIPPED in states and states != {SKIPPED}:
+        side = next(s for s, (state, _) in ends.items() if state == SKIPPED)
+        return rc or EXIT_BENCHMARK_FAILED, (f"{unit.id}: side {side} skipped "
+                                             f"({ends[side][1]}) and the other did not")
+    bad = next(((s, e) for s, e in ends.items() if e[0] not in (OK, SKIPPED)), None)
+    if rc and bad is not None:
+        return rc, f"{unit.id}: side {bad[0]} {bad[1][0]}: {bad[1][1]}"
+    return rc, None
+
+
 def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: ab.Axis,
              out: Callable[[str], None] = print) -> int:
-    """Run the unit's sides in its round's order; exit 0, or the first side's failing code."""
+    """Run the unit's sides in its round's order; exit 0 (every side ok, or every side
+    skipped), or the first side's failing code, saying why on the last line."""
     codes = []
     for side in unit.sides:
         step = ab.Step(side, unit.round, axis.value(side))
@@ -99,7 +137,10 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
             continue
         _note_cache(run_dir, cache, *added_artifacts(cache / "triton", before, cache))
         codes.append(rc)
-    return next((rc for rc in codes if rc), 0)
+    rc, why = unit_end(directory, unit, codes)
+    if why:
+        out(why)  # the last line of the unit's log: its reason in campaign.json
+    return rc
 
 
 @contextmanager

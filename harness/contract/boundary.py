@@ -37,6 +37,7 @@ PRECOMPILE_FILE = "precompile.json"  # what the precompile plugin compiled ahead
 RECORD_LOGS_FILE = "record_logs.json"  # the record logs this pytest wrote (a JSON list)
 RECORD_LOG_GLOB = "result_*.log"  # FlagGems' --record log files
 REPLAYED_FILE = "replayed_winners.jsonl"  # the records a replaying run pins
+OUTCOMES_FILE = "outcomes.json"  # how many tests pytest ran, passed, failed, skipped, and why
 CLAIMS_DIR = "claims"  # under a parallel warmup's directory: one per dtype group
 
 # Marker lines the plugins print into run.log, read back by summary and report.

@@ -18,16 +18,18 @@ def geomean_pct(speedups: Sequence[float]) -> float | None:
 
 def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapping[str, Any]]
                        ) -> dict[str, OperatorSummary]:
-    """Per operator of `ops` ({op: {rounds, reason, pending, units_failed, artifacts}}): its
-    verdict,
-    paired rows (ab.json's), geometric mean speedup and worst row (lowest speedup)."""
+    """Per operator of `ops` ({op: {rounds, reason, pending, skipped, units_failed,
+    artifacts}}): its verdict, paired rows (ab.json's), geometric mean speedup and worst row
+    (lowest speedup). A skipped operator's reason is pytest's, not a failure's."""
     out = {}
     for op, info in ops.items():
         mine = [r for r in rows if r["op"] == op]
         worst = min(mine, key=lambda r: r["speedup_pct"], default=None)
+        skipped = bool(info.get("skipped"))
         out[op] = OperatorSummary(
-            verdict=stats.operator_verdict([r["verdict"] for r in mine], bool(info.get("reason")),
-                                           bool(info.get("pending"))),
+            verdict=stats.operator_verdict([r["verdict"] for r in mine],
+                                           bool(info.get("reason")) and not skipped,
+                                           bool(info.get("pending")), skipped),
             rows=len(mine), rounds=info.get("rounds"),
             geomean_speedup_pct=geomean_pct([r["speedup_pct"] for r in mine]),
             worst=None if worst is None else Worst(worst["dtype"], worst["shape"],
@@ -38,10 +40,10 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
 
 
 def suite_line(operators: Mapping[str, OperatorSummary]) -> str:
-    """One line: how many operators got each verdict."""
+    """One line: how many operators got each verdict; pending and skipped apart from failed."""
     counts = [v.verdict for v in operators.values()]
     shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
-    shown += [f"{counts.count('pending')} pending"] if "pending" in counts else []
+    shown += [f"{counts.count(v)} {v}" for v in ("pending", "skipped") if v in counts]
     shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
     return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"
 

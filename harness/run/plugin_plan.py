@@ -15,6 +15,7 @@ CAPTURE = "harness.plugins.capture"
 TIMING = "harness.plugins.timing"
 AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
+OUTCOMES = "harness.plugins.outcomes"
 PRECOMPILE = PRECOMPILE_PLUGIN
 WARMUP_SHARE = WARMUP_SHARE_PLUGIN
 SMOKE = "harness.plugins.smoke"
@@ -33,7 +34,8 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
     applies only where the backend can capture and the timer is graph, and timing always runs,
     since it records the timer of every row and applies REPEAT. autotune applies when the run
     records or replays winners (`tuning`) on a backend whose kernels are tuned by Triton.
-    record_log always runs: it keeps FlagGems' record log in the run directory. precompile
+    record_log always runs: it keeps FlagGems' record log in the run directory; so does
+    outcomes, which tells a skipped run from one that measured nothing. precompile
     applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
     concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
     Triton. smoke (SHAPE_MODE=smoke) cuts each benchmark to one input of one dtype. Where
@@ -46,7 +48,7 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
         plugins.append(DEVICE_SETUP)
     if timer == "graph" and backend.can_capture and not share:
         plugins.append(CAPTURE)
-    plugins += [WARMUP_SHARE if share else TIMING, RECORD_LOG]
+    plugins += [WARMUP_SHARE if share else TIMING, RECORD_LOG, OUTCOMES]
     if tuning and "triton" in backend.python_modules:
         plugins.append(AUTOTUNE)
     if precompile and "triton" in backend.python_modules:

@@ -27,7 +27,7 @@ from harness.executors import procs as supervise
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import artifacts, identity, outputs, rescue
+from harness.run import artifacts, ending, identity, outputs, rescue
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -306,10 +306,13 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
     rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
+    tests = ending.read_outcomes(run_dir)
+    end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None)
     tuning = _finish_tuning(settings, inv, run_dir)
     doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
-                "results_source": source,
+                "results_source": source, "state": end.state, "reason": end.reason,
+                "tests": tests,
                 "status": "complete" if stopper.signal is None else "interrupted",
                 "signal": None if stopper.signal is None else signal.Signals(
                     stopper.signal).name,
@@ -321,12 +324,14 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                 "compiled_artifacts": list(tuning.artifacts)})
     atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
     if stopper.signal is None:
-        summary = (f"RUN_DONE op={plan.op} rc={rc} rows={len(rows)} source={source} "
-                   f"wall_s={wall:.2f} autotune_replay_fallbacks={len(tuning.fallbacks)} "
-                   f"dir={run_dir}")
+        # the reason last: a batch or campaign reads why a run failed from its last line
+        summary = (f"RUN_DONE op={plan.op} rc={end.exit_code} rows={len(rows)} "
+                   f"state={end.state} pytest_rc={rc} source={source} wall_s={wall:.2f} "
+                   f"autotune_replay_fallbacks={len(tuning.fallbacks)} dir={run_dir}"
+                   + (f" reason={end.reason}" if end.reason else ""))
         _log_line(run_dir, summary)  # first: a closed stdout must not cost run.log its line
         out(summary)
-    return rc, run_dir
+    return end.exit_code, run_dir
 
 
 def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path,

@@ -124,7 +124,7 @@ def test_a_failing_operator_is_recorded_and_the_others_complete(tmp_path):
     found = units(directory)
     assert found["tanh/r0"]["status"] == "ok"
     assert found["boom/r0"]["status"] == "failed" and found["boom/r0"]["reason"]
-    assert found["nosuch/r0"]["status"] == "skipped"
+    assert found["nosuch/r0"]["status"] == "failed"  # never run: it has no benchmark node
     assert "PREFLIGHT_FAILED check=test_node" in found["nosuch/r0"]["reason"]
     doc = json.loads((directory / "ab.json").read_text())
     assert doc["operators"]["tanh"]["rows"] == 2  # float32 and bfloat16

@@ -62,7 +62,7 @@ def test_batch_runs_each_op_in_its_own_process_and_records_every_outcome(tmp_pat
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
     rows = status_rows(out)
     assert list(rows[0]) == ["op", "node", "status", "rc", "rows", "backend", "device", "timer",
-                             "wall_s", "run", "slurm_task", "slurm_state"]
+                             "wall_s", "run", "slurm_task", "slurm_state", "reason"]
     assert [(r["op"], r["status"], r["rc"]) for r in rows] == [
         ("tanh", "ok", "0"), ("doesnotexist", "error", "3"), ("add", "ok", "0")]
     for row in (rows[0], rows[2]):

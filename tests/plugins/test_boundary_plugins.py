@@ -77,7 +77,7 @@ def test_a_run_dir_that_is_a_file_is_refused(pytester, monkeypatch, valid, tmp_p
                             "directory, an existing directory")
 
 
-@pytest.mark.parametrize("plugin", ["record_log", "autotune", "precompile"])
+@pytest.mark.parametrize("plugin", ["record_log", "outcomes", "autotune", "precompile"])
 def test_a_plugin_that_writes_a_side_file_needs_the_run_dir(pytester, monkeypatch, valid, plugin):
     env = {k: v for k, v in valid.items() if k != boundary.RUN_DIR_VAR}
     result = run(pytester, monkeypatch, plugin, env)

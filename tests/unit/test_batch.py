@@ -98,9 +98,9 @@ def test_csv_has_exactly_the_design_columns_in_order():
                                             "runs/tanh/x"), batch.OpStatus("mm")])
     lines = text.splitlines()
     assert lines[0] == ("op,node,status,rc,rows,backend,device,timer,wall_s,run,slurm_task,"
-                        "slurm_state")
-    assert lines[1] == "tanh,n,ok,0,8,cpu,,direct,1.5,runs/tanh/x,,"
-    assert lines[2] == "mm,,not_run,,,,,,,,,"
+                        "slurm_state,reason")
+    assert lines[1] == "tanh,n,ok,0,8,cpu,,direct,1.5,runs/tanh/x,,,"
+    assert lines[2] == "mm,,not_run,,,,,,,,,,"
 
 
 def _fake_run(tmp_path: Path, identity: dict | None) -> Path:
@@ -120,6 +120,14 @@ def test_finished_status_reads_the_childs_identity(tmp_path):
     status = batch.finished_status(Ended("tanh", "ok", 0, 41.23, "3"), _fake_run(tmp_path, ident))
     assert status == batch.OpStatus("tanh", "ok", ident["node"], 0, 15, "cpu", "3", "direct",
                                     41.23, str(tmp_path / "runs" / "tanh" / "20261129-120000"))
+
+
+def test_a_child_whose_tests_pytest_skipped_reads_skipped_with_pytests_reason(tmp_path):
+    # Regression: a benchmark pytest skipped ("vLLM not installed") read ok with 0 rows.
+    ident = {"node": "n", "rows": 0, "state": "skipped", "reason": "vLLM not installed"}
+    status = batch.finished_status(Ended("tanh", "ok", 0, 1.0, "0"), _fake_run(tmp_path, ident))
+    assert (status.status, status.reason) == ("skipped", "vLLM not installed")
+    assert status.row()["reason"] == "vLLM not installed"
 
 
 def test_finished_status_of_a_child_that_never_claimed_a_run(tmp_path):

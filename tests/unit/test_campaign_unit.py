@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from harness.campaign import unit as ab_unit
+from harness.campaign.plan import Unit
 from harness.run import artifacts
 
 
@@ -66,3 +69,22 @@ def test_a_unit_held_by_a_live_process_is_waited_for_and_never_run_beside_it(tmp
     began = time.monotonic()
     with ab_unit.unit_lock(tmp_path, "mm/r0", wait_s=10):
         assert time.monotonic() - began >= 0.25
+
+
+def _sides(tmp_path, states):
+    unit = Unit("op", 0)
+    for side, (state, reason) in states.items():
+        run = tmp_path / unit.run_rel(side)
+        run.mkdir(parents=True)
+        (run / "run_identity.json").write_text(json.dumps({"state": state, "reason": reason}))
+    return unit
+
+
+def test_a_unit_whose_sides_pytest_skipped_is_skipped_and_half_skipped_is_failed(tmp_path):
+    both = _sides(tmp_path / "both", {"A": ("skipped", "no vLLM"), "B": ("skipped", "no vLLM")})
+    assert ab_unit.skip_reason(tmp_path / "both", both) == "no vLLM"
+    assert ab_unit.unit_end(tmp_path / "both", both, [0, 0]) == (0, None)
+    half = _sides(tmp_path / "half", {"A": ("skipped", "no vLLM"), "B": ("ok", None)})
+    assert ab_unit.skip_reason(tmp_path / "half", half) is None
+    assert ab_unit.unit_end(tmp_path / "half", half, [0, 0]) == (
+        1, "op/r0: side A skipped (no vLLM) and the other did not")

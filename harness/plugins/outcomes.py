@@ -1,0 +1,67 @@
+"""Write how the run's tests ended, and pytest's reason for each skip, into the run directory.
+
+The host cannot tell from pytest's exit code alone a run that measured from one whose tests
+pytest skipped (both exit 0), nor from a process that left early with `os._exit(0)` (no file).
+At the end of the session, ZL_PLUGIN_RUN_DIR/OUTCOMES_FILE holds
+`{"collected", "passed", "failed", "skipped", "skip_reasons"}`; a module skipped at collection
+counts as one skipped test.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.contract import boundary
+from harness.contract.boundary import OUTCOMES_FILE
+from harness.fsutil import atomic_write_json
+
+READER = "the outcomes plugin"
+PREFIX = "Skipped: "  # what pytest puts before the reason given to pytest.skip
+
+
+def skip_reason(longrepr: object) -> str:
+    """pytest's reason for a skip: the message of its (path, line, message) tuple."""
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix(PREFIX)
+    return str(longrepr).removeprefix(PREFIX) if longrepr else "skipped"
+
+
+class Outcomes:
+    """Counts of the session's test outcomes, written when the session finishes."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.counts = {"passed": 0, "failed": 0, "skipped": 0}
+        self.reasons: list[str] = []
+
+    def _skipped(self, longrepr: object) -> None:
+        self.counts["skipped"] += 1
+        reason = skip_reason(longrepr)
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.skipped:  # a module skipped as a whole: pytest.skip(allow_module_level=True)
+            self._skipped(report.longrepr)
+        elif report.failed:
+            self.counts["failed"] += 1
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.counts["failed"] += 1
+        elif report.skipped:
+            self._skipped(report.longrepr)
+        elif report.when == "call":
+            self.counts["passed"] += 1
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        atomic_write_json(self.run_dir / OUTCOMES_FILE,
+                          {"collected": session.testscollected, **self.counts,
+                           "skip_reasons": self.reasons})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    config.pluginmanager.register(Outcomes(Path(run_dir)), "harness-outcomes")

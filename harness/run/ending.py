@@ -1,0 +1,67 @@
+"""How a run ended: its state, why, and its exit code, from pytest's code, rows and outcomes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.contract.boundary import OUTCOMES_FILE
+from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK
+from harness.executors.base import FAILED, OK, SKIPPED, state_for
+
+# A node of a module skipped as a whole reads "found no collectors" (pytest's usage error, 4),
+# a module or file that collects none of its tests "no tests collected" (5).
+SKIP_CODES = (0, 4, 5)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """A run's state (executors.base's words), why where it is not ok, its exit code."""
+
+    state: str
+    reason: str | None
+    exit_code: int
+
+
+def decide(rc: int, rows: int, outcomes: Mapping[str, Any] | None,
+           times_nothing: bool = False) -> RunEnd:
+    """The state of a run whose pytest exited `rc` after `rows` result rows.
+
+    `outcomes` is the outcomes plugin's file (None: pytest never finished its session, e.g.
+    `os._exit`). skipped: pytest skipped a test or module and ran or failed nothing else (exit
+    0, the reason pytest's; see SKIP_CODES). failed: pytest exited 0 with no row and no skip
+    (exit 1), unless the run `times_nothing` (a parallel warmup's shard). Any other code
+    passes through, its state as executors.base.state_for reads it.
+    """
+    found = outcomes or {}
+    skipped, passed, failed = (int(found.get(k) or 0) for k in ("skipped", "passed", "failed"))
+    if rc in SKIP_CODES and skipped and not (passed or failed):
+        reasons = [str(r) for r in found.get("skip_reasons") or ()]
+        return RunEnd(SKIPPED, "; ".join(reasons) or "skipped", EXIT_OK)
+    if rc != 0:
+        state = state_for(rc)
+        why = f"{failed} test(s) failed" if state == FAILED and failed else None
+        return RunEnd(state, why or f"pytest exit code {rc}", rc)
+    if rows or times_nothing:
+        return RunEnd(OK, None, EXIT_OK)
+    if outcomes is None:
+        why = "0 rows: pytest exited 0 without finishing its session (os._exit or a killed child)"
+    elif not passed:
+        why = "0 rows: pytest ran no test"
+    else:
+        why = f"0 rows: {passed} test(s) passed and recorded no result"
+    return RunEnd(FAILED, why, EXIT_BENCHMARK_FAILED)
+
+
+def read_outcomes(run_dir: Path) -> dict[str, Any] | None:
+    """The outcomes plugin's file, removed once read; None where pytest wrote none."""
+    path = run_dir / OUTCOMES_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    path.unlink()
+    return doc if isinstance(doc, dict) else None

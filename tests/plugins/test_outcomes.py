@@ -1,0 +1,55 @@
+"""outcomes: the run's tests as passed, failed, skipped, with pytest's reason for each skip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.contract.boundary import OUTCOMES_FILE
+
+
+def outcomes(pytester, monkeypatch, tmp_path, *args: str) -> dict:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
+    pytester.runpytest_subprocess("-p", "harness.plugins.outcomes", *args)
+    path = run_dir / OUTCOMES_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_a_skip_inside_a_test_is_counted_with_its_reason(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(test_x="""
+        import pytest
+        def test_x():
+            pytest.skip("vLLM not installed")
+        def test_y():
+            pass
+    """)
+    found = outcomes(pytester, monkeypatch, tmp_path)
+    assert found == {"collected": 2, "passed": 1, "failed": 0, "skipped": 1,
+                     "skip_reasons": ["vLLM not installed"]}
+
+
+@pytest.mark.parametrize("node", ["test_x.py", "test_x.py::test_x"])
+def test_a_module_skipped_at_collection_counts_as_one_skip(pytester, monkeypatch, tmp_path,
+                                                          node):
+    pytester.makepyfile(test_x="""
+        import pytest
+        pytest.skip("vLLM not installed", allow_module_level=True)
+        def test_x():
+            pass
+    """)
+    found = outcomes(pytester, monkeypatch, tmp_path, node)
+    assert (found["skipped"], found["passed"], found["skip_reasons"]) == (
+        1, 0, ["vLLM not installed"])
+
+
+def test_a_failure_is_counted(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(test_x="def test_x():\n    assert False\n")
+    assert outcomes(pytester, monkeypatch, tmp_path)["failed"] == 1
+
+
+def test_a_process_that_leaves_with_os_exit_writes_no_file(pytester, monkeypatch, tmp_path):
+    pytester.makepyfile(test_x="import os\ndef test_x():\n    os._exit(0)\n")
+    assert outcomes(pytester, monkeypatch, tmp_path) == {}
