@@ -111,6 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
         return start.resume(vars(args), args.inputs.environ, out=_report)
+    start.refuse_resume_only(vars(args))
     flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     campaign = spec.resolve_ab(flags)

@@ -32,14 +32,18 @@ class Verdict(Enum):
 # An operator's verdict, in the order a suite report lists them: regressions first. `failed`:
 # no paired row; `flagged`: every row timed under another regime on a side.
 OP_VERDICTS = (Verdict.SLOWER.value, "failed", "pending", Verdict.INCONCLUSIVE.value,
-               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value)
+               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value, "excluded")
 
 
-def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False) -> str:
+def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False,
+                     excluded: bool = False) -> str:
     """An operator's verdict from its rows': pending (no paired row yet, none of its units
     having failed: a resume runs them), failed (no paired row, or `failed`), slower (any row
     slower), faster (any faster, none slower), inconclusive (any row that more rounds would
-    decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
+    decide), same (any row same, the rest flagged), else flagged (every row flagged);
+    excluded (left out by EXCLUDE) before all of them."""
+    if excluded:  # left out of the campaign by EXCLUDE: its rows are not compared
+        return "excluded"
     if pending and not failed and not row_verdicts:
         return "pending"
     if failed or not row_verdicts:
