@@ -19,6 +19,7 @@ from harness.errors import (
     Interrupted,
     PreflightError,
     UsageError,
+    no_space,
 )
 from harness.executors import slurm
 from harness.executors.slurm import task
@@ -56,6 +57,15 @@ def _report(line: str) -> None:
 
 def _err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def _error_line(line: str) -> None:
+    """The error's one line on stderr; where stderr is itself a file on the full device, the
+    exit code alone has to tell."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 def _dry_run_checks(settings: spec.Settings) -> PreflightResult:
@@ -101,6 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
         return start.resume(vars(args), args.inputs.environ, out=_report)
+    start.refuse_resume_only(vars(args))
     flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     campaign = spec.resolve_ab(flags)
@@ -271,8 +282,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc), flush=True)  # a marker line: stdout, where run logs and grep look
         return exc.exit_code
     except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error_line(f"error: {exc}")
         return exc.exit_code
+    except OSError as exc:  # a full device anywhere: one line, not a traceback
+        if (full := no_space(exc)) is None:
+            raise
+        _error_line(f"error: {full}")
+        return full.exit_code
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

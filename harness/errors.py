@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 
 EXIT_OK = 0
@@ -42,6 +44,33 @@ def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...]
     tail = f" ({hint})" if hint else ""
     return UsageError(f"{name}={value!r} is not accepted; expected one of: "
                       f"{', '.join(accepted)}{tail}")
+
+
+# A write refused for want of room: the device is full, or the user's quota is spent.
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXT = "no space left on device writing"  # how a child's log says it, for its parent
+
+
+class NoSpace(HarnessError):
+    """A write failed because the filesystem is full (or the quota spent): the environment is
+    broken, not an operator; `then` says how to go on once space is free."""
+
+    exit_code = EXIT_PREFLIGHT
+
+    def __init__(self, path: str | os.PathLike[str] | None, then: str = "run it again") -> None:
+        where = "-" if path is None else str(path)
+        super().__init__(f"{NO_SPACE_TEXT} {where!r}: free space, then {then}")
+        self.path, self.then = path, then
+
+
+def no_space(exc: BaseException) -> NoSpace | None:
+    """`exc` as a NoSpace: itself, or an OSError of a full device or a spent quota (naming its
+    file where it has one); None for anything else."""
+    if isinstance(exc, NoSpace):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return NoSpace(exc.filename)
+    return None
 
 
 class Interrupted(KeyboardInterrupt):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, UsageError
+from harness.errors import HarnessError, NoSpace, UsageError, no_space
 
 
 def _umask() -> int:
@@ -32,14 +32,21 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target = Path(path)
     if target.is_dir():  # os.replace would fail only after the whole file was written
         raise UsageError(f"{str(target)!r} is a directory; expected a file to write there")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:  # a full device may refuse even the empty file (no inode left)
+        if no_space(exc) is not None:
+            raise NoSpace(target) from exc
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)  # a failed write leaves no temporary file behind
+        if no_space(exc) is not None:  # name the file meant, not the temporary one
+            raise NoSpace(target) from exc
         raise
     return target
 

@@ -14,8 +14,9 @@ from harness.fsutil import atomic_write_json
 SCHEMA = "harness-campaign/1"
 CAMPAIGN_JSON = "campaign.json"
 PENDING = "not_run"
+EXCLUDED = "excluded"  # its operator is left out by EXCLUDE: not run unless taken back
 # A unit in one of these states is never run again; any other state is run by --resume.
-FINISHED = ("ok", "failed", "skipped")
+FINISHED = ("ok", "failed", "skipped", EXCLUDED)
 T = TypeVar("T")
 
 
@@ -46,11 +47,13 @@ class UnitRecord:
 
 @dataclass
 class OpRecord:
-    """An operator of the campaign: its benchmark node, or why it has none; its rounds."""
+    """An operator of the campaign: its benchmark node, or why it has none; its rounds; why
+    it is left out (EXCLUDE), where it is."""
 
     node: str | None
     reason: str | None
     rounds: int
+    excluded: str | None = None
 
 
 @dataclass
@@ -104,7 +107,9 @@ class Campaign:
                 value = {"name": value.name, "variable": value.variable, "a": value.a,
                          "b": value.b}
             elif f.name == "ops":
-                value = {op: asdict(info) for op, info in value.items()}
+                value = {op: {k: v for k, v in asdict(info).items()
+                              if v is not None or k != "excluded"}
+                         for op, info in value.items()}
             elif f.name == "units":
                 value = [u.to_json() for u in value]
             elif f.name == "slurm":
@@ -196,7 +201,7 @@ class _Reader:
 
 def _op(read: _Reader) -> OpRecord:
     return OpRecord(read.optional("node", str), read.optional("reason", str),
-                    read.value("rounds", int))
+                    read.value("rounds", int), read.optional("excluded", str))
 
 
 def _unit(read: _Reader) -> UnitRecord:

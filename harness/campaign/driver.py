@@ -10,11 +10,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import finish, plan
-from harness.campaign.document import FINISHED, PENDING, Campaign
+from harness.campaign import ab, finish, plan
+from harness.campaign.document import CAMPAIGN_JSON, FINISHED, PENDING, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.campaign.unit import side_cache, skip_reason
-from harness.errors import HarnessError, Interrupted, UsageError
+from harness.campaign.unit import resume_hint, side_cache, skip_reason
+from harness.errors import (
+    EXIT_PREFLIGHT,
+    NO_SPACE_TEXT,
+    HarnessError,
+    Interrupted,
+    NoSpace,
+    UsageError,
+    no_space,
+)
 from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
@@ -82,8 +90,59 @@ def drop_side_caches(directory: Path, campaign: Campaign) -> None:
         if (cache / "triton").is_dir():
             found = artifacts.artifact_hashes(cache / "triton", cache.resolve())
             seen[side] = sorted({*seen.get(side, ()), *found})
-    campaign.save(directory)
+    try:
+        campaign.save(directory)
+    finally:  # on a full device too: the caches are what frees it
+        shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
+
+
+@contextmanager
+def full_device_stops(directory: Path, campaign: Campaign, out: Callable[[str], None]
+                      ) -> Iterator[None]:
+    """A full device (or spent quota) met by any write of the block stops the campaign as a
+    signal would: recorded interrupted, caches removed, NoSpace naming the file and the resume
+    raised."""
+    try:
+        yield
+    except (NoSpace, OSError) as exc:
+        if (full := no_space(exc)) is None:
+            raise
+        raise out_of_space(directory, campaign, _first(exc, full), out) from exc
+
+
+def _first(exc: BaseException, full: NoSpace) -> NoSpace:
+    """The first NoSpace of the chain that ends in `exc`: the file that filled the device, not
+    campaign.json that the cleanup then failed to write."""
+    context = exc.__context__
+    while context is not None:
+        if isinstance(context, NoSpace):
+            full = context
+        context = context.__context__
+    return full
+
+
+def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
+                 out: Callable[[str], None]) -> NoSpace:
+    """Remove the side caches (room for what follows), mark the campaign interrupted in
+    campaign.json where it can still be written, print AB_INTERRUPTED; the error to raise.
+    ab.json and ab.md are left as they were: the resume that completes the campaign writes
+    them."""
     shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
+    finished = finish.finished_units(campaign)
+    step = ",".join(u.id for u in campaign.units if u.status == INTERRUPTED) or "-"
+    campaign.state = "interrupted"
+    campaign.interrupted = {"signal": None, "reason": "no_space", "path": str(full.path),
+                            "step": step, "finished_units": finished}
+    try:
+        campaign.save(directory)
+        kept = ""
+    except NoSpace:
+        kept = f" ({CAMPAIGN_JSON} not updated: its units still running are rerun)"
+    out(f"{ab.INTERRUPTED_MARKER} reason=no_space path={full.path} step={step} "
+        f"finished_units={','.join(finished) or '-'} "
+        f"units_left={len(plan.units_to_run(campaign))} dir={directory}{kept} "
+        f"resume: {resume_hint(directory)}")
+    return NoSpace(full.path, resume_hint(directory))
 
 
 class UnitEvents:
@@ -99,6 +158,18 @@ class UnitEvents:
         self.running: dict[str, float] = {}  # unit -> when it started
         self.stopped: list[str] = []  # the units a signal stopped
         self.queued_ids: list[str] = []  # handed to a queue in this session
+        self.full: NoSpace | None = None  # the device filled: campaign.json is left alone
+
+    def _save(self) -> None:
+        """Write campaign.json. The first write a full device refuses raises (the executor then
+        stops the units); after it the states stay in memory for the driver's last write."""
+        if self.full is not None:
+            return
+        try:
+            self.campaign.save(self.directory)
+        except NoSpace as exc:
+            self.full = exc
+            raise
 
     def withdraw(self) -> None:
         """The queue refused the plan (its arrays were cancelled): the units it had taken are
@@ -107,12 +178,12 @@ class UnitEvents:
             entry = self.campaign.unit(task_id)
             if entry.status == "submitted":
                 entry.status = PENDING
-        self.campaign.save(self.directory)
+        self._save()
 
     def _begin(self, task: Task, status: str, where: str) -> None:
         entry = self.campaign.unit(task.id)
         entry.status, entry.device, entry.attempts = status, where, entry.attempts + 1
-        self.campaign.save(self.directory)  # a killed driver leaves the unit to rerun
+        self._save()  # a killed driver leaves the unit to rerun
 
     def queued(self, task: Task, where: str) -> None:
         self._begin(task, "submitted", where)
@@ -134,13 +205,19 @@ class UnitEvents:
         entry.reason, entry.device = end.reason, end.where
         entry.slurm_task = end.facts.get("slurm_task") or entry.slurm_task
         entry.slurm_state = end.facts.get("slurm_state") or entry.slurm_state
-        self.campaign.save(self.directory)
+        full = _child_full(end)
+        if full is not None:  # the unit did not finish: a resume runs it again
+            entry.status = INTERRUPTED
         self.running.pop(task.id, None)
-        if end.state == INTERRUPTED:
+        self._save()
+        if end.state == INTERRUPTED or full is not None:
             self.stopped.append(task.id)
         elif end.wall_s is not None:
             self.walls.append(end.wall_s)
         self.out(self._progress(end))
+        if full is not None and self.full is None:
+            self.full = full
+            raise full
 
     def _progress(self, end: Ended) -> str:
         units = self.campaign.units
@@ -159,6 +236,16 @@ class UnitEvents:
                 + (f"\n    {end.reason}" if end.reason else ""))
 
 
+def _child_full(end: Ended) -> NoSpace | None:
+    """The unit's child stopped on a full device (its exit code and its log's last line say
+    so): the file it named."""
+    reason = end.reason or ""
+    if end.rc != EXIT_PREFLIGHT or NO_SPACE_TEXT not in reason:
+        return None
+    path = reason.split(NO_SPACE_TEXT, 1)[1].rsplit(": free space", 1)[0].strip().strip("'\"")
+    return NoSpace(path or None)
+
+
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print, *, timeout_s: float | None = None) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
@@ -166,11 +253,13 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised. A unit stopped at its limit is recorded timeout; a resume runs
-    it again.
+    errors.Interrupted raised. A full device met by the driver, a unit or the report stops
+    them too: the campaign is marked interrupted where campaign.json can still be written,
+    and errors.NoSpace raised (full_device_stops). A unit stopped at its limit is recorded
+    timeout; a resume runs it again.
     """
     tasks = unit_tasks(directory, campaign, timeout_s)
-    with sole_driver(directory):
+    with sole_driver(directory), full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "

@@ -51,6 +51,8 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
     identities: dict[str, Identities] = {}
     failures: dict[str, str] = {}
     for op, info in campaign.ops.items():
+        if info.excluded:  # listed apart, never compared
+            continue
         rounds = done_rounds(directory, campaign, op)
         if info.reason or not rounds:
             failures[op] = info.reason or _last_reason(campaign, op)
@@ -191,6 +193,7 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
              "reason": i.reason or _skipped(campaign, op)
              or (failures.get(op) if not _pending(campaign, op) else None),
              "pending": _pending(campaign, op), "skipped": _skipped(campaign, op) is not None,
+             "excluded": i.excluded,
              "units_failed": sum(1 for u in campaign.units if u.op == op
                                  and u.status == "failed")}
         for op, i in campaign.ops.items()}
@@ -257,8 +260,9 @@ def finish(directory: Path, campaign: Campaign, settings: Settings,
     if doc.liveness is not None and doc.liveness.status == "not_live":
         out(f"{ab.NOT_LIVE_MARKER} axis={campaign.axis.name}")
         return EXIT_AXIS_NOT_LIVE
-    ok = (all(u.status in (OK, SKIPPED) for u in campaign.units)
-          and not any(i.reason for i in campaign.ops.values()))
+    kept = [u for u in campaign.units if not campaign.ops[u.op].excluded]
+    ok = (all(u.status in (OK, SKIPPED) for u in kept)
+          and not any(i.reason for i in campaign.ops.values() if not i.excluded))
     return EXIT_OK if ok else EXIT_BENCHMARK_FAILED
 
 

@@ -4,6 +4,7 @@ walls and estimates."""
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from typing import Any
 from harness.campaign.ab import Axis
 from harness.campaign.document import (
     CAMPAIGN_JSON,
+    EXCLUDED,
     FINISHED,
     PENDING,
     Campaign,
@@ -117,7 +119,7 @@ def extend(campaign: Campaign, rounds: int | None, only: str | None,
     """Add rounds for --resume: up to `rounds` in all, for every operator or, with `only`,
     for those whose verdict (`verdicts`, from ab.json) is `only`; `only` without `rounds`
     adds as many rounds as the campaign first had."""
-    targets = [op for op, info in campaign.ops.items() if not info.reason]
+    targets = [op for op, info in campaign.ops.items() if not info.reason and not info.excluded]
     if only is not None:
         targets = [op for op in targets if verdicts.get(op) == only]
         if not targets:
@@ -129,6 +131,33 @@ def extend(campaign: Campaign, rounds: int | None, only: str | None,
     return add_units(campaign, {op: rounds if rounds is not None
                                 else campaign.ops[op].rounds + campaign.rounds
                                 for op in targets})
+
+
+EXCLUDE_REASON = "excluded by EXCLUDE on resume"
+INCLUDE_ALL = "none"  # EXCLUDE=none: every operator is taken back
+
+
+def exclude(campaign: Campaign, text: str) -> list[str]:
+    """Apply EXCLUDE (comma-separated operators, or `none`): the operators left out from now on,
+    in place of those an earlier resume left out; their units not finished read excluded and
+    are not run, and an operator taken back has them run again. The operators now excluded;
+    UsageError, naming the closest known operators, for a name the campaign does not have."""
+    names = [] if text.strip() == INCLUDE_ALL else [
+        n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        if name not in campaign.ops:
+            close = difflib.get_close_matches(name, list(campaign.ops), n=3)
+            raise UsageError(f"EXCLUDE={name!r} is not an operator of this campaign; closest: "
+                             f"{', '.join(close) or 'none'} ({len(campaign.ops)} operators; "
+                             f"EXCLUDE={INCLUDE_ALL} takes every one back)")
+    for op, info in campaign.ops.items():
+        info.excluded = EXCLUDE_REASON if op in names else None
+    for unit in campaign.units:
+        if unit.op in names and unit.status not in FINISHED:
+            unit.status, unit.reason = EXCLUDED, EXCLUDE_REASON
+        elif unit.op not in names and unit.status == EXCLUDED:
+            unit.status, unit.reason = PENDING, None
+    return names
 
 
 def units_to_run(campaign: Campaign) -> list[Unit]:

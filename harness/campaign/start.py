@@ -236,9 +236,12 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     stored_flags = campaign.slurm.flags if campaign.slurm else {}
     cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env) if remote
                  else (None, {}))
+    if flags.get("exclude") not in (None, ""):  # in memory: the driver writes it, under the lock
+        plan.exclude(campaign, str(flags["exclude"]))
     new = _added_rounds(directory, campaign, flags, env)
+    left_out = [op for op, info in campaign.ops.items() if info.excluded]
     out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
-        f"({len(new)} added)")
+        f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
     executor = _executor(settings, cfg, directory, campaign, env, out)
     if dry_run:
         for line in describe(campaign, executor, directory, "exists; nothing added to it"):
@@ -253,6 +256,14 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
                         timeout_s=where.unit_timeout(flags, env))
 
 
+def refuse_resume_only(flags: Mapping[str, Any]) -> None:
+    """EXCLUDE finishes an existing campaign: refused, naming it, without RESUME."""
+    if flags.get("exclude") not in (None, ""):
+        raise UsageError(f"EXCLUDE={flags['exclude']!r} is only valid with RESUME (it finishes "
+                         "an existing campaign without those operators); for a new campaign "
+                         "leave them out of OPS")
+
+
 def refuse_unused(flags: Mapping[str, Any]) -> None:
     """A resume runs the campaign's own settings: a setting given with it that it would not
     use (OP=mm, DTYPES=...) is refused rather than silently dropped."""
@@ -264,7 +275,8 @@ def refuse_unused(flags: Mapping[str, Any]) -> None:
     if unused:
         raise UsageError(
             f"RESUME runs the campaign with its own settings; {', '.join(unused)} cannot be "
-            "given with it (a resume takes ROUNDS, ONLY, DEVICES, DRY_RUN, EXECUTOR and the "
+            "given with it (a resume takes ROUNDS, ONLY, EXCLUDE, DEVICES, DRY_RUN, EXECUTOR and "
+            "the "
             "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.campaign import ab
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, Unit
-from harness.errors import EXIT_BENCHMARK_FAILED, HarnessError, UsageError
+from harness.errors import EXIT_BENCHMARK_FAILED, HarnessError, NoSpace, UsageError, no_space
 from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, exclusive_lock
 from harness.run import artifacts, identity, runner
@@ -20,6 +20,12 @@ from harness.settings.spec import Settings
 # How long a unit waits for a process that still holds it: a killed driver's orphan gets
 # SIGTERM from the parent-death signal and stops within its grace times (7 s).
 UNIT_LOCK_WAIT_S = 60.0
+
+
+def resume_hint(directory: Path) -> str:
+    """What completes the campaign once the cause of its stop is gone."""
+    return f"harness ab --resume {directory}"
+
 
 def side_cache(directory: Path, side: str) -> Path:
     """The side's FlagGems and Triton caches, shared by all of its units, never by the other
@@ -131,6 +137,8 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
                                          step=f"{unit.op}/{step.rel}")
+        except NoSpace:
+            raise  # the other side would only fill the device further: the unit stops here
         except HarnessError as exc:  # e.g. round 0 left no records to replay
             out(f"error: {exc}")
             codes.append(exc.exit_code)
@@ -166,4 +174,9 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     unit = Unit(entry.op, entry.round)
     run_plan = run_preflight(settings, report=out)
     with unit_lock(directory, unit_id):
-        return run_unit(settings, run_plan, directory, unit, campaign.axis, out)
+        try:
+            return run_unit(settings, run_plan, directory, unit, campaign.axis, out)
+        except (NoSpace, OSError) as exc:
+            if (full := no_space(exc)) is None:
+                raise
+            raise NoSpace(full.path, resume_hint(directory)) from exc

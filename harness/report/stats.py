@@ -32,16 +32,19 @@ class Verdict(Enum):
 # An operator's verdict, in the order a suite report lists them: regressions first. `failed`:
 # no paired row; `flagged`: every row timed under another regime on a side.
 OP_VERDICTS = (Verdict.SLOWER.value, "failed", "pending", Verdict.INCONCLUSIVE.value,
-               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value, "skipped")
+               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value, "skipped",
+               "excluded")
 
 
 def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False,
-                     skipped: bool = False) -> str:
-    """An operator's verdict from its rows': skipped (no row, pytest skipped every unit),
-    pending (no paired row yet, none of its units having failed: a resume runs them), failed
-    (no paired row, or `failed`), slower (any row slower), faster (any faster, none slower),
-    inconclusive (any row that more rounds would decide), same (any row same, the rest
-    flagged), else flagged (every row flagged)."""
+                     skipped: bool = False, excluded: bool = False) -> str:
+    """An operator's verdict from its rows': excluded (left out by EXCLUDE) before all of
+    them; skipped (no row, pytest skipped every unit), pending (no paired row yet, none of its
+    units having failed: a resume runs them), failed (no paired row, or `failed`), slower (any
+    row slower), faster (any faster, none slower), inconclusive (any row that more rounds would
+    decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
+    if excluded:  # left out of the campaign by EXCLUDE: its rows are not compared
+        return "excluded"
     if skipped and not failed and not row_verdicts:
         return "skipped"
     if pending and not failed and not row_verdicts:

@@ -29,12 +29,14 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
         out[op] = OperatorSummary(
             verdict=stats.operator_verdict([r["verdict"] for r in mine],
                                            bool(info.get("reason")) and not skipped,
-                                           bool(info.get("pending")), skipped),
+                                           bool(info.get("pending")), skipped,
+                                           bool(info.get("excluded"))),
             rows=len(mine), rounds=info.get("rounds"),
             geomean_speedup_pct=geomean_pct([r["speedup_pct"] for r in mine]),
             worst=None if worst is None else Worst(worst["dtype"], worst["shape"],
                                                    worst["speedup_pct"], worst["verdict"]),
-            units_failed=info.get("units_failed") or 0, reason=info.get("reason"),
+            units_failed=info.get("units_failed") or 0,
+            reason=info.get("excluded") or info.get("reason"),
             artifacts=info.get("artifacts"))
     return out
 
@@ -45,6 +47,7 @@ def suite_line(operators: Mapping[str, OperatorSummary]) -> str:
     shown = [f"{counts.count(v)} {v}" for v in ("faster", "slower", "same", "failed")]
     shown += [f"{counts.count(v)} {v}" for v in ("pending", "skipped") if v in counts]
     shown += [f"{counts.count(v)} {v}" for v in ("inconclusive", "flagged") if v in counts]
+    shown += [f"{counts.count('excluded')} excluded"] if "excluded" in counts else []
     return f"suite: {', '.join(shown)} of {len(counts)} operator{'' if len(counts) == 1 else 's'}"
 
 

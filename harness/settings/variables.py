@@ -249,6 +249,11 @@ TABLE: tuple[Var, ...] = (
         "verdict, e.g. inconclusive", commands=("ab",), group=OPERATORS, metavar="VERDICT",
         make_help="ab with RESUME: add rounds only to operators with this verdict, e.g. "
         "inconclusive"),
+    Var("EXCLUDE", None, "--exclude", "with --resume: finish the campaign without these "
+        "operators (comma-separated; kept by later resumes; none: every operator again)",
+        commands=("ab",), group=OPERATORS, metavar="OPS",
+        make_help="ab with RESUME: finish the campaign without these operators, e.g. one that "
+        "hangs (later resumes keep them out; EXCLUDE=none takes them back)"),
     # make's own: no flag.
     Var("RUN", None, None, "summary, report, receipt: the run, batch, campaign or log to read "
         "(one path)", commands=("summary", "report", "receipt verify"), group=MAKE,
