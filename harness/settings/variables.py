@@ -185,7 +185,8 @@ TABLE: tuple[Var, ...] = (
     Var("TEST_NODE", "TEST_NODE", "--node", "pytest node, e.g. benchmark/test_mm.py::test_mm",
         commands=ONE_NODE),
     Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS),
-    Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source (smoke: FlagGems' own, first input of the first dtype only, to see what runs)", "upstream", SHAPE_MODES),
+    Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source (smoke: FlagGems' own, "
+        "first input of the first dtype only, to see what runs)", "upstream", SHAPE_MODES),
     Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
     Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
         "(FlagGems' --dtypes)", default_doc="the benchmark's own"),

@@ -22,7 +22,7 @@ from harness.contract.results import (
     write_results,
 )
 from harness.contract.shape_text import canonical_shape, canonical_shape_text
-from harness.errors import UsageError
+from harness.errors import NoSpace, UsageError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 H200 = DATA / "h200"
@@ -303,7 +303,7 @@ def test_failed_write_leaves_the_old_file_and_no_temp_file(
             raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(fsutil.os, "fdopen", lambda *a, **k: DiskFull(real_fdopen(*a, **k)))
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(NoSpace, match="no space left on device writing .*results.csv"):
         write_results(tmp_path, [a_row(), a_row(op="tanh")])
     monkeypatch.undo()
     assert (tmp_path / "results.csv").read_bytes() == before
