@@ -244,7 +244,8 @@ def write_campaign(directory: Path, campaign: Campaign, settings: Settings,
                   "slurm": campaign.slurm.submissions if campaign.slurm else None},
         sides={side: {"runs": list((doc.sides or {}).get(side, ()))} for side in SIDES},
         rows=[abjson.row_json(r) for r in doc.rows],
-        commands=[list(c) for c in doc.commands or ()], caliber=dict(doc.caliber.values)))
+        commands=[list(c) for c in doc.commands or ()], caliber=dict(doc.caliber.values),
+        results_dir=directory))
     return doc, md, png
 
 

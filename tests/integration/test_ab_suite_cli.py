@@ -203,3 +203,21 @@ def test_a_crashed_round_zero_holds_back_its_later_rounds_until_resume_reruns_it
     assert {u: after[u]["attempts"] for u in after} == {
         "flaky/r0": 2, "flaky/r1": 1, "tanh/r0": 1, "tanh/r1": 1}
     assert (directory / "flaky" / "A" / "r0.attempt1").is_dir()  # the crashed attempt, kept
+
+
+def test_the_receipt_fails_when_a_result_file_changes_after_the_campaign(tmp_path):
+    proc = harness(*suite_args(tmp_path, "tanh", 1))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "AB_DONE" in proc.stdout
+    (directory,) = (tmp_path / "runs" / "ab" / "none-tanh").iterdir()
+    verify = harness("receipt", "verify", str(directory))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines()[-1].startswith("RECEIPT_OK files=")
+    csv = directory / "tanh" / "B" / "r0" / "results.csv"
+    data = bytearray(csv.read_bytes())
+    data[-2] = ord("0") if data[-2] != ord("0") else ord("1")  # one byte of the last row
+    csv.write_bytes(bytes(data))
+    verify = harness("receipt", "verify", str(directory))
+    assert verify.returncode == 1
+    assert verify.stdout.splitlines() == [f"changed {csv}",
+                                          "RECEIPT_MISMATCH changed=1 missing=0 added=0"]

@@ -71,7 +71,7 @@ def test_a_fresh_receipt_verifies(root: Path, tmp_path: Path) -> None:
 
 def test_receipt_holds_hashes_sides_commands_caliber_and_rows(root: Path, tmp_path: Path) -> None:
     receipt = load_receipt(make_receipt(root, tmp_path / "camp"))
-    assert receipt["schema"] == SCHEMA == "harness-receipt/1"
+    assert receipt["schema"] == SCHEMA == "harness-receipt/2"
     assert receipt["files"] == identity.file_hashes(root)
     assert "README.md" not in receipt["files"] and "harness/stats.py" in receipt["files"]
     assert (receipt["commit"], receipt["dirty"]) == (None, None)  # not a git work tree
@@ -116,7 +116,10 @@ def test_caches_beside_harness_files_are_not_added(root: Path, tmp_path: Path) -
 
 
 @pytest.mark.parametrize("document, message", [
-    ({"schema": "harness-receipt/2", "files": {}}, "unsupported receipt schema"),
+    ({"schema": "harness-receipt/3", "files": {}}, "unsupported receipt schema"),
+    ({"schema": SCHEMA, "files": {}, "results": {"runs": ["../x"], "files": {}}}, "'results'"),
+    ({"schema": SCHEMA, "files": {}, "results": {"runs": [], "files": {"a": "b"}}}, "'results'"),
+    ({"schema": SCHEMA, "files": {}, "results": []}, "'results'"),
     ({"schema": "harness-ab/1", "rows": []}, "not a receipt"),
     ([1, 2], "not a receipt"),
     ({"schema": SCHEMA, "files": {"../etc/passwd": "0" * 64}}, "inside the checkout"),
@@ -141,6 +144,91 @@ def test_not_json_and_absent_paths_are_not_receipts(tmp_path: Path) -> None:
 def test_write_is_atomic_and_leaves_no_temporary(root: Path, tmp_path: Path) -> None:
     path = make_receipt(root, tmp_path / "camp")
     assert sorted(p.name for p in path.parent.iterdir()) == ["A", RECEIPT_JSON]
+
+
+# ---------------------------------------------------------------- result files
+
+
+def campaign_with_results(root: Path, tmp_path: Path) -> Path:
+    """A campaign directory whose two run directories, ab.json and ab.md the receipt pins."""
+    directory = tmp_path / "camp"
+    for side in ("A", "B"):
+        run = directory / "tanh" / side / "r0"
+        (run / "autotune_records").mkdir(parents=True)
+        (run / "results.csv").write_text(f"op,ms\ntanh,{side}\n")
+        (run / "run_identity.json").write_text(json.dumps({"backend": "cpu"}))
+        (run / "autotune_records" / "winners.jsonl").write_text("{}\n")
+    for name in ("ab.json", "ab.md", "ab.png", "campaign.json"):
+        (directory / name).write_text(name)
+    (directory / "tanh" / "A" / "r0.attempt1").mkdir()
+    (directory / "tanh" / "A" / "r0.attempt1" / "results.csv").write_text("old\n")
+    (directory / "logs").mkdir()
+    (directory / "logs" / "tanh-r0.log").write_text("console\n")
+    write_receipt(directory, build_receipt(
+        campaign={"dir": str(directory)}, rows=[ROW], commands=[], caliber={}, root=root,
+        sides={"A": {"runs": [directory / "tanh" / "A" / "r0"]},
+               "B": {"runs": [directory / "tanh" / "B" / "r0", tmp_path / "elsewhere"]}},
+        results_dir=directory))
+    return directory
+
+
+def test_results_pin_every_run_file_and_the_report(root: Path, tmp_path: Path) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    results = load_receipt(directory)["results"]
+    assert results["runs"] == ["tanh/A/r0", "tanh/B/r0"]  # one outside the campaign: not pinned
+    assert sorted(results["files"]) == [
+        "ab.json", "ab.md",
+        "tanh/A/r0/autotune_records/winners.jsonl", "tanh/A/r0/results.csv",
+        "tanh/A/r0/run_identity.json",
+        "tanh/B/r0/autotune_records/winners.jsonl", "tanh/B/r0/results.csv",
+        "tanh/B/r0/run_identity.json"]
+    assert results["files"]["tanh/B/r0/results.csv"] == identity.sha256_file(
+        directory / "tanh" / "B" / "r0" / "results.csv")
+    result = verify(directory, root=root)
+    assert result.ok and verify_lines(result) == ["RECEIPT_OK files=5 results=8"]
+
+
+def test_files_outside_the_results_may_change(root: Path, tmp_path: Path) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    for rel in ("campaign.json", "ab.png", "logs/tanh-r0.log", "tanh/A/r0.attempt1/results.csv"):
+        (directory / rel).write_text("rewritten later\n")
+    (directory / "logs" / "tanh-r1.log").write_text("a resume's\n")
+    assert verify(directory, root=root).ok
+
+
+def test_a_changed_missing_or_added_result_file_fails_naming_it(root: Path,
+                                                                tmp_path: Path) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    csv = directory / "tanh" / "A" / "r0" / "results.csv"
+    csv.write_bytes(csv.read_bytes().replace(b"A", b"C"))
+    (directory / "ab.md").unlink()
+    (directory / "tanh" / "B" / "r0" / "late.log").write_text("an orphan's write\n")
+    result = verify(directory, root=root)
+    assert not result.ok
+    assert verify_lines(result) == [
+        f"changed {csv}", f"missing {directory / 'ab.md'}",
+        f"added {directory / 'tanh' / 'B' / 'r0' / 'late.log'}",
+        "RECEIPT_MISMATCH changed=1 missing=1 added=1"]
+
+
+def test_results_are_named_under_the_path_given(root: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    (directory / "tanh" / "B" / "r0" / "results.csv").write_text("edited\n")
+    monkeypatch.chdir(tmp_path)
+    assert verify(Path("camp") / RECEIPT_JSON, root=root).changed == ["camp/tanh/B/r0/results.csv"]
+
+
+def test_a_receipt_of_schema_1_pins_the_harness_files_only(root: Path, tmp_path: Path) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    doc = load_receipt(directory)
+    del doc["results"]
+    doc["schema"] = "harness-receipt/1"
+    write_receipt(directory, doc)
+    (directory / "tanh" / "A" / "r0" / "results.csv").write_text("edited\n")
+    result = verify(directory, root=root)
+    assert result.ok and result.results is None
+    assert verify_lines(result) == ["RECEIPT_OK files=5"]
 
 
 # ---------------------------------------------------------------- CLI
@@ -168,6 +256,18 @@ def test_cli_exit_1_names_each_differing_file(root: Path, tmp_path: Path,
     assert rc == 1
     assert out == ["changed Makefile", "missing harness/stats.py",
                    "RECEIPT_MISMATCH changed=1 missing=1 added=0"]
+
+
+def test_cli_exit_1_names_a_changed_result_file(root: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    directory = campaign_with_results(root, tmp_path)
+    rc, out, _ = run_cli(capsys, "receipt", "verify", str(directory), "--root", str(root))
+    assert (rc, out) == (0, ["RECEIPT_OK files=5 results=8"])
+    (directory / "ab.json").write_text("{}")
+    rc, out, _ = run_cli(capsys, "receipt", "verify", str(directory), "--root", str(root))
+    assert rc == 1
+    assert out == [f"changed {directory / 'ab.json'}",
+                   "RECEIPT_MISMATCH changed=1 missing=0 added=0"]
 
 
 def test_cli_exit_2_with_one_line_for_a_path_that_is_not_a_receipt(
