@@ -42,6 +42,10 @@ CUDA_CAPTURE_RULES: tuple[CaptureRule, ...] = (
     # before anything is enqueued.
     CaptureRule("if you need this call to be captured", Verdict.RECOVERABLE),
     CaptureRule("can be called during stream capture only if", Verdict.RECOVERABLE),
+    # torch refuses a copy from pageable host memory while capturing (bincount, ctc_loss and
+    # hadamard_transform of FlagGems ed2508bc on an H200): nothing was enqueued.
+    CaptureRule("cannot copy between cpu and cuda tensors during cuda graph capture",
+                Verdict.RECOVERABLE),
 )
 
 

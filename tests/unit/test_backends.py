@@ -378,6 +378,10 @@ CUDA_WORDINGS = [
     ("Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need this "
      "call to be captured, please file an issue. Current cudaStreamCaptureStatus: Active",
      Verdict.RECOVERABLE),
+    # bincount, ctc_loss, hadamard_transform, fp8_fp4_mega_moe_torch_ref on an H200 (torch 2.11)
+    ("Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor "
+     "is pinned. Please use tensor.pin_memory() or allocate the tensor with pin_memory=True.",
+     Verdict.RECOVERABLE),
     ("CUDA error: an illegal memory access was encountered", Verdict.FATAL),
     ("CUDA error: unspecified launch failure", Verdict.FATAL),
     ("CUDA error: misaligned address", Verdict.FATAL),
