@@ -11,6 +11,7 @@ operator not ok:
 
     python3 scripts/breadth.py --flaggems-dir DIR --out DIR [--sample 300] [--seed 21]
                                [--batches 12] [--backend cuda] [--device 0] [--limit 180]
+                               [--ops-file F]
 
 An operator not ok whose FlagGems runs pass is a harness fault.
 """
@@ -99,6 +100,7 @@ def main() -> int:
     parser.add_argument("--flaggems-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--sample", type=int, default=300)
+    parser.add_argument("--ops-file", type=Path, help="these operators instead of a sample")
     parser.add_argument("--seed", type=int, default=21)
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--backend", default="cuda")
@@ -106,6 +108,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=180, help="seconds a run may take")
     args = parser.parse_args()
     chosen = sample(args.flaggems_dir, args.sample, args.seed)
+    if args.ops_file:  # e.g. what an earlier pass did not reach or did not end ok
+        wanted = args.ops_file.read_text().split()
+        chosen = {op: chosen[op] for op in wanted if op in chosen}
     print(f"{len(chosen)} operators", flush=True)
     began = time.monotonic()
     rows = run_batches(list(chosen), args)
