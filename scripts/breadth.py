@@ -107,6 +107,8 @@ def main() -> int:
     parser.add_argument("--device", default="0")
     parser.add_argument("--limit", type=int, default=180, help="seconds a run may take")
     args = parser.parse_args()
+    if args.out.exists() and any(args.out.iterdir()):  # its tables would mix with the last's
+        parser.error(f"--out {str(args.out)!r} is not empty; give a new directory")
     chosen = sample(args.flaggems_dir, args.sample, args.seed)
     if args.ops_file:  # e.g. what an earlier pass did not reach or did not end ok
         wanted = args.ops_file.read_text().split()
