@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
@@ -77,15 +77,25 @@ def _tree(settings: Settings) -> Path:
     return fg_dir
 
 
+def unparsable_ops(scan: flaggems.Scan) -> dict[str, str]:
+    """{operator: its PREFLIGHT_FAILED line} for each benchmark file that does not parse: named
+    after its file (``test_foo.py``: ``foo``), so that OPS=all lists it and it fails with its
+    error instead of vanishing from a suite run."""
+    return {PurePosixPath(rel).stem.removeprefix("test_"): str(PreflightError(
+        "test_node", f"{rel} does not parse: {why}")) for rel, why in scan.why.items()}
+
+
 def all_ops(settings: Settings) -> dict[str, str]:
     """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by its
-    stable operator name (resolve.op_names: the one OP, OPS and OPS_FILE resolve back to it)."""
+    stable operator name (resolve.op_names: the one OP, OPS and OPS_FILE resolve back to it),
+    then each file that does not parse (unparsable_ops), unless a node has its name."""
     fg_dir = _tree(settings)
+    scan = flaggems.scan_benchmark(fg_dir)
     found = {name: node.nodeid
-             for name, node in resolve.op_names(flaggems.scan_tree(fg_dir), fg_dir).items()}
-    if not found:
+             for name, node in resolve.op_names(scan.nodes, fg_dir).items()}
+    if not found and not scan.why:
         raise PreflightError("test_node", f"OPS='all': no benchmark node under {str(fg_dir)!r}")
-    return found
+    return {**unparsable_ops(scan), **found}
 
 
 def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
@@ -99,13 +109,14 @@ def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     """Each operator's benchmark node, or the PREFLIGHT_FAILED line that says why it has none;
     a FlagGems directory that cannot hold any node raises PreflightError."""
     fg_dir = _tree(settings)
-    nodes = flaggems.scan_tree(fg_dir)
+    scan = flaggems.scan_benchmark(fg_dir)
+    broken, nodes = unparsable_ops(scan), list(scan.nodes)
     found = {}
     for op in ops:
         try:
             found[op] = resolve.resolve_node(nodes, op=op, flaggems_dir=fg_dir).nodeid
         except PreflightError as exc:
-            found[op] = str(exc)
+            found[op] = broken.get(op, str(exc))
     return found
 
 

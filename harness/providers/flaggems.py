@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 import configparser
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness.errors import PreflightError
@@ -48,6 +48,7 @@ class Scan:
 
     nodes: tuple[Node, ...]
     unparsable: tuple[str, ...]
+    why: Mapping[str, str] = field(default_factory=dict)  # unparsable file -> its error
 
 
 # --------------------------------------------------------------------------- static scan
@@ -61,22 +62,25 @@ def scan_benchmark(flaggems_dir: Path) -> Scan:
     from module-level aliases of them (``_skip = pytest.mark.skipif(...)``) and from a
     module-level ``pytestmark`` (appended after the function's own, as pytest orders them).
     Files are visited in sorted posix-path order, functions in source order. A file that does
-    not parse is left out and its path listed in ``Scan.unparsable``.
+    not parse is left out and its path listed in ``Scan.unparsable``, its error in ``why``.
     """
     root = Path(flaggems_dir)
     files = sorted(
         (p.relative_to(root).as_posix(), p) for p in (root / BENCHMARK_DIR).rglob("test_*.py")
     )
     nodes: list[Node] = []
-    unparsable: list[str] = []
+    why: dict[str, str] = {}
     for rel, path in files:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            unparsable.append(rel)
+        except SyntaxError as exc:
+            why[rel] = f"{type(exc).__name__}: {exc.msg} (line {exc.lineno})"
+            continue
+        except (UnicodeDecodeError, ValueError) as exc:
+            why[rel] = f"{type(exc).__name__}: {exc}"
             continue
         nodes.extend(_module_nodes(rel, tree))
-    return Scan(tuple(nodes), tuple(unparsable))
+    return Scan(tuple(nodes), tuple(why), why)
 
 
 def scan_tree(flaggems_dir: Path) -> list[Node]:

@@ -47,6 +47,23 @@ def test_ops_all_gives_a_second_node_of_one_name_its_own_name(tmp_path):
     assert ops.resolve_nodes(settings(flaggems_dir=str(suite)), list(found)) == found
 
 
+def test_ops_all_lists_a_file_that_does_not_parse_as_an_operator_that_fails_with_its_error(
+        tmp_path):
+    import shutil
+
+    suite = shutil.copytree(EMBEDDED_SUITE, tmp_path / "s",
+                            ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    (suite / "benchmark" / "test_broken.py").write_text("def test_broken(:\n    pass\n")
+    # Regression: the file was logged and left out, so a suite run of OPS=all never said so.
+    found = ops.all_ops(settings(flaggems_dir=str(suite)))
+    assert found["broken"].startswith("PREFLIGHT_FAILED check=test_node detail=benchmark/"
+                                      "test_broken.py does not parse: SyntaxError")
+    assert "(line 1)" in found["broken"] and found["add"] == "benchmark/test_add.py::test_add"
+    # The name it printed is taken back by OPS, with the same reason.
+    assert ops.resolve_nodes(settings(flaggems_dir=str(suite)), ["broken", "add"]) == {
+        "broken": found["broken"], "add": found["add"]}
+
+
 def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
     env = {"SHAPE_MODE": "file", "SHAPE_FILE": "/s.yaml", "ZL_DEVICES": "3", "OP": "mm"}
     base = spec.resolve({"backend": "cpu", "level": "core"}, env, which=lambda _: None)
