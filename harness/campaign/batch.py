@@ -101,7 +101,17 @@ def finished_status(end: Ended, log: Path) -> OpStatus:
                     run=str(run_dir) if run_dir else "",
                     slurm_task=end.facts.get("slurm_task", ""),
                     slurm_state=end.facts.get("slurm_state", ""),
-                    reason=str(ident.get("reason") if skipped else end.reason or ""))
+                    reason=_reason(end, ident, skipped))
+
+
+def _reason(end: Ended, ident: Mapping[str, object], skipped: bool) -> str:
+    """pytest's skip reason; the run's own reason where it ended as the executor saw it
+    (failed, error), not its log's last line, which is the whole RUN_DONE summary; else the
+    executor's (a limit, a signal, a child that never claimed a run)."""
+    why = ident.get("reason")
+    if skipped or (ident.get("state") == end.state and isinstance(why, str) and why):
+        return str(why)
+    return end.reason or ""
 
 
 class BatchRecord:
