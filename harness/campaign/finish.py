@@ -64,6 +64,8 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
         except UsageError as exc:
             failures[op] = str(exc)
             continue
+        if not result.rows:  # its rounds ran to their end and paired nothing: say why
+            failures[op] = _no_row_reason(campaign, op)
         rows += result.rows
         unpaired += result.unpaired
         notes += result.notes
@@ -110,6 +112,14 @@ def _skipped(campaign: Campaign, op: str) -> str | None:
 def _last_reason(campaign: Campaign, op: str) -> str:
     reasons = [u.reason or u.status for u in campaign.units if u.op == op]
     return f"no round finished on both sides ({reasons[-1] if reasons else 'no unit'})"
+
+
+def _no_row_reason(campaign: Campaign, op: str) -> str:
+    """Why an operator whose rounds finished has no paired row: its last unit that did not
+    end ok, e.g. "0 rows: pytest exited 0 without finishing its session"."""
+    reasons = [u.reason for u in campaign.units
+               if u.op == op and u.reason and u.status not in (OK, SKIPPED)]
+    return f"no paired row ({reasons[-1]})" if reasons else "no paired row"
 
 
 def _differs(ids: Identities) -> bool:
