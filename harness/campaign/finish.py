@@ -20,7 +20,7 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.executors.base import OK, SKIPPED
+from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
 from harness.report import abjson, comparison, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
@@ -30,6 +30,8 @@ from harness.settings.spec import REPO_ROOT, Settings
 Identities = dict[str, list[Mapping[str, Any]]]
 # A unit in one of these has not ended: a resume runs it.
 PENDING_STATES = ("not_run", "interrupted", "submitted", "running")
+# A unit in one of these ended and did not measure: an operator's "units failed".
+ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
 
 
 def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
@@ -205,7 +207,7 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
              "pending": _pending(campaign, op), "skipped": _skipped(campaign, op) is not None,
              "excluded": i.excluded,
              "units_failed": sum(1 for u in campaign.units if u.op == op
-                                 and u.status == "failed")}
+                                 and u.status in ENDED_BADLY)}
         for op, i in campaign.ops.items()}
     for op, ids in identities.items():
         a, b = ab.compiled_sets(ids)

@@ -11,6 +11,7 @@ from harness.campaign import finish as ab_finish
 from harness.campaign import plan
 from harness.campaign.ab import Axis
 from harness.report import comparison
+from harness.settings import spec
 
 
 def empty_report():
@@ -87,3 +88,18 @@ def test_an_operator_whose_rounds_paired_no_row_gives_its_units_reason(tmp_path)
         (tmp_path / "quits" / side / "r0" / "results.jsonl").write_text("")
     _, _, failures = ab_finish.compare_ops(tmp_path, campaign, 1.0)
     assert failures == {"quits": "no paired row (quits/r0: side A failed: 0 rows: os._exit)"}
+
+
+def test_units_failed_counts_every_unit_that_ended_badly(tmp_path):
+    # Regression: an operator whose unit crashed (SIGSEGV), errored or timed out read "units
+    # failed 0" in ab.json and ab.md; only a unit that failed counted.
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                 argv=[], ops={op: {"node": "n"} for op in ("segv", "hang")},
+                                 rounds=2, walls={}, walls_from=None)
+    campaign.python = sys.executable
+    for unit_id, status in (("segv/r0", "crashed"), ("segv/r1", "error"),
+                            ("hang/r0", "timeout"), ("hang/r1", "interrupted")):
+        campaign.unit(unit_id).status = status
+    settings = spec.resolve({"backend": "cpu"}, {}, which=lambda _: None)
+    operators = ab_finish.build_document(tmp_path, campaign, settings).operators
+    assert (operators["segv"].units_failed, operators["hang"].units_failed) == (2, 1)
