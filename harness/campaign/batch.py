@@ -16,7 +16,17 @@ from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.errors import HarnessError, PreflightError
-from harness.executors.base import NOT_RUN, OK, SKIPPED, STATES, Ended, Executor, Task
+from harness.executors.base import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    OK,
+    SKIPPED,
+    STATES,
+    Ended,
+    Executor,
+    Task,
+)
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.run import runner
@@ -109,7 +119,8 @@ def _reason(end: Ended, ident: Mapping[str, object], skipped: bool) -> str:
     (failed, error), not its log's last line, which is the whole RUN_DONE summary; else the
     executor's (a limit, a signal, a child that never claimed a run)."""
     why = ident.get("reason")
-    if skipped or (ident.get("state") == end.state and isinstance(why, str) and why):
+    if skipped or (end.state in (FAILED, ERROR) and ident.get("state") == end.state
+                   and isinstance(why, str) and why):
         return str(why)
     return end.reason or ""
 

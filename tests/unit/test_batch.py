@@ -143,6 +143,14 @@ def test_a_failed_childs_reason_is_its_runs_not_the_run_done_line(tmp_path):
     assert (status.status, status.reason) == ("failed", why)
 
 
+def test_a_crashed_child_keeps_the_signal_that_killed_it(tmp_path):
+    log = _fake_run(tmp_path, {"node": "n", "rows": 0, "state": "crashed",
+                               "reason": "pytest exit code -11"})
+    status = batch.finished_status(
+        Ended("tanh", "crashed", 245, 1.0, "0", reason="killed by SIGSEGV (rc 245)"), log)
+    assert status.reason == "killed by SIGSEGV (rc 245)"
+
+
 def test_a_child_that_left_no_reason_keeps_its_logs_last_line(tmp_path):
     log = _fake_run(tmp_path, {"node": "n", "rows": 0, "state": "failed"})
     status = batch.finished_status(Ended("tanh", "failed", 1, 1.0, "0", reason="last"), log)
