@@ -144,6 +144,9 @@ def exclude(campaign: Campaign, text: str) -> list[str]:
     UsageError, naming the closest known operators, for a name the campaign does not have."""
     names = [] if text.strip() == INCLUDE_ALL else [
         n.strip() for n in text.split(",") if n.strip()]
+    if not names and text.strip() != INCLUDE_ALL:
+        raise UsageError(f"EXCLUDE={text!r} names no operator; EXCLUDE={INCLUDE_ALL} takes "
+                         "every one back")
     if INCLUDE_ALL in names and INCLUDE_ALL not in campaign.ops:
         others = ", ".join(n for n in names if n != INCLUDE_ALL)
         raise UsageError(f"EXCLUDE={INCLUDE_ALL} takes every operator back and is given alone, "

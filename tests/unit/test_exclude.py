@@ -76,6 +76,8 @@ def test_the_report_lists_an_excluded_operator_apart_with_its_reason():
     ("zzzzzz", "EXCLUDE='zzzzzz' is not an operator of this campaign, nor close to one "),
     ("HANG", "EXCLUDE='HANG' is not an operator of this campaign; closest: hang "),
     ("none,hang", "EXCLUDE=none takes every operator back and is given alone, not with hang"),
+    # Regression: a blank list (" ", ",") took every operator back as EXCLUDE=none does.
+    (" ", "EXCLUDE=' ' names no operator"), (",", "EXCLUDE=',' names no operator"),
 ])
 def test_an_unknown_name_is_refused_saying_what_is_close(tmp_path, text, says):
     with pytest.raises(UsageError) as info:
