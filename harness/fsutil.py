@@ -66,11 +66,14 @@ def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError]
     """The JSON document at `path`, or named `name` inside the directory `path`: (its file,
     its data).
 
-    A missing file raises `error(missing)`, one that is not UTF-8 JSON `error(not_json)`; both
-    are format strings of `path` (the file, with !r) and, for `not_json`, `exc`.
+    A missing file raises `error(missing)`, one that is not a regular file or not UTF-8 JSON
+    `error(not_json)`; both are format strings of `path` (the file, with !r) and, for
+    `not_json`, `exc`.
     """
     target = Path(path)
     target = target / name if target.is_dir() else target
+    if target.exists() and not target.is_file():  # a FIFO or /dev/zero would never end
+        raise error(not_json.format(path=str(target), exc="not a regular file"))
     try:
         return target, json.loads(target.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -16,7 +16,17 @@ from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.errors import HarnessError, PreflightError
-from harness.executors.base import NOT_RUN, OK, SKIPPED, STATES, Ended, Executor, Task
+from harness.executors.base import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    OK,
+    SKIPPED,
+    STATES,
+    Ended,
+    Executor,
+    Task,
+)
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.run import runner
@@ -101,7 +111,18 @@ def finished_status(end: Ended, log: Path) -> OpStatus:
                     run=str(run_dir) if run_dir else "",
                     slurm_task=end.facts.get("slurm_task", ""),
                     slurm_state=end.facts.get("slurm_state", ""),
-                    reason=str(ident.get("reason") if skipped else end.reason or ""))
+                    reason=_reason(end, ident, skipped))
+
+
+def _reason(end: Ended, ident: Mapping[str, object], skipped: bool) -> str:
+    """pytest's skip reason; the run's own reason where it ended as the executor saw it
+    (failed, error), not its log's last line, which is the whole RUN_DONE summary; else the
+    executor's (a limit, a signal, a child that never claimed a run)."""
+    why = ident.get("reason")
+    if skipped or (end.state in (FAILED, ERROR) and ident.get("state") == end.state
+                   and isinstance(why, str) and why):
+        return str(why)
+    return end.reason or ""
 
 
 class BatchRecord:

@@ -154,6 +154,9 @@ class UnitEvents:
         self.directory, self.campaign, self.out = directory, campaign, out
         self.total_todo, self.workers = total_todo, workers
         self.began = time.monotonic()
+        # the count of the progress line: units finished before, and each one that ends here
+        # (failed, error, crashed or timeout too: it ended, if a resume may run it again)
+        self.done = sum(u.status in FINISHED for u in campaign.units)
         self.walls: list[float] = []  # of the units that ran to their end in this session
         self.running: dict[str, float] = {}  # unit -> when it started
         self.stopped: list[str] = []  # the units a signal stopped
@@ -212,8 +215,10 @@ class UnitEvents:
         self._save()
         if end.state == INTERRUPTED or full is not None:
             self.stopped.append(task.id)
-        elif end.wall_s is not None:
-            self.walls.append(end.wall_s)
+        else:
+            self.done += 1
+            if end.wall_s is not None:
+                self.walls.append(end.wall_s)
         self.out(self._progress(end))
         if full is not None and self.full is None:
             self.full = full
@@ -221,7 +226,7 @@ class UnitEvents:
 
     def _progress(self, end: Ended) -> str:
         units = self.campaign.units
-        done = sum(u.status in FINISHED for u in units)
+        done = self.done
         elapsed = time.monotonic() - self.began
         if self.workers:
             eta = plan.eta_from_walls(

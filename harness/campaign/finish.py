@@ -20,7 +20,7 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.executors.base import OK, SKIPPED
+from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
 from harness.report import abjson, comparison, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
@@ -30,6 +30,8 @@ from harness.settings.spec import REPO_ROOT, Settings
 Identities = dict[str, list[Mapping[str, Any]]]
 # A unit in one of these has not ended: a resume runs it.
 PENDING_STATES = ("not_run", "interrupted", "submitted", "running")
+# A unit in one of these ended and did not measure: an operator's "units failed".
+ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
 
 
 def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
@@ -64,6 +66,8 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
         except UsageError as exc:
             failures[op] = str(exc)
             continue
+        if not result.rows:  # its rounds ran to their end and paired nothing: say why
+            failures[op] = _no_row_reason(campaign, op)
         rows += result.rows
         unpaired += result.unpaired
         notes += result.notes
@@ -110,6 +114,14 @@ def _skipped(campaign: Campaign, op: str) -> str | None:
 def _last_reason(campaign: Campaign, op: str) -> str:
     reasons = [u.reason or u.status for u in campaign.units if u.op == op]
     return f"no round finished on both sides ({reasons[-1] if reasons else 'no unit'})"
+
+
+def _no_row_reason(campaign: Campaign, op: str) -> str:
+    """Why an operator whose rounds finished has no paired row: its last unit that did not
+    end ok, e.g. "0 rows: pytest exited 0 without finishing its session"."""
+    reasons = [u.reason for u in campaign.units
+               if u.op == op and u.reason and u.status not in (OK, SKIPPED)]
+    return f"no paired row ({reasons[-1]})" if reasons else "no paired row"
 
 
 def _differs(ids: Identities) -> bool:
@@ -195,7 +207,7 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
              "pending": _pending(campaign, op), "skipped": _skipped(campaign, op) is not None,
              "excluded": i.excluded,
              "units_failed": sum(1 for u in campaign.units if u.op == op
-                                 and u.status == "failed")}
+                                 and u.status in ENDED_BADLY)}
         for op, i in campaign.ops.items()}
     for op, ids in identities.items():
         a, b = ab.compiled_sets(ids)

@@ -144,12 +144,16 @@ def exclude(campaign: Campaign, text: str) -> list[str]:
     UsageError, naming the closest known operators, for a name the campaign does not have."""
     names = [] if text.strip() == INCLUDE_ALL else [
         n.strip() for n in text.split(",") if n.strip()]
+    if not names and text.strip() != INCLUDE_ALL:
+        raise UsageError(f"EXCLUDE={text!r} names no operator; EXCLUDE={INCLUDE_ALL} takes "
+                         "every one back")
+    if INCLUDE_ALL in names and INCLUDE_ALL not in campaign.ops:
+        others = ", ".join(n for n in names if n != INCLUDE_ALL)
+        raise UsageError(f"EXCLUDE={INCLUDE_ALL} takes every operator back and is given alone, "
+                         f"not with {others}")
     for name in names:
         if name not in campaign.ops:
-            close = difflib.get_close_matches(name, list(campaign.ops), n=3)
-            raise UsageError(f"EXCLUDE={name!r} is not an operator of this campaign; closest: "
-                             f"{', '.join(close) or 'none'} ({len(campaign.ops)} operators; "
-                             f"EXCLUDE={INCLUDE_ALL} takes every one back)")
+            raise UsageError(_unknown_op(campaign, name))
     for op, info in campaign.ops.items():
         info.excluded = EXCLUDE_REASON if op in names else None
     for unit in campaign.units:
@@ -158,6 +162,16 @@ def exclude(campaign: Campaign, text: str) -> list[str]:
         elif unit.op not in names and unit.status == EXCLUDED:
             unit.status, unit.reason = PENDING, None
     return names
+
+
+def _unknown_op(campaign: Campaign, name: str) -> str:
+    """EXCLUDE's refusal of a name the campaign does not have, with those close to it (case
+    aside); "closest: none" would read as the operator, or the keyword, none."""
+    by_lower = {op.lower(): op for op in campaign.ops}
+    close = [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3)]
+    what = f"; closest: {', '.join(close)}" if close else ", nor close to one"
+    return (f"EXCLUDE={name!r} is not an operator of this campaign{what} "
+            f"({len(campaign.ops)} operators; EXCLUDE={INCLUDE_ALL} takes every one back)")
 
 
 def units_to_run(campaign: Campaign) -> list[Unit]:

@@ -3,8 +3,9 @@
 The host cannot tell from pytest's exit code alone a run that measured from one whose tests
 pytest skipped (both exit 0), nor from a process that left early with `os._exit(0)` (no file).
 At the end of the session, ZL_PLUGIN_RUN_DIR/OUTCOMES_FILE holds
-`{"collected", "passed", "failed", "skipped", "skip_reasons"}`; a module skipped at collection
-counts as one skipped test.
+`{"collected", "passed", "failed", "skipped", "skip_reasons", "failure_reasons"}` (each failure's
+exception line, e.g. "MemoryError: ..."); a module skipped at collection counts as one skipped
+test, one that failed to import as one failed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ def skip_reason(longrepr: object) -> str:
     return str(longrepr).removeprefix(PREFIX) if longrepr else "skipped"
 
 
+def failure_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """A failure's exception line: pytest's crash message, else the last "E   " line of its
+    report (an import error at collection), else its last line."""
+    message = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+    if message and str(message).strip():
+        return str(message).strip().splitlines()[0]
+    lines = [line.strip() for line in report.longreprtext.splitlines() if line.strip()]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return errors[-1] if errors else lines[-1] if lines else "failed"
+
+
 class Outcomes:
     """Counts of the session's test outcomes, written when the session finishes."""
 
@@ -35,6 +47,7 @@ class Outcomes:
         self.run_dir = run_dir
         self.counts = {"passed": 0, "failed": 0, "skipped": 0}
         self.reasons: list[str] = []
+        self.failures: list[str] = []
 
     def _skipped(self, longrepr: object) -> None:
         self.counts["skipped"] += 1
@@ -42,15 +55,21 @@ class Outcomes:
         if reason not in self.reasons:
             self.reasons.append(reason)
 
+    def _failed(self, report: pytest.CollectReport | pytest.TestReport) -> None:
+        self.counts["failed"] += 1
+        reason = failure_reason(report)
+        if reason not in self.failures:
+            self.failures.append(reason)
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.skipped:  # a module skipped as a whole: pytest.skip(allow_module_level=True)
             self._skipped(report.longrepr)
         elif report.failed:
-            self.counts["failed"] += 1
+            self._failed(report)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
-            self.counts["failed"] += 1
+            self._failed(report)
         elif report.skipped:
             self._skipped(report.longrepr)
         elif report.when == "call":
@@ -59,7 +78,7 @@ class Outcomes:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         atomic_write_json(self.run_dir / OUTCOMES_FILE,
                           {"collected": session.testscollected, **self.counts,
-                           "skip_reasons": self.reasons})
+                           "skip_reasons": self.reasons, "failure_reasons": self.failures})
 
 
 def pytest_configure(config: pytest.Config) -> None:

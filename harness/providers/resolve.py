@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -69,9 +70,20 @@ def resolve_node(
             listed = ", ".join(n.nodeid for n in level)
             raise PreflightError("test_node", f"OP={op!r} is ambiguous: {listed}")
     closest = ", ".join(_closest(op, pool or list(nodes))) or "none"
+    raise PreflightError("test_node", f"no benchmark node for OP={op!r}; closest: {closest}"
+                         f"{_miss_hint(nodes, pool, op, op_file, flaggems_dir)}")
+
+
+def _miss_hint(nodes: Sequence[Node], pool: Sequence[Node], op: str, op_file: str | None,
+               flaggems_dir: Path | None) -> str:
+    """What OP missed: a parallel file that matches only as OP_FILE; the file searched, where
+    it holds no node because it does not parse."""
     hidden = [] if op_file else [n for n in nodes if _is_parallel(n) and any(_levels(op, [n]))]
     hint = f"; {hidden[0].path} matches but is searched only as OP_FILE" if hidden else ""
-    raise PreflightError("test_node", f"no benchmark node for OP={op!r}; closest: {closest}{hint}")
+    if not pool and flaggems_dir is not None:
+        hint += _parse_error(flaggems_dir, _benchmark_path(op_file) if op_file
+                             else f"{BENCHMARK_DIR}/test_{op}.py")
+    return hint
 
 
 def _levels(op: str, pool: list[Node]) -> Iterable[list[Node]]:
@@ -121,6 +133,20 @@ def _file_exists(nodes: Sequence[Node], path: str, flaggems_dir: Path | None) ->
     if any(n.path == path for n in nodes):
         return True
     return flaggems_dir is not None and (Path(flaggems_dir) / path).is_file()
+
+
+def _parse_error(flaggems_dir: Path, path: str) -> str:
+    """"; <path> does not parse as Python (line N: why)" where that file is on disk and does
+    not parse (the scan left it out); else ""."""
+    try:
+        ast.parse((Path(flaggems_dir) / path).read_text(encoding="utf-8"), filename=path)
+    except SyntaxError as exc:
+        return f"; {path} does not parse as Python (line {exc.lineno}: {exc.msg})"
+    except (UnicodeDecodeError, ValueError) as exc:
+        return f"; {path} does not parse as Python ({exc})"
+    except OSError:  # not on disk, or unreadable: nothing more to say than the miss
+        pass
+    return ""
 
 
 def _is_parallel(node: Node) -> bool:

@@ -124,7 +124,7 @@ def _dtypes(settings: Settings, facts: Facts, env: Environment) -> Skip | None:
 def _shape_file(settings: Settings, facts: Facts, env: Environment) -> Skip | None:
     """In SHAPE_MODE=file, SHAPE_FILE must be a shape file FlagGems reads."""
     if settings.shape_mode != "file":
-        return Skip("SHAPE_MODE=upstream")
+        return Skip(f"SHAPE_MODE={settings.shape_mode}")
     _check_shape_file(settings.shape_file)
     return None
 

@@ -44,7 +44,9 @@ def decide(rc: int, rows: int, outcomes: Mapping[str, Any] | None,
     if rc != 0:
         state = state_for(rc)
         why = f"{failed} test(s) failed" if state == FAILED and failed else None
-        return RunEnd(state, why or f"pytest exit code {rc}", rc)
+        causes = [str(r) for r in found.get("failure_reasons") or ()]
+        cause = f": {causes[0]}" if causes else ""  # the first exception line, e.g. MemoryError
+        return RunEnd(state, (why or f"pytest exit code {rc}") + cause, rc)
     if rows or times_nothing:
         return RunEnd(OK, None, EXIT_OK)
     if outcomes is None:

@@ -28,7 +28,7 @@ def test_a_skip_inside_a_test_is_counted_with_its_reason(pytester, monkeypatch, 
     """)
     found = outcomes(pytester, monkeypatch, tmp_path)
     assert found == {"collected": 2, "passed": 1, "failed": 0, "skipped": 1,
-                     "skip_reasons": ["vLLM not installed"]}
+                     "skip_reasons": ["vLLM not installed"], "failure_reasons": []}
 
 
 @pytest.mark.parametrize("node", ["test_x.py", "test_x.py::test_x"])
@@ -53,3 +53,17 @@ def test_a_failure_is_counted(pytester, monkeypatch, tmp_path):
 def test_a_process_that_leaves_with_os_exit_writes_no_file(pytester, monkeypatch, tmp_path):
     pytester.makepyfile(test_x="import os\ndef test_x():\n    os._exit(0)\n")
     assert outcomes(pytester, monkeypatch, tmp_path) == {}
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("def test_x():\n    raise MemoryError('probe oom')\n", "MemoryError: probe oom"),
+    ("import no_such_module_here\ndef test_x():\n    pass\n",
+     "ModuleNotFoundError: No module named 'no_such_module_here'"),
+])
+def test_a_failure_or_a_collection_error_keeps_its_exception_line(pytester, monkeypatch,
+                                                                   tmp_path, text, why):
+    # Regression: a benchmark that raised MemoryError read "1 test(s) failed", one importing a
+    # missing module "pytest exit code 4": the cause was only in the log.
+    pytester.makepyfile(test_x=text)
+    found = outcomes(pytester, monkeypatch, tmp_path)
+    assert (found["failed"], found["failure_reasons"]) == (1, [why])

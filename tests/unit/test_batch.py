@@ -14,7 +14,7 @@ import pytest
 from harness.campaign import batch, ops, where
 from harness.errors import PreflightError, UsageError
 from harness.executors import procs
-from harness.executors.base import Ended, state_for
+from harness.executors.base import Ended, last_line, state_for
 from harness.executors.local import LocalExecutor
 from harness.settings import spec
 from harness.settings.spec import EMBEDDED_SUITE
@@ -128,6 +128,33 @@ def test_a_child_whose_tests_pytest_skipped_reads_skipped_with_pytests_reason(tm
     status = batch.finished_status(Ended("tanh", "ok", 0, 1.0, "0"), _fake_run(tmp_path, ident))
     assert (status.status, status.reason) == ("skipped", "vLLM not installed")
     assert status.row()["reason"] == "vLLM not installed"
+
+
+def test_a_failed_childs_reason_is_its_runs_not_the_run_done_line(tmp_path):
+    # Regression: the reason was the log's last line, the whole RUN_DONE summary, and after an
+    # os._exit(0) it began with pytest's unfinished progress line ("benchmark/test_x.py ...").
+    why = "0 rows: pytest exited 0 without finishing its session (os._exit or a killed child)"
+    ident = {"node": "n", "rows": 0, "state": "failed", "reason": why}
+    log = _fake_run(tmp_path, ident)
+    log.write_text(log.read_text().replace(
+        "RUN_DONE op=tanh rc=0", f"benchmark/test_tanh.py RUN_DONE op=tanh rc=1 reason={why}"))
+    status = batch.finished_status(
+        Ended("tanh", "failed", 1, 1.0, "0", reason=last_line(log)), log)
+    assert (status.status, status.reason) == ("failed", why)
+
+
+def test_a_crashed_child_keeps_the_signal_that_killed_it(tmp_path):
+    log = _fake_run(tmp_path, {"node": "n", "rows": 0, "state": "crashed",
+                               "reason": "pytest exit code -11"})
+    status = batch.finished_status(
+        Ended("tanh", "crashed", 245, 1.0, "0", reason="killed by SIGSEGV (rc 245)"), log)
+    assert status.reason == "killed by SIGSEGV (rc 245)"
+
+
+def test_a_child_that_left_no_reason_keeps_its_logs_last_line(tmp_path):
+    log = _fake_run(tmp_path, {"node": "n", "rows": 0, "state": "failed"})
+    status = batch.finished_status(Ended("tanh", "failed", 1, 1.0, "0", reason="last"), log)
+    assert status.reason == "last"
 
 
 def test_finished_status_of_a_child_that_never_claimed_a_run(tmp_path):

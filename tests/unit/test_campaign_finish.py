@@ -11,6 +11,7 @@ from harness.campaign import finish as ab_finish
 from harness.campaign import plan
 from harness.campaign.ab import Axis
 from harness.report import comparison
+from harness.settings import spec
 
 
 def empty_report():
@@ -72,3 +73,33 @@ def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_a
     assert [r.stats.verdict for r in merged.rows] == [stats.Verdict.INCONCLUSIVE] * 2
     assert merged.rows[0].stats.p_adjusted == pytest.approx(2 * mm.p_value)
     assert merged.method.fdr_q == stats.FDR_Q and merged.geomean_ci_low_pct is not None
+
+
+def test_an_operator_whose_rounds_paired_no_row_gives_its_units_reason(tmp_path):
+    # Regression: a benchmark that called os._exit(0) read failed in ab.json and ab.md with no
+    # reason; only campaign.json said "0 rows: ...".
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                 argv=[], ops={"quits": {"node": "n"}}, rounds=1, walls={},
+                                 walls_from=None)
+    unit = campaign.unit("quits/r0")
+    unit.status, unit.reason = "failed", "quits/r0: side A failed: 0 rows: os._exit"
+    for side in plan.SIDES:
+        (tmp_path / "quits" / side / "r0").mkdir(parents=True)
+        (tmp_path / "quits" / side / "r0" / "results.jsonl").write_text("")
+    _, _, failures = ab_finish.compare_ops(tmp_path, campaign, 1.0)
+    assert failures == {"quits": "no paired row (quits/r0: side A failed: 0 rows: os._exit)"}
+
+
+def test_units_failed_counts_every_unit_that_ended_badly(tmp_path):
+    # Regression: an operator whose unit crashed (SIGSEGV), errored or timed out read "units
+    # failed 0" in ab.json and ab.md; only a unit that failed counted.
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                 argv=[], ops={op: {"node": "n"} for op in ("segv", "hang")},
+                                 rounds=2, walls={}, walls_from=None)
+    campaign.python = sys.executable
+    for unit_id, status in (("segv/r0", "crashed"), ("segv/r1", "error"),
+                            ("hang/r0", "timeout"), ("hang/r1", "interrupted")):
+        campaign.unit(unit_id).status = status
+    settings = spec.resolve({"backend": "cpu"}, {}, which=lambda _: None)
+    operators = ab_finish.build_document(tmp_path, campaign, settings).operators
+    assert (operators["segv"].units_failed, operators["hang"].units_failed) == (2, 1)

@@ -9,8 +9,10 @@ import pytest
 from harness.campaign import plan as campaign
 from harness.campaign.ab import Axis
 from harness.campaign.document import Campaign, load
+from harness.campaign.driver import UnitEvents
 from harness.campaign.plan import Unit
 from harness.errors import UsageError
+from harness.executors.base import Ended, Task
 
 
 def ids(units):
@@ -223,3 +225,20 @@ def test_the_loader_returns_types_not_dicts(tmp_path):
     assert again.unit("bad/r0").reason == "PREFLIGHT_FAILED check=test_node"
     with pytest.raises(UsageError, match="unit 'zz/r0' is not in this campaign"):
         again.unit("zz/r0")
+
+
+def test_the_progress_count_moves_on_for_every_unit_that_ends_whatever_its_state(tmp_path):
+    # Regression: "[5/11] exit0/r0 failed" then "[5/11] exit3/r0 error": a unit that ended in
+    # error, crashed or timed out did not count, so the count stood still or went back.
+    doc = campaign.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                argv=[], ops={op: {"node": "n"} for op in ("a", "b", "c")},
+                                rounds=1, walls={}, walls_from=None)
+    doc.unit("a/r0").status = "failed"  # finished before this session
+    lines: list[str] = []
+    events = UnitEvents(tmp_path, doc, 2, 1, lines.append)
+    for unit_id, state in (("b/r0", "error"), ("c/r0", "crashed")):
+        task = Task(unit_id, ("true",), tmp_path / f"{unit_id.replace('/', '-')}.log")
+        events.started(task, "-")
+        events.ended(task, Ended(unit_id, state, 1, 1.0))
+    assert [line.split()[0] for line in lines if not line.startswith("[start]")] == [
+        "[2/3]", "[3/3]"]

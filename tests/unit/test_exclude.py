@@ -69,3 +69,17 @@ def test_the_report_lists_an_excluded_operator_apart_with_its_reason():
                                               "1 excluded of 2 operators")
     table = "\n".join(suite_report.operators_table(found))
     assert "| hang | excluded |" in table and plan.EXCLUDE_REASON in table
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    # Regression: "closest: none" read as the operator or keyword none, and TANH found no tanh.
+    ("zzzzzz", "EXCLUDE='zzzzzz' is not an operator of this campaign, nor close to one "),
+    ("HANG", "EXCLUDE='HANG' is not an operator of this campaign; closest: hang "),
+    ("none,hang", "EXCLUDE=none takes every operator back and is given alone, not with hang"),
+    # Regression: a blank list (" ", ",") took every operator back as EXCLUDE=none does.
+    (" ", "EXCLUDE=' ' names no operator"), (",", "EXCLUDE=',' names no operator"),
+])
+def test_an_unknown_name_is_refused_saying_what_is_close(tmp_path, text, says):
+    with pytest.raises(UsageError) as info:
+        plan.exclude(_campaign(tmp_path), text)
+    assert str(info.value).startswith(says)

@@ -348,3 +348,11 @@ def test_devices_on_cpu_are_said_to_be_ignored_not_silently_dropped(tmp_path):
     steps = {step.name: step.reason for step in iter_checks(settings(tmp_path, devices="5"),
                                                               env())}
     assert steps["device"] == "no accelerator on this backend; DEVICES=5 is ignored"
+
+
+@pytest.mark.parametrize("mode", ["upstream", "smoke"])
+def test_the_shape_file_check_names_the_shape_mode_it_skips_for(tmp_path, mode):
+    # Regression: SHAPE_MODE=smoke printed "preflight shape_file: skipped (SHAPE_MODE=upstream)".
+    make_tree(tmp_path / "fg")
+    steps = {s.name: s for s in iter_checks(settings(tmp_path, shape_mode=mode), env())}
+    assert steps["shape_file"].status == f"skipped (SHAPE_MODE={mode})"

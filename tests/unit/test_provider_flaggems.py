@@ -470,3 +470,14 @@ def test_pytest_pythonpath_reads_the_checkout_ini(tmp_path):
     (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = tests\npythonpath = src lib\n")
     assert pytest_pythonpath(tmp_path) == ((tmp_path / "src").resolve(),
                                            (tmp_path / "lib").resolve())
+
+
+def test_an_own_file_that_does_not_parse_is_named_as_the_reason(tmp_path: Path) -> None:
+    # Regression: OP=broken with benchmark/test_broken.py holding a syntax error said only "no
+    # benchmark node for OP='broken'; closest: <other operators>", hiding the real cause.
+    root = write_tree(tmp_path, {"benchmark/test_broken.py": "def broken(:\n    pass\n"})
+    nodes = nodes_in(("test_a.py", "test_a", ()))
+    with pytest.raises(PreflightError) as info:
+        resolve_node(nodes, op="broken", flaggems_dir=root)
+    assert info.value.check == "test_node"
+    assert "benchmark/test_broken.py does not parse as Python (line 1" in str(info.value)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +141,19 @@ def test_not_json_and_absent_paths_are_not_receipts(tmp_path: Path) -> None:
         load_receipt(tmp_path)
     with pytest.raises(ReceiptError, match="no receipt"):
         load_receipt(tmp_path / "elsewhere.json")
+
+
+def test_a_receipt_that_is_not_a_regular_file_is_refused_not_read(tmp_path: Path) -> None:
+    # Regression: receipt.json as a FIFO (or a link to /dev/zero) hung `harness receipt
+    # verify` reading it forever.
+    os.mkfifo(tmp_path / "receipt.json")
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("reading the FIFO blocked"))
+    signal.alarm(5)
+    try:
+        with pytest.raises(ReceiptError, match="not a regular file"):
+            load_receipt(tmp_path / "receipt.json")
+    finally:
+        signal.alarm(0)
 
 
 def test_write_is_atomic_and_leaves_no_temporary(root: Path, tmp_path: Path) -> None:

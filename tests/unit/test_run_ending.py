@@ -51,3 +51,10 @@ def test_a_warmup_share_legitimately_has_no_rows():
     (-9, "crashed", "pytest exit code -9")])
 def test_other_codes_pass_through(rc, state, why):
     assert decide(rc, 0, counts(failed=1) if rc == 1 else None) == RunEnd(state, why, rc)
+
+
+def test_a_failure_names_its_first_exception_line():
+    found = {**counts(failed=1), "failure_reasons": ["MemoryError: probe oom"]}
+    assert decide(1, 0, found).reason == "1 test(s) failed: MemoryError: probe oom"
+    missing = {**counts(), "failed": 1, "failure_reasons": ["ModuleNotFoundError: No module x"]}
+    assert decide(4, 0, missing).reason == "pytest exit code 4: ModuleNotFoundError: No module x"
