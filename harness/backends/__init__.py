@@ -42,6 +42,11 @@ class Device:
     sm_clock_mhz: int | None = None
 
 
+# What every Triton-based stack reads only in its compiler or in FlagGems: Triton's and
+# FlagTree's knobs (TRITON_*, FLAGTREE_*, MLIR_ENABLE_*) and FlagGems' own (FLAGGEMS_*).
+COMPILER_VARIABLES = ("TRITON_", "FLAGTREE_", "MLIR_ENABLE_", "FLAGGEMS_")
+
+
 @dataclass(frozen=True)
 class Backend:
     """Everything the harness needs to know about one vendor's stack.
@@ -71,6 +76,9 @@ class Backend:
     is_accelerator: bool = True
     # Compiler switches by short AXIS name -> the environment variable this stack reads.
     switches: Mapping[str, str] = field(default_factory=dict)
+    # Further variables (a name, or a prefix ending in "_") read only by the compiler of
+    # FlagGems' kernels or by FlagGems: a switch among them cannot change torch's reference.
+    compiler_variables: tuple[str, ...] = ()
     # Engine flags (`docker`/`podman` first) that give a container exactly the DEVICES given, or
     # every device when none is; inside, they are numbered from 0. None: no vendor image.
     container_device_args: Callable[[str, Sequence[str]], tuple[str, ...]] | None = None
@@ -84,6 +92,12 @@ class Backend:
     def can_capture(self) -> bool:
         """True when the backend has a graph class to capture with."""
         return self.graph_class is not None
+
+    def is_compiler_switch(self, variable: str) -> bool:
+        """Whether `variable` reaches only the compiler of FlagGems' kernels or FlagGems (its
+        switches, COMPILER_VARIABLES, its compiler_variables), never torch's own kernels."""
+        names = (*self.switches.values(), *COMPILER_VARIABLES, *self.compiler_variables)
+        return any(variable.startswith(n) if n.endswith("_") else variable == n for n in names)
 
     def _match_capture_rule(self, message: str) -> Verdict | None:
         lowered = message.lower()

@@ -117,6 +117,8 @@ BACKEND = Backend(
     container_device_args=gpu_container_args,
     # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).
     switches={"RLC_ENHANCE": "FLAGTREE_RLC_ENHANCE"},
+    # Triton's NVIDIA backend reads these when it compiles (triton/knobs.py, nvidia section).
+    compiler_variables=("DISABLE_PTXAS_OPT", "DISABLE_LLVM_OPT"),
     slurm_unit="gpu",  # Slurm sets CUDA_VISIBLE_DEVICES for a GPU GRES task
     apptainer_flags=("--nv",),
 )

@@ -94,12 +94,28 @@ def replay_source(settings: Settings, step: Step, campaign: Path) -> Path | None
     return None if step.rel == "A/r0" else campaign / "A" / "r0"
 
 
-def side_settings(settings: Settings, step: Step, campaign: Path) -> Settings:
-    """A private cache for every run, each recording what it used; replays are strict."""
+def campaign_baseline(settings: Settings, axis: Axis) -> str:
+    """BASELINE of a campaign (every, once or off). auto is once where the axis cannot change
+    torch's own kernels (an A/A, or a compiler switch: Backend.is_compiler_switch): timing the
+    reference again in every run would only double the timed work. Any other switch may reach
+    torch (an allocator or library variable), so auto times it in every run."""
+    if settings.baseline != "auto":
+        return settings.baseline
+    cannot_reach_torch = axis.variable is None or settings.backend.is_compiler_switch(
+        axis.variable)
+    return "once" if cannot_reach_torch else "every"
+
+
+def side_settings(settings: Settings, step: Step, campaign: Path, axis: Axis) -> Settings:
+    """A private cache for every run, each recording what it used; replays are strict. With
+    BASELINE once, A/r0 times torch's reference and no other run does."""
     source = replay_source(settings, step, campaign)
+    baseline = campaign_baseline(settings, axis)
+    if baseline == "once":
+        baseline = "every" if step.rel == "A/r0" else "off"
     return dataclasses.replace(
         settings, isolate_tuner_cache=True, record=True, dry_run=False,
-        replay_from=source, replay_strict=source is not None)
+        replay_from=source, replay_strict=source is not None, baseline=baseline)
 
 
 def compiler_mentions(python: str, variable: str) -> bool | None:

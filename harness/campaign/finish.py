@@ -175,7 +175,8 @@ def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Id
     """ab.json's caliber: the settings, the operators, the axis and its sides, the images,
     the walls and the harness checkout."""
     axis, ops = campaign.axis, list(campaign.ops)
-    return {**settings.caliber(), "op": ops[0] if len(ops) == 1 else None, "ops": ops,
+    return {**settings.caliber(), "baseline": ab.campaign_baseline(settings, axis),
+            "op": ops[0] if len(ops) == 1 else None, "ops": ops,
             "node": campaign.ops[ops[0]].node if len(ops) == 1 else None,
             "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
             "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),

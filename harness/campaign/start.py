@@ -178,7 +178,7 @@ def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
     argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
     step = ab.Step("A", unit.round, campaign.axis.a)
     pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
-    run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op)
+    run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op, campaign.axis)
     env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
     return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
             *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env)]

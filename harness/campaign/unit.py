@@ -133,7 +133,7 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
         cache = side_cache(directory, side).resolve()
         before = _entries(cache / "triton")
         try:
-            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir), plan,
+            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir, axis), plan,
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
                                          step=f"{unit.op}/{step.rel}")

@@ -144,9 +144,15 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}",
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}",
+            f"- torch reference (BASELINE): {_baseline(caliber.text('baseline'))}",
             f"- rounds: {get('rounds')} per side, interleaved A B B A ...",
             f"- noise floor: {shown}", f"- image digest: {_digests(caliber.image_digests)}",
             f"- harness commit: {get('harness_commit')}{dirty}"]
+
+
+def _baseline(value: str | None) -> str:
+    return {"once": "once: timed in A/r0 only; FlagGems' speedup over torch comes from it",
+            "every": "every run", "off": "not timed"}.get(value or "", NOT_RECORDED)
 
 
 def campaign_head(title: str, caliber: Caliber, floor: float | None,

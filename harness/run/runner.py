@@ -44,6 +44,9 @@ from harness.tuning import autotune, precompile
 # FlagGems always runs with --mode kernel; the timing plugin switches it per measurement.
 FLAGGEMS_MODE = "kernel"
 INTERRUPTED_MARKER = "RUN_INTERRUPTED"
+# BASELINE=off: FlagGems' --metrics with its kernel's latency alone (no latency_base, and so no
+# speedup, gbps or tflops, which rest on one or the other)
+NO_BASELINE_METRIC = "latency"
 TUNER_CACHE_DIR = "tuner_cache"  # a run's private FlagGems and Triton caches, dropped after it
 FLAGGEMS_DIR_UNSET = "<FLAGGEMS_DIR unset>"  # what a dry run shows for the missing directory
 
@@ -77,6 +80,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     if settings.shape_mode == "file" and settings.shape_file is not None:
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
     argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
+    if not settings.times_baseline:  # FlagGems times only what --metrics names
+        argv.append(f"--metrics={NO_BASELINE_METRIC}")
     env = {
         **boundary_env(settings, run_dir, precompile.PRECOMPILE_PLUGIN in plugins),
         "PYTHONUNBUFFERED": "1",

@@ -71,6 +71,7 @@ class Settings:
     mode: str
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
     repeat: int
+    baseline: str  # BASELINE as given: auto, every, once or off (see timed_baseline)
     isolate_tuner_cache: bool
     record: bool  # write autotune_records/ (always with a private tuner cache)
     replay_from: Path | None
@@ -86,6 +87,12 @@ class Settings:
     dry_run: bool
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # not a value
 
+    @property
+    def times_baseline(self) -> bool:
+        """Whether this run times torch's reference: every BASELINE but off (a campaign turns
+        once into every for its A/r0 and off for the rest: campaign.ab.side_settings)."""
+        return self.baseline != "off"
+
     def caliber(self) -> dict[str, object]:
         """The settings that make two runs comparable or not (the run header's core)."""
         return {
@@ -97,6 +104,7 @@ class Settings:
             "timer": self.timer,
             "mode": self.mode,
             "repeat": self.repeat,
+            "baseline": self.baseline,
             "tuner_cache": "isolated" if self.isolate_tuner_cache else "shared",
             "autotune_mode": "flagtune" if self.use_flagtune else "default",
             "replay_from": str(self.replay_from) if self.replay_from else None,
@@ -316,6 +324,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         mode=mode,
         timer=timer,
         repeat=_positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
+        baseline=raw["BASELINE"] or "auto",
         isolate_tuner_cache=isolate,
         record=isolate or raw["RECORD"] == "1",
         replay_from=Path(raw["REPLAY_FROM"]) if raw["REPLAY_FROM"] else None,

@@ -13,6 +13,7 @@ from harness.errors import UsageError
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
 MODES = ("auto", "graph", "direct")
+BASELINES = ("auto", "every", "once", "off")
 CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
 RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 EXECUTORS = ("local", "slurm")
@@ -193,6 +194,10 @@ TABLE: tuple[Var, ...] = (
     Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
         "auto", MODES),
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
+    Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
+        "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "
+        "once in a campaign whose axis cannot change torch's kernels (none, or a compiler "
+        "switch), every otherwise", "auto", BASELINES),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
         "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
     Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",

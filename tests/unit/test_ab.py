@@ -39,9 +39,9 @@ def test_a_short_name_the_backend_cannot_spell_is_refused_with_the_accepted_name
 def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
     base = settings()
     first, later = ab.Step("A", 0, "0"), ab.Step("B", 1, "1")
-    s0 = ab.side_settings(base, first, tmp_path)
+    s0 = ab.side_settings(base, first, tmp_path, NONE)
     assert s0.isolate_tuner_cache and s0.record and s0.replay_from is None
-    s1 = ab.side_settings(base, later, tmp_path)
+    s1 = ab.side_settings(base, later, tmp_path, NONE)
     assert s1.replay_from == tmp_path / "A" / "r0" and s1.replay_strict and s1.isolate_tuner_cache
 
 
@@ -49,8 +49,38 @@ def test_replay_from_pins_every_run_a_r0_included_to_the_earlier_records(tmp_pat
     records = tmp_path / "earlier"
     base = settings(replay_from=str(records))
     for step in (ab.Step("A", 0, "0"), ab.Step("B", 0, "1"), ab.Step("B", 1, "1")):
-        pinned = ab.side_settings(base, step, tmp_path / "campaign")
+        pinned = ab.side_settings(base, step, tmp_path / "campaign", NONE)
         assert pinned.replay_from == records and pinned.replay_strict and pinned.record
+
+
+NONE = ab.Axis("none", None)
+
+
+@pytest.mark.parametrize("backend,variable,expected", [
+    ("cuda", None, "once"),  # an A/A: nothing differs, torch least of all
+    ("cuda", "DISABLE_PTXAS_OPT", "once"),  # Triton's ptxas: FlagGems' kernels only
+    ("cuda", "FLAGTREE_RLC_ENHANCE", "once"),
+    ("musa", "FLAGTREE_MUSA_RLC_ENHANCE", "once"),
+    ("cuda", "TRITON_ALWAYS_COMPILE", "once"),
+    ("cuda", "FLAGGEMS_MXFP4_FOLDSCALE", "once"),
+    ("cuda", "PYTORCH_CUDA_ALLOC_CONF", "every"),  # reaches torch's allocator
+    ("cpu", "OMP_NUM_THREADS", "every"),  # torch's cpu kernels read it
+    ("musa", "DISABLE_PTXAS_OPT", "every"),  # not a switch of that stack's compiler
+])
+def test_auto_times_torchs_reference_once_only_where_the_axis_cannot_reach_torch(
+        backend, variable, expected):
+    base = spec.resolve({"backend": backend, "runner": "host"}, {}, which=lambda _: None)
+    assert ab.campaign_baseline(base, ab.Axis("x", variable)) == expected
+
+
+def test_baseline_once_times_the_reference_in_a_r0_alone_and_a_given_value_everywhere(tmp_path):
+    steps = [ab.Step("A", 0, "0"), ab.Step("B", 0, "1"), ab.Step("B", 1, "1"),
+             ab.Step("A", 1, "0")]
+    timed = [ab.side_settings(settings(), s, tmp_path, NONE).times_baseline for s in steps]
+    assert timed == [True, False, False, False]
+    for given, expected in (("every", True), ("off", False)):
+        assert all(ab.side_settings(settings(baseline=given), s, tmp_path, NONE).times_baseline
+                   is expected for s in steps)
 
 
 def doc(*hashes):

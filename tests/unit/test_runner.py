@@ -70,6 +70,14 @@ def test_invocation_runs_pytest_from_the_flaggems_dir_with_level_mode_record(tmp
     assert "FLAGGEMS_CACHE_DIR" not in inv.env
 
 
+@pytest.mark.parametrize("baseline,metrics", [
+    ("auto", []), ("every", []), ("once", []), ("off", ["--metrics=latency"])])
+def test_baseline_off_asks_flaggems_for_its_kernels_latency_alone(tmp_path, baseline, metrics):
+    inv = runner.build_invocation(_settings(tmp_path, baseline=baseline), _plan(),
+                                  tmp_path / "runs" / "tanh" / "x")
+    assert [a for a in inv.argv if a.startswith("--metrics")] == metrics
+
+
 def test_the_harness_is_on_the_childs_path_once(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(runner.REPO_ROOT), "/site"]))
     inv = runner.build_invocation(_settings(tmp_path), _plan(), tmp_path / "runs" / "tanh" / "x")
