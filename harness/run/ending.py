@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.contract.boundary import OUTCOMES_FILE
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK
-from harness.executors.base import FAILED, OK, SKIPPED, state_for
+from harness.executors.base import CRASHED, FAILED, OK, SKIPPED, reason_for, state_for
 
 # A node of a module skipped as a whole reads "found no collectors" (pytest's usage error, 4),
 # a module or file that collects none of its tests "no tests collected" (5).
@@ -43,6 +43,8 @@ def decide(rc: int, rows: int, outcomes: Mapping[str, Any] | None,
         return RunEnd(SKIPPED, "; ".join(reasons) or "skipped", EXIT_OK)
     if rc != 0:
         state = state_for(rc)
+        if state == CRASHED:  # the same words the executor gives a unit killed so
+            return RunEnd(state, reason_for(state, Path(), rc=rc), rc)
         why = f"{failed} test(s) failed" if state == FAILED and failed else None
         causes = [str(r) for r in found.get("failure_reasons") or ()]
         cause = f": {causes[0]}" if causes else ""  # the first exception line, e.g. MemoryError

@@ -48,7 +48,7 @@ def test_a_warmup_share_legitimately_has_no_rows():
 
 @pytest.mark.parametrize(("rc", "state", "why"), [
     (1, "failed", "1 test(s) failed"), (4, "error", "pytest exit code 4"),
-    (-9, "crashed", "pytest exit code -9")])
+    (-9, "crashed", "killed by SIGKILL"), (-11, "crashed", "killed by SIGSEGV")])
 def test_other_codes_pass_through(rc, state, why):
     assert decide(rc, 0, counts(failed=1) if rc == 1 else None) == RunEnd(state, why, rc)
 
