@@ -213,7 +213,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
                      ) -> tuple[list[str], int]:
     """The plan of a batch, for --dry-run, and its exit code (3 when an operator has no node)."""
     try:
-        nodes = ops_.resolve_nodes(settings, ops)
+        nodes = ops_.operators(settings, ops)
     except PreflightError as exc:  # reported with the batch's failed checks
         nodes = dict.fromkeys(ops, f"<unresolved: check {exc.check} failed>")
     where_to = settings.out / "batch" / runner.utc_stamp()

@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
+from harness.run import checks
 from harness.settings.spec import OP_NAME, Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
@@ -121,5 +122,17 @@ def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
 
 
 def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
-    """{operator: its node or why it has none}: OPS=all's own nodes, else resolved."""
-    return all_ops(settings) if list(ops) == [ALL_OPS] else resolve_nodes(settings, ops)
+    """{operator: its node or why it cannot run}: OPS=all's own nodes, else resolved; with
+    DTYPES, an operator whose benchmark does not run them has the line that says so (a suite
+    that asks bfloat16 of an operator without it fails that operator at once, never in every
+    resume's run)."""
+    found = all_ops(settings) if list(ops) == [ALL_OPS] else resolve_nodes(settings, ops)
+    if not settings.dtypes:
+        return found
+    fg_dir = _tree(settings)
+    nodes = {n.nodeid: n for n in flaggems.scan_benchmark(fg_dir).nodes}
+    for op, nodeid in found.items():
+        problem = nodes.get(nodeid) and checks.dtypes_problem(settings, fg_dir, nodes[nodeid])
+        if problem:
+            found[op] = str(PreflightError("dtypes", problem))
+    return found

@@ -101,23 +101,30 @@ def _test_node(settings: Settings, facts: Facts, env: Environment) -> Facts:
     return {"node": node, "op": settings.op or flaggems.op_name_for(node)}
 
 
-def _dtypes(settings: Settings, facts: Facts, env: Environment) -> Skip | None:
-    """DTYPES must be among those the benchmark declares (FlagGems fails the node otherwise);
-    where they are not known statically, among those FlagGems' --dtypes accepts."""
-    if not settings.dtypes:
-        return Skip("DTYPES unset: the benchmark's own")
-    node = facts["node"]
+def dtypes_problem(settings: Settings, flaggems_dir: Path, node: flaggems.Node) -> str | None:
+    """Why DTYPES cannot run on `node`, or None: each must be among the dtypes the benchmark
+    declares (FlagGems fails the node otherwise); where they are not known statically, among
+    those FlagGems' --dtypes accepts."""
     selectable = benchmark_classes.SELECTABLE_DTYPES
-    declared = benchmark_classes.benchmark_dtypes(facts["flaggems_dir"], node)
+    declared = benchmark_classes.benchmark_dtypes(flaggems_dir, node)
     accepted = [d for d in declared if d in selectable] if declared else sorted(selectable)
     outside = [d for d in settings.dtypes if d not in accepted]
-    if outside:
-        whose = (f"{node.nodeid} declares (of those FlagGems' --dtypes accepts)" if declared
-                 else "FlagGems' --dtypes accepts")
-        label = VARS_BY_MAKE["DTYPES"].label(settings.sources.get("DTYPES", "default"))
-        raise UsageError(f"{label}={','.join(settings.dtypes)!r} is not accepted: "
-                         f"{', '.join(outside)} is not measured; {whose}: "
-                         f"{', '.join(accepted) or 'none'}")
+    if not outside:
+        return None
+    whose = (f"{node.nodeid} declares (of those FlagGems' --dtypes accepts)" if declared
+             else "FlagGems' --dtypes accepts")
+    label = VARS_BY_MAKE["DTYPES"].label(settings.sources.get("DTYPES", "default"))
+    return (f"{label}={','.join(settings.dtypes)!r} is not accepted: {', '.join(outside)} is "
+            f"not measured; {whose}: {', '.join(accepted) or 'none'}")
+
+
+def _dtypes(settings: Settings, facts: Facts, env: Environment) -> Skip | None:
+    """DTYPES must be ones the benchmark runs (dtypes_problem)."""
+    if not settings.dtypes:
+        return Skip("DTYPES unset: the benchmark's own")
+    problem = dtypes_problem(settings, facts["flaggems_dir"], facts["node"])
+    if problem:
+        raise UsageError(problem)
     return None
 
 

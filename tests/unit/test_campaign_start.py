@@ -64,6 +64,17 @@ def test_ops_all_lists_a_file_that_does_not_parse_as_an_operator_that_fails_with
         "broken": found["broken"], "add": found["add"]}
 
 
+def test_an_operator_whose_benchmark_does_not_run_dtypes_has_that_reason_before_anything_runs():
+    # Regression: the suite's dry run exited 0, and the operator's units then ended error in
+    # every run and every resume.
+    found = ops.operators(settings(dtypes="bfloat16"), ["tanh", "mm"])
+    assert found["tanh"] == "benchmark/test_tanh.py::test_tanh"
+    assert found["mm"].startswith("PREFLIGHT_FAILED check=dtypes detail=DTYPES")
+    assert "test_mm.py::test_mm declares (of those FlagGems' --dtypes accepts): float32" in (
+        found["mm"])
+    assert ops.operators(settings(), ["mm"]) == {"mm": "benchmark/test_mm.py::test_mm"}
+
+
 def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monkeypatch):
     env = {"SHAPE_MODE": "file", "SHAPE_FILE": "/s.yaml", "ZL_DEVICES": "3", "OP": "mm"}
     base = spec.resolve({"backend": "cpu", "level": "core"}, env, which=lambda _: None)
