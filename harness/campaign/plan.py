@@ -270,3 +270,35 @@ def eta_from_walls(walls_s: Sequence[float], running_s: Sequence[float], waiting
     mean = sum(walls_s) / len(walls_s)
     left = sum(max(0.0, mean - ran) for ran in running_s) + waiting * mean
     return left / max(1, workers)
+
+
+PROJECTED_DEVICES = (1, 8, 64)
+
+
+def projection(ops: Sequence[str], walls: Mapping[str, float],
+               devices: Sequence[int] = PROJECTED_DEVICES) -> str | None:
+    """One line: the wall of units of `ops` (one per entry, an operator once per round) on each
+    count of `devices`, each unit taking its operator's wall in `walls` or, unknown, the median
+    of the known ones; units go to the device that frees first, longest first. None with no
+    wall known."""
+    known = sorted(walls[op] for op in set(ops) if op in walls)
+    if not known:
+        return None
+    median = known[len(known) // 2]
+    each = sorted((walls.get(op, median) for op in ops), reverse=True)
+    spans = []
+    for count in devices:
+        free = [0.0] * count
+        for wall in each:
+            free[free.index(min(free))] += wall
+        spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(free))}")
+    guessed = sum(1 for op in set(ops) if op not in walls)
+    rest = f", the median {median:.0f} s for the {guessed} others" if guessed else ""
+    return (f"projected wall of {len(ops)} units (walls of {len(set(ops)) - guessed} "
+            f"operators{rest}): {', '.join(spans)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"

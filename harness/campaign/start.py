@@ -162,7 +162,8 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                  "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
-    return [*lines, *executor.describe(tasks, by_task)]
+    projected = plan.projection([plan.parse_unit_id(t.id).op for t in tasks], walls)
+    return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
 
 
 def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,

@@ -242,3 +242,14 @@ def test_the_progress_count_moves_on_for_every_unit_that_ends_whatever_its_state
         events.ended(task, Ended(unit_id, state, 1, 1.0))
     assert [line.split()[0] for line in lines if not line.startswith("[start]")] == [
         "[2/3]", "[3/3]"]
+
+
+def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for_unknowns():
+    line = campaign.projection(["a", "a", "b", "c", "c", "c"], {"a": 10.0, "b": 30.0, "d": 5.0})
+    # c has no wall: the median of a's and b's (30 s); longest first onto the freest device.
+    assert line == ("projected wall of 6 units (walls of 2 operators, the median 30 s for the 1 "
+                    "others): 1 device 2.3 min, 8 devices 30 s, 64 devices 30 s")
+    units = ["x"] * 3336
+    spans = campaign.projection(units, {"x": 120.0})
+    assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
+    assert campaign.projection(["a"], {}) is None
