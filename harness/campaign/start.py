@@ -258,11 +258,15 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:
-    """EXCLUDE finishes an existing campaign: refused, naming it, without RESUME."""
+    """EXCLUDE and ONLY change an existing campaign: refused, naming them, without RESUME."""
     if flags.get("exclude") not in (None, ""):
         raise UsageError(f"EXCLUDE={flags['exclude']!r} is only valid with RESUME (it finishes "
                          "an existing campaign without those operators); for a new campaign "
                          "leave them out of OPS")
+    if flags.get("only") not in (None, ""):
+        raise UsageError(f"ONLY={flags['only']!r} is only valid with RESUME (it adds rounds to "
+                         "an existing campaign's operators of that verdict); a new campaign "
+                         "runs every operator of OP or OPS")
 
 
 def refuse_unused(flags: Mapping[str, Any]) -> None:

@@ -57,6 +57,10 @@ def test_exclude_without_resume_is_refused_naming_it():
     with pytest.raises(UsageError, match="^EXCLUDE='hang' is only valid with RESUME"):
         start.refuse_resume_only({"exclude": "hang"})
     start.refuse_resume_only({"exclude": None})
+    # Regression: ONLY without RESUME was dropped in silence and every operator ran.
+    with pytest.raises(UsageError, match="^ONLY='inconclusive' is only valid with RESUME"):
+        start.refuse_resume_only({"only": "inconclusive"})
+    start.refuse_resume_only({"only": None, "exclude": ""})
 
 
 def test_the_report_lists_an_excluded_operator_apart_with_its_reason():
