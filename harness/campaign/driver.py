@@ -75,6 +75,13 @@ def sole_driver(directory: Path) -> Iterator[None]:
         yield
 
 
+def check_no_driver(directory: Path) -> None:
+    """UsageError, as sole_driver gives it, when another driver runs the campaign now: checked
+    before a resume prints its plan, so that a refused resume says only why."""
+    with sole_driver(directory):
+        pass
+
+
 def make_side_caches(directory: Path) -> None:
     for side in SIDES:
         for kind in ("flaggems", "triton"):

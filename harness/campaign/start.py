@@ -241,6 +241,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         plan.exclude(campaign, str(flags["exclude"]))
     new = _added_rounds(directory, campaign, flags, env)
     left_out = [op for op, info in campaign.ops.items() if info.excluded]
+    if not dry_run:
+        driver.check_no_driver(directory)
     out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
     executor = _executor(settings, cfg, directory, campaign, env, out)

@@ -259,7 +259,9 @@ def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
     from harness.errors import UsageError
 
     before = _stored(tmp_path)
+    said: list[str] = []
     with driver.sole_driver(tmp_path):
         with pytest.raises(UsageError, match="is being run by another harness process"):
-            start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+            start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=said.append)
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+    assert said == []  # not "resuming ...: 7 units to run" before the refusal
