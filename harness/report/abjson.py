@@ -189,7 +189,8 @@ def row_json(row: AbRow) -> dict[str, Any]:
             "a_ms": s.a_ms, "b_ms": s.b_ms, "speedup_pct": s.speedup_pct,
             "ci_low_pct": s.ci_low_pct, "ci_high_pct": s.ci_high_pct, "min_pct": s.min_pct,
             "max_pct": s.max_pct, "rounds": s.rounds, "p_value": s.p_value,
-            "p_adjusted": s.p_adjusted, "verdict": s.verdict.value,
+            "p_adjusted": s.p_adjusted, "noise_floor_pct": s.noise_floor_pct,
+            "verdict": s.verdict.value,
             "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct)}
 
 
@@ -222,7 +223,8 @@ def _row(f: Fields) -> AbRow:
                      ci_high_pct=f.opt_number("ci_high_pct"), rounds=f.integer("rounds"),
                      flagged=bool(flags) or verdict is stats.Verdict.FLAGGED, verdict=verdict,
                      round_speedups_pct=f.numbers("round_speedups_pct"),
-                     p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted")))
+                     p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted"),
+                     noise_floor_pct=f.opt_number("noise_floor_pct")))  # older: not recorded
 
 
 def _method(f: Fields | None) -> stats.Method:
