@@ -21,7 +21,7 @@ from typing import Any
 from harness import backends
 from harness.backends import Backend
 from harness.errors import UsageError
-from harness.report import abjson, stats
+from harness.report import abjson, noisefloor, stats
 from harness.report.plot import AB_PNG, NO_PLOT
 from harness.settings.spec import Settings
 
@@ -192,13 +192,20 @@ def done_lines(doc: abjson.AbDocument | Mapping[str, Any], md: Path,
                     + (f" plot={png}" if png else "")]
 
 
-def noise_floor_from(path: Path) -> float:
-    """The noise floor an A/A campaign measured (its ab.json)."""
+def noise_model_from(path: Path) -> noisefloor.NoiseModel:
+    """The noise floor by A latency of an A/A campaign (AXIS=none), fitted to its ab.json's
+    rows; UsageError naming NOISE_FROM where it is no A/A campaign or measured no row."""
+    expected = "expected the directory of a finished A/A campaign (AXIS=none) with measured rows"
     try:
-        floor = abjson.read_ab(path).caliber.measured_noise_floor_pct
+        doc = abjson.read_ab(path)
     except UsageError as exc:
-        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign: {exc}") from None
-    if floor is None:
-        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign "
-                         f"(no measured_noise_floor_pct in {abjson.AB_JSON})")
-    return float(floor)
+        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign: {exc}; "
+                         f"{expected}") from None
+    if doc.caliber.measured_noise_floor_pct is None:
+        raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign (no "
+                         f"measured_noise_floor_pct in {abjson.AB_JSON}); {expected}")
+    model = noisefloor.fit((r.stats.a_ms, r.stats.round_speedups_pct) for r in doc.rows)
+    if not model.bands:
+        raise UsageError(f"NOISE_FROM={str(path)!r} has no measured row to set a floor from "
+                         f"({len(doc.rows)} rows with a latency and a round); {expected}")
+    return model

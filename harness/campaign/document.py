@@ -82,6 +82,9 @@ class Campaign:
     noise_floor_pct: float = 1.0
     python: str = "python3"
     noise_from: str | None = None
+    # the noise floor by A latency from NOISE_FROM's A/A (noisefloor.NoiseModel.to_json);
+    # empty: every row gets noise_floor_pct
+    noise_floor_bands: list[dict[str, Any]] = field(default_factory=list)
     slurm: ExecutorRecord | None = None
     side_artifacts: dict[str, list[str]] = field(default_factory=dict)
     interrupted: dict[str, Any] | None = None
@@ -102,6 +105,8 @@ class Campaign:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name in ("slurm", "interrupted") and value is None:
+                continue
+            if f.name == "noise_floor_bands" and not value:  # one floor: as before
                 continue
             if f.name == "axis":
                 value = {"name": value.name, "variable": value.variable, "a": value.a,
@@ -142,6 +147,7 @@ class Campaign:
             noise_floor_pct=float(read.optional("noise_floor_pct", (int, float)) or 1.0),
             python=read.optional("python", str) or "python3",
             noise_from=read.optional("noise_from", str),
+            noise_floor_bands=list(read.optional("noise_floor_bands", list) or []),
             slurm=None if slurm is None else ExecutorRecord(
                 dict(slurm.get("flags") or {}), list(slurm.get("submissions") or [])),
             side_artifacts={k: list(v) for k, v in

@@ -21,7 +21,7 @@ from harness.errors import (
     UsageError,
 )
 from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
-from harness.report import abjson, comparison, receipt, stats, suite_report
+from harness.report import abjson, comparison, noisefloor, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
 from harness.run import identity
@@ -42,10 +42,30 @@ def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
                           for s in SIDES))
 
 
+def noise_model(campaign: Campaign) -> noisefloor.NoiseModel | None:
+    """The campaign's noise floor by A latency (from NOISE_FROM's A/A); None: one floor."""
+    return (noisefloor.NoiseModel.from_json(campaign.noise_floor_bands)
+            if campaign.noise_floor_bands else None)
+
+
+def outside_note(rows: list[comparison.AbRow], model: noisefloor.NoiseModel | None) -> list[str]:
+    """What a row whose A latency the A/A never measured gets: its nearest band's floor."""
+    if model is None:
+        return []
+    outside = sum(1 for r in rows if model.outside(r.stats.a_ms))
+    if not outside:
+        return []
+    lo, hi = model.bands[0].lo_ms, model.bands[-1].hi_ms
+    return [f"noise floor: {outside} rows lie outside the A/A's A latencies ({lo:.3g}.."
+            f"{hi:.3g} ms) and take its nearest band's floor"]
+
+
 def compare_ops(directory: Path, campaign: Campaign, floor: float
                 ) -> tuple[comparison.AbReport, dict[str, Identities], dict[str, str]]:
     """Each operator's sides compared over its finished rounds, merged into one report;
-    with each operator's run identities per side, and why an operator has no rows."""
+    with each operator's run identities per side, and why an operator has no rows. A row is
+    judged against the campaign's noise floor at its A latency, or `floor` without one."""
+    model = noise_model(campaign)
     rows: list[comparison.AbRow] = []
     unpaired: list[comparison.Unpaired] = []
     notes: list[str] = []
@@ -62,7 +82,8 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
         sources = {side: [load_source(directory / op / side / f"r{r}") for r in rounds]
                    for side in SIDES}
         try:
-            result = comparison.compare(sources["A"], sources["B"], noise_floor_pct=floor)
+            result = comparison.compare(sources["A"], sources["B"], noise_floor_pct=floor,
+                                        floor_at=model.at if model else None)
         except UsageError as exc:
             failures[op] = str(exc)
             continue
@@ -74,6 +95,7 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
         op_geomeans += result.op_geomeans
         identities[op] = {side: [d for s in srcs for _, d in s.identities]
                           for side, srcs in sources.items()}
+    notes += outside_note(rows, model)
     return campaign_wide(rows, unpaired, notes, floor, op_geomeans), identities, failures
 
 
@@ -138,9 +160,13 @@ def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identi
                          + [{"compiled_artifacts": campaign.side_artifacts.get(side)}]
                          for side in SIDES}
     if axis.variable is None:
-        floor = stats.noise_floor_from_aa([r.stats.round_speedups_pct for r in result.rows])
-        notes = [f"A/A campaign: measured noise floor {floor:.2f}% (pass this campaign as "
-                 "NOISE_FROM to later campaigns)", ab.aa_artifact_note(every)]
+        spreads = [r.stats.round_speedups_pct for r in result.rows]
+        floor = stats.noise_floor_from_aa(spreads)
+        by_latency = noisefloor.fit((r.stats.a_ms, r.stats.round_speedups_pct)
+                                    for r in result.rows).text or "-"
+        notes = [f"A/A campaign: measured noise floor {floor:.2f}% over every row; by A "
+                 f"latency {by_latency} (pass this campaign as NOISE_FROM to later campaigns: "
+                 "each of their rows gets the floor of its A latency)", ab.aa_artifact_note(every)]
         return None, [n for n in notes if n], {"measured_noise_floor_pct": floor}
     if any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER) for r in result.rows):
         return {"status": "live", "detail": "rows differ beyond the noise floor"}, [], {}
@@ -181,6 +207,8 @@ def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Id
             "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
             "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),
             "noise_floor_source": campaign.noise_from,
+            **({"noise_floor_bands": campaign.noise_floor_bands}
+               if campaign.noise_floor_bands else {}),
             "image_digests": {side: sorted({d.get("image_digest") or "none"
                                             for ids in identities.values() for d in ids[side]})
                               for side in SIDES},

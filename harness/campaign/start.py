@@ -109,15 +109,16 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
-    floor = (ab.noise_floor_from(ab_spec.noise_from) if ab_spec.noise_from
-             else stats.MIN_NOISE_FLOOR_PCT)
+    model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
     campaign = plan.new_campaign(
         directory=parent / "<ts>", axis=dataclasses.replace(axis, a=ab_spec.a, b=ab_spec.b),
         caliber=settings.caliber(), argv=settings_argv(settings), ops=info,
         rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
-    campaign.noise_floor_pct, campaign.python = floor, first_plan.python
+    # With an A/A each row gets the floor of its latency; 1% is the least any row gets.
+    campaign.noise_floor_pct, campaign.python = stats.MIN_NOISE_FLOOR_PCT, first_plan.python
+    campaign.noise_floor_bands = model.to_json() if model else []
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()

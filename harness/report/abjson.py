@@ -11,7 +11,7 @@ from typing import Any
 from harness.contract.boundary import DIRECT_MARKER
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.report import stats
+from harness.report import noisefloor, stats
 from harness.report.abresult import AbReport, AbRow, Unpaired
 from harness.report.jsonfields import Fields
 from harness.report.sources import AB_JSON
@@ -189,7 +189,8 @@ def row_json(row: AbRow) -> dict[str, Any]:
             "a_ms": s.a_ms, "b_ms": s.b_ms, "speedup_pct": s.speedup_pct,
             "ci_low_pct": s.ci_low_pct, "ci_high_pct": s.ci_high_pct, "min_pct": s.min_pct,
             "max_pct": s.max_pct, "rounds": s.rounds, "p_value": s.p_value,
-            "p_adjusted": s.p_adjusted, "verdict": s.verdict.value,
+            "p_adjusted": s.p_adjusted, "noise_floor_pct": s.noise_floor_pct,
+            "verdict": s.verdict.value,
             "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct)}
 
 
@@ -218,11 +219,11 @@ def _row(f: Fields) -> AbRow:
                  occurrence=f.opt_integer("occurrence") or 1, flags=flags, stats=stats.RowStats(
                      a_ms=f.number("a_ms"), b_ms=f.number("b_ms"), speedup_pct=speedup,
                      min_pct=f.number("min_pct"), max_pct=f.number("max_pct"),
-                     ci_low_pct=f.opt_number("ci_low_pct"),
-                     ci_high_pct=f.opt_number("ci_high_pct"), rounds=f.integer("rounds"),
+                     ci_low_pct=f.opt_number("ci_low_pct"), ci_high_pct=f.opt_number("ci_high_pct"),
                      flagged=bool(flags) or verdict is stats.Verdict.FLAGGED, verdict=verdict,
-                     round_speedups_pct=f.numbers("round_speedups_pct"),
-                     p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted")))
+                     round_speedups_pct=f.numbers("round_speedups_pct"), rounds=f.integer("rounds"),
+                     p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted"),
+                     noise_floor_pct=f.opt_number("noise_floor_pct")))  # older: not recorded
 
 
 def _method(f: Fields | None) -> stats.Method:
@@ -244,6 +245,7 @@ def _caliber(f: Fields | None) -> Caliber:
         f.opt_number(key)
     f.opt_integer("rounds")
     f.opt_flag("harness_dirty")
+    noisefloor.check_bands(f.objects(noisefloor.BANDS))
     digests = f.opt_object("image_digests")
     if digests is not None:
         for side in digests.value:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness.contract.boundary import DIRECT_MARKER, FLAG_MARKERS
@@ -120,8 +120,12 @@ def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:
 
 
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
-            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT) -> AbReport:
-    """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one)."""
+            noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
+            floor_at: Callable[[float], float] | None = None) -> AbReport:
+    """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one).
+
+    Each row is judged against `floor_at(its A ms)` where given, else `noise_floor_pct`.
+    """
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
     ka, kb = [keyed(s.rows) for s in a], [keyed(s.rows) for s in b]
@@ -130,7 +134,7 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     result = stats.summarize_ab(
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
-        group=lambda key: key[0])
+        group=lambda key: key[0], floor_at=floor_at)
     paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))

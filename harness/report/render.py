@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
-from harness.report import plot, stats
+from harness.report import noisefloor, plot, stats
 from harness.report.abjson import (
     AbDocument,
     Caliber,
@@ -33,7 +33,7 @@ NOT_RECORDED = "not recorded"
 NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
 ROW_HEADER = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
-              "interval %", "verdict", "flags")
+              "interval %", "floor %", "verdict", "flags")
 
 
 # ---------------------------------------------------------------- cells and tables
@@ -64,8 +64,16 @@ def _shape(shape: str, occurrence: int) -> str:
     return shape if occurrence == 1 else f"{shape} (#{occurrence})"
 
 
-def row_cells(row: AbRow) -> list[str]:
-    """One A/B row's cells under ROW_HEADER; a row timed directly on a side is marked *."""
+def floor_cell(row_floor: float | None, floor: float | None = None) -> str:
+    """The noise floor a row's verdict used; `floor` where the row does not record its own
+    (an older ab.json: one floor for every row)."""
+    value = floor if row_floor is None else row_floor
+    return "-" if value is None or not math.isfinite(value) else f"{value:.1f}"
+
+
+def row_cells(row: AbRow, floor: float | None = None) -> list[str]:
+    """One A/B row's cells under ROW_HEADER; a row timed directly on a side is marked *.
+    `floor`: the report's, for a row that does not record its own."""
     s = row.stats
     verdict = s.verdict.value
     if s.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER):
@@ -74,7 +82,7 @@ def row_cells(row: AbRow) -> list[str]:
     return [row.op, row.dtype, _shape(row.shape, row.occurrence), ms(s.a_ms), ms(s.b_ms),
             pct(s.speedup_pct),
             f"{pct(s.min_pct)}..{pct(s.max_pct)}{mark}", interval(s.ci_low_pct, s.ci_high_pct),
-            verdict, " ".join(row.flags) or "-"]
+            floor_cell(s.noise_floor_pct, floor), verdict, " ".join(row.flags) or "-"]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -87,7 +95,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 
 def stated_floor(report: AbReport, caliber: Caliber, given: float | None) -> float | None:
-    """The floor to state: the one given, else the caliber's, else the report's (nan: none)."""
+    """The floor to state: the one given, else the caliber's, else the report's (nan: none);
+    None where each row has the floor of its latency (the caliber's noise_floor_bands)."""
+    if given is None and noisefloor.model_of(caliber.values) is not None:
+        return None
     for value in (given, caliber.noise_floor_pct, report.noise_floor_pct):
         if value is not None and math.isfinite(float(value)):
             return float(value)
@@ -137,9 +148,14 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
         var = caliber.variable
         axis_line = (f"{axis}{f' ({var})' if var and var != axis else ''}: "
                      f"A={get('a')} (off), B={get('b')} (on)")
+    model = noisefloor.model_of(caliber.values)
     shown = NOT_RECORDED if floor is None else f"{floor:.1f}%"
+    if model is not None and floor is None:
+        shown = (f"per row, by A latency (column floor %): {model.text}, interpolated in log "
+                 f"latency; at least {stats.MIN_NOISE_FLOOR_PCT:.1f}%")
     if caliber.text("noise_floor_source"):
-        shown += f" ({caliber.text('noise_floor_source')})"
+        source = caliber.text("noise_floor_source")
+        shown += f" (from the A/A campaign {source})" if model is not None else f" ({source})"
     dirty = " (dirty: uncommitted changes)" if caliber.harness_dirty else ""
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}",
             f"- level: {get('level')}", f"- timer: {get('timer')}",
@@ -264,7 +280,8 @@ def geomean_line(report: AbReport) -> str:
 
 def ab_tables(report: AbReport) -> list[str]:
     """The rows table, the geometric means and the unpaired rows: the same wherever rendered."""
-    out = [*table(ROW_HEADER, [row_cells(r) for r in report.rows]), "", geomean_line(report)]
+    out = [*table(ROW_HEADER, [row_cells(r, report.noise_floor_pct) for r in report.rows]), "",
+           geomean_line(report)]
     if len(report.op_geomeans) > 1:
         out += ["", *table(("operator", "rows", "geometric mean speedup %", "interval %"),
                            [(op, str(g.rows), pct(g.speedup_pct),
@@ -328,16 +345,18 @@ def render_runs_csv(sources: Sequence[Source], write_line: WriteLine) -> None:
 
 
 AB_CSV_FIELDS = ("op", "dtype", "shape", "occurrence", "a_ms", "b_ms", "speedup_pct", "min_pct",
-                 "max_pct", "ci_low_pct", "ci_high_pct", "rounds", "verdict", "flags", "unpaired")
+                 "max_pct", "ci_low_pct", "ci_high_pct", "noise_floor_pct", "rounds", "verdict",
+                 "flags", "unpaired")
 
 
 def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
     """One line per paired row, then one per unpaired row (verdict "unpaired", its reason)."""
     paired = [(r.op, r.dtype, r.shape, r.occurrence, r.stats.a_ms, r.stats.b_ms,
                r.stats.speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
-               r.stats.ci_high_pct, r.stats.rounds, r.stats.verdict.value, ";".join(r.flags), "")
+               r.stats.ci_high_pct, r.stats.noise_floor_pct, r.stats.rounds,
+               r.stats.verdict.value, ";".join(r.flags), "")
               for r in report.rows]
-    unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 8, "unpaired", "", u.reason)
+    unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 9, "unpaired", "", u.reason)
                 for u in report.unpaired]
     _csv(write_line, AB_CSV_FIELDS, [*paired, *unpaired])
 

@@ -178,6 +178,7 @@ class RowStats:
     round_speedups_pct: tuple[float, ...] = ()
     p_value: float | None = None  # t test of mean log ratio = 0; None: no interval
     p_adjusted: float | None = None  # Benjamini-Hochberg over the campaign's tested rows
+    noise_floor_pct: float | None = None  # the floor its verdict used; None: not recorded
 
 
 def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_floor_pct: float,
@@ -185,7 +186,7 @@ def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_flo
     """RowStats of one row from its paired per-round latencies (at least one pair).
 
     The row alone is its own family: its adjusted p is its p. summarize_ab adjusts over every
-    row of a campaign and classifies again.
+    row of a campaign and classifies again. The row records its floor (at least the minimum).
     """
     pairs = list(zip(a_rounds, b_rounds, strict=True))
     if not pairs:
@@ -202,7 +203,8 @@ def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_flo
         ci_low_pct=low, ci_high_pct=high, rounds=len(speedups), flagged=flagged,
         verdict=classify(low, high, effect, p_adjusted=p, noise_floor_pct=noise_floor_pct,
                          flagged=flagged, q=method.fdr_q or 1.0),
-        round_speedups_pct=speedups, p_value=p, p_adjusted=p)
+        round_speedups_pct=speedups, p_value=p, p_adjusted=p,
+        noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct))
 
 
 @dataclass(frozen=True)
@@ -266,20 +268,27 @@ def adjust_rows(rows: Sequence[RowStats], *, noise_floor_pct: float,
     """The rows with Benjamini-Hochberg adjusted p-values over the family and verdicts again.
 
     The family is every row with a p-value that is not flagged: a flagged row is never called
-    different, so it is not tested. With method.fdr_q None the p-values stay unadjusted.
+    different, so it is not tested. With method.fdr_q None the p-values stay unadjusted. Each
+    row is judged against its own floor where it records one, else against `noise_floor_pct`.
     """
     raw = [None if s.flagged else s.p_value for s in rows]
     adjusted = benjamini_hochberg(raw) if method.fdr_q is not None else tuple(raw)
-    return [replace(s, p_adjusted=p, verdict=classify(
-        s.ci_low_pct, s.ci_high_pct, s.speedup_pct, p_adjusted=p, noise_floor_pct=noise_floor_pct,
-        flagged=s.flagged, q=method.fdr_q or 1.0)) for s, p in zip(rows, adjusted, strict=True)]
+    out = []
+    for s, p in zip(rows, adjusted, strict=True):
+        floor = max(MIN_NOISE_FLOOR_PCT, noise_floor_pct if s.noise_floor_pct is None
+                    else s.noise_floor_pct)
+        out.append(replace(s, p_adjusted=p, noise_floor_pct=floor, verdict=classify(
+            s.ci_low_pct, s.ci_high_pct, s.speedup_pct, p_adjusted=p, noise_floor_pct=floor,
+            flagged=s.flagged, q=method.fdr_q or 1.0)))
+    return out
 
 
 def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
                  rows_b_by_round: Sequence[Mapping[_Key, float]], *,
                  noise_floor_pct: float, flagged: Collection[_Key] = (),
                  method: Method = Method(),
-                 group: Callable[[_Key], Hashable] | None = None) -> AbResult[_Key]:
+                 group: Callable[[_Key], Hashable] | None = None,
+                 floor_at: Callable[[float], float] | None = None) -> AbResult[_Key]:
     """Pair latencies per key and round (round i of A with round i of B) and compute RowStats.
 
     Each mapping is one round of one side: key -> latency in ms; the caller keeps only measured
@@ -287,6 +296,9 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
     control the false-discovery rate over every tested row (adjust_rows). The geometric mean is
     over every paired row's speedup (geomean_stats), per `group(key)` too when given; flagged
     rows count in it and are counted in `flagged_rows`, for the renderer to say so.
+
+    `floor_at` gives a row's noise floor from its A latency (its median over rounds, in ms);
+    without it every row gets `noise_floor_pct`.
     """
     if len(rows_a_by_round) != len(rows_b_by_round):
         raise ValueError(f"rounds must pair: {len(rows_a_by_round)} on A, "
@@ -300,7 +312,8 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
                  if key in a and key in b]
         if pairs:
             a_ms, b_ms = zip(*pairs, strict=True)
-            paired.append((key, row_stats(a_ms, b_ms, noise_floor_pct=noise_floor_pct,
+            floor = floor_at(statistics.median(a_ms)) if floor_at else noise_floor_pct
+            paired.append((key, row_stats(a_ms, b_ms, noise_floor_pct=floor,
                                           flagged=key in flagged, method=method)))
             continue
         if any(key in a for a in rows_a_by_round):

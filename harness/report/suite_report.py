@@ -90,7 +90,7 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
             "operator is slower if any row is, faster if any row is and none slower.", "",
             *operators_table(operators), ""]
     for op, info in sorted(operators.items(), key=_regressions_first):
-        rows = [render.row_cells(r) for r in ab.rows if r.op == op]
+        rows = [render.row_cells(r, ab.noise_floor_pct) for r in ab.rows if r.op == op]
         out += ["<details>", f"<summary>{op}: {info.verdict}, {len(rows)} rows</summary>",
                 "", *(render.table(render.ROW_HEADER, rows) if rows else ["no paired rows"]), "",
                 "</details>", ""]

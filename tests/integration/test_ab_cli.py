@@ -88,3 +88,26 @@ def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
     plot = done[0].split("plot=")[1].split()[0]
     assert open(plot, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert re.search(r" geomean=[-+]\d+\.\d%( |$)", done[0]), done[0]
+
+
+def test_noise_from_an_aa_gives_each_row_the_floor_of_its_latency(tmp_path):
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("add:\n  shapes:\n    - [64, 64]\n")
+    common = ("--backend", "cpu", "--op", "add", "--rounds", "2", "--shape-mode", "file",
+              "--shape-file", str(shapes), "--out", str(tmp_path))
+    proc = harness("ab", *common, "--axis", "none")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (aa,) = (tmp_path / "ab" / "none-add").iterdir()
+    proc = harness("ab", *common, "--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
+                   "--noise-from", str(aa))
+    assert proc.returncode in (0, 6), proc.stdout[-3000:] + proc.stderr[-2000:]
+    (campaign,) = (tmp_path / "ab" / "OMP_NUM_THREADS-add").iterdir()
+    doc = json.loads((campaign / "ab.json").read_text())
+    assert doc["caliber"]["noise_floor_bands"] and doc["caliber"]["noise_floor_source"] == str(aa)
+    assert all(r["noise_floor_pct"] >= 1.0 for r in doc["rows"]) and doc["rows"]
+    md = (campaign / "ab.md").read_text()
+    assert "- noise floor: per row, by A latency (column floor %): " in md
+    assert f"(from the A/A campaign {aa})" in md and "| floor % |" in md
+    bad = harness("ab", *common, "--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
+                  "--noise-from", str(campaign))
+    assert bad.returncode != 0 and f"NOISE_FROM={str(campaign)!r} is not an A/A" in bad.stderr

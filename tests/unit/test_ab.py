@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import pytest
 from harness import backends
 from harness.campaign import ab
 from harness.errors import UsageError
+from harness.report import abjson, stats
+from harness.report.abresult import AbRow
 from harness.settings import spec
 
 
@@ -107,15 +110,31 @@ def test_compiler_mentions_scans_the_installed_package(tmp_path, monkeypatch):
     assert ab.compiler_mentions(sys.executable, "FLAGTREE_NOT_THERE") is False
 
 
-def test_noise_floor_comes_from_an_aa_campaign(tmp_path):
+def _aa_json(tmp_path, rows):
+    rows = [abjson.row_json(AbRow("add", "f32", f"s{i}", 1, stats.row_stats(
+        [ms] * len(swing), [ms / (1 + v / 100) for v in swing], noise_floor_pct=1.0), ()))
+        for i, (ms, swing) in enumerate(rows)]
+    (tmp_path / "ab.json").write_text(json.dumps(
+        {"schema": "harness-ab/1", "rows": rows, "caliber": {"measured_noise_floor_pct": 2.5}}))
+
+
+def test_noise_floor_comes_from_an_aa_campaigns_rows_by_latency(tmp_path):
+    _aa_json(tmp_path, [(0.005, (6.0, -6.0))] * 10 + [(5.0, (0.2, -0.2))] * 10)
+    model = ab.noise_model_from(tmp_path)
+    assert model.at(0.005) == pytest.approx(6.0) and model.at(5.0) == pytest.approx(1.0)
+
+
+def test_noise_from_that_is_no_aa_campaign_or_has_no_rows_is_one_clear_line(tmp_path):
+    with pytest.raises(UsageError, match="NOISE_FROM=.* is not an A/A campaign: no ab.json at"):
+        ab.noise_model_from(Path(tmp_path / "nothing"))
     (tmp_path / "ab.json").write_text('{"schema": "harness-ab/1", "rows": [], '
                                       '"caliber": {"measured_noise_floor_pct": 2.5}}')
-    assert ab.noise_floor_from(tmp_path) == 2.5
-    with pytest.raises(UsageError, match="not an A/A campaign: no ab.json at"):
-        ab.noise_floor_from(Path(tmp_path / "nothing"))
+    with pytest.raises(UsageError, match="NOISE_FROM=.* has no measured row .*expected the "
+                       "directory of a finished A/A campaign"):
+        ab.noise_model_from(tmp_path)
     (tmp_path / "ab.json").write_text('{"schema": "harness-ab/1", "rows": []}')
     with pytest.raises(UsageError, match="not an A/A campaign \\(no measured_noise_floor_pct"):
-        ab.noise_floor_from(tmp_path)
+        ab.noise_model_from(tmp_path)
 
 
 def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():

@@ -89,11 +89,12 @@ def test_markdown_states_the_caliber_above_the_table() -> None:
 def test_one_table_row_per_input_row_with_verdict_and_flags() -> None:
     rows = table_rows(render_markdown(document(), CALIBER))
     assert [r[2] for r in rows] == ["[[64, 64]]", "[[4096, 4096]]", "[[1, 1]]"]
+    # rows of an older ab.json record no floor: the floor column shows the report's
     faster, same, flagged = rows
     assert faster == ["tanh", "torch.float16", "[[64, 64]]", "0.001400", "0.001000", "+40.0",
-                      "+39.0..+41.0", "[+30.0, +50.0]", "**faster**", "-"]
-    assert same[3:5] == ["237.5", "237.0"] and same[8] == "same"
-    assert flagged[8] == "flagged" and flagged[9] == f"A:{DIRECT_MARKER}"
+                      "+39.0..+41.0", "[+30.0, +50.0]", "1.5", "**faster**", "-"]
+    assert same[3:5] == ["237.5", "237.0"] and same[9] == "same"
+    assert flagged[9] == "flagged" and flagged[10] == f"A:{DIRECT_MARKER}"
 
 
 def test_the_method_is_named_above_the_table() -> None:
@@ -217,8 +218,9 @@ def test_an_ab_report_from_summary_renders_as_its_ab_json_does() -> None:
     caliber = {k: v for k, v in CALIBER.items() if k != "noise_floor_pct"}
     md = render_markdown(report, caliber)
     rows = table_rows(md)
-    assert [(r[2], r[8]) for r in rows] == [("[[1]]", "**faster**"), ("[[2]]", "flagged")]
-    assert rows[1][9] == f"A:{DIRECT_MARKER}" and "- noise floor: 2.0%" in md
+    assert [(r[2], r[8], r[9]) for r in rows] == [("[[1]]", "2.0", "**faster**"),
+                                                  ("[[2]]", "2.0", "flagged")]
+    assert rows[1][10] == f"A:{DIRECT_MARKER}" and "- noise floor: 2.0%" in md
     assert "| tanh | torch.float16 | [[3]] | only in B |" in md
     doc = json.loads(json.dumps(ab_data(report, caliber)))
     assert render_markdown(doc, caliber) == md
