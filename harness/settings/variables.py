@@ -224,7 +224,8 @@ TABLE: tuple[Var, ...] = (
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3",
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
-        "ab: an A/A campaign whose measured noise floor applies", commands=("ab",)),
+        "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "
+        "A latency", commands=("ab",)),
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",
