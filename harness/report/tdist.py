@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -124,7 +123,10 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> TInte
     if not all(math.isfinite(v) for v in values):
         raise ValueError(f"t interval needs finite values, got {list(values)!r}")
     mean = math.fsum(values) / n
-    se = statistics.stdev(values) / math.sqrt(n)
+    # float arithmetic, not statistics.stdev's exact fractions: as accurate to a few ulps and
+    # tens of times faster, which a campaign of thousands of rows judged at each look needs
+    spread = math.fsum((v - mean) ** 2 for v in values) if min(values) < max(values) else 0.0
+    se = math.sqrt(spread / (n - 1)) / math.sqrt(n)
     if se == 0.0:
         return TInterval(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, n)
     half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * se

@@ -1,0 +1,78 @@
+"""Verdicts that stay valid over repeated looks: alpha spent over each row's looks; pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from harness.report.stats import T_METHOD, Method, RowStats, adjust_rows, log_of_pct, pct_of_log
+from harness.report.tdist import t_interval
+
+SPENDING = "alpha spent over looks (Bonferroni, 6/(pi^2 k^2))"
+
+
+def share(look: int) -> float:
+    """The share of alpha that look `look` (1, 2, ...) spends: 6 / (pi^2 k^2).
+
+    The shares sum to 1 over any number of looks (sum of 1/k^2 is pi^2/6), so a campaign may
+    be extended again and again without running out: look 1 spends 0.61 of alpha, look 2 0.15.
+    """
+    if look < 1:
+        raise ValueError(f"look={look!r}; looks count from 1")
+    return 6.0 / (math.pi ** 2 * look * look)
+
+
+def spending_method(method: Method = Method()) -> Method:
+    """The method of a campaign judged at more than one look: the same t interval and BH q,
+    with alpha spent over looks; its text names both."""
+    return replace(method, name=f"{T_METHOD}, {SPENDING}")
+
+
+def extended(looks: Sequence[Sequence[int]]) -> bool:
+    """Whether any operator was judged at more than one number of rounds."""
+    return any(len(k) > 1 for k in looks)
+
+
+def monitored(row: RowStats, looks: Sequence[int], confidence: float) -> RowStats:
+    """The row judged as valid under monitoring, `looks` its operator's round counts so far.
+
+    Look k (1, 2, ...) of n_k rounds takes the row's first min(n_k, its rounds) rounds. The
+    row's p-value is min over looks of p_k / share(k), at most 1: under "no difference" it is
+    at most a with chance at most a, whatever rule chose to add rounds (Bonferroni over looks).
+    Its interval is the last look's at 1 - alpha * share(k): every look's interval covers at
+    once with chance at least `confidence`. `same` (classify) then reads that interval inside
+    +-floor, wrong at most (1 - confidence) / 2 over all looks, as one look's is today. A row
+    missing from some rounds is taken as if its rounds were the first ones. Errs wide.
+    """
+    if not looks:
+        raise ValueError("a row is judged at one look at least")
+    logs = [log_of_pct(v) for v in row.round_speedups_pct]
+    p_values = []
+    for k, n in enumerate(looks, 1):
+        interval = t_interval(logs[:min(n, len(logs))], confidence)
+        if interval is not None:
+            p_values.append(min(1.0, interval.p_value / share(k)))
+    last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)))
+    p = min(p_values) if p_values else None
+    low, high = (None, None) if last is None else (pct_of_log(last.low), pct_of_log(last.high))
+    return replace(row, ci_low_pct=low, ci_high_pct=high, p_value=p, p_adjusted=p)
+
+
+def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_floor_pct: float,
+          method: Method = Method()) -> tuple[Method, list[RowStats]]:
+    """The rows' method and verdicts, `looks[i]` the round counts row i's operator was judged at.
+
+    Judged once (no operator with two looks): adjust_rows with `method`, today's verdicts.
+    Otherwise every row is `monitored` from its operator's first look and Benjamini-Hochberg
+    runs over those p-values at the method's q: under "no row differs" the chance of any
+    faster or slower call stays at most q however many times rounds were added.
+    """
+    if len(rows) != len(looks):
+        raise ValueError(f"{len(rows)} rows, {len(looks)} operators' looks")
+    if not extended(looks):
+        return method, adjust_rows(rows, noise_floor_pct=noise_floor_pct, method=method)
+    spent = spending_method(method)
+    return spent, adjust_rows([monitored(r, k, method.confidence) for r, k in
+                               zip(rows, looks, strict=True)],
+                              noise_floor_pct=noise_floor_pct, method=spent)
