@@ -9,6 +9,7 @@ from dataclasses import replace
 from harness.report.stats import T_METHOD, Method, RowStats, adjust_rows, log_of_pct, pct_of_log
 from harness.report.tdist import t_interval
 
+DEFAULT = Method()
 SPENDING = "alpha spent over looks (Bonferroni, 6/(pi^2 k^2))"
 
 
@@ -23,7 +24,7 @@ def share(look: int) -> float:
     return 6.0 / (math.pi ** 2 * look * look)
 
 
-def spending_method(method: Method = Method()) -> Method:
+def spending_method(method: Method = DEFAULT) -> Method:
     """The method of a campaign judged at more than one look: the same t interval and BH q,
     with alpha spent over looks; its text names both."""
     return replace(method, name=f"{T_METHOD}, {SPENDING}")
@@ -60,7 +61,7 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float) -> RowStat
 
 
 def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_floor_pct: float,
-          method: Method = Method()) -> tuple[Method, list[RowStats]]:
+          method: Method = DEFAULT) -> tuple[Method, list[RowStats]]:
     """The rows' method and verdicts, `looks[i]` the round counts row i's operator was judged at.
 
     Judged once (no operator with two looks): adjust_rows with `method`, today's verdicts.

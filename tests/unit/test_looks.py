@@ -20,8 +20,9 @@ def _campaign(rng, *, heavy: bool, effect: float = 0.0, n_ops: int = 60
     """One simulated campaign judged at 3 rounds, then extended to 5 rounds for the operators
     that read inconclusive (ONLY=inconclusive) and judged again: whether any row was called
     faster or slower (at the first look, by today's fixed-sample method after the second,
-    by alpha spent over looks). Per-row noise 2%..10% (microsecond kernels) (log-uniform), normal or Student t(3)
-    scaled to the same sd, plus a slowly drifting round effect shared by every row."""
+    by alpha spent over looks). Per-row noise 2%..10% (microsecond kernels, log-uniform),
+    normal or Student t(3) scaled to the same sd, plus a slowly drifting round effect shared
+    by every row."""
     n = n_ops * PER_OP
     sd = np.exp(rng.uniform(math.log(0.02), math.log(0.10), n))
     noise = rng.standard_t(3, (n, 5)) / math.sqrt(3) if heavy else rng.standard_normal((n, 5))
