@@ -54,6 +54,8 @@ class OpRecord:
     reason: str | None
     rounds: int
     excluded: str | None = None
+    # the round counts its verdicts were computed at, one a finish (a look); older: none
+    looks: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -113,7 +115,7 @@ class Campaign:
                          "b": value.b}
             elif f.name == "ops":
                 value = {op: {k: v for k, v in asdict(info).items()
-                              if v is not None or k != "excluded"}
+                              if (v is not None or k != "excluded") and (v or k != "looks")}
                          for op, info in value.items()}
             elif f.name == "units":
                 value = [u.to_json() for u in value]
@@ -207,7 +209,8 @@ class _Reader:
 
 def _op(read: _Reader) -> OpRecord:
     return OpRecord(read.optional("node", str), read.optional("reason", str),
-                    read.value("rounds", int), read.optional("excluded", str))
+                    read.value("rounds", int), read.optional("excluded", str),
+                    [int(n) for n in read.optional("looks", list) or []])
 
 
 def _unit(read: _Reader) -> UnitRecord:

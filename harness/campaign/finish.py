@@ -21,7 +21,7 @@ from harness.errors import (
     UsageError,
 )
 from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
-from harness.report import abjson, comparison, noisefloor, receipt, stats, suite_report
+from harness.report import abjson, comparison, looks, noisefloor, receipt, stats, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
 from harness.run import identity
@@ -40,6 +40,17 @@ def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
                   and u.status in ("ok", "failed")
                   and all((directory / op / s / f"r{u.round}" / RESULTS_JSONL).is_file()
                           for s in SIDES))
+
+
+def op_looks(directory: Path, campaign: Campaign) -> dict[str, list[int]]:
+    """Each judged operator's looks: the round counts it was judged at, and its finished
+    rounds now where they differ from its last look (a resume that added rounds)."""
+    out = {}
+    for op, info in campaign.ops.items():
+        now = len(done_rounds(directory, campaign, op))
+        out[op] = [*info.looks, now] if now and (not info.looks or info.looks[-1] != now) \
+            else list(info.looks)
+    return out
 
 
 def noise_model(campaign: Campaign) -> noisefloor.NoiseModel | None:
@@ -96,16 +107,24 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
         identities[op] = {side: [d for s in srcs for _, d in s.identities]
                           for side, srcs in sources.items()}
     notes += outside_note(rows, model)
-    return campaign_wide(rows, unpaired, notes, floor, op_geomeans), identities, failures
+    seen = op_looks(directory, campaign)
+    return (campaign_wide(rows, unpaired, notes, floor, op_geomeans, seen), identities,
+            failures)
 
 
 def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpaired],
-                  notes: list[str], floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]]
-                  ) -> comparison.AbReport:
+                  notes: list[str], floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]],
+                  seen: Mapping[str, list[int]] | None = None) -> comparison.AbReport:
     """The operators' rows as one A/B: the false-discovery control runs again over every row
-    of the campaign (one family, not one per operator), and the geometric mean spans them all."""
-    method = stats.Method()
-    adjusted = stats.adjust_rows([r.stats for r in rows], noise_floor_pct=floor, method=method)
+    of the campaign (one family, not one per operator), and the geometric mean spans them all.
+    Once an operator was judged at two round counts (`seen`), alpha is spent over looks."""
+    method, adjusted = looks.judge([r.stats for r in rows],
+                                   [(seen or {}).get(r.op) or [r.stats.rounds] for r in rows],
+                                   noise_floor_pct=floor)
+    if looks.extended(list((seen or {}).values())):
+        notes = [*notes, "looks (round counts each operator was judged at; a verdict is its "
+                 "last look's): " + "; ".join(f"{op} {', '.join(map(str, k))} (look {len(k)})"
+                                             for op, k in (seen or {}).items() if k)]
     rows = [dataclasses.replace(r, stats=s) for r, s in zip(rows, adjusted, strict=True)]
     gm = stats.rows_geomean([r.stats for r in rows], method.confidence)
     return comparison.AbReport(
@@ -251,7 +270,8 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
     result, identities, failures = compare_ops(directory, campaign, campaign.noise_floor_pct)
     live, notes, extra = ((None, ["liveness not checked: the campaign was interrupted"], {})
                           if stopped else decide_liveness(result, identities, campaign))
-    caliber = _caliber(campaign, settings, identities, extra)
+    caliber = _caliber(campaign, settings, identities,
+                       {**extra, "looks": op_looks(directory, campaign)})
     doc = abjson.document_of(result, caliber, notes=[*notes, *_walls_note(caliber["walls"])],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))
@@ -295,6 +315,8 @@ def finish(directory: Path, campaign: Campaign, settings: Settings,
     """Write the campaign's files; exit 0 (every unit ok or skipped), 1 (a unit failed,
     crashed, timed out or is still pending; an operator without a node) or 6 (the axis showed
     no sign of reaching the compiler)."""
+    for op, seen in op_looks(directory, campaign).items():
+        campaign.ops[op].looks = seen  # this finish is a look; the caller saves campaign.json
     doc, md, png = write_campaign(directory, campaign, settings)
     out(suite_report.suite_line(doc.operators or {}))
     for line in ab.done_lines(doc, md, png):
