@@ -114,7 +114,14 @@ def test_an_interrupted_campaign_resumes_without_running_a_finished_unit_twice(t
         grown = units(directory)
         assert sorted(grown) == ["add/r0", "add/r1", "tanh/r0", "tanh/r1"]
         assert all(grown[u]["attempts"] == after[u]["attempts"] for u in after)
-        assert json.loads((directory / "ab.json").read_text())["caliber"]["rounds"] == 2
+        extended = json.loads((directory / "ab.json").read_text())
+        assert extended["caliber"]["rounds"] == 2
+        # Judged at 1 round, then again at 2: each finish is a look, and the verdicts of a
+        # campaign looked at twice spend alpha over its looks.
+        ops = json.loads((directory / "campaign.json").read_text())["ops"]
+        assert {op: info["looks"] for op, info in ops.items()} == {"tanh": [1, 2], "add": [1, 2]}
+        assert extended["caliber"]["looks"] == {"tanh": [1, 2], "add": [1, 2]}
+        assert "alpha spent over looks" in extended["method"]["text"]
 
 
 def test_a_failing_operator_is_recorded_and_the_others_complete(tmp_path):

@@ -218,6 +218,18 @@ def test_a_bad_campaign_json_is_one_line_naming_the_field(tmp_path, edit, field)
     assert "\n" not in message
 
 
+def test_an_operators_looks_round_trip_and_an_older_campaign_json_has_none(tmp_path):
+    doc = document(tmp_path)
+    doc.ops["mm"].looks = [3, 5]
+    doc.save(tmp_path)
+    assert json.loads((tmp_path / "campaign.json").read_text())["ops"]["mm"]["looks"] == [3, 5]
+    assert load(tmp_path).ops["mm"].looks == [3, 5]
+    older = json.loads((tmp_path / "campaign.json").read_text())
+    del older["ops"]["mm"]["looks"]  # written before looks were recorded: judged once so far
+    (tmp_path / "campaign.json").write_text(json.dumps(older))
+    assert load(tmp_path).ops["mm"].looks == []
+
+
 def test_the_loader_returns_types_not_dicts(tmp_path):
     document(tmp_path).save(tmp_path)
     again = load(tmp_path)
