@@ -83,7 +83,7 @@ def unparsable_ops(scan: flaggems.Scan) -> dict[str, str]:
     after its file (``test_foo.py``: ``foo``), so that OPS=all lists it and it fails with its
     error instead of vanishing from a suite run."""
     return {PurePosixPath(rel).stem.removeprefix("test_"): str(PreflightError(
-        "test_node", f"{rel} does not parse: {why}")) for rel, why in scan.why.items()}
+        "test_node", f"{rel} does not parse as Python ({why})")) for rel, why in scan.why.items()}
 
 
 def all_ops(settings: Settings) -> dict[str, str]:

@@ -73,14 +73,19 @@ def scan_benchmark(flaggems_dir: Path) -> Scan:
     for rel, path in files:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
-        except SyntaxError as exc:
-            why[rel] = f"{type(exc).__name__}: {exc.msg} (line {exc.lineno})"
-            continue
-        except (UnicodeDecodeError, ValueError) as exc:
-            why[rel] = f"{type(exc).__name__}: {exc}"
+        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+            why[rel] = parse_failure(exc)
             continue
         nodes.extend(_module_nodes(rel, tree))
     return Scan(tuple(nodes), tuple(why), why)
+
+
+def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:
+    """Why a benchmark file does not parse, as every message puts it: "line N: why" for a
+    syntax error, else the error's own words."""
+    if isinstance(exc, SyntaxError):
+        return f"line {exc.lineno}: {exc.msg}"
+    return str(exc)
 
 
 def scan_tree(flaggems_dir: Path) -> list[Node]:

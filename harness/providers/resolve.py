@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from harness.errors import PreflightError, UsageError
-from harness.providers.flaggems import BENCHMARK_DIR, Node, op_name_for
+from harness.providers.flaggems import BENCHMARK_DIR, Node, op_name_for, parse_failure
 
 MAX_CLOSEST = 5
 
@@ -140,10 +140,8 @@ def _parse_error(flaggems_dir: Path, path: str) -> str:
     not parse (the scan left it out); else ""."""
     try:
         ast.parse((Path(flaggems_dir) / path).read_text(encoding="utf-8"), filename=path)
-    except SyntaxError as exc:
-        return f"; {path} does not parse as Python (line {exc.lineno}: {exc.msg})"
-    except (UnicodeDecodeError, ValueError) as exc:
-        return f"; {path} does not parse as Python ({exc})"
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        return f"; {path} does not parse as Python ({parse_failure(exc)})"
     except OSError:  # not on disk, or unreadable: nothing more to say than the miss
         pass
     return ""

@@ -17,6 +17,7 @@ from harness.campaign.ab import Axis
 from harness.errors import EXIT_PREFLIGHT, NoSpace, no_space
 from harness.executors.local import LocalExecutor
 from harness.settings import spec
+from tests.campaigns import one_op_campaign
 
 
 def settings(**flags):
@@ -113,13 +114,7 @@ def test_a_side_that_fills_the_device_does_not_run_the_other(tmp_path, monkeypat
 
 
 def _campaign(tmp_path):
-    doc = plan.new_campaign(
-        directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
-        ops={"add": {"node": "benchmark/test_add.py::test_add"}}, rounds=2, walls={},
-        walls_from=None)
-    doc.python = sys.executable
-    doc.save(tmp_path)
-    return doc
+    return one_op_campaign(tmp_path)
 
 
 def _units(monkeypatch, code: str) -> None:
