@@ -86,12 +86,19 @@ def unparsable_ops(scan: flaggems.Scan) -> dict[str, str]:
         "test_node", f"{rel} does not parse as Python ({why})")) for rel, why in scan.why.items()}
 
 
-def all_ops(settings: Settings) -> dict[str, str]:
+Scanned = tuple[Path, flaggems.Scan]  # FLAGGEMS_DIR and what its static scan found
+
+
+def _scanned(settings: Settings) -> Scanned:
+    fg_dir = _tree(settings)
+    return fg_dir, flaggems.scan_benchmark(fg_dir)
+
+
+def all_ops(settings: Settings, scanned: Scanned | None = None) -> dict[str, str]:
     """OPS=all: every benchmark node of the FlagGems tree outside its parallel files, by its
     stable operator name (resolve.op_names: the one OP, OPS and OPS_FILE resolve back to it),
     then each file that does not parse (unparsable_ops), unless a node has its name."""
-    fg_dir = _tree(settings)
-    scan = flaggems.scan_benchmark(fg_dir)
+    fg_dir, scan = scanned or _scanned(settings)
     found = {name: node.nodeid
              for name, node in resolve.op_names(scan.nodes, fg_dir).items()}
     if not found and not scan.why:
@@ -106,11 +113,11 @@ def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[st
     return list(all_ops(settings)) if ops == [ALL_OPS] else ops
 
 
-def resolve_nodes(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
+def resolve_nodes(settings: Settings, ops: Sequence[str], scanned: Scanned | None = None
+                  ) -> dict[str, str]:
     """Each operator's benchmark node, or the PREFLIGHT_FAILED line that says why it has none;
     a FlagGems directory that cannot hold any node raises PreflightError."""
-    fg_dir = _tree(settings)
-    scan = flaggems.scan_benchmark(fg_dir)
+    fg_dir, scan = scanned or _scanned(settings)
     broken, nodes = unparsable_ops(scan), list(scan.nodes)
     found = {}
     for op in ops:
@@ -126,11 +133,13 @@ def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     DTYPES, an operator whose benchmark does not run them has the line that says so (a suite
     that asks bfloat16 of an operator without it fails that operator at once, never in every
     resume's run)."""
-    found = all_ops(settings) if list(ops) == [ALL_OPS] else resolve_nodes(settings, ops)
+    scanned = _scanned(settings)  # once: a tree of 1,100 files is parsed in seconds
+    found = (all_ops(settings, scanned) if list(ops) == [ALL_OPS]
+             else resolve_nodes(settings, ops, scanned))
     if not settings.dtypes:
         return found
-    fg_dir = _tree(settings)
-    nodes = {n.nodeid: n for n in flaggems.scan_benchmark(fg_dir).nodes}
+    fg_dir, scan = scanned
+    nodes = {n.nodeid: n for n in scan.nodes}
     for op, nodeid in found.items():
         problem = nodes.get(nodeid) and checks.dtypes_problem(settings, fg_dir, nodes[nodeid])
         if problem:
