@@ -238,11 +238,12 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     forwarded = forwarded_flags(settings, flags)
     cfg = where.config(settings, flags, env)
     timeout_s = where.unit_timeout(flags, env)
+    workers = where.workers(flags, env, sides=False)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
     if settings.dry_run:  # the whole plan first, then every check that would fail
         executor = where.executor(settings, cfg, settings.out / "batch" / "<ts>", out=out,
-                                  env=env)
+                                  env=env, workers=workers)
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
                                     report=out, remote=cfg is not None)
         lines, rc = describe_dry_run(settings, ops, forwarded, executor, walls)
@@ -258,6 +259,7 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     if checked.failures:
         raise checked.failures[0].error
     record = BatchRecord(settings.out, ops)
-    executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env)
+    executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env,
+                              workers=workers)
     return run_batch(record, ops, forwarded, executor, out=out, timeout_s=timeout_s,
                      walls=walls)

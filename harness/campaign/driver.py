@@ -27,7 +27,7 @@ from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Ta
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.run import artifacts
-from harness.settings import cmdline
+from harness.settings import cmdline, variables
 from harness.settings.spec import Settings
 
 LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
@@ -44,12 +44,15 @@ def unit_log(directory: Path, unit_id: str) -> Path:
     return directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.log"
 
 
-def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = None
-               ) -> list[Task]:
+def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = None,
+               workers: str = "1") -> list[Task]:
     """Every unit still to run as a task, in running order. A later round replays its
     operator's A/r0 records, so it waits for round 0 where round 0 runs too, and its array
     (a cluster's) starts after round 0's. Each may run `timeout_s` (UNIT_TIMEOUT; None: no
-    limit), more for an operator whose wall the campaign knows (plan.unit_limit)."""
+    limit), more for an operator whose wall the campaign knows (plan.unit_limit). A task is
+    told WORKERS where it names one side (the other's runs are fresh processes)."""
+    name = variables.named("WORKERS").env
+    env = {name: workers} if name and workers in SIDES else {}
     todo = plan.units_to_run(campaign)
     ids = {u.id for u in todo}
     tasks = []
@@ -61,6 +64,7 @@ def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = No
                           after=first if unit.round and first in ids else None,
                           stage="r0" if unit.round == 0 else "later",
                           note=f"[{''.join(unit.sides)}]",
+                          env=env,
                           timeout_s=plan.unit_limit(timeout_s, campaign.walls.get(unit.op))))
     return tasks
 
@@ -259,7 +263,8 @@ def _child_full(end: Ended) -> NoSpace | None:
 
 
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
-          out: Callable[[str], None] = print, *, timeout_s: float | None = None) -> int:
+          out: Callable[[str], None] = print, *, timeout_s: float | None = None,
+          workers: str = "1") -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
     (UNIT_TIMEOUT, see unit_tasks), then write the report.
 
@@ -270,7 +275,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
     and errors.NoSpace raised (full_device_stops). A unit stopped at its limit is recorded
     timeout; a resume runs it again.
     """
-    tasks = unit_tasks(directory, campaign, timeout_s)
+    tasks = unit_tasks(directory, campaign, timeout_s, workers)
     with sole_driver(directory), full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)

@@ -54,15 +54,16 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
 
 
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
-              campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None]
-              ) -> Executor:
+              campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None],
+              workers: str) -> Executor:
     """Where the campaign's units run; a cluster's submissions are kept in campaign.json,
     so that a resume re-attaches to them."""
     if cfg is not None and campaign.slurm is None:
         campaign.slurm = ExecutorRecord()
     return where.executor(settings, cfg, directory,
                           submissions=campaign.slurm.submissions if campaign.slurm else None,
-                          saved=lambda: campaign.save(directory), out=out, env=env)
+                          saved=lambda: campaign.save(directory), out=out, env=env,
+                          workers=workers)
 
 
 # --------------------------------------------------------------------------- a new campaign
@@ -106,6 +107,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
     cfg = where.config(settings, flags, env)
+    workers = where.workers(flags, env)
     info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
@@ -122,7 +124,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
-        executor = _executor(settings, cfg, where_to, campaign, env, out)
+        executor = _executor(settings, cfg, where_to, campaign, env, out, workers)
         for line in [*describe(campaign, executor, where_to),
                      *_first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
@@ -136,9 +138,9 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
                                      runner.utc_stamp())
     campaign.dir = str(directory)
     campaign.save(directory)
-    executor = _executor(settings, cfg, directory, campaign, env, out)
+    executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     return driver.drive(directory, campaign, settings, executor, out,
-                        timeout_s=where.unit_timeout(flags, env))
+                        timeout_s=where.unit_timeout(flags, env), workers=workers)
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,
@@ -246,7 +248,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         driver.check_no_driver(directory)
     out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
-    executor = _executor(settings, cfg, directory, campaign, env, out)
+    workers = where.workers(flags, env)
+    executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     if dry_run:
         for line in describe(campaign, executor, directory, "exists; nothing added to it"):
             out(line)
@@ -257,7 +260,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
     return driver.drive(directory, campaign, settings, executor, out,
-                        timeout_s=where.unit_timeout(flags, env))
+                        timeout_s=where.unit_timeout(flags, env), workers=workers)
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from harness.campaign import ab
 from harness.campaign.document import load
-from harness.campaign.plan import CACHE_DIR, LOGS_DIR, Unit
+from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.errors import EXIT_BENCHMARK_FAILED, HarnessError, NoSpace, UsageError, no_space
 from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, exclusive_lock
 from harness.run import artifacts, identity, runner
 from harness.run.preflight import Plan, run_preflight
+from harness.settings import variables
 from harness.settings.spec import Settings
 
 # How long a unit waits for a process that still holds it: a killed driver's orphan gets
@@ -122,6 +123,7 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
     """Run the unit's sides in its round's order; exit 0 (every side ok, or every side
     skipped), or the first side's failing code, saying why on the last line."""
     codes = []
+    only = variables.named("WORKERS").lookup({}, variables.environ())[0]
     for side in unit.sides:
         step = ab.Step(side, unit.round, axis.value(side))
         op_dir = directory / unit.op
@@ -136,7 +138,8 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
             rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir, axis), plan,
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
-                                         step=f"{unit.op}/{step.rel}")
+                                         step=f"{unit.op}/{step.rel}",
+                                         worker=only not in SIDES or only == side)
         except NoSpace:
             raise  # the other side would only fill the device further: the unit stops here
         except HarnessError as exc:  # e.g. round 0 left no records to replay

@@ -46,6 +46,22 @@ def unit_timeout(flags: Mapping[str, object], env: Mapping[str, str]) -> int | N
     return int(text) or None
 
 
+def workers(flags: Mapping[str, object], env: Mapping[str, str], *, sides: bool = True
+            ) -> str:
+    """WORKERS, flag first: 0, 1, or (`sides`: an A/B campaign) the one side whose runs use
+    workers. UsageError naming the spelling the user wrote for a side outside a campaign."""
+    var = variables.named("WORKERS")
+    value, source = var.lookup(flags, env)
+    text = str(value)
+    if text not in var.choices:
+        raise UsageError(f"{var.label(source)}={text!r} is not accepted; expected one of "
+                         f"{', '.join(var.choices)}")
+    if text not in ("0", "1") and not sides:
+        raise UsageError(f"{var.label(source)}={text!r} is not accepted here; expected 0 or 1 "
+                         "(A or B name a side of an A/B campaign)")
+    return text
+
+
 def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
                    ) -> list[str | None]:
     """One entry per worker: the devices of select_devices, or [None] for one unpinned
@@ -70,25 +86,26 @@ def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None
 def executor(settings: Settings, cfg: SlurmConfig | None, directory: Path, *,
              submissions: list[dict[str, Any]] | None = None,
              saved: Callable[[], object] = lambda: None, out: Callable[[str], None] = print,
-             env: Mapping[str, str] | None = None) -> Executor:
+             env: Mapping[str, str] | None = None, workers: str = "0") -> Executor:
     """The executor that runs the tasks of a plan whose files live in `directory`: this
-    host's devices (cfg None), or Slurm arrays that keep `submissions`."""
+    host's devices (cfg None), or Slurm arrays that keep `submissions`; `workers`: WORKERS."""
     if cfg is None:
-        return local(settings, env)
+        return local(settings, env, workers)
     return cluster(settings, cfg, directory, submissions=submissions, saved=saved, out=out,
-                   env=env)
+                   env=env, workers=workers)
 
 
-def local(settings: Settings, env: Mapping[str, str] | None = None) -> LocalExecutor:
-    """This host's devices, one task at a time on each."""
-    return LocalExecutor(worker_devices(settings, env))
+def local(settings: Settings, env: Mapping[str, str] | None = None,
+          workers: str = "0") -> LocalExecutor:
+    """This host's devices, one task at a time on each; WORKERS other than 0 hosts workers."""
+    return LocalExecutor(worker_devices(settings, env), workers=workers != "0")
 
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
             submissions: list[dict[str, Any]] | None = None,
             saved: Callable[[], object] = lambda: None,
             out: Callable[[str], None] = print, client: Slurm | None = None,
-            env: Mapping[str, str] | None = None) -> SlurmExecutor:
+            env: Mapping[str, str] | None = None, workers: str = "0") -> SlurmExecutor:
     """Job arrays whose files live under `directory`; each task runs `harness slurm-task`
     on its node, in the image where RUNNER names a cluster runner."""
     directory = Path(os.path.abspath(directory))
@@ -101,7 +118,7 @@ def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,
                                  task_command(settings, cfg, plan, cwd, mounts))
 
     plan = {"dir": str(directory), "backend": settings.backend.name,
-            "devices": list(settings.devices)}
+            "devices": list(settings.devices), "workers": workers != "0"}
     seconds = poll_s(variables.environ() if env is None else env)
     return SlurmExecutor(client or Slurm(), cfg, directory, script, plan=plan,
                          submissions=submissions,

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.executors import procs
 from harness.executors.base import RAN_TO_END, Ended, Events, Outcome, Task, reason_for, state_for
 from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+from harness.executors.workers import WorkerHost
 from harness.settings import cmdline
 
 
@@ -35,24 +36,32 @@ class LocalExecutor:
     DEVICES for its device (`pin`; False where each task's argv names its device), and appends
     its output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group;
     a task still running after its `timeout_s` has its group stopped alone, and ends timeout.
+    `workers`: the tasks' runs get their pytest from workers that stay up for the plan
+    (executors.workers; one per environment and device); otherwise each pytest is a process
+    of its own.
     """
 
     name = "local"
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
-                 grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True) -> None:
+                 grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True,
+                 workers: bool = False) -> None:
         self.devices = list(devices) or [None]
         self.env = dict(env) if env is not None else procs.child_env(
             drop=procs.RUN_CHILD_ENV_DROP)
         self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
         self.workers = len(self.devices)
+        self.resident = workers
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
-        """Each device's tasks, when every task takes its wall (1 s when unknown)."""
+        """Each device's tasks, when every task takes its wall (1 s when unknown), and how
+        their runs get their pytest."""
         placed = deal(tasks, self.devices, walls)
-        return [f"device {device or '-'}: "
-                + ", ".join(f"{t.id}{t.note}" for d, t in placed if d == device)
-                for device in self.devices]
+        return [*(f"device {device or '-'}: "
+                  + ", ".join(f"{t.id}{t.note}" for d, t in placed if d == device)
+                  for device in self.devices),
+                "pytest: " + ("in workers that stay up, one per side and device (WORKERS=1)"
+                              if self.resident else "a fresh process per run (WORKERS=0)")]
 
     def place(self, task: Task) -> str | None:
         return self.devices[0]
@@ -62,6 +71,13 @@ class LocalExecutor:
         return [*task.argv, *cmdline.flag_args({"DEVICES": device if self.pin else None})]
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
+        if not self.resident:
+            return self._run(tasks, events, {})
+        # two per device: an A/B campaign's sides each keep theirs
+        with WorkerHost(max_idle=2 * len(self.devices)) as host:
+            return self._run(tasks, events, host.env())
+
+    def _run(self, tasks: Sequence[Task], events: Events, host: Mapping[str, str]) -> Outcome:
         by_id = {t.id: t for t in tasks}
         states: dict[str, str] = {}
 
@@ -73,8 +89,8 @@ class LocalExecutor:
             task = by_id[task_id]
             Path(task.log).parent.mkdir(parents=True, exist_ok=True)
             # A rerun appends to the log: the earlier attempt's lines stay readable.
-            return procs.start_child(self.argv(task, device), {**self.env, **task.env}, task.log,
-                                     append=True)
+            return procs.start_child(self.argv(task, device), {**self.env, **host, **task.env},
+                                     task.log, append=True)
 
         def on_start(job: Running) -> None:
             events.started(by_id[job.op], job.device or "-", job.child.pid)

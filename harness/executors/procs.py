@@ -226,7 +226,7 @@ class GroupStopper:
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self.signal: int | None = None
-        self._child: subprocess.Popen | None = None
+        self._child: Child | None = None
         self._thread: threading.Thread | None = None
 
     def request_stop(self, signum: int) -> None:
@@ -234,7 +234,7 @@ class GroupStopper:
             self.signal = signum
         self._stop()
 
-    def watch(self, child: subprocess.Popen) -> None:
+    def watch(self, child: Child) -> None:
         self._child = child
         if self.signal is not None:
             self._stop()

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import io
 import json
 import os
 import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
 from harness.errors import Interrupted
 from harness.executors import procs as supervise
+from harness.executors import workers
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
@@ -164,23 +163,32 @@ def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
 
 
 def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
-            stopper: supervise.GroupStopper) -> int:
-    """Run pytest in its own session, copying its output to the log and `echo` until it ends;
-    a signal stops its whole group (`stopper`), and what it wrote before is kept."""
-    env = {**boundary.inherited(variables.environ()), **inv.env}
-    proc = subprocess.Popen(inv.argv, cwd=inv.cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True,
-                            preexec_fn=supervise.die_with_parent())
+            stopper: supervise.GroupStopper, launches: list[dict[str, object]],
+            worker: bool = True) -> int:
+    """Run pytest (in a worker where the task's host offers one, else in a process of its own
+    session), copying its output to the log and `echo` until it ends; a signal stops its whole
+    group (`stopper`), and what it wrote before is kept. How it ran goes to `launches`;
+    `worker` False: a process of its own even where a host offers workers."""
+    environ = variables.environ()
+    env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
+           if k != workers.HOST_VAR}
+    host = environ.get(workers.HOST_VAR) if worker else None
+    proc, facts = workers.start_pytest(inv.argv, inv.cwd, env, host)
+    launches.append(facts)
+    if facts.get("worker_unavailable"):
+        log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "
+                  "of its own\n".encode())
     stopper.watch(proc)
     try:
-        assert isinstance(proc.stdout, io.BufferedReader)  # bufsize -1: read1 is there
-        while chunk := proc.stdout.read1(65536):
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 65536):
             log.write(chunk)
             log.flush()
             try:
                 echo(chunk)
             except OSError:  # the terminal went away (SIGHUP): run.log still gets everything
                 echo = _discard
+        proc.stdout.close()
         rc = proc.wait()
     except BaseException:
         supervise.stop_children([proc], supervise.CHILD_GRACE_S)
@@ -195,13 +203,14 @@ def _discard(_: bytes) -> None:
 
 def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation,
                     extra_env: dict[str, str] | None, log, echo: Callable[[bytes], None],
-                    out: Callable[[str], None], stopper: supervise.GroupStopper
+                    out: Callable[[str], None], stopper: supervise.GroupStopper,
+                    launches: list[dict[str, object]], worker: bool
                     ) -> tuple[int, dict[str, object] | None]:
     """Run pytest; where a capture failure left it dead (rescue.rescue_reason), run the
     operator again with the direct timer. (rc of the last attempt, the rescue's facts or None)."""
     before = {p.name for p in run_dir.iterdir()}
     start = log.tell()
-    rc = _stream(inv, log, echo, stopper)
+    rc = _stream(inv, log, echo, stopper, launches, worker)
     if stopper.signal is not None:
         return rc, None
     with open(run_dir / "run.log", "rb") as fh:
@@ -216,7 +225,8 @@ def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocati
     log.flush()
     out(line)
     direct = dataclasses.replace(settings, timer="direct")
-    rc = _stream(build_invocation(direct, plan, run_dir, extra_env), log, echo, stopper)
+    rc = _stream(build_invocation(direct, plan, run_dir, extra_env), log, echo, stopper,
+                 launches, worker)
     return rc, {"first_rc": first, "reason": reason, "set_aside": moved,
                 "attempt_dir": rescue.CAPTURE_ATTEMPT_DIR}
 
@@ -255,18 +265,21 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
             extra_env: dict[str, str] | None = None, claimed: bool = False,
-            step: str | None = None) -> tuple[int, Path]:
+            step: str | None = None, worker: bool = True) -> tuple[int, Path]:
     """Claim the run directory (or create the given one, which must not exist, unless
     `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
     and write results and identity; return (rc, dir).
 
     SIGINT, SIGTERM or SIGHUP stop pytest's process group; the run then writes what pytest
     finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
-    identity) naming `step` (default: the node), and raises errors.Interrupted."""
+    identity) naming `step` (default: the node), and raises errors.Interrupted.
+    `worker` False: pytest is a process of its own even where the task's host offers workers
+    (executors.workers)."""
     stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
     with supervise.deferred_signals(stopper.request_stop):
         rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,
-                               extra_env=extra_env, claimed=claimed, stopper=stopper)
+                               extra_env=extra_env, claimed=claimed, stopper=stopper,
+                               worker=worker)
     if stopper.signal is not None:
         marker = (f"{INTERRUPTED_MARKER} signal={signal.Signals(stopper.signal).name} "
                   f"step={step or plan.node.nodeid} rc={rc} dir={run_dir}")
@@ -289,7 +302,7 @@ def _log_line(run_dir: Path, line: str) -> None:
 def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
              run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
-             stopper: supervise.GroupStopper) -> tuple[int, Path]:
+             stopper: supervise.GroupStopper, worker: bool) -> tuple[int, Path]:
     echo = echo or _echo_stdout
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
@@ -306,8 +319,9 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         log.write(text.encode())
         log.flush()  # a run killed outright still says what it was
         out(text.rstrip("\n"))
+        launches: list[dict[str, object]] = []
         rc, rescued = _stream_rescued(settings, plan, run_dir, inv, extra_env, log, echo, out,
-                                      stopper)
+                                      stopper, launches, worker)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
     rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
@@ -322,6 +336,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                 "signal": None if stopper.signal is None else signal.Signals(
                     stopper.signal).name,
                 "capture_rescue": rescued,
+                "launch": launches,
                 "autotune_records": tuning.recorded,
                 "autotune_replay_fallbacks": len(tuning.fallbacks),
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),

@@ -14,6 +14,7 @@ LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
 MODES = ("auto", "graph", "direct")
 BASELINES = ("auto", "every", "once", "off")
+WORKER_CHOICES = ("0", "1", "A", "B")
 CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
 RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 EXECUTORS = ("local", "slurm")
@@ -276,6 +277,11 @@ TABLE: tuple[Var, ...] = (
     # Where ab's and batch's units run.
     _unit_var("EXECUTOR", "ZL_EXECUTOR", "local (this host's DEVICES) or slurm (a job array)",
               "local", EXECUTORS),
+    _unit_var("WORKERS", "ZL_WORKERS", "1: each device's runs get their pytest from a process "
+              "that stays up (one per side of a campaign), paying imports and the device "
+              "context once; 0: a fresh pytest process per run; A or B (ab only): that side's "
+              "runs in workers and the other's fresh, to check that both measure alike", "1",
+              WORKER_CHOICES),
     Var("UNIT_TIMEOUT", "ZL_UNIT_TIMEOUT", "--unit-timeout", _UNIT_TIMEOUT_HELP,
         str(UNIT_TIMEOUT_S), commands=UNITS, group=EXECUTOR, metavar="SECONDS",
         make_help=f"ab, batch: {_UNIT_TIMEOUT_HELP} [ZL_UNIT_TIMEOUT]"),

@@ -97,3 +97,21 @@ def test_an_operator_past_its_time_limit_is_stopped_and_recorded_timeout(harness
     assert status["status"] == "timeout" and "25 s" in status["reason"], status
     assert proc.returncode == 1
     assert time.monotonic() - began < 25 + 60  # stopped at its limit, not at its end
+
+
+def test_in_workers_a_capture_failure_is_rescued_and_the_next_operator_gets_a_fresh_worker(
+        harness):
+    proc = harness("batch", "--ops", "allclose,exp", "--mode", "graph", *FLOAT16,
+                   "--shape-mode", "smoke", "--workers", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert [(s["op"], s["status"]) for s in harness.batch_status()] == [
+        ("allclose", "ok"), ("exp", "ok")]
+    (allclose,) = harness.runs("allclose")
+    (exp,) = harness.runs("exp")
+    first, rescued = json.loads((allclose / "run_identity.json").read_text())["launch"]
+    (after,) = json.loads((exp / "run_identity.json").read_text())["launch"]
+    assert first["kind"] == rescued["kind"] == after["kind"] == "worker"
+    assert first["retired"] and rescued["pid"] != first["pid"]  # the dead process is left
+    assert after["pid"] == rescued["pid"] and after["session"] == 2  # the fresh one goes on
+    assert all(RESCUED_MARKER in r["markers"] for r in rows_of(allclose))
+    assert rows_of(exp) and not any(RESCUED_MARKER in r["markers"] for r in rows_of(exp))

@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,12 +86,13 @@ def test_batch_runs_each_op_in_its_own_process_and_records_every_outcome(tmp_pat
     assert "BATCH_DONE ok=2 failed=0 error=1 not_run=0 interrupted=0" in proc.stdout
 
 
-def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path):
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path, workers):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     batch = subprocess.Popen(
         [sys.executable, "-m", "harness.cli", "batch", "--backend", "cpu", "--ops", "tanh,add",
          "--level", "core", "--out", str(tmp_path / "runs"), "--flaggems-dir",
-         str(private_suite(tmp_path))],
+         str(private_suite(tmp_path)), "--workers", workers],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = ""
@@ -98,9 +100,12 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path):
             line = batch.stdout.readline()
             assert line, batch.stderr.read()
         child = int(line.split("pid=")[1].split()[0])
-        # harness run has started pytest (in a group of its own): a measurement is live
-        wait_for(lambda: children(child, "-m pytest"), 60, "pytest under the child")
-        (pytest_pid,) = children(child, "-m pytest")
+        # pytest (in a group of its own) is live: under the child, or the batch's worker
+        parent, needle = (child, "-m pytest") if workers == "0" else (
+            batch.pid, "harness.plugins.worker")
+        wait_for(lambda: children(parent, needle), 60, f"{needle} under {parent}")
+        (pytest_pid,) = children(parent, needle)
+        time.sleep(0.5)  # into the session: the worker's tests, not its start, are stopped
         batch.send_signal(signal.SIGINT)
         rest, err = batch.communicate(timeout=30)
     finally:

@@ -234,7 +234,7 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
                             env={boundary.TIMER_VAR: "direct"}, plugins=())
     echoed: list[bytes] = []
     with open(tmp_path / "log", "wb") as log:
-        rc = runner._stream(inv, log, echoed.append, supervise.GroupStopper())
+        rc = runner._stream(inv, log, echoed.append, supervise.GroupStopper(), [])
     assert rc == 0
     assert b"".join(echoed).decode().strip() == str(
         [None, None, "direct", str(tmp_path / "claims")])

@@ -89,7 +89,9 @@ def test_deal_gives_the_next_task_to_the_device_that_frees_first(tmp_path):
     placed = [(d, t.id) for d, t in deal(tasks, ["0", "1"], {"mm": 10, "add": 2, "tanh": 3})]
     assert placed == [("0", "mm"), ("1", "tanh"), ("1", "add")]
     lines = LocalExecutor(["0", "1"]).describe(tasks, {"mm": 10, "add": 2, "tanh": 3})
-    assert lines == ["device 0: mm", "device 1: tanh, add"]
+    assert lines == ["device 0: mm", "device 1: tanh, add",
+                     "pytest: a fresh process per run (WORKERS=0)"]
+    assert LocalExecutor(["0"], workers=True).describe(tasks, {})[-1].endswith("(WORKERS=1)")
 
 
 @pytest.mark.parametrize(("rc", "interrupted", "state"), [

@@ -1,0 +1,262 @@
+"""A pytest process that stays up: it runs one pytest session after another, as a host asks.
+
+`python -m harness.plugins.worker SOCKET HOST_PID READY_FD` runs in the interpreter that runs
+FlagGems' pytest. It imports pytest (and torch, where installed) once, listens on the Unix
+socket SOCKET, writes `ready` to READY_FD, and serves one connection at a time. A request is one
+JSON line with the session's `args` (pytest's, after `-m pytest`), `cwd` and whole `env`, and
+one file descriptor passed beside it: the session's stdout and stderr. The reply is one JSON
+line, `{"rc": ..., "run": n, "retire": why | null}`; the descriptor is closed before it, so the
+caller reads the output to its end and then the reply.
+
+Between sessions the worker puts back what a fresh process would have: the environment, the
+working directory, sys.path and sys.argv, torch's seeds, the log handlers a session added, the
+modules of the tests' own tree and of the harness's plugins (imported again by the next
+session, so no state of theirs carries over), and the device's cached memory. What it keeps is
+the point of it: imported libraries, the device context, compiled kernels in memory.
+
+A session that did not pass (rc other than 0), a device that no longer synchronizes, or memory
+still held after the session retires the worker: it replies, then exits, and the host starts a
+fresh one for the next session. The worker dies with the host thread that started it
+(PR_SET_PDEATHSIG), never outliving its campaign.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.contract import boundary
+
+REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
+LEAK_BYTES = 64 << 20  # device memory still allocated after a session that retires the worker
+PR_SET_PDEATHSIG = 1
+KEPT_PLUGIN = __name__  # the harness's plugins are imported afresh each session; not this one
+PLUGINS_PACKAGE = "harness.plugins."
+
+
+def read_request(conn: socket.socket) -> tuple[dict[str, Any], int | None]:
+    """One request line and the descriptor that came with it (None: none came)."""
+    data, fds, _, _ = socket.recv_fds(conn, 65536, 1)
+    fd = fds[0] if fds else None
+    while data and not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk or len(data) > REQUEST_LIMIT:
+            break
+        data += chunk
+    if not data.endswith(b"\n"):
+        raise ValueError("the request ended before its line did")
+    return json.loads(data), fd
+
+
+@contextlib.contextmanager
+def output_to(fd: int) -> Iterator[None]:
+    """Descriptors 1 and 2 (and so sys.stdout, sys.stderr and every child) write to `fd` for
+    the block; `fd` is closed after it, so the reader sees the end of the output."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _handlers() -> dict[str, list[logging.Handler]]:
+    loggers = [logging.getLogger(), *(logging.getLogger(name)
+                                     for name in list(logging.Logger.manager.loggerDict))]
+    return {logger.name: list(logger.handlers) for logger in loggers}
+
+
+def _drop_handlers(before: dict[str, list[logging.Handler]]) -> None:
+    """Close and remove the log handlers the session added (FlagGems' --record log file)."""
+    for name, handlers in _handlers().items():
+        logger = logging.getLogger() if name == "root" else logging.getLogger(name)
+        for handler in handlers:
+            if handler not in before.get(name, []):
+                logger.removeHandler(handler)
+                with contextlib.suppress(Exception):
+                    handler.close()
+
+
+def session_plugins(args: list[str], env: dict[str, str]) -> set[str]:
+    """The plugin modules a session names (`-p NAME`, PYTEST_PLUGINS): their state is the
+    session's, as the harness's own plugins' is."""
+    named = {p.strip() for p in env.get("PYTEST_PLUGINS", "").split(",") if p.strip()}
+    named |= {value for flag, value in zip(args, args[1:], strict=False) if flag == "-p"}
+    named |= {arg[2:] for arg in args if arg.startswith("-p") and len(arg) > 2}
+    return {name for name in named if not name.startswith("no:")}
+
+
+def session_modules(roots: list[Path], plugins: set[str]) -> list[str]:
+    """The modules a session's fresh process would import again: those whose file lies under
+    one of `roots` (the tests' own trees: test modules, conftest, FlagGems' benchmark helpers),
+    the harness's plugins other than this one, and the `plugins` the session named (with
+    their submodules)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if (name.startswith(PLUGINS_PACKAGE) and name != KEPT_PLUGIN) or any(
+                name == p or name.startswith(p + ".") for p in plugins):
+            found.append(name)
+            continue
+        file = getattr(module, "__file__", None)
+        if file and any(Path(file).resolve().is_relative_to(root) for root in roots):
+            found.append(name)
+    return found
+
+
+def test_roots(args: list[str], cwd: Path) -> list[Path]:
+    """The top folder of each test path among pytest's arguments, resolved under `cwd`."""
+    roots = []
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        first = Path(arg.split("::", 1)[0])
+        top = first.parts[0] if not first.is_absolute() and first.parts else None
+        if top not in (None, ".", ".."):
+            roots.append((cwd / str(top)).resolve())
+    return roots
+
+
+class Worker:
+    """The sessions of one worker and what a fresh process had before its first."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.env = dict(os.environ)
+        self.cwd = os.getcwd()
+        self.path = list(sys.path)
+        self.argv = list(sys.argv)
+        self.torch: Any = None
+        self.seed: int | None = None
+        with contextlib.suppress(ImportError):
+            import torch
+            self.torch, self.seed = torch, torch.initial_seed()
+
+    def session(self, request: dict[str, Any], fd: int) -> int:
+        """Run one pytest session with its output on `fd`; its exit code (3 where pytest
+        itself raised)."""
+        args = [str(a) for a in request["args"]]
+        cwd = Path(request["cwd"])
+        handlers = _handlers()
+        self.runs += 1
+        with output_to(fd):
+            try:
+                os.environ.clear()
+                os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+                os.chdir(cwd)
+                sys.argv = ["pytest", *args]
+                if self.torch is not None and self.seed is not None:
+                    self.torch.manual_seed(self.seed)  # as a fresh process starts
+                rc = int(pytest.main(args))
+            except SystemExit as exc:
+                rc = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+                rc = int(pytest.ExitCode.INTERNAL_ERROR)
+        self._restore(handlers, test_roots(args, cwd),
+                      session_plugins(args, {str(k): str(v) for k, v in request["env"].items()}))
+        return rc
+
+    def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
+                 plugins: set[str]) -> None:
+        _drop_handlers(handlers)
+        for name in session_modules(roots, plugins):
+            sys.modules.pop(name, None)
+        os.environ.clear()
+        os.environ.update(self.env)
+        os.chdir(self.cwd)
+        sys.path[:] = self.path
+        sys.argv = list(self.argv)
+        gc.collect()
+
+    def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:
+        """Why this worker must not run another session after one that exited `rc` with the
+        session environment `env`, or None."""
+        if rc != 0:
+            return f"its session exited {rc}"
+        backend = boundary.read(boundary.BACKEND, "the worker", environ=env)
+        module = getattr(self.torch, backend.torch_device, None) if self.torch else None
+        initialized = getattr(module, "is_initialized", None)
+        if module is None or initialized is None or not initialized() \
+                or not hasattr(module, "memory_allocated"):
+            return None
+        try:
+            module.synchronize()
+            module.empty_cache()
+            held = int(module.memory_allocated())
+        except Exception as exc:  # noqa: BLE001 - any error here means the device is unusable
+            return f"the device failed after the session: {type(exc).__name__}: {exc}"
+        if held > LEAK_BYTES:
+            return f"{held >> 20} MiB of device memory still allocated after the session"
+        return None
+
+    def serve(self, listener: socket.socket) -> None:
+        """Run sessions until one retires the worker."""
+        while True:
+            conn, _ = listener.accept()
+            with conn:
+                try:
+                    request, fd = read_request(conn)
+                    if fd is None:
+                        raise ValueError("no output descriptor came with it")
+                except (OSError, ValueError) as exc:
+                    print(f"worker: a request that does not read: {exc}", flush=True)
+                    continue
+                rc = self.session(request, fd)
+                why = self.retire_reason(rc, request["env"])
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why})
+                                 .encode() + b"\n")
+            if why is not None:
+                print(f"worker: retired after session {self.runs}: {why}", flush=True)
+                return
+
+
+def die_with_host(host_pid: int) -> None:
+    """SIGTERM this process when the thread that started it ends (Linux); exit at once when
+    the host is already gone."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM),
+                                                    0, 0, 0)
+    if os.getppid() != host_pid:
+        os._exit(128 + int(signal.SIGTERM))
+
+
+def main(argv: list[str]) -> int:
+    path, host_pid, ready_fd = argv[0], int(argv[1]), int(argv[2])
+    die_with_host(host_pid)
+    worker = Worker()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    os.write(ready_fd, f"ready {os.getpid()}\n".encode())
+    os.close(ready_fd)
+    worker.serve(listener)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,220 @@
+"""Workers that stay up: sessions in one process, each as a fresh process would run it, and a
+worker's failures costing the worker, never the next run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.contract import boundary
+from harness.executors.procs import stop_children
+from harness.executors.workers import WorkerHost, WorkerRun, start_pytest, worker_key
+from harness.settings.spec import REPO_ROOT
+
+TESTS = {
+    "test_env.py": '''import os
+
+
+def test_env():
+    print("pid", os.getpid(), "run", os.environ.get("ZL_PLUGIN_RUN"), "cwd", os.getcwd())
+''',
+    # module state: a fresh process imports the module again, so the count is 1 each time
+    "test_state.py": '''import helper
+
+
+def test_state():
+    helper.COUNT += 1
+    print("count", helper.COUNT)
+''',
+    "helper.py": "COUNT = 0\n",
+    "statefulplug.py": '''SESSIONS = []
+
+
+def pytest_sessionstart(session):
+    SESSIONS.append(1)
+    print("plugin sessions", len(SESSIONS))
+''',
+    "test_fails.py": "def test_fails():\n    assert False\n",
+    "test_segv.py": '''import os
+import signal
+
+
+def test_segv():
+    os.kill(os.getpid(), signal.SIGSEGV)
+''',
+    "test_sleeps.py": '''import time
+
+
+def test_sleeps():
+    print("sleeping", flush=True)
+    time.sleep(60)
+''',
+    "test_logs.py": '''import logging
+
+
+def test_logs():
+    logger = logging.getLogger("flag_gems_benchmark")
+    logger.addHandler(logging.FileHandler("record.log"))
+    logger.warning("row")
+''',
+}
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    root = tmp_path / "suite"
+    (root / "tests").mkdir(parents=True)
+    for name, text in TESTS.items():
+        (root / "tests" / name).write_text(text)
+    return root
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
+            "PYTHONUNBUFFERED": "1", boundary.BACKEND_VAR: "cpu", **extra}
+
+
+def run(host: WorkerHost | None, suite: Path, test: str, **extra: str
+        ) -> tuple[int, str, dict]:
+    argv = [sys.executable, "-m", "pytest", f"tests/{test}", "-s", "-q", "-p",
+            "no:cacheprovider"]
+    proc, facts = start_pytest(argv, suite, env(**extra), host.path if host else None)
+    assert proc.stdout is not None
+    text = proc.stdout.read().decode()
+    return proc.wait(), text, facts
+
+
+def pid_of(text: str) -> int:
+    return int(text.split("pid ", 1)[1].split()[0])
+
+
+def test_sessions_of_one_environment_share_a_worker_that_sees_each_runs_own_variables(suite):
+    with WorkerHost() as host:
+        rc1, out1, facts1 = run(host, suite, "test_env.py", ZL_PLUGIN_RUN="1")
+        rc2, out2, facts2 = run(host, suite, "test_env.py", ZL_PLUGIN_RUN="2")
+        rc3, out3, facts3 = run(host, suite, "test_env.py", ZL_PLUGIN_RUN="3", OTHER="x")
+    assert (rc1, rc2, rc3) == (0, 0, 0)
+    assert pid_of(out1) == pid_of(out2) == facts1["pid"] == facts2["pid"]
+    assert (facts1["kind"], facts1["session"], facts2["session"]) == ("worker", 1, 2)
+    assert "run 1 " in out1 and "run 2 " in out2 and f"cwd {suite}" in out2
+    assert pid_of(out3) != pid_of(out1) and facts3["session"] == 1  # another environment
+    assert host.started == 2
+
+
+def test_worker_key_ignores_only_the_runs_own_plugin_variables():
+    base = {"A": "1", boundary.RUN_DIR_VAR: "/r1"}
+    assert worker_key("py", Path("/f"), base) == worker_key(
+        "py", Path("/f"), {**base, boundary.RUN_DIR_VAR: "/r2"})
+    assert worker_key("py", Path("/f"), base) != worker_key("py", Path("/f"), {**base, "A": "2"})
+    assert worker_key("py", Path("/f"), base) != worker_key("py2", Path("/f"), base)
+    assert worker_key("py", Path("/f"), base) != worker_key("py", Path("/g"), base)
+
+
+def test_each_session_imports_the_tests_own_modules_afresh(suite):
+    with WorkerHost() as host:
+        outs = [run(host, suite, "test_state.py") for _ in range(2)]
+    assert [rc for rc, _, _ in outs] == [0, 0]
+    assert all("count 1" in out for _, out, _ in outs), [out for _, out, _ in outs]
+    assert outs[0][2]["pid"] == outs[1][2]["pid"]
+
+
+def test_a_plugin_the_session_names_starts_afresh_as_in_a_new_process(suite):
+    (suite / "tests" / "statefulplug.py").rename(suite / "statefulplug.py")
+    with WorkerHost() as host:
+        outs = [run(host, suite, "test_env.py", PYTEST_PLUGINS="statefulplug")
+                for _ in range(2)]
+    assert [rc for rc, _, _ in outs] == [0, 0] and outs[0][2]["pid"] == outs[1][2]["pid"]
+    assert all("plugin sessions 1" in out for _, out, _ in outs), [o for _, o, _ in outs]
+
+
+def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_one(suite):
+    with WorkerHost() as host:
+        rc1, _, facts1 = run(host, suite, "test_fails.py")
+        rc2, out2, facts2 = run(host, suite, "test_env.py")
+    assert (rc1, rc2) == (1, 0)
+    assert facts1["retired"] == "its session exited 1"
+    assert pid_of(out2) != facts1["pid"] and facts2["session"] == 1
+
+
+def test_a_crash_reads_as_the_crash_of_a_fresh_pytest_and_costs_only_the_worker(suite):
+    with WorkerHost() as host:
+        rc, _, facts = run(host, suite, "test_segv.py")
+        rc_next, out_next, _ = run(host, suite, "test_env.py")
+    fresh, _, _ = run(None, suite, "test_segv.py")
+    assert rc == fresh == -signal.SIGSEGV
+    assert "died" in facts["retired"]
+    assert rc_next == 0 and pid_of(out_next) != facts["pid"]
+
+
+def test_stopping_a_session_stops_its_worker_as_it_would_a_process(suite):
+    with WorkerHost() as host:
+        argv = [sys.executable, "-m", "pytest", "tests/test_sleeps.py", "-s", "-q"]
+        proc, _ = start_pytest(argv, suite, env(), host.path)
+        assert isinstance(proc, WorkerRun) and proc.stdout is not None
+        assert b"sleeping" in proc.stdout.readline()
+        started = time.monotonic()
+        stop_children([proc], grace_s=5.0)
+        assert proc.wait() == -signal.SIGTERM and time.monotonic() - started < 5
+        rc, _, facts = run(host, suite, "test_env.py")
+    assert rc == 0 and facts["pid"] != proc.pid
+
+
+def test_a_run_that_dies_holding_its_worker_has_the_worker_stopped(suite):
+    with WorkerHost() as host:
+        argv = [sys.executable, "-m", "pytest", "tests/test_sleeps.py", "-s", "-q"]
+        proc, _ = start_pytest(argv, suite, env(), host.path)
+        assert isinstance(proc, WorkerRun)
+        proc._lease.close()  # as the death of the process that held the lease closes it
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(proc.pid):
+            time.sleep(0.1)
+        assert not _alive(proc.pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:  # a zombie is gone for this purpose
+        return fh.read().split(") ", 1)[1][0] != "Z"
+
+
+def test_log_handlers_a_session_adds_are_closed_after_it(suite):
+    with WorkerHost() as host:
+        rc1, _, _ = run(host, suite, "test_logs.py")
+        (suite / "record.log").unlink()
+        rc2, _, _ = run(host, suite, "test_logs.py")
+    assert (rc1, rc2) == (0, 0)
+    assert (suite / "record.log").read_text() == "row\n"  # one handler, the second session's
+
+
+def test_a_worker_that_cannot_start_leaves_the_run_to_a_fresh_process(suite, tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'no module named pytest' >&2\nexit 7\n")
+    broken.chmod(0o755)
+    with WorkerHost() as host:
+        proc, facts = start_pytest([str(broken), "-m", "pytest", "x"], suite, env(), host.path)
+        assert proc.wait() == 7
+    assert facts["kind"] == "process"
+    assert "exited 7 before it was ready: no module named pytest" in facts["worker_unavailable"]
+
+
+def test_no_host_is_a_fresh_process_and_a_gone_host_says_so(suite, tmp_path):
+    rc, out, facts = run(None, suite, "test_env.py")
+    assert rc == 0 and facts == {"kind": "process"}
+    argv = [sys.executable, "-m", "pytest", "tests/test_env.py", "-q", "-p", "no:cacheprovider"]
+    proc, facts = start_pytest(argv, suite, env(), str(tmp_path / "gone"))
+    assert proc.wait() == 0 and "does not answer" in facts["worker_unavailable"]
+
+
+def test_the_host_stops_its_workers_when_the_plan_ends(suite):
+    with WorkerHost() as host:
+        _, _, facts = run(host, suite, "test_env.py")
+        assert _alive(facts["pid"])
+    assert not _alive(facts["pid"])
