@@ -14,8 +14,9 @@ modules of the tests' own tree and of the harness's plugins (imported again by t
 session, so no state of theirs carries over), and the device's cached memory. What it keeps is
 the point of it: imported libraries, the device context, compiled kernels in memory.
 
-A session that did not pass (rc other than 0), a device that no longer synchronizes, or memory
-still held after the session retires the worker: it replies, then exits, and the host starts a
+A session that did not pass (rc other than 0), a device that no longer synchronizes or draws
+random inputs (a failed graph capture can leave its generator unusable), or memory still held
+after the session retires the worker: it replies, then exits, and the host starts a
 fresh one for the next session. The worker dies with the host thread that started it
 (PR_SET_PDEATHSIG), never outliving its campaign.
 """
@@ -202,7 +203,15 @@ class Worker:
         if module is None or initialized is None or not initialized() \
                 or not hasattr(module, "memory_allocated"):
             return None
+        capturing = getattr(module, "is_current_stream_capturing", lambda: False)
         try:
+            if capturing():
+                return "a graph capture was left open by the session"
+            module.synchronize()
+            # The next benchmark's first act: inputs drawn on the device. A capture that failed
+            # can leave the device's generator in capture state (torch: "Offset increment
+            # outside graph capture encountered unexpectedly"), which only this shows.
+            self.torch.randn(16, device=backend.torch_device)
             module.synchronize()
             module.empty_cache()
             held = int(module.memory_allocated())

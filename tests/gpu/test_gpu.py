@@ -99,8 +99,11 @@ def test_an_operator_past_its_time_limit_is_stopped_and_recorded_timeout(harness
     assert time.monotonic() - began < 25 + 60  # stopped at its limit, not at its end
 
 
-def test_in_workers_a_capture_failure_is_rescued_and_the_next_operator_gets_a_fresh_worker(
+def test_in_workers_a_failed_capture_retires_the_worker_and_the_next_operator_gets_a_fresh_one(
         harness):
+    # Regression: allclose's one smoke shape fell back from capture and passed, leaving the
+    # worker's generator in capture state; exp, next in that worker, failed drawing its inputs
+    # ("Offset increment outside graph capture encountered unexpectedly").
     proc = harness("batch", "--ops", "allclose,exp", "--mode", "graph", *FLOAT16,
                    "--shape-mode", "smoke", "--workers", "1")
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -108,10 +111,8 @@ def test_in_workers_a_capture_failure_is_rescued_and_the_next_operator_gets_a_fr
         ("allclose", "ok"), ("exp", "ok")]
     (allclose,) = harness.runs("allclose")
     (exp,) = harness.runs("exp")
-    first, rescued = json.loads((allclose / "run_identity.json").read_text())["launch"]
+    first = json.loads((allclose / "run_identity.json").read_text())["launch"][-1]
     (after,) = json.loads((exp / "run_identity.json").read_text())["launch"]
-    assert first["kind"] == rescued["kind"] == after["kind"] == "worker"
-    assert first["retired"] and rescued["pid"] != first["pid"]  # the dead process is left
-    assert after["pid"] == rescued["pid"] and after["session"] == 2  # the fresh one goes on
-    assert all(RESCUED_MARKER in r["markers"] for r in rows_of(allclose))
-    assert rows_of(exp) and not any(RESCUED_MARKER in r["markers"] for r in rows_of(exp))
+    assert first["kind"] == after["kind"] == "worker"
+    assert first["retired"] and after["pid"] != first["pid"] and after["session"] == 1
+    assert rows_of(exp) and all(r["timer"] == "graph" for r in rows_of(exp))

@@ -218,3 +218,52 @@ def test_the_host_stops_its_workers_when_the_plan_ends(suite):
         _, _, facts = run(host, suite, "test_env.py")
         assert _alive(facts["pid"])
     assert not _alive(facts["pid"])
+
+
+class _Device:
+    """A device module as torch.cuda is, whose state the test sets."""
+
+    def __init__(self, capturing: bool = False, held: int = 0) -> None:
+        self.capturing, self.held = capturing, held
+
+    def is_initialized(self) -> bool:
+        return True
+
+    def is_current_stream_capturing(self) -> bool:
+        return self.capturing
+
+    def synchronize(self) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def memory_allocated(self) -> int:
+        return self.held
+
+
+class _Torch:
+    def __init__(self, device: _Device, generator_ok: bool = True) -> None:
+        self.cuda, self.generator_ok = device, generator_ok
+
+    def randn(self, *shape: int, device: str) -> None:
+        if not self.generator_ok:
+            raise RuntimeError("Offset increment outside graph capture encountered "
+                               "unexpectedly.")
+
+
+@pytest.mark.parametrize(("torch", "why"), [
+    (_Torch(_Device()), None),
+    (_Torch(_Device(), generator_ok=False), "the device failed after the session: "
+     "RuntimeError: Offset increment outside graph capture encountered unexpectedly."),
+    (_Torch(_Device(capturing=True)), "a graph capture was left open by the session"),
+    (_Torch(_Device(held=512 << 20)), "512 MiB of device memory still allocated after the "
+     "session"),
+], ids=["healthy", "generator_in_capture", "capture_open", "memory_held"])
+def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
+    from harness.plugins.worker import Worker
+
+    worker = Worker()
+    worker.torch = torch
+    assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
+    assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
