@@ -23,11 +23,12 @@ from harness.backends import Backend
 from harness.errors import UsageError
 from harness.report import abjson, noisefloor, stats
 from harness.report.plot import AB_PNG, NO_PLOT
-from harness.settings.spec import Settings
+from harness.settings.spec import PYTHON_AXIS, Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
 AXIS_NONE = "none"
+AXIS_PYTHON = PYTHON_AXIS  # the sides are two interpreters (two stacks), a and b their paths
 NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
 INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
@@ -51,20 +52,33 @@ class Axis:
 
     def side_env(self, side: str) -> dict[str, str]:
         """What `side`'s runs get in their environment."""
-        return self.env(self.value(side))
+        return {} if self.name == AXIS_PYTHON else self.env(self.value(side))
+
+    def python(self, side: str) -> str | None:
+        """The interpreter that runs `side` where the sides are two stacks, else None (both
+        run the harness's own)."""
+        return self.value(side) if self.name == AXIS_PYTHON else None
+
+    @property
+    def tune(self) -> str:
+        """How side B gets its autotune configs: replay (A/r0's winners, pinned: both sides
+        run the same kernel configurations, so only the switch differs) or each (B/r0 tunes
+        for itself, later B rounds replay B/r0's: two stacks may not share a config space,
+        and which configs a stack's tuner picks is part of what is compared)."""
+        return "each" if self.name == AXIS_PYTHON else "replay"
 
 
 def resolve_axis(name: str, backend: Backend) -> Axis:
     """A known short name, a full environment variable name, or `none`."""
     known = {**COMMON_AXES, **backend.switches}
-    if name == AXIS_NONE:
+    if name in (AXIS_NONE, AXIS_PYTHON):
         return Axis(name, None)
     if name in known:
         return Axis(name, known[name])
     # A short name another backend knows is not a variable: it has no spelling here.
     if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
         return Axis(name, name)
-    accepted = ", ".join([AXIS_NONE, *sorted(known), "or a full variable name"])
+    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, *sorted(known), "or a full variable name"])
     raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
                      f"of: {accepted}")
 
@@ -86,12 +100,15 @@ class Step:
         return f"{self.side}/r{self.round}"
 
 
-def replay_source(settings: Settings, step: Step, campaign: Path) -> Path | None:
+def replay_source(settings: Settings, step: Step, campaign: Path, tune: str = "replay"
+                  ) -> Path | None:
     """The records `step` replays: REPLAY_FROM for every run when given, else A/r0's for every
-    run after A/r0 (None: A/r0 tunes and records)."""
+    run after A/r0 (None: A/r0 tunes and records); with `tune` each, a side replays its own
+    r0's, and B/r0 tunes too."""
     if settings.replay_from is not None:
         return settings.replay_from
-    return None if step.rel == "A/r0" else campaign / "A" / "r0"
+    side = step.side if tune == "each" else "A"
+    return None if step.rel == f"{side}/r0" else campaign / side / "r0"
 
 
 def campaign_baseline(settings: Settings, axis: Axis) -> str:
@@ -101,15 +118,15 @@ def campaign_baseline(settings: Settings, axis: Axis) -> str:
     torch (an allocator or library variable), so auto times it in every run."""
     if settings.baseline != "auto":
         return settings.baseline
-    cannot_reach_torch = axis.variable is None or settings.backend.is_compiler_switch(
-        axis.variable)
+    cannot_reach_torch = axis.name == AXIS_NONE or (
+        axis.variable is not None and settings.backend.is_compiler_switch(axis.variable))
     return "once" if cannot_reach_torch else "every"
 
 
 def side_settings(settings: Settings, step: Step, campaign: Path, axis: Axis) -> Settings:
     """A private cache for every run, each recording what it used; replays are strict. With
     BASELINE once, A/r0 times torch's reference and no other run does."""
-    source = replay_source(settings, step, campaign)
+    source = replay_source(settings, step, campaign, axis.tune)
     baseline = campaign_baseline(settings, axis)
     if baseline == "once":
         baseline = "every" if step.rel == "A/r0" else "off"

@@ -215,6 +215,14 @@ def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
         tuple(finished_units(campaign)))
 
 
+def _stack_text(identities: Mapping[str, Identities], side: str) -> str:
+    """The versions `side`'s runs recorded, one text for each distinct set."""
+    found = {" ".join(f"{k}={v}" for k, v in sorted((d.get("versions") or {}).items())
+                      if v is not None)
+             for ids in identities.values() for d in ids[side]}
+    return "; ".join(sorted(found)) or "-"
+
+
 def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Identities],
              extra: Mapping[str, Any]) -> dict[str, Any]:
     """ab.json's caliber: the settings, the operators, the axis and its sides, the images,
@@ -231,7 +239,8 @@ def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Id
             "image_digests": {side: sorted({d.get("image_digest") or "none"
                                             for ids in identities.values() for d in ids[side]})
                               for side in SIDES},
-            "walls": round_walls(campaign), **extra,
+            "stacks": {side: _stack_text(identities, side) for side in SIDES},
+            "tune": axis.tune, "walls": round_walls(campaign), **extra,
             **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import backends
-from harness.campaign import ab, driver, ops, plan, where
+from harness.campaign import ab, driver, ops, plan, stacks, where
 from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env
@@ -109,6 +109,10 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     cfg = where.config(settings, flags, env)
     workers = where.workers(flags, env)
     info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
+    if not settings.dry_run and cfg is None:  # two stacks: each side's, before anything runs
+        first = next(v["node"] for v in info.values() if "node" in v)
+        axis = dataclasses.replace(axis, a=ab_spec.a, b=ab_spec.b)
+        stacks.check_stacks(_with_node(settings, first), axis, out)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
@@ -148,14 +152,17 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
     units and where the executor would run them."""
     axis = campaign.axis
+    what = ("two interpreters" if axis.python("A") else axis.variable or "no variable (A/A)")
     lines = [f"campaign: {directory} ({state})",
-             f"axis: {axis.name} -> {axis.variable or 'no variable (A/A)'}; "
-             f"A={axis.a} B={axis.b}"]
+             f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
     for op, op_info in campaign.ops.items():
         lines.append(f"operator {op}: {op_info.node or op_info.reason}")
     for side in SIDES:
         env = {**axis.side_env(side), **cache_env(directory, side)}
-        mode = "A/r0 tunes and records" if side == "A" else "replays A/r0 strictly"
+        mode = (f"{side}/r0 tunes and records" if side == "A" or axis.tune == "each"
+                else "replays A/r0 strictly")
+        if axis.python(side):
+            mode = f"runs {axis.python(side)}; {mode}"
         lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
                      + f" ({mode}; cache removed at the end)")
     tasks = driver.unit_tasks(directory, campaign)
@@ -184,6 +191,8 @@ def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
     pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
     run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op, campaign.axis)
     env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
+    if (python := campaign.axis.python("A")) is not None:
+        first_plan = dataclasses.replace(first_plan, python=python)
     return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
             *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env)]
 

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 from harness.campaign import ab
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.errors import EXIT_BENCHMARK_FAILED, HarnessError, NoSpace, UsageError, no_space
+from harness.errors import (
+    EXIT_BENCHMARK_FAILED,
+    HarnessError,
+    NoSpace,
+    PreflightError,
+    UsageError,
+    no_space,
+)
 from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, exclusive_lock
 from harness.run import artifacts, identity, runner
+from harness.run.checks import Environment
 from harness.run.preflight import Plan, run_preflight
 from harness.settings import variables
 from harness.settings.spec import Settings
@@ -118,9 +126,10 @@ def unit_end(directory: Path, unit: Unit, codes: list[int]) -> tuple[int, str | 
     return rc, None
 
 
-def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: ab.Axis,
-             out: Callable[[str], None] = print) -> int:
-    """Run the unit's sides in its round's order; exit 0 (every side ok, or every side
+def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, unit: Unit,
+             axis: ab.Axis, out: Callable[[str], None] = print) -> int:
+    """Run the unit's sides in its round's order, each with its side's plan (`plans`: its
+    interpreter, where the sides are two stacks); exit 0 (every side ok, or every side
     skipped), or the first side's failing code, saying why on the last line."""
     codes = []
     only = variables.named("WORKERS").lookup({}, variables.environ())[0]
@@ -135,7 +144,8 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
         cache = side_cache(directory, side).resolve()
         before = _entries(cache / "triton")
         try:
-            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir, axis), plan,
+            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir, axis),
+                                         plans[side],
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
                                          step=f"{unit.op}/{step.rel}",
@@ -152,6 +162,25 @@ def run_unit(settings: Settings, plan: Plan, directory: Path, unit: Unit, axis: 
     if why:
         out(why)  # the last line of the unit's log: its reason in campaign.json
     return rc
+
+
+def side_plans(settings: Settings, axis: ab.Axis, out: Callable[[str], None] = print
+               ) -> dict[str, Plan]:
+    """Each side's preflight plan: one for both, or, where the sides are two interpreters,
+    each side's own (PreflightError naming the side whose interpreter fails a check)."""
+    if axis.python("A") is None:
+        plan = run_preflight(settings, report=out)
+        return {side: plan for side in SIDES}
+    plans = {}
+    for side in SIDES:
+        python = axis.python(side)
+        assert python is not None
+        try:
+            plans[side] = run_preflight(settings, Environment(python=python), report=out)
+        except PreflightError as exc:
+            raise PreflightError(exc.check, f"side {side} ({side}_PYTHON={python}): "
+                                            f"{exc.detail}") from None
+    return plans
 
 
 @contextmanager
@@ -175,10 +204,10 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     campaign = load(directory, "campaign")
     entry = campaign.unit(unit_id)
     unit = Unit(entry.op, entry.round)
-    run_plan = run_preflight(settings, report=out)
+    plans = side_plans(settings, campaign.axis, out)
     with unit_lock(directory, unit_id):
         try:
-            return run_unit(settings, run_plan, directory, unit, campaign.axis, out)
+            return run_unit(settings, plans, directory, unit, campaign.axis, out)
         except (NoSpace, OSError) as exc:
             if (full := no_space(exc)) is None:
                 raise

@@ -144,6 +144,9 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     axis = get("axis")
     if axis == "none":
         axis_line = "none (an A/A campaign: both sides identical; it measures the noise floor)"
+    elif axis == "python":
+        axis_line = (f"python (two stacks): A={get('a')}, B={get('b')}; each side tunes for "
+                     "itself in round 0 and replays its own winners after (TUNE each)")
     else:
         var = caliber.variable
         axis_line = (f"{axis}{f' ({var})' if var and var != axis else ''}: "
@@ -157,7 +160,10 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
         source = caliber.text("noise_floor_source")
         shown += f" (from the A/A campaign {source})" if model is not None else f" ({source})"
     dirty = " (dirty: uncommitted changes)" if caliber.harness_dirty else ""
-    return [f"- backend: {get('backend')}", f"- axis: {axis_line}",
+    stacks = caliber.values.get("stacks")
+    stack_lines = [f"- stack {side}: {stacks.get(side, NOT_RECORDED)}" for side in ("A", "B")
+                   ] if isinstance(stacks, dict) and axis == "python" else []
+    return [f"- backend: {get('backend')}", f"- axis: {axis_line}", *stack_lines,
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}",
             f"- torch reference (BASELINE): {_baseline(caliber.text('baseline'))}",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness import backends
 from harness.backends import Backend
@@ -208,19 +211,46 @@ class AbSpec:
     noise_from: Path | None
 
 
+PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
+
+
+def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
+    """A_PYTHON and B_PYTHON as absolute paths of executable files; UsageError naming the
+    spelling the user wrote for one that is missing, not a file or not executable, or for two
+    that are the same path."""
+    found = []
+    for name in ("A_PYTHON", "B_PYTHON"):
+        value, source = values[name]
+        label = VARS_BY_MAKE[name].label(source)
+        if not value:
+            raise UsageError(f"AXIS=python needs {label}: side {name[0]}'s interpreter")
+        path = shutil.which(str(value)) if os.sep not in str(value) else str(value)
+        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an "
+                             "executable interpreter (a path, or a name on PATH)")
+        found.append(os.path.abspath(path))
+    if found[0] == found[1]:
+        raise UsageError(f"A_PYTHON and B_PYTHON are the same interpreter ({found[0]!r}): the "
+                         "campaign would compare a stack with itself; AXIS=none is the A/A")
+    return found[0], found[1]
+
+
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = variables.environ() if env is None else env
     values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM")}
+              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON")}
     axis, _ = values["AXIS"]
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
-                         "variable name, or none for an A/A campaign")
+                         "variable name, none for an A/A campaign, or python for two "
+                         "interpreters")
     rounds_text, rounds_source = values["ROUNDS"]
     rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3", rounds_source,
                            most=MAX_ROUNDS)
     a, b = values["A"][0] or "0", values["B"][0] or "1"
+    if axis == PYTHON_AXIS:
+        a, b = _interpreters(values)
     if a == b and axis != "none":
         labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
         raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "

@@ -218,10 +218,14 @@ TABLE: tuple[Var, ...] = (
         "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
         default_doc="the image's; examples/cpu_suite on cpu"),
-    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name, or none)",
-        commands=("ab",)),
+    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name), none "
+        "(an A/A), or python (two interpreters: A_PYTHON, B_PYTHON)", commands=("ab",)),
     Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",)),
     Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",)),
+    Var("A_PYTHON", "ZL_A_PYTHON", "--a-python", "ab, AXIS=python: side A's interpreter (its "
+        "torch, Triton or FlagTree, flag_gems)", commands=("ab",)),
+    Var("B_PYTHON", "ZL_B_PYTHON", "--b-python", "ab, AXIS=python: side B's interpreter",
+        commands=("ab",)),
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3",
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",

@@ -73,7 +73,23 @@ NONE = ab.Axis("none", None)
 def test_auto_times_torchs_reference_once_only_where_the_axis_cannot_reach_torch(
         backend, variable, expected):
     base = spec.resolve({"backend": backend, "runner": "host"}, {}, which=lambda _: None)
-    assert ab.campaign_baseline(base, ab.Axis("x", variable)) == expected
+    axis = ab.Axis("none" if variable is None else "x", variable)
+    assert ab.campaign_baseline(base, axis) == expected
+    # two stacks may have two torches: their reference is timed in every run
+    assert ab.campaign_baseline(base, ab.Axis("python", None, "/a/python", "/b/python")) == "every"
+
+
+def test_two_stacks_tune_each_side_for_itself_and_a_switch_replays_a_r0_on_b(tmp_path):
+    switch, stacks = ab.Axis("X", "SOME_SWITCH"), ab.resolve_axis("python", backends.get("cpu"))
+    assert (switch.tune, stacks.tune, stacks.side_env("B"), switch.python("B")) == (
+        "replay", "each", {}, None)
+    stacks = ab.Axis("python", None, "/a/python", "/b/python")
+    assert stacks.python("B") == "/b/python"
+    steps = [ab.Step("A", 0, ""), ab.Step("B", 0, ""), ab.Step("A", 1, ""), ab.Step("B", 1, "")]
+    assert [ab.replay_source(settings(), s, tmp_path, "replay") for s in steps] == [
+        None, tmp_path / "A" / "r0", tmp_path / "A" / "r0", tmp_path / "A" / "r0"]
+    assert [ab.replay_source(settings(), s, tmp_path, "each") for s in steps] == [
+        None, None, tmp_path / "A" / "r0", tmp_path / "B" / "r0"]
 
 
 def test_baseline_once_times_the_reference_in_a_r0_alone_and_a_given_value_everywhere(tmp_path):
