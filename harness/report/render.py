@@ -15,14 +15,7 @@ from typing import Any
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
 from harness.report import noisefloor, plot, stats
-from harness.report.abjson import (
-    AbDocument,
-    Caliber,
-    Liveness,
-    as_document,
-    as_report,
-    caliber_of,
-)
+from harness.report.abjson import AbDocument, Caliber, Liveness, as_document, as_report, caliber_of
 from harness.report.abresult import AbReport, AbRow
 from harness.report.comparison import SELF_TUNED, sides_caliber
 from harness.report.sources import Source

@@ -105,8 +105,8 @@ def test_a_side_that_fills_the_device_does_not_run_the_other(tmp_path, monkeypat
 
     monkeypatch.setattr(ab_unit.runner, "execute", execute)
     with pytest.raises(NoSpace):
-        ab_unit.run_unit(settings(), None, tmp_path, plan.Unit("add", 0), Axis("none", None),
-                         out=lambda _: None)
+        ab_unit.run_unit(settings(), {"A": None, "B": None}, tmp_path, plan.Unit("add", 0),
+                         Axis("none", None), out=lambda _: None)
     assert sides == ["add/A/r0"]
 
 
