@@ -23,12 +23,13 @@ from harness.backends import Backend
 from harness.errors import UsageError
 from harness.report import abjson, noisefloor, stats
 from harness.report.plot import AB_PNG, NO_PLOT
-from harness.settings.spec import PYTHON_AXIS, Settings
+from harness.settings.spec import FLAGGEMS_AXIS, PYTHON_AXIS, Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
 AXIS_NONE = "none"
 AXIS_PYTHON = PYTHON_AXIS  # the sides are two interpreters (two stacks), a and b their paths
+AXIS_FLAGGEMS = FLAGGEMS_AXIS  # the sides are two FlagGems commits, a and b their hashes
 NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
 INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
@@ -52,7 +53,12 @@ class Axis:
 
     def side_env(self, side: str) -> dict[str, str]:
         """What `side`'s runs get in their environment."""
-        return {} if self.name == AXIS_PYTHON else self.env(self.value(side))
+        return {} if self.stacks else self.env(self.value(side))
+
+    @property
+    def stacks(self) -> bool:
+        """The sides are two stacks (interpreters or FlagGems commits), not a switch's values."""
+        return self.name in (AXIS_PYTHON, AXIS_FLAGGEMS)
 
     def python(self, side: str) -> str | None:
         """The interpreter that runs `side` where the sides are two stacks, else None (both
@@ -62,23 +68,26 @@ class Axis:
     @property
     def tune(self) -> str:
         """How side B gets its autotune configs: replay (A/r0's winners, pinned: both sides
-        run the same kernel configurations, so only the switch differs) or each (B/r0 tunes
-        for itself, later B rounds replay B/r0's: two stacks may not share a config space,
-        and which configs a stack's tuner picks is part of what is compared)."""
+        run the same kernel configurations, so only the switch differs; with two FlagGems
+        commits, a key B does not have is counted and flagged, not failed) or each (B/r0
+        tunes for itself, later B rounds replay B/r0's: two interpreters' compilers may not
+        share a config space, and which configs a stack's tuner picks is part of what is
+        compared)."""
         return "each" if self.name == AXIS_PYTHON else "replay"
 
 
 def resolve_axis(name: str, backend: Backend) -> Axis:
     """A known short name, a full environment variable name, or `none`."""
     known = {**COMMON_AXES, **backend.switches}
-    if name in (AXIS_NONE, AXIS_PYTHON):
+    if name in (AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS):
         return Axis(name, None)
     if name in known:
         return Axis(name, known[name])
     # A short name another backend knows is not a variable: it has no spelling here.
     if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
         return Axis(name, name)
-    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, *sorted(known), "or a full variable name"])
+    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, *sorted(known),
+                          "or a full variable name"])
     raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
                      f"of: {accepted}")
 
@@ -118,7 +127,7 @@ def campaign_baseline(settings: Settings, axis: Axis) -> str:
     torch (an allocator or library variable), so auto times it in every run."""
     if settings.baseline != "auto":
         return settings.baseline
-    cannot_reach_torch = axis.name == AXIS_NONE or (
+    cannot_reach_torch = axis.name in (AXIS_NONE, AXIS_FLAGGEMS) or (
         axis.variable is not None and settings.backend.is_compiler_switch(axis.variable))
     return "once" if cannot_reach_torch else "every"
 
@@ -132,7 +141,8 @@ def side_settings(settings: Settings, step: Step, campaign: Path, axis: Axis) ->
         baseline = "every" if step.rel == "A/r0" else "off"
     return dataclasses.replace(
         settings, isolate_tuner_cache=True, record=True, dry_run=False,
-        replay_from=source, replay_strict=source is not None, baseline=baseline)
+        replay_from=source, replay_strict=source is not None and axis.name != AXIS_FLAGGEMS,
+        baseline=baseline)
 
 
 def compiler_mentions(python: str, variable: str) -> bool | None:

@@ -14,7 +14,7 @@ from harness import backends
 from harness.campaign import ab, driver, ops, plan, stacks, where
 from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
 from harness.campaign.plan import SIDES
-from harness.campaign.unit import cache_env
+from harness.campaign.unit import cache_env, side_base
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Executor
@@ -109,17 +109,16 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     cfg = where.config(settings, flags, env)
     workers = where.workers(flags, env)
     info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
-    if not settings.dry_run and cfg is None:  # two stacks: each side's, before anything runs
-        first = next(v["node"] for v in info.values() if "node" in v)
-        axis = dataclasses.replace(axis, a=ab_spec.a, b=ab_spec.b)
-        stacks.check_stacks(_with_node(settings, first), axis, out)
+    first = next(v["node"] for v in info.values() if "node" in v)
+    axis, commits = stacks.sides(_with_node(settings, first), axis, ab_spec, out,
+                                 check=not settings.dry_run and cfg is None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
     campaign = plan.new_campaign(
-        directory=parent / "<ts>", axis=dataclasses.replace(axis, a=ab_spec.a, b=ab_spec.b),
+        directory=parent / "<ts>", axis=axis,
         caliber=settings.caliber(), argv=settings_argv(settings), ops=info,
         rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
     # With an A/A each row gets the floor of its latency; 1% is the least any row gets.
@@ -141,6 +140,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
     campaign.dir = str(directory)
+    stacks.prepare(_with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     return driver.drive(directory, campaign, settings, executor, out,
@@ -152,7 +152,9 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
     units and where the executor would run them."""
     axis = campaign.axis
-    what = ("two interpreters" if axis.python("A") else axis.variable or "no variable (A/A)")
+    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_FLAGGEMS: "two FlagGems commits, "
+            f"each side's tree in {directory / 'stacks'}"}.get(
+        axis.name, axis.variable or "no variable (A/A)")
     lines = [f"campaign: {directory} ({state})",
              f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
     for op, op_info in campaign.ops.items():
@@ -189,6 +191,7 @@ def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
     argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
     step = ab.Step("A", unit.round, campaign.axis.a)
     pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
+    pinned = side_base(pinned, campaign.axis, directory, "A")
     run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op, campaign.axis)
     env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
     if (python := campaign.axis.python("A")) is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import ab
+from harness.campaign import ab, refs
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.errors import (
@@ -144,7 +145,8 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
         cache = side_cache(directory, side).resolve()
         before = _entries(cache / "triton")
         try:
-            rc, run_dir = runner.execute(ab.side_settings(settings, step, op_dir, axis),
+            base = side_base(settings, axis, directory, side)
+            rc, run_dir = runner.execute(ab.side_settings(base, step, op_dir, axis),
                                          plans[side],
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
@@ -164,22 +166,32 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
     return rc
 
 
-def side_plans(settings: Settings, axis: ab.Axis, out: Callable[[str], None] = print
-               ) -> dict[str, Plan]:
-    """Each side's preflight plan: one for both, or, where the sides are two interpreters,
-    each side's own (PreflightError naming the side whose interpreter fails a check)."""
-    if axis.python("A") is None:
+def side_base(settings: Settings, axis: ab.Axis, directory: Path, side: str) -> Settings:
+    """The settings `side`'s runs start from: the campaign's, with the side's own FlagGems
+    tree where the sides are two FlagGems commits (refs.compose)."""
+    if axis.name != ab.AXIS_FLAGGEMS:
+        return settings
+    return dataclasses.replace(settings, flaggems_dir=refs.side_tree(directory, side).resolve())
+
+
+def side_plans(settings: Settings, axis: ab.Axis, directory: Path,
+               out: Callable[[str], None] = print) -> dict[str, Plan]:
+    """Each side's preflight plan: one for both, or, where the sides are two stacks, each
+    side's own, in its interpreter or its FlagGems tree (PreflightError naming the side that
+    fails a check)."""
+    if not axis.stacks:
         plan = run_preflight(settings, report=out)
         return {side: plan for side in SIDES}
     plans = {}
     for side in SIDES:
         python = axis.python(side)
-        assert python is not None
+        env = Environment(python=python) if python else Environment()
+        named = f"{side}_PYTHON={python}" if python else f"{side}_REF={axis.value(side)[:12]}"
         try:
-            plans[side] = run_preflight(settings, Environment(python=python), report=out)
+            plans[side] = run_preflight(side_base(settings, axis, directory, side), env,
+                                        report=out)
         except PreflightError as exc:
-            raise PreflightError(exc.check, f"side {side} ({side}_PYTHON={python}): "
-                                            f"{exc.detail}") from None
+            raise PreflightError(exc.check, f"side {side} ({named}): {exc.detail}") from None
     return plans
 
 
@@ -204,7 +216,7 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     campaign = load(directory, "campaign")
     entry = campaign.unit(unit_id)
     unit = Unit(entry.op, entry.round)
-    plans = side_plans(settings, campaign.axis, out)
+    plans = side_plans(settings, campaign.axis, directory, out)
     with unit_lock(directory, unit_id):
         try:
             return run_unit(settings, plans, directory, unit, campaign.axis, out)

@@ -140,6 +140,9 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     elif axis == "python":
         axis_line = (f"python (two stacks): A={get('a')}, B={get('b')}; each side tunes for "
                      "itself in round 0 and replays its own winners after (TUNE each)")
+    elif axis == "flaggems":
+        axis_line = (f"flaggems (two FlagGems commits): A={get('a')}, B={get('b')}; B replays "
+                     "A's winners, a key it lacks counted and flagged (TUNE replay)")
     else:
         var = caliber.variable
         axis_line = (f"{axis}{f' ({var})' if var and var != axis else ''}: "

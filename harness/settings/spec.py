@@ -209,9 +209,11 @@ class AbSpec:
     b: str
     rounds: int
     noise_from: Path | None
+    bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
 
 
 PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
+FLAGGEMS_AXIS = "flaggems"  # AXIS=flaggems: the sides are two FlagGems commits, A_REF and B_REF
 
 
 def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
@@ -239,7 +241,8 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = variables.environ() if env is None else env
     values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON")}
+              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON",
+                           "A_REF", "B_REF", "BENCH_REF")}
     axis, _ = values["AXIS"]
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
@@ -251,14 +254,17 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     a, b = values["A"][0] or "0", values["B"][0] or "1"
     if axis == PYTHON_AXIS:
         a, b = _interpreters(values)
-    if a == b and axis != "none":
+    if axis == FLAGGEMS_AXIS:  # commits, resolved against FLAGGEMS_DIR when the campaign starts
+        a, b = str(values["A_REF"][0] or ""), str(values["B_REF"][0] or "")
+    if a == b and axis not in ("none", FLAGGEMS_AXIS):
         labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
         raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
                          "would compare AXIS="
                          f"{axis} with itself; expected two different values (AXIS=none is "
                          "the A/A campaign)")
     noise = values["NOISE_FROM"][0]
-    return AbSpec(axis, a, b, rounds, Path(noise) if noise else None)
+    return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
+                  str(values["BENCH_REF"][0] or "") or None)
 
 
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],

@@ -219,13 +219,20 @@ TABLE: tuple[Var, ...] = (
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
         default_doc="the image's; examples/cpu_suite on cpu"),
     Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name), none "
-        "(an A/A), or python (two interpreters: A_PYTHON, B_PYTHON)", commands=("ab",)),
+        "(an A/A), python (two interpreters: A_PYTHON, B_PYTHON) or flaggems (two FlagGems "
+        "commits: A_REF, B_REF)", commands=("ab",)),
     Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",)),
     Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",)),
     Var("A_PYTHON", "ZL_A_PYTHON", "--a-python", "ab, AXIS=python: side A's interpreter (its "
         "torch, Triton or FlagTree, flag_gems)", commands=("ab",)),
     Var("B_PYTHON", "ZL_B_PYTHON", "--b-python", "ab, AXIS=python: side B's interpreter",
         commands=("ab",)),
+    Var("A_REF", "ZL_A_REF", "--a-ref", "ab, AXIS=flaggems: side A's FlagGems commit (of "
+        "FLAGGEMS_DIR's git)", commands=("ab",)),
+    Var("B_REF", "ZL_B_REF", "--b-ref", "ab, AXIS=flaggems: side B's FlagGems commit",
+        commands=("ab",)),
+    Var("BENCH_REF", "ZL_BENCH_REF", "--bench-ref", "ab, AXIS=flaggems: the commit whose "
+        "benchmark files both sides run", default_doc="A_REF", commands=("ab",)),
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3",
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
