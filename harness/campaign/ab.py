@@ -43,6 +43,7 @@ class Axis:
     variable: str | None
     a: str = "0"
     b: str = "1"
+    given_tune: str | None = None  # TUNE as given; None: the axis kind's default (tune)
 
     def env(self, value: str) -> dict[str, str]:
         return {self.variable: value} if self.variable else {}
@@ -67,12 +68,15 @@ class Axis:
 
     @property
     def tune(self) -> str:
-        """How side B gets its autotune configs: replay (A/r0's winners, pinned: both sides
-        run the same kernel configurations, so only the switch differs; with two FlagGems
+        """TUNE where given, else the axis kind's default. How side B gets its configs:
+        replay (A/r0's winners, pinned: both sides run the same kernel configurations, so
+        only the switch differs; with two FlagGems
         commits, a key B does not have is counted and flagged, not failed) or each (B/r0
         tunes for itself, later B rounds replay B/r0's: two interpreters' compilers may not
         share a config space, and which configs a stack's tuner picks is part of what is
         compared)."""
+        if self.given_tune:
+            return self.given_tune
         return "each" if self.name == AXIS_PYTHON else "replay"
 
 

@@ -112,7 +112,7 @@ class Campaign:
                 continue
             if f.name == "axis":
                 value = {"name": value.name, "variable": value.variable, "a": value.a,
-                         "b": value.b}
+                         "b": value.b, **({"tune": value.given_tune} if value.given_tune else {})}
             elif f.name == "ops":
                 value = {op: {k: v for k, v in asdict(info).items()
                               if (v is not None or k != "excluded") and (v or k != "looks")}
@@ -139,7 +139,7 @@ class Campaign:
         return cls(
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
-                      axis.value("a", str), axis.value("b", str)),
+                      axis.value("a", str), axis.value("b", str), axis.optional("tune", str)),
             caliber=read.value("caliber", dict), argv=read.strings("argv"),
             rounds=read.value("rounds", int), walls=read.numbers("walls"),
             walls_from=read.optional("walls_from", str),

@@ -75,7 +75,7 @@ def sides(settings: Settings, axis: ab.Axis, given: AbSpec, out: Callable[[str],
     """The campaign's axis with its sides' values: a switch's two values, two interpreters
     (checked where `check`: this host runs the units, and this is no dry run), or two FlagGems
     commits resolved to full hashes (read from FLAGGEMS_DIR's git, never written)."""
-    axis = dataclasses.replace(axis, a=given.a, b=given.b)
+    axis = dataclasses.replace(axis, a=given.a, b=given.b, given_tune=given.tune)
     if axis.name == ab.AXIS_FLAGGEMS:
         if settings.flaggems_dir is None:
             raise UsageError("AXIS=flaggems needs FLAGGEMS_DIR: the git checkout whose "

@@ -210,6 +210,7 @@ class AbSpec:
     rounds: int
     noise_from: Path | None
     bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
+    tune: str | None = None  # TUNE as given (None: the axis kind's default)
 
 
 PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
@@ -242,7 +243,7 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
     env = variables.environ() if env is None else env
     values = {name: VARS_BY_MAKE[name].lookup(flags, env)
               for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON",
-                           "A_REF", "B_REF", "BENCH_REF")}
+                           "A_REF", "B_REF", "BENCH_REF", "TUNE")}
     axis, _ = values["AXIS"]
     if not axis:
         raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
@@ -263,8 +264,12 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          f"{axis} with itself; expected two different values (AXIS=none is "
                          "the A/A campaign)")
     noise = values["NOISE_FROM"][0]
+    tune, tune_source = values["TUNE"]
+    if tune and tune not in ("replay", "each"):
+        raise UsageError(f"{VARS_BY_MAKE['TUNE'].label(tune_source)}={tune!r} is not accepted; "
+                         "expected replay or each")
     return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
-                  str(values["BENCH_REF"][0] or "") or None)
+                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None)
 
 
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],

@@ -227,6 +227,9 @@ TABLE: tuple[Var, ...] = (
         "torch, Triton or FlagTree, flag_gems)", commands=("ab",)),
     Var("B_PYTHON", "ZL_B_PYTHON", "--b-python", "ab, AXIS=python: side B's interpreter",
         commands=("ab",)),
+    Var("TUNE", "ZL_TUNE", "--tune", "ab: replay (side B pins A/r0's autotune winners) or each "
+        "(each side tunes in round 0 and replays its own after)", choices=("replay", "each"),
+        default_doc="each for AXIS=python, replay otherwise", commands=("ab",)),
     Var("A_REF", "ZL_A_REF", "--a-ref", "ab, AXIS=flaggems: side A's FlagGems commit (of "
         "FLAGGEMS_DIR's git)", commands=("ab",)),
     Var("B_REF", "ZL_B_REF", "--b-ref", "ab, AXIS=flaggems: side B's FlagGems commit",

@@ -186,3 +186,25 @@ def test_ab_done_rounds_the_geomean_and_says_why_there_is_no_plot(tmp_path):
     assert lines[1] == (f"AB_DONE rows=4 unpaired=0 faster=0 slower=0 same=0 inconclusive=4 "
                         f"flagged=0 geomean=+0.0% report={md}")
     assert ab.done_lines({**doc, "geomean_speedup_pct": None}, md, png)[0].count("geomean=- ")
+
+
+def test_a_given_tune_overrides_the_axis_kinds_default_and_survives_campaign_json(tmp_path):
+    from harness.campaign import plan
+    from harness.campaign.document import Campaign
+
+    assert ab.Axis("python", None, "/a", "/b", "replay").tune == "replay"
+    assert ab.Axis("X", "SOME_SWITCH", given_tune="each").tune == "each"
+    for axis in (ab.Axis("python", None, "/a", "/b", "replay"), ab.Axis("python", None)):
+        campaign = plan.new_campaign(directory=tmp_path, axis=axis, caliber={}, argv=[],
+                                     ops={"add": {"node": "n"}}, rounds=1, walls={},
+                                     walls_from=None)
+        again = Campaign.from_json(json.loads(json.dumps(campaign.to_json())))
+        assert again.axis == axis and again.axis.tune == axis.tune
+
+
+def test_tune_is_replay_or_each_named_in_one_line():
+    given = spec.resolve_ab({"axis": "X_Y", "tune": "each"}, {})
+    assert given.tune == "each" and spec.resolve_ab({"axis": "X_Y"}, {}).tune is None
+    with pytest.raises(UsageError, match=r"^TUNE \(--tune\)='both' is not accepted; expected "
+                                         r"replay or each$"):
+        spec.resolve_ab({"axis": "X_Y", "tune": "both"}, {})
