@@ -102,7 +102,7 @@ class OperatorSummary:
     worst: Worst | None = None
     units_failed: int = 0
     reason: str | None = None  # why the operator has no rows
-    artifacts: str | None = None  # "none", "equal" or "differ": its sides' compiled code
+    artifacts: str | None = None  # none, equal, differ (unchanged, changed: two commits)
 
 
 @dataclass(frozen=True)

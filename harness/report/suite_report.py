@@ -62,7 +62,9 @@ def operators_table(operators: Mapping[str, OperatorSummary]) -> list[str]:
     for op, info in sorted(operators.items(), key=_regressions_first):
         worst = info.worst
         worst_text = "-" if not worst else f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}"
-        cells.append([op, info.verdict, pct(info.geomean_speedup_pct), worst_text,
+        verdict = f"{info.verdict} (code unchanged)" if info.artifacts == "unchanged" \
+            else info.verdict
+        cells.append([op, verdict, pct(info.geomean_speedup_pct), worst_text,
                       str(info.rows), str(info.rounds or "-"), str(info.units_failed),
                       info.reason or "-"])
     return render.table(("operator", "verdict", "geomean %", "worst row", "rows", "rounds",

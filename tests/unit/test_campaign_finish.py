@@ -103,3 +103,39 @@ def test_units_failed_counts_every_unit_that_ended_badly(tmp_path):
     settings = spec.resolve({"backend": "cpu"}, {}, which=lambda _: None)
     operators = ab_finish.build_document(tmp_path, campaign, settings).operators
     assert (operators["segv"].units_failed, operators["hang"].units_failed) == (2, 1)
+
+
+def stacks_campaign(tmp_path, name):
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis(name, None, "a" * 40, "b" * 40),
+                                 caliber={}, argv=[], ops={"mm": {"node": "n"},
+                                                           "add": {"node": "n"}},
+                                 rounds=1, walls={}, walls_from=None)
+    campaign.python = sys.executable
+    return campaign
+
+
+@pytest.mark.parametrize("name", ["python", "flaggems"])
+def test_two_stacks_are_no_a_a_and_equal_code_leaves_their_liveness_unknown(tmp_path, name):
+    # Regression: a two-stack axis has no variable, and was judged as an A/A (a noise floor)
+    identities = {"mm": ids(["x"], ["x"]), "add": ids(["y"], ["y"])}
+    live, notes, extra = ab_finish.decide_liveness(empty_report(), identities,
+                                                   stacks_campaign(tmp_path, name))
+    assert live["status"] == "unknown" and "same kernels for every operator" in live["detail"]
+    assert notes == [] and extra == {}
+    live, _, _ = ab_finish.decide_liveness(empty_report(), {"mm": ids(["x"], ["z"])},
+                                           stacks_campaign(tmp_path, name))
+    assert live["status"] == "live"
+
+
+def test_with_two_flaggems_commits_an_operator_compiling_only_as_side_a_did_is_unchanged(
+        tmp_path):
+    from harness.report import abjson
+
+    campaign = stacks_campaign(tmp_path, "flaggems")
+    identities = {"mm": ids(["k1", "k2"], ["k1"]), "add": ids(["k1"], ["k3"])}
+    document = abjson.document_of(empty_report(), {})
+    found = ab_finish._operators(tmp_path, campaign, document, identities, {})
+    assert (found["mm"].artifacts, found["add"].artifacts) == ("unchanged", "changed")
+    switch = stacks_campaign(tmp_path, "none")
+    found = ab_finish._operators(tmp_path, switch, document, identities, {})
+    assert (found["mm"].artifacts, found["add"].artifacts) == ("equal", "differ")

@@ -87,3 +87,10 @@ def test_an_operator_still_to_run_is_pending_not_failed():
            "c": OperatorSummary("pending"), "d": OperatorSummary("faster")}
     assert suite_report.suite_line(ops) == (
         "suite: 1 faster, 0 slower, 0 same, 1 failed, 2 pending of 4 operators")
+
+
+def test_an_operator_whose_code_two_commits_left_unchanged_says_so_beside_its_verdict():
+    table = "\n".join(suite_report.operators_table({
+        "mm": OperatorSummary("same", artifacts="unchanged"),
+        "add": OperatorSummary("slower", artifacts="changed")}))
+    assert "| mm | same (code unchanged) |" in table and "| add | slower |" in table
