@@ -29,7 +29,7 @@ from harness.report.summary import FORMATS, summarize
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.run.rundir import utc_stamp
-from harness.settings import makevars, spec, variables
+from harness.settings import abspec, makevars, spec, variables
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,9 +114,14 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     start.refuse_resume_only(vars(args))
     flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
-    campaign = spec.resolve_ab(flags)
+    campaign = abspec.resolve_ab(flags)
     axis = ab.resolve_axis(campaign.axis, settings.backend)
-    if (rc := _in_image(settings, args)) is not None:
+    if axis.name == ab.AXIS_IMAGE:  # the driver stays here; each side's pytest runs in its image
+        if settings.runner not in images.ENGINES:
+            raise UsageError(f"AXIS=image runs each side's pytest in its image: it needs RUNNER "
+                             f"{' or '.join(images.ENGINES)}, not {settings.runner!r}")
+        images.check_engine(settings.runner, probe=not settings.dry_run)
+    elif (rc := _in_image(settings, args)) is not None:
         return rc
     return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)
 

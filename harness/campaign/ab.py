@@ -23,13 +23,15 @@ from harness.backends import Backend
 from harness.errors import UsageError
 from harness.report import abjson, noisefloor, stats
 from harness.report.plot import AB_PNG, NO_PLOT
-from harness.settings.spec import FLAGGEMS_AXIS, PYTHON_AXIS, Settings
+from harness.settings.abspec import FLAGGEMS_AXIS, IMAGE_AXIS, PYTHON_AXIS
+from harness.settings.spec import Settings
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}
 AXIS_NONE = "none"
 AXIS_PYTHON = PYTHON_AXIS  # the sides are two interpreters (two stacks), a and b their paths
 AXIS_FLAGGEMS = FLAGGEMS_AXIS  # the sides are two FlagGems commits, a and b their hashes
+AXIS_IMAGE = IMAGE_AXIS  # the sides are two images, a and b their pinned names
 NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
 INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
@@ -59,7 +61,11 @@ class Axis:
     @property
     def stacks(self) -> bool:
         """The sides are two stacks (interpreters or FlagGems commits), not a switch's values."""
-        return self.name in (AXIS_PYTHON, AXIS_FLAGGEMS)
+        return self.name in (AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE)
+
+    def image(self, side: str) -> str | None:
+        """The image `side`'s pytest runs in where the sides are two images, else None."""
+        return self.value(side) if self.name == AXIS_IMAGE else None
 
     def python(self, side: str) -> str | None:
         """The interpreter that runs `side` where the sides are two stacks, else None (both
@@ -77,20 +83,20 @@ class Axis:
         compared)."""
         if self.given_tune:
             return self.given_tune
-        return "each" if self.name == AXIS_PYTHON else "replay"
+        return "each" if self.name in (AXIS_PYTHON, AXIS_IMAGE) else "replay"
 
 
 def resolve_axis(name: str, backend: Backend) -> Axis:
     """A known short name, a full environment variable name, or `none`."""
     known = {**COMMON_AXES, **backend.switches}
-    if name in (AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS):
+    if name in (AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE):
         return Axis(name, None)
     if name in known:
         return Axis(name, known[name])
     # A short name another backend knows is not a variable: it has no spelling here.
     if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
         return Axis(name, name)
-    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, *sorted(known),
+    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE, *sorted(known),
                           "or a full variable name"])
     raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
                      f"of: {accepted}")

@@ -18,7 +18,8 @@ from harness.campaign.plan import SIDES
 from harness.campaign.unit import side_plans
 from harness.errors import PreflightError, UsageError
 from harness.run.preflight import Plan
-from harness.settings.spec import AbSpec, Settings
+from harness.settings.abspec import AbSpec
+from harness.settings.spec import Settings
 
 IMPORT_TIMEOUT_S = 600.0  # a first import of torch from a cold file system can take minutes
 

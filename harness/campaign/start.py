@@ -21,7 +21,7 @@ from harness.executors.base import Executor
 from harness.report import abjson, stats
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
-from harness.settings import cmdline, spec
+from harness.settings import abspec, cmdline, spec
 from harness.settings.spec import Settings
 
 # Settings a resume may not change: they decide whether the new rounds compare with the old.
@@ -103,7 +103,7 @@ def _operators(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, s
 
 
 def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: ab.Axis,
-          ab_spec: spec.AbSpec, out: Callable[[str], None] = print) -> int:
+          ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
     cfg = where.config(settings, flags, env)
@@ -152,8 +152,10 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
     units and where the executor would run them."""
     axis = campaign.axis
-    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_FLAGGEMS: "two FlagGems commits, "
-            f"each side's tree in {directory / 'stacks'}"}.get(
+    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_IMAGE: "two images (digests: A "
+            f"{axis.a.split('@')[-1]}, B {axis.b.split('@')[-1]})",
+            ab.AXIS_FLAGGEMS: f"two FlagGems commits, each side's tree in {directory / 'stacks'}"
+            }.get(
         axis.name, axis.variable or "no variable (A/A)")
     lines = [f"campaign: {directory} ({state})",
              f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
@@ -163,8 +165,8 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
         env = {**axis.side_env(side), **cache_env(directory, side)}
         mode = (f"{side}/r0 tunes and records" if side == "A" or axis.tune == "each"
                 else "replays A/r0 strictly")
-        if axis.python(side):
-            mode = f"runs {axis.python(side)}; {mode}"
+        if axis.python(side) or axis.image(side):
+            mode = f"runs {axis.python(side) or axis.image(side)}; {mode}"
         lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
                      + f" ({mode}; cache removed at the end)")
     tasks = driver.unit_tasks(directory, campaign)
@@ -197,7 +199,8 @@ def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
     if (python := campaign.axis.python("A")) is not None:
         first_plan = dataclasses.replace(first_plan, python=python)
     return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
-            *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env)]
+            *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env,
+                                     campaign.axis.image("A"))]
 
 
 def _err(line: str) -> None:
@@ -233,7 +236,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
     if only is not None and only not in stats.OP_VERDICTS:
         raise choice_error("ONLY", only, stats.OP_VERDICTS)
     rounds_value = _given(flags, env, "ROUNDS")
-    rounds = (spec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
+    rounds = (abspec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
     verdicts = _verdicts(directory)
     return plan.extend(campaign, rounds, only, verdicts)

@@ -151,7 +151,8 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
                                          step=f"{unit.op}/{step.rel}",
-                                         worker=only not in SIDES or only == side)
+                                         worker=only not in SIDES or only == side,
+                                         image=axis.image(side))
         except NoSpace:
             raise  # the other side would only fill the device further: the unit stops here
         except HarnessError as exc:  # e.g. round 0 left no records to replay
@@ -179,8 +180,8 @@ def side_plans(settings: Settings, axis: ab.Axis, directory: Path,
     """Each side's preflight plan: one for both, or, where the sides are two stacks, each
     side's own, in its interpreter or its FlagGems tree (PreflightError naming the side that
     fails a check)."""
-    if not axis.stacks:
-        plan = run_preflight(settings, report=out)
+    if not axis.stacks or axis.image("A"):  # an image's own stack is checked in it, by its run
+        plan = run_preflight(settings, report=out, remote=axis.image("A") is not None)
         return {side: plan for side in SIDES}
     plans = {}
     for side in SIDES:

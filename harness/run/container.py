@@ -155,3 +155,28 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
         return 0
     _host_path(settings.out, cwd).mkdir(parents=True, exist_ok=True)
     return run(command).returncode
+
+
+def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[str],
+                    cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """The `<engine> run` line of one run's pytest (`argv`: python -m pytest ...) in `image`
+    (an A/B side that is an image). Its inputs and outputs are mounted at the same paths
+    inside, the harness checkout read-only (its plugins), the run's variables passed; the
+    checkout's `src/` is hidden so that FlagGems' pythonpath finds the image's own flag_gems.
+    The device is the container's only one: no visibility variable is passed."""
+    device_args = settings.backend.container_device_args
+    if device_args is None and settings.backend.is_accelerator:
+        raise UsageError(f"BACKEND={settings.backend.name!r} has no container device flags; "
+                         "AXIS=image needs them")
+    line = [engine, "run", "--rm", "--init", "--ipc=host",
+            *(device_args(engine, settings.devices) if device_args else ())]
+    for path, writable in mounts(settings, cwd):
+        line += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
+    if settings.flaggems_dir is not None and (settings.flaggems_dir / "src").is_dir():
+        line += ["--tmpfs", str((settings.flaggems_dir / "src").resolve())]
+    line += ["-w", str(cwd)]
+    hidden = set(settings.backend.visibility_vars)
+    for name, value in sorted(env.items()):
+        if name not in hidden:
+            line += ["-e", f"{name}={value}"]
+    return [*line, image, "python3", *argv[1:]]

@@ -26,7 +26,7 @@ from harness.executors import workers
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import artifacts, ending, identity, outputs, rescue
+from harness.run import artifacts, container, ending, identity, outputs, rescue
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -58,12 +58,20 @@ class Invocation:
     cwd: Path
     env: dict[str, str]
     plugins: tuple[str, ...]
+    image: str | None = None  # an A/B side that is an image: pytest runs in it
+    launch: list[str] | None = None  # then the engine's line that runs `argv` in the image
+
+    @property
+    def command(self) -> list[str]:
+        """What starts pytest."""
+        return self.launch or self.argv
 
 
 def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
-                     extra_env: dict[str, str] | None = None) -> Invocation:
+                     extra_env: dict[str, str] | None = None, image: str | None = None
+                     ) -> Invocation:
     """The pytest argv and the environment the harness adds for this run (`extra_env` last:
-    an A/B side's switch)."""
+    an A/B side's switch; `image`: the side's image, which runs pytest)."""
     plugins = plan_plugins(settings.backend, settings.timer,
                            tuning=settings.record or settings.replay_from is not None
                            or settings.warmup_share is not None,
@@ -101,7 +109,13 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
     env.update(extra_env or {})
     cwd = settings.flaggems_dir.resolve() if settings.flaggems_dir else Path(FLAGGEMS_DIR_UNSET)
-    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins)
+    launch = None
+    if image is not None:  # the run's variables and the host's harness, FlagGems, Triton ones
+        passed = {k: v for k, v in variables.environ().items()
+                  if k.startswith(container.PASS_PREFIXES)}
+        launch = container.pytest_in_image(settings.runner, image, settings, argv, cwd,
+                                           {**passed, **env})
+    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins, image=image, launch=launch)
 
 
 def precompile_off(settings: Settings, plan: Plan) -> str | None:
@@ -123,7 +137,7 @@ def header_lines(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation)
         "plugins": " ".join(inv.plugins) or "-",
         **({"warmup_share": f"{share_text(settings.warmup_share)} (tunes its share "
             "of the configs, times nothing)"} if settings.warmup_share else {}),
-        "command": shlex.join(inv.argv),
+        "command": shlex.join(inv.command),
         "started_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     # run_dir first: a batch or warmup finds its child's run directory by this line
@@ -147,13 +161,14 @@ def placeholder_plan(settings: Settings, plan: PartialPlan) -> Plan:
 
 
 def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
-                     extra_env: dict[str, str] | None = None) -> list[str]:
+                     extra_env: dict[str, str] | None = None, image: str | None = None
+                     ) -> list[str]:
     """What a run would do, for --dry-run (`extra_env`: an A/B side's switch and caches)."""
-    inv = build_invocation(settings, plan, run_dir, extra_env)
+    inv = build_invocation(settings, plan, run_dir, extra_env, image)
     return [
         f"run directory: {run_dir} (not created)",
         f"cwd: {inv.cwd}",
-        f"pytest: {shlex.join(inv.argv)}",
+        f"pytest: {shlex.join(inv.command)}",
         "plugins: " + (" ".join(inv.plugins) or "-"),
         "environment:",
         *(f"  {k}={v}" for k, v in sorted(inv.env.items())),
@@ -173,7 +188,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
     env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
            if k != workers.HOST_VAR}
     host = environ.get(workers.HOST_VAR) if worker else None
-    proc, facts = workers.start_pytest(inv.argv, inv.cwd, env, host)
+    proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
     launches.append(facts)
     if facts.get("worker_unavailable"):
         log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "
@@ -225,7 +240,7 @@ def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocati
     log.flush()
     out(line)
     direct = dataclasses.replace(settings, timer="direct")
-    rc = _stream(build_invocation(direct, plan, run_dir, extra_env), log, echo, stopper,
+    rc = _stream(build_invocation(direct, plan, run_dir, extra_env, inv.image), log, echo, stopper,
                  launches, worker)
     return rc, {"first_rc": first, "reason": reason, "set_aside": moved,
                 "attempt_dir": rescue.CAPTURE_ATTEMPT_DIR}
@@ -265,7 +280,8 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
             extra_env: dict[str, str] | None = None, claimed: bool = False,
-            step: str | None = None, worker: bool = True) -> tuple[int, Path]:
+            step: str | None = None, worker: bool = True, image: str | None = None
+            ) -> tuple[int, Path]:
     """Claim the run directory (or create the given one, which must not exist, unless
     `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
     and write results and identity; return (rc, dir).
@@ -274,12 +290,12 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
     identity) naming `step` (default: the node), and raises errors.Interrupted.
     `worker` False: pytest is a process of its own even where the task's host offers workers
-    (executors.workers)."""
+    (executors.workers); `image`: pytest runs in that image (an A/B side that is one)."""
     stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
     with supervise.deferred_signals(stopper.request_stop):
         rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,
                                extra_env=extra_env, claimed=claimed, stopper=stopper,
-                               worker=worker)
+                               worker=worker, image=image)
     if stopper.signal is not None:
         marker = (f"{INTERRUPTED_MARKER} signal={signal.Signals(stopper.signal).name} "
                   f"step={step or plan.node.nodeid} rc={rc} dir={run_dir}")
@@ -302,13 +318,14 @@ def _log_line(run_dir: Path, line: str) -> None:
 def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
              run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
-             stopper: supervise.GroupStopper, worker: bool) -> tuple[int, Path]:
+             stopper: supervise.GroupStopper, worker: bool, image: str | None
+             ) -> tuple[int, Path]:
     echo = echo or _echo_stdout
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
     else:
         run_dir.mkdir(parents=True, exist_ok=claimed)
-    inv = build_invocation(settings, plan, run_dir, extra_env)
+    inv = build_invocation(settings, plan, run_dir, extra_env, image)
     header = header_lines(settings, plan, run_dir, inv)
     if settings.replay_from:
         autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
@@ -363,9 +380,12 @@ def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path
         backend=settings.backend.name, devices_before=devices_before,
         devices_after=_visible_devices(settings),
         versions={"python": plan.python_version, **plan.versions},
-        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir))
+        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir),
+        # an A/B side that is an image: its digest, as a run inside the image records it
+        environ={**variables.environ(), identity.IMAGE_DIGEST_VAR: inv.image}
+        if inv.image else None)
     compiled = precompile.read_side_file(run_dir)
-    doc.update({"command": inv.argv, "extra_env": extra_env or {},
+    doc.update({"command": inv.command, "extra_env": extra_env or {},
                 "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
                 "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"}})
     return doc

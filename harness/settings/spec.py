@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness import backends
 from harness.backends import Backend
@@ -18,7 +16,6 @@ from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.variables import CLUSTER_RUNNERS as CLUSTER_RUNNERS
 from harness.settings.variables import (
-    MAX_ROUNDS,
     MAX_WORKERS,
     SETTINGS,
     Var,
@@ -142,7 +139,7 @@ def given(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str
     return None if source == "default" or value is None else _check_choice(var, value, source)
 
 
-def _positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
+def positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
     if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
         expected = f"from 1 to {most}" if most else "of at least 1"
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; "
@@ -198,78 +195,6 @@ def _out(var: Var, value: str, source: str) -> Path:
                                  "not a directory; expected a directory for run outputs")
             break
     return path
-
-
-@dataclass(frozen=True)
-class AbSpec:
-    """The campaign variables of `harness ab`, validated."""
-
-    axis: str
-    a: str
-    b: str
-    rounds: int
-    noise_from: Path | None
-    bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
-    tune: str | None = None  # TUNE as given (None: the axis kind's default)
-
-
-PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
-FLAGGEMS_AXIS = "flaggems"  # AXIS=flaggems: the sides are two FlagGems commits, A_REF and B_REF
-
-
-def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
-    """A_PYTHON and B_PYTHON as absolute paths of executable files; UsageError naming the
-    spelling the user wrote for one that is missing, not a file or not executable, or for two
-    that are the same path."""
-    found = []
-    for name in ("A_PYTHON", "B_PYTHON"):
-        value, source = values[name]
-        label = VARS_BY_MAKE[name].label(source)
-        if not value:
-            raise UsageError(f"AXIS=python needs {label}: side {name[0]}'s interpreter")
-        path = shutil.which(str(value)) if os.sep not in str(value) else str(value)
-        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an "
-                             "executable interpreter (a path, or a name on PATH)")
-        found.append(os.path.abspath(path))
-    if found[0] == found[1]:
-        raise UsageError(f"A_PYTHON and B_PYTHON are the same interpreter ({found[0]!r}): the "
-                         "campaign would compare a stack with itself; AXIS=none is the A/A")
-    return found[0], found[1]
-
-
-def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
-    """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
-    env = variables.environ() if env is None else env
-    values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON",
-                           "A_REF", "B_REF", "BENCH_REF", "TUNE")}
-    axis, _ = values["AXIS"]
-    if not axis:
-        raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
-                         "variable name, none for an A/A campaign, or python for two "
-                         "interpreters")
-    rounds_text, rounds_source = values["ROUNDS"]
-    rounds = _positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3", rounds_source,
-                           most=MAX_ROUNDS)
-    a, b = values["A"][0] or "0", values["B"][0] or "1"
-    if axis == PYTHON_AXIS:
-        a, b = _interpreters(values)
-    if axis == FLAGGEMS_AXIS:  # commits, resolved against FLAGGEMS_DIR when the campaign starts
-        a, b = str(values["A_REF"][0] or ""), str(values["B_REF"][0] or "")
-    if a == b and axis not in ("none", FLAGGEMS_AXIS):
-        labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
-        raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
-                         "would compare AXIS="
-                         f"{axis} with itself; expected two different values (AXIS=none is "
-                         "the A/A campaign)")
-    noise = values["NOISE_FROM"][0]
-    tune, tune_source = values["TUNE"]
-    if tune and tune not in ("replay", "each"):
-        raise UsageError(f"{VARS_BY_MAKE['TUNE'].label(tune_source)}={tune!r} is not accepted; "
-                         "expected replay or each")
-    return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
-                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None)
 
 
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],
@@ -337,7 +262,6 @@ def _isolate(raw: Mapping[str, str | None], sources: Mapping[str, str]) -> bool:
 def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
             which: Callable[[str], str | None] | None = None) -> Settings:
     """Build Settings from parsed flags (by dest) and the environment; a flag beats the env."""
-    import shutil
 
     env = variables.environ() if env is None else env
     which = shutil.which if which is None else which
@@ -364,14 +288,14 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         dtypes=_dtypes(VARS_BY_MAKE["DTYPES"], raw["DTYPES"], sources["DTYPES"]),
         mode=mode,
         timer=timer,
-        repeat=_positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
+        repeat=positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
         baseline=raw["BASELINE"] or "auto",
         isolate_tuner_cache=isolate,
         record=isolate or raw["RECORD"] == "1",
         replay_from=Path(raw["REPLAY_FROM"]) if raw["REPLAY_FROM"] else None,
         replay_strict=raw["REPLAY_STRICT"] == "1",
         use_flagtune=raw["USE_FLAGTUNE"] == "1",
-        parallel_warmup_gpus=(_positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
+        parallel_warmup_gpus=(positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
                                             sources["PARALLEL_WARMUP_GPUS"]) if pwg else None),
         warmup_share=parse_share(raw["WARMUP_SHARE"] or ""),
         compile_workers=_workers(VARS_BY_MAKE["COMPILE_WORKERS"], raw["COMPILE_WORKERS"],

@@ -219,8 +219,8 @@ TABLE: tuple[Var, ...] = (
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
         default_doc="the image's; examples/cpu_suite on cpu"),
     Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name), none "
-        "(an A/A), python (two interpreters: A_PYTHON, B_PYTHON) or flaggems (two FlagGems "
-        "commits: A_REF, B_REF)", commands=("ab",)),
+        "(an A/A), python (two interpreters: A_PYTHON, B_PYTHON), flaggems (two FlagGems "
+        "commits: A_REF, B_REF) or image (two images: A_IMAGE, B_IMAGE)", commands=("ab",)),
     Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",)),
     Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",)),
     Var("A_PYTHON", "ZL_A_PYTHON", "--a-python", "ab, AXIS=python: side A's interpreter (its "
@@ -230,6 +230,9 @@ TABLE: tuple[Var, ...] = (
     Var("TUNE", "ZL_TUNE", "--tune", "ab: replay (side B pins A/r0's autotune winners) or each "
         "(each side tunes in round 0 and replays its own after)", choices=("replay", "each"),
         default_doc="each for AXIS=python, replay otherwise", commands=("ab",)),
+    Var("A_IMAGE", "ZL_A_IMAGE", "--a-image", "ab, AXIS=image: side A's image, "
+        "name@sha256:<digest> (RUNNER docker or podman)", commands=("ab",)),
+    Var("B_IMAGE", "ZL_B_IMAGE", "--b-image", "ab, AXIS=image: side B's image", commands=("ab",)),
     Var("A_REF", "ZL_A_REF", "--a-ref", "ab, AXIS=flaggems: side A's FlagGems commit (of "
         "FLAGGEMS_DIR's git)", commands=("ab",)),
     Var("B_REF", "ZL_B_REF", "--b-ref", "ab, AXIS=flaggems: side B's FlagGems commit",

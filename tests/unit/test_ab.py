@@ -13,7 +13,7 @@ from harness.campaign import ab
 from harness.errors import UsageError
 from harness.report import abjson, stats
 from harness.report.abresult import AbRow
-from harness.settings import spec
+from harness.settings import abspec, spec
 
 
 def settings(**flags):
@@ -203,8 +203,8 @@ def test_a_given_tune_overrides_the_axis_kinds_default_and_survives_campaign_jso
 
 
 def test_tune_is_replay_or_each_named_in_one_line():
-    given = spec.resolve_ab({"axis": "X_Y", "tune": "each"}, {})
-    assert given.tune == "each" and spec.resolve_ab({"axis": "X_Y"}, {}).tune is None
+    given = abspec.resolve_ab({"axis": "X_Y", "tune": "each"}, {})
+    assert given.tune == "each" and abspec.resolve_ab({"axis": "X_Y"}, {}).tune is None
     with pytest.raises(UsageError, match=r"^TUNE \(--tune\)='both' is not accepted; expected "
                                          r"replay or each$"):
-        spec.resolve_ab({"axis": "X_Y", "tune": "both"}, {})
+        abspec.resolve_ab({"axis": "X_Y", "tune": "both"}, {})

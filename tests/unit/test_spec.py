@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from harness.errors import UsageError
-from harness.settings import spec
+from harness.settings import abspec, spec
 
 
 def which_none(_: str) -> None:
@@ -159,19 +159,19 @@ def test_out_that_is_a_file_or_under_a_file_is_refused(tmp_path):
 
 
 def test_rounds_beyond_the_cap_are_refused_naming_the_cap():
-    with pytest.raises(UsageError, match=f"ZL_ROUNDS='101'.*from 1 to {spec.MAX_ROUNDS}"):
-        spec.resolve_ab({"axis": "none"}, {"ZL_ROUNDS": "101"})
+    with pytest.raises(UsageError, match=f"ZL_ROUNDS='101'.*from 1 to {abspec.MAX_ROUNDS}"):
+        abspec.resolve_ab({"axis": "none"}, {"ZL_ROUNDS": "101"})
     with pytest.raises(UsageError, match=r"ROUNDS \(--rounds\)='1e3'.*from 1 to 100"):
-        spec.resolve_ab({"axis": "none", "rounds": "1e3"}, {})
-    assert spec.resolve_ab({"axis": "none", "rounds": str(spec.MAX_ROUNDS)}, {}).rounds == 100
+        abspec.resolve_ab({"axis": "none", "rounds": "1e3"}, {})
+    assert abspec.resolve_ab({"axis": "none", "rounds": str(abspec.MAX_ROUNDS)}, {}).rounds == 100
 
 
 def test_a_equal_to_b_is_refused_unless_the_campaign_is_aa():
     with pytest.raises(UsageError, match=r"A \(--a\)='1' and B='1' are equal.*AXIS=none"):
-        spec.resolve_ab({"axis": "RLC_ENHANCE", "a": "1"}, {})
+        abspec.resolve_ab({"axis": "RLC_ENHANCE", "a": "1"}, {})
     with pytest.raises(UsageError, match="ZL_A='x' and ZL_B='x' are equal"):
-        spec.resolve_ab({"axis": "RLC_ENHANCE"}, {"ZL_A": "x", "ZL_B": "x"})
-    assert spec.resolve_ab({"axis": "none", "a": "1"}, {}).a == "1"
+        abspec.resolve_ab({"axis": "RLC_ENHANCE"}, {"ZL_A": "x", "ZL_B": "x"})
+    assert abspec.resolve_ab({"axis": "none", "a": "1"}, {}).a == "1"
 
 
 # --------------------------------------------------------------------------- help

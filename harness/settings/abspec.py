@@ -1,0 +1,114 @@
+"""The campaign variables of `harness ab`: the axis and its two sides, rounds, tuning."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.settings import variables
+from harness.settings.spec import VARS_BY_MAKE, positive_int
+from harness.settings.variables import MAX_ROUNDS
+
+
+@dataclass(frozen=True)
+class AbSpec:
+    """The campaign variables of `harness ab`, validated."""
+
+    axis: str
+    a: str
+    b: str
+    rounds: int
+    noise_from: Path | None
+    bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
+    tune: str | None = None  # TUNE as given (None: the axis kind's default)
+
+
+PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
+FLAGGEMS_AXIS = "flaggems"  # AXIS=flaggems: the sides are two FlagGems commits, A_REF and B_REF
+IMAGE_AXIS = "image"  # AXIS=image: the sides are two images pinned by digest, A_IMAGE and B_IMAGE
+PINNED_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}")
+
+
+def _images(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
+    """A_IMAGE and B_IMAGE, each pinned by its digest (name@sha256:<64 hex>); UsageError naming
+    the spelling the user wrote for one missing or without a digest, or two of one digest."""
+    found = []
+    for name in ("A_IMAGE", "B_IMAGE"):
+        value, source = values[name]
+        label = VARS_BY_MAKE[name].label(source)
+        if not value:
+            raise UsageError(f"AXIS=image needs {label}: side {name[0]}'s image, "
+                             "name@sha256:<digest>")
+        if not PINNED_IMAGE.fullmatch(str(value)):
+            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an image "
+                             "pinned by its digest, name@sha256:<64 hex digits> (a tag alone "
+                             "can move)")
+        found.append(str(value))
+    if found[0].split("@")[1] == found[1].split("@")[1]:
+        raise UsageError(f"A_IMAGE and B_IMAGE have the same digest "
+                         f"({found[0].split('@')[1][:19]}): the campaign would compare an image "
+                         "with itself; AXIS=none is the A/A")
+    return found[0], found[1]
+
+
+def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
+    """A_PYTHON and B_PYTHON as absolute paths of executable files; UsageError naming the
+    spelling the user wrote for one that is missing, not a file or not executable, or for two
+    that are the same path."""
+    found = []
+    for name in ("A_PYTHON", "B_PYTHON"):
+        value, source = values[name]
+        label = VARS_BY_MAKE[name].label(source)
+        if not value:
+            raise UsageError(f"AXIS=python needs {label}: side {name[0]}'s interpreter")
+        path = shutil.which(str(value)) if os.sep not in str(value) else str(value)
+        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an "
+                             "executable interpreter (a path, or a name on PATH)")
+        found.append(os.path.abspath(path))
+    if found[0] == found[1]:
+        raise UsageError(f"A_PYTHON and B_PYTHON are the same interpreter ({found[0]!r}): the "
+                         "campaign would compare a stack with itself; AXIS=none is the A/A")
+    return found[0], found[1]
+
+
+def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
+    """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
+    env = variables.environ() if env is None else env
+    values = {name: VARS_BY_MAKE[name].lookup(flags, env)
+              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON",
+                           "A_REF", "B_REF", "BENCH_REF", "TUNE", "A_IMAGE", "B_IMAGE")}
+    axis, _ = values["AXIS"]
+    if not axis:
+        raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
+                         "variable name, none for an A/A campaign, or python for two "
+                         "interpreters")
+    rounds_text, rounds_source = values["ROUNDS"]
+    rounds = positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3", rounds_source,
+                           most=MAX_ROUNDS)
+    a, b = values["A"][0] or "0", values["B"][0] or "1"
+    if axis == PYTHON_AXIS:
+        a, b = _interpreters(values)
+    if axis == IMAGE_AXIS:
+        a, b = _images(values)
+    if axis == FLAGGEMS_AXIS:  # commits, resolved against FLAGGEMS_DIR when the campaign starts
+        a, b = str(values["A_REF"][0] or ""), str(values["B_REF"][0] or "")
+    if a == b and axis not in ("none", FLAGGEMS_AXIS):
+        labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
+        raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
+                         "would compare AXIS="
+                         f"{axis} with itself; expected two different values (AXIS=none is "
+                         "the A/A campaign)")
+    noise = values["NOISE_FROM"][0]
+    tune, tune_source = values["TUNE"]
+    if tune and tune not in ("replay", "each"):
+        raise UsageError(f"{VARS_BY_MAKE['TUNE'].label(tune_source)}={tune!r} is not accepted; "
+                         "expected replay or each")
+    return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
+                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None)
