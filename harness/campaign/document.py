@@ -56,6 +56,7 @@ class OpRecord:
     excluded: str | None = None
     # the round counts its verdicts were computed at, one a finish (a look); older: none
     looks: list[int] = field(default_factory=list)
+    stopped: str | None = None  # ROUNDS=auto: why it runs no more rounds
 
 
 @dataclass
@@ -90,6 +91,7 @@ class Campaign:
     slurm: ExecutorRecord | None = None
     side_artifacts: dict[str, list[str]] = field(default_factory=dict)
     interrupted: dict[str, Any] | None = None
+    auto: dict[str, int] | None = None  # ROUNDS=auto: {"min": MIN_ROUNDS, "max": MAX_ROUNDS}
 
     def unit(self, unit_id: str) -> UnitRecord:
         """The unit of that id; UsageError listing the campaign's units otherwise."""
@@ -106,7 +108,7 @@ class Campaign:
         doc: dict[str, Any] = {"schema": SCHEMA}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("slurm", "interrupted") and value is None:
+            if f.name in ("slurm", "interrupted", "auto") and value is None:
                 continue
             if f.name == "noise_floor_bands" and not value:  # one floor: as before
                 continue
@@ -115,7 +117,8 @@ class Campaign:
                          "b": value.b, **({"tune": value.given_tune} if value.given_tune else {})}
             elif f.name == "ops":
                 value = {op: {k: v for k, v in asdict(info).items()
-                              if (v is not None or k != "excluded") and (v or k != "looks")}
+                              if (v is not None or k not in ("excluded", "stopped"))
+                              and (v or k != "looks")}
                          for op, info in value.items()}
             elif f.name == "units":
                 value = [u.to_json() for u in value]
@@ -154,7 +157,8 @@ class Campaign:
                 dict(slurm.get("flags") or {}), list(slurm.get("submissions") or [])),
             side_artifacts={k: list(v) for k, v in
                             (read.optional("side_artifacts", dict) or {}).items()},
-            interrupted=read.optional("interrupted", dict))
+            interrupted=read.optional("interrupted", dict),
+            auto=read.optional("auto", dict))
 
 
 class BadDocument(UsageError):
@@ -210,7 +214,8 @@ class _Reader:
 def _op(read: _Reader) -> OpRecord:
     return OpRecord(read.optional("node", str), read.optional("reason", str),
                     read.value("rounds", int), read.optional("excluded", str),
-                    [int(n) for n in read.optional("looks", list) or []])
+                    [int(n) for n in read.optional("looks", list) or []],
+                    read.optional("stopped", str))
 
 
 def _unit(read: _Reader) -> UnitRecord:

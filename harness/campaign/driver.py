@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import ab, finish, plan
+from harness.campaign import ab, adaptive, finish, plan
 from harness.campaign.document import CAMPAIGN_JSON, FINISHED, PENDING, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import resume_hint, side_cache, skip_reason
@@ -23,7 +23,7 @@ from harness.errors import (
     UsageError,
     no_space,
 )
-from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Task
+from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.run import artifacts
@@ -67,6 +67,22 @@ def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = No
                           env=env,
                           timeout_s=plan.unit_limit(timeout_s, campaign.walls.get(unit.op))))
     return tasks
+
+
+def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: list[Task],
+                current: list[UnitEvents], out: Callable[[str], None],
+                more_tasks: Callable[[], list[Task]]) -> Outcome:
+    """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
+    none does or a signal stops it. `current` gets each batch's events, the last one last."""
+    while True:
+        current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out))
+        outcome = executor.run(tasks, current[-1])
+        if outcome.signal is not None or outcome.detached or campaign.auto is None:
+            return outcome
+        if not adaptive.add_round(directory, campaign, out):
+            return outcome
+        campaign.save(directory)
+        tasks = more_tasks()
 
 
 @contextmanager
@@ -281,14 +297,17 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         make_side_caches(directory)
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "
             f"{len(campaign.units)}; executor {executor.name})")
-        events = UnitEvents(directory, campaign, len(tasks), executor.workers, out)
         campaign.state = "running"
         campaign.interrupted = None  # a resume: the earlier stop is history
         campaign.save(directory)
+        current: list[UnitEvents] = []
         try:
-            outcome = executor.run(tasks, events)
+            outcome = _run_rounds(directory, campaign, executor, tasks, current, out,
+                                  lambda: unit_tasks(directory, campaign, timeout_s, workers))
+            events = current[-1]
         except HarnessError:
-            events.withdraw()
+            if current:
+                current[-1].withdraw()
             drop_side_caches(directory, campaign)
             raise
         except BaseException:

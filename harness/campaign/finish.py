@@ -236,6 +236,7 @@ def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Id
             "node": campaign.ops[ops[0]].node if len(ops) == 1 else None,
             "axis": axis.name, "axis_var": axis.variable, "a": axis.a,
             "b": axis.b, "rounds": max(i.rounds for i in campaign.ops.values()),
+            **({"auto": campaign.auto} if campaign.auto else {}),
             "noise_floor_source": campaign.noise_from,
             **({"noise_floor_bands": campaign.noise_floor_bands}
                if campaign.noise_floor_bands else {}),
@@ -264,6 +265,7 @@ def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
         op: {"rounds": len(done_rounds(directory, campaign, op)),
              "reason": i.reason or _skipped(campaign, op)
              or (failures.get(op) if not _pending(campaign, op) else None),
+             "stopped": i.stopped,
              "pending": _pending(campaign, op), "skipped": _skipped(campaign, op) is not None,
              "excluded": i.excluded,
              "units_failed": sum(1 for u in campaign.units if u.op == op
@@ -288,7 +290,12 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
                           if stopped else decide_liveness(result, identities, campaign))
     caliber = _caliber(campaign, settings, identities,
                        {**extra, "looks": op_looks(directory, campaign)})
-    doc = abjson.document_of(result, caliber, notes=[*notes, *_walls_note(caliber["walls"])],
+    auto = ([f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
+             f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
+             "undecided; its rounds and why it stopped are in the operators' table"]
+            if campaign.auto else [])
+    doc = abjson.document_of(result, caliber,
+                             notes=[*notes, *auto, *_walls_note(caliber["walls"])],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))
     every = [d for ids in identities.values() for side in SIDES for d in ids[side]]

@@ -125,6 +125,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.noise_floor_pct, campaign.python = stats.MIN_NOISE_FLOOR_PCT, first_plan.python
     campaign.noise_floor_bands = model.to_json() if model else []
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
+    campaign.auto = {"min": ab_spec.auto[0], "max": ab_spec.auto[1]} if ab_spec.auto else None
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
         executor = _executor(settings, cfg, where_to, campaign, env, out, workers)

@@ -36,7 +36,8 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
             worst=None if worst is None else Worst(worst["dtype"], worst["shape"],
                                                    worst["speedup_pct"], worst["verdict"]),
             units_failed=info.get("units_failed") or 0,
-            reason=info.get("excluded") or info.get("reason"),
+            # ROUNDS=auto: why it ran no more rounds, where nothing failed
+            reason=info.get("excluded") or info.get("reason") or info.get("stopped"),
             artifacts=info.get("artifacts"))
     return out
 

@@ -13,7 +13,7 @@ from typing import Any
 from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.spec import VARS_BY_MAKE, positive_int
-from harness.settings.variables import MAX_ROUNDS
+from harness.settings.variables import AUTO_MAX_ROUNDS, AUTO_MIN_ROUNDS, MAX_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class AbSpec:
     noise_from: Path | None
     bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
     tune: str | None = None  # TUNE as given (None: the axis kind's default)
+    auto: tuple[int, int] | None = None  # ROUNDS=auto: (MIN_ROUNDS, MAX_ROUNDS)
 
 
 PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
@@ -78,6 +79,22 @@ def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
     return found[0], found[1]
 
 
+AUTO = "auto"  # ROUNDS=auto: rounds where they decide something (campaign.adaptive)
+
+
+def _auto(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[int, int]:
+    """MIN_ROUNDS and MAX_ROUNDS of ROUNDS=auto: 2 <= MIN_ROUNDS <= MAX_ROUNDS <= the cap."""
+    found = []
+    for name, default in (("MIN_ROUNDS", AUTO_MIN_ROUNDS), ("MAX_ROUNDS", AUTO_MAX_ROUNDS)):
+        text, source = VARS_BY_MAKE[name].lookup(flags, env)
+        found.append(positive_int(VARS_BY_MAKE[name], str(text or default), source,
+                                  most=MAX_ROUNDS))
+    if found[0] < 2 or found[0] > found[1]:
+        raise UsageError(f"MIN_ROUNDS={found[0]} and MAX_ROUNDS={found[1]} are not accepted; "
+                         f"expected 2 <= MIN_ROUNDS <= MAX_ROUNDS <= {MAX_ROUNDS}")
+    return found[0], found[1]
+
+
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = variables.environ() if env is None else env
@@ -90,8 +107,9 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "variable name, none for an A/A campaign, or python for two "
                          "interpreters")
     rounds_text, rounds_source = values["ROUNDS"]
-    rounds = positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3", rounds_source,
-                           most=MAX_ROUNDS)
+    auto = _auto(flags, env) if rounds_text == AUTO else None
+    rounds = auto[0] if auto else positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3",
+                                               rounds_source, most=MAX_ROUNDS)
     a, b = values["A"][0] or "0", values["B"][0] or "1"
     if axis == PYTHON_AXIS:
         a, b = _interpreters(values)
@@ -111,4 +129,4 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
         raise UsageError(f"{VARS_BY_MAKE['TUNE'].label(tune_source)}={tune!r} is not accepted; "
                          "expected replay or each")
     return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
-                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None)
+                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None, auto)

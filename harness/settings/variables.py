@@ -20,6 +20,8 @@ RUNNERS = ("host", "docker", "podman", *CLUSTER_RUNNERS)
 EXECUTORS = ("local", "slurm")
 SLURM_UNITS = ("gpu", "node")  # a Slurm task takes one device, or a whole node
 MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
+# ROUNDS=auto: 2 rounds give a first t interval; past 6 an undecided row is noise, not signal.
+AUTO_MIN_ROUNDS, AUTO_MAX_ROUNDS = 2, 6
 DEFAULT_CAP = 16  # more compile threads than this gained nothing measurable on a 16-core host
 MAX_WORKERS = 1024
 # A unit's time limit by default: an hour. FlagGems' slowest core operator tunes cold in about
@@ -239,7 +241,13 @@ TABLE: tuple[Var, ...] = (
         commands=("ab",)),
     Var("BENCH_REF", "ZL_BENCH_REF", "--bench-ref", "ab, AXIS=flaggems: the commit whose "
         "benchmark files both sides run", default_doc="A_REF", commands=("ab",)),
-    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}", "3",
+    *(Var(f"{k}_ROUNDS", f"ZL_{k}_ROUNDS", f"--{k.lower()}-rounds", f"ab, ROUNDS=auto: {what}",
+          str(n), commands=("ab",)) for k, what, n in (
+        ("MIN", "rounds every operator runs before its first look, at least 2", AUTO_MIN_ROUNDS),
+        ("MAX", "rounds an operator with a row undecided runs at most", AUTO_MAX_ROUNDS))),
+    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}, or auto "
+        "(MIN_ROUNDS, then one more round at a time for operators with a row undecided, up to "
+        "MAX_ROUNDS)", "3",
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "

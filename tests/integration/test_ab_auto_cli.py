@@ -1,0 +1,47 @@
+"""ROUNDS=auto on the cpu suite: rounds added while rows are undecided, bounded, explained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .test_ab_cli import harness
+from .test_ab_suite_cli import SHAPES
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_adaptive_campaign_adds_rounds_only_where_undecided_and_says_why_each_stopped(
+        tmp_path: Path):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text(SHAPES)
+    # OMP_NUM_THREADS 1 against 2 on 8x8 inputs: rows the first look cannot all decide
+    proc = harness("ab", "--backend", "cpu", "--ops", "tanh,add", "--axis", "OMP_NUM_THREADS",
+                   "--a", "1", "--b", "2", "--rounds", "auto", "--max-rounds", "3",
+                   "--shape-mode", "file", "--shape-file", str(shapes),
+                   "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (directory,) = (tmp_path / "runs" / "ab" / "OMP_NUM_THREADS-suite").iterdir()
+    state = json.loads((directory / "campaign.json").read_text())
+    assert state["auto"] == {"min": 2, "max": 3}
+    doc = json.loads((directory / "ab.json").read_text())
+    for op, info in state["ops"].items():
+        ran = sorted(u["round"] for u in state["units"] if u["op"] == op)
+        assert ran == list(range(len(ran))) and 2 <= len(ran) <= 3
+        assert info["looks"][0] == 2 and info["looks"][-1] == len(ran)
+        undecided = [r for r in doc["rows"] if r["op"] == op and r["verdict"] == "inconclusive"]
+        # an operator stopped at 2 rounds had every row decided there; one at 3 says why
+        expected = (f"decided after {len(ran)} rounds" if not undecided
+                    else "MAX_ROUNDS (3) reached with rows undecided")
+        assert info["stopped"] == expected and doc["operators"][op]["reason"] == expected
+        assert doc["operators"][op]["rounds"] == len(ran)
+        if len(ran) == 3:
+            assert "ROUNDS=auto: " in proc.stdout and op in proc.stdout
+    assert doc["caliber"]["auto"] == {"min": 2, "max": 3}
+    assert "ROUNDS=auto (MIN_ROUNDS 2, MAX_ROUNDS 3)" in (directory / "ab.md").read_text()
+    assert "failed" not in {o["verdict"] for o in doc["operators"].values()}
+    resumed = harness("ab", "--resume", str(directory))  # nothing is left to run or add
+    assert resumed.returncode == 0 and "0 units to run" in resumed.stdout
+    assert json.loads((directory / "campaign.json").read_text())["units"] == state["units"]
