@@ -218,6 +218,18 @@ def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
         tuple(finished_units(campaign)))
 
 
+def launch_note(identities: Mapping[str, Identities]) -> str:
+    """How each side's pytest ran (run_identity.json's launch): in fresh processes, workers."""
+    said = []
+    for side in SIDES:
+        kinds = [str((d.get("launch") or [{}])[-1].get("kind", "unknown"))
+                 for ids in identities.values() for d in ids[side]]
+        said.append(f"side {side}: " + (", ".join(
+            f"{kinds.count(k)} in {'a worker' if k == 'worker' else 'a fresh process'}"
+            for k in sorted(set(kinds))) or "no run"))
+    return "how pytest ran: " + "; ".join(said)
+
+
 def _stack_text(identities: Mapping[str, Identities], side: str) -> str:
     """The versions `side`'s runs recorded, one text for each distinct set."""
     found = {" ".join(f"{k}={v}" for k, v in sorted((d.get("versions") or {}).items())
@@ -248,10 +260,11 @@ def _caliber(campaign: Campaign, settings: Settings, identities: Mapping[str, Id
             **{f"harness_{k}": v for k, v in identity.git_state(REPO_ROOT).items()}}
 
 
-def _walls_note(walls: Mapping[str, Any]) -> list[str]:
+def _walls_note(walls: Mapping[str, Any], tune: str = "replay") -> list[str]:
     if walls["round0_s"] is None:
         return []
-    return [f"walls: round 0 (side A tunes) {walls['round0_s']} s over all operators, "
+    who = "side A tunes" if tune == "replay" else "each side tunes"
+    return [f"walls: round 0 ({who}) {walls['round0_s']} s over all operators, "
             f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
             f"{walls['later_unit_mean_s'] or '-'} s a unit over {walls['later_units']} units"]
 
@@ -290,12 +303,14 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
                           if stopped else decide_liveness(result, identities, campaign))
     caliber = _caliber(campaign, settings, identities,
                        {**extra, "looks": op_looks(directory, campaign)})
-    auto = ([f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
-             f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
-             "undecided; its rounds and why it stopped are in the operators' table"]
-            if campaign.auto else [])
+    auto = [launch_note(identities)]
+    if campaign.auto:
+        auto.append(f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
+                    f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
+                    "undecided; its rounds and why it stopped are in the operators' table")
     doc = abjson.document_of(result, caliber,
-                             notes=[*notes, *auto, *_walls_note(caliber["walls"])],
+                             notes=[*notes, *auto,
+                                    *_walls_note(caliber["walls"], campaign.axis.tune)],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))
     every = [d for ids in identities.values() for side in SIDES for d in ids[side]]

@@ -86,6 +86,15 @@ def _bench_paths(repo: Path, ref: str) -> list[str]:
     return [BENCHMARK_DIR, *files]
 
 
+def bench_tree(repo: Path, ref: str, scratch: Path) -> Path:
+    """The benchmark files of `ref` alone, under `scratch`: where a campaign finds its
+    operators before any side's tree exists."""
+    tree = scratch / "bench"
+    tree.mkdir(parents=True, exist_ok=True)
+    _extract(repo, ref, _bench_paths(repo, ref), tree)
+    return tree
+
+
 def side_tree(directory: Path, side: str) -> Path:
     return directory / STACKS_DIR / side
 

@@ -7,6 +7,7 @@ only), each side's tree composed under the new campaign (refs.compose) and prefl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import subprocess
@@ -16,8 +17,8 @@ from pathlib import Path
 from harness.campaign import ab, refs
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import side_plans
-from harness.errors import PreflightError, UsageError
-from harness.run.preflight import Plan
+from harness.errors import HarnessError, PreflightError, UsageError
+from harness.run.preflight import Failure, Plan, PreflightResult
 from harness.settings.abspec import AbSpec
 from harness.settings.spec import Settings
 
@@ -67,27 +68,52 @@ def check_stacks(settings: Settings, axis: ab.Axis, directory: Path,
         raise UsageError(f"A_PYTHON and B_PYTHON have the same stack ({same}): the campaign "
                          "would compare a stack with itself; AXIS=none is the A/A")
     for side in SIDES:
-        out(f"side {side}: " + " ".join(f"{k}={v}" for k, v in found[side].items()))
+        out(f"stack {side}: " + " ".join(f"{k}={v}" for k, v in found[side].items()))
     return found
 
 
-def sides(settings: Settings, axis: ab.Axis, given: AbSpec, out: Callable[[str], None],
-          check: bool) -> tuple[ab.Axis, refs.Refs | None]:
-    """The campaign's axis with its sides' values: a switch's two values, two interpreters
-    (checked where `check`: this host runs the units, and this is no dry run), or two FlagGems
-    commits resolved to full hashes (read from FLAGGEMS_DIR's git, never written)."""
+def commits(settings: Settings, axis: ab.Axis, given: AbSpec, out: Callable[[str], None]
+            ) -> refs.Refs | None:
+    """Two FlagGems commits resolved to full hashes (read from FLAGGEMS_DIR's git, never
+    written); None for any other axis."""
+    if axis.name != ab.AXIS_FLAGGEMS:
+        return None
+    if settings.flaggems_dir is None:
+        raise UsageError("AXIS=flaggems needs FLAGGEMS_DIR: the git checkout whose commits "
+                         "A_REF and B_REF name")
+    found = refs.resolve(settings.flaggems_dir, given.a, given.b, given.bench_ref)
+    out(f"side A: FlagGems {found.a}; side B: FlagGems {found.b}; benchmark files of "
+        f"{found.bench}")
+    return found
+
+
+def scan_settings(settings: Settings, found: refs.Refs | None, scratch: Path) -> Settings:
+    """The settings that find the campaign's operators: with two FlagGems commits, in the
+    benchmark files both sides will run (BENCH_REF's, written into `scratch`)."""
+    if found is None or settings.flaggems_dir is None:
+        return settings
+    return dataclasses.replace(settings, flaggems_dir=refs.bench_tree(
+        settings.flaggems_dir, found.bench, scratch))
+
+
+def sides(settings: Settings, axis: ab.Axis, given: AbSpec, found: refs.Refs | None,
+          out: Callable[[str], None], checked: PreflightResult | None, local: bool
+          ) -> tuple[ab.Axis, PreflightResult | None]:
+    """The campaign's axis with its sides' values, and a dry run's checks (`checked`) with
+    the two interpreters' among them. Two interpreters are checked here where this host runs
+    the units (`local`): a real run stops on the first failure, a dry run lists it."""
     axis = dataclasses.replace(axis, a=given.a, b=given.b, given_tune=given.tune)
-    if axis.name == ab.AXIS_FLAGGEMS:
-        if settings.flaggems_dir is None:
-            raise UsageError("AXIS=flaggems needs FLAGGEMS_DIR: the git checkout whose "
-                             "commits A_REF and B_REF name")
-        commits = refs.resolve(settings.flaggems_dir, given.a, given.b, given.bench_ref)
-        out(f"side A: FlagGems {commits.a}; side B: FlagGems {commits.b}; benchmark files of "
-            f"{commits.bench}")
-        return dataclasses.replace(axis, a=commits.a, b=commits.b), commits
-    if check:
-        check_stacks(settings, axis, settings.out, out)
-    return axis, None
+    if found is not None:
+        return dataclasses.replace(axis, a=found.a, b=found.b), checked
+    if local and axis.python("A"):
+        try:
+            check_stacks(settings, axis, settings.out, out)
+        except HarnessError as exc:
+            if checked is None:
+                raise
+            checked = dataclasses.replace(
+                checked, failures=(*checked.failures, Failure("python_modules", exc)))
+    return axis, checked
 
 
 def prepare(settings: Settings, axis: ab.Axis, commits: refs.Refs | None, directory: Path,
@@ -101,6 +127,8 @@ def prepare(settings: Settings, axis: ab.Axis, commits: refs.Refs | None, direct
         side_plans(settings, axis, directory, out)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(OSError):  # its parent, where this was its only campaign
+            directory.parent.rmdir()
         raise
 
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,14 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
     cfg = where.config(settings, flags, env)
     workers = where.workers(flags, env)
-    info, first_plan, checked = _operators(settings, flags, env, out, remote=cfg is not None)
+    commits = stacks.commits(settings, axis, ab_spec, out)
+    with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
+        info, first_plan, checked = _operators(
+            stacks.scan_settings(settings, commits, Path(scratch)), flags, env, out,
+            remote=cfg is not None)
     first = next(v["node"] for v in info.values() if "node" in v)
-    axis, commits = stacks.sides(_with_node(settings, first), axis, ab_spec, out,
-                                 check=not settings.dry_run and cfg is None)
+    axis, checked = stacks.sides(_with_node(settings, first), axis, ab_spec, commits, out,
+                                 checked, local=cfg is None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None

@@ -98,7 +98,11 @@ def executor(settings: Settings, cfg: SlurmConfig | None, directory: Path, *,
 def local(settings: Settings, env: Mapping[str, str] | None = None,
           workers: str = "0") -> LocalExecutor:
     """This host's devices, one task at a time on each; WORKERS other than 0 hosts workers."""
-    return LocalExecutor(worker_devices(settings, env), workers=workers != "0")
+    note = None
+    if workers in ("A", "B"):
+        note = (f"pytest: side {workers} in workers that stay up, side "
+                f"{'B' if workers == 'A' else 'A'} in fresh processes (WORKERS={workers})")
+    return LocalExecutor(worker_devices(settings, env), workers=workers != "0", note=note)
 
 
 def cluster(settings: Settings, cfg: SlurmConfig, directory: Path, *,

@@ -38,20 +38,20 @@ class LocalExecutor:
     a task still running after its `timeout_s` has its group stopped alone, and ends timeout.
     `workers`: the tasks' runs get their pytest from workers that stay up for the plan
     (executors.workers; one per environment and device); otherwise each pytest is a process
-    of its own.
+    of its own. `note`: how a plan says so, where the caller knows better.
     """
 
     name = "local"
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
                  grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True,
-                 workers: bool = False) -> None:
+                 workers: bool = False, note: str | None = None) -> None:
         self.devices = list(devices) or [None]
         self.env = dict(env) if env is not None else procs.child_env(
             drop=procs.RUN_CHILD_ENV_DROP)
         self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
         self.workers = len(self.devices)
-        self.resident = workers
+        self.resident, self.note = workers, note
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
         """Each device's tasks, when every task takes its wall (1 s when unknown), and how
@@ -60,8 +60,9 @@ class LocalExecutor:
         return [*(f"device {device or '-'}: "
                   + ", ".join(f"{t.id}{t.note}" for d, t in placed if d == device)
                   for device in self.devices),
-                "pytest: " + ("in workers that stay up, one per side and device (WORKERS=1)"
-                              if self.resident else "a fresh process per run (WORKERS=0)")]
+                self.note or "pytest: " + (
+                    "in workers that stay up, one per side and device (WORKERS=1)"
+                    if self.resident else "a fresh process per run (WORKERS=0)")]
 
     def place(self, task: Task) -> str | None:
         return self.devices[0]

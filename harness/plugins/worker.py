@@ -32,6 +32,8 @@ import os
 import signal
 import socket
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,6 +46,9 @@ from harness.contract import boundary
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
 LEAK_BYTES = 64 << 20  # device memory still allocated after a session that retires the worker
 PR_SET_PDEATHSIG = 1
+RESTORED_SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM))
+THREAD_GRACE_S = 1.0  # a session's threads that end within this are not left behind
 KEPT_PLUGIN = __name__  # the harness's plugins are imported afresh each session; not this one
 PLUGINS_PACKAGE = "harness.plugins."
 
@@ -140,6 +145,38 @@ def test_roots(args: list[str], cwd: Path) -> list[Path]:
     return roots
 
 
+def _children() -> list[int]:
+    """This process's live children (Linux /proc; none known elsewhere)."""
+    found = []
+    for path in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(p) for p in path.read_text().split()]
+    return found
+
+
+def left_behind(threads: set[threading.Thread], torch_names: dict[str, Any], torch: Any
+                ) -> str | None:
+    """What a session left that the next one would inherit and a fresh process would not:
+    threads still running, child processes, torch's attributes replaced. None: nothing."""
+    deadline = time.monotonic() + THREAD_GRACE_S
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    running = [t.name for t in set(threading.enumerate()) - threads if t.is_alive()]
+    if running:
+        return f"the session left threads running: {', '.join(sorted(running))}"
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    if children := _children():
+        return f"the session left child processes running: {', '.join(map(str, children))}"
+    if torch is not None:
+        now = vars(torch)
+        changed = sorted(n for n, v in torch_names.items() if now.get(n) is not v)
+        if changed:
+            return f"the session replaced torch attributes: {', '.join(changed[:5])}"
+    return None
+
+
 class Worker:
     """The sessions of one worker and what a fresh process had before its first."""
 
@@ -151,9 +188,13 @@ class Worker:
         self.argv = list(sys.argv)
         self.torch: Any = None
         self.seed: int | None = None
+        self.threads = 0
         with contextlib.suppress(ImportError):
             import torch
             self.torch, self.seed = torch, torch.initial_seed()
+            self.threads = torch.get_num_threads()
+        self.signals = {s: signal.getsignal(s) for s in RESTORED_SIGNALS}
+        self.left: str | None = None  # what the last session left that a fresh process lacks
 
     def session(self, request: dict[str, Any], fd: int) -> int:
         """Run one pytest session with its output on `fd`; its exit code (3 where pytest
@@ -161,6 +202,8 @@ class Worker:
         args = [str(a) for a in request["args"]]
         cwd = Path(request["cwd"])
         handlers = _handlers()
+        threads = set(threading.enumerate())
+        torch_names = dict(vars(self.torch)) if self.torch is not None else {}
         self.runs += 1
         with output_to(fd):
             try:
@@ -178,6 +221,7 @@ class Worker:
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
         self._restore(handlers, test_roots(args, cwd),
                       session_plugins(args, {str(k): str(v) for k, v in request["env"].items()}))
+        self.left = left_behind(threads, torch_names, self.torch)
         return rc
 
     def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
@@ -190,6 +234,11 @@ class Worker:
         os.chdir(self.cwd)
         sys.path[:] = self.path
         sys.argv = list(self.argv)
+        for signum, handler in self.signals.items():
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(signum, handler)
+        if self.torch is not None and self.threads:
+            self.torch.set_num_threads(self.threads)
         gc.collect()
 
     def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:
@@ -197,6 +246,8 @@ class Worker:
         session environment `env`, or None."""
         if rc != 0:
             return f"its session exited {rc}"
+        if self.left:
+            return self.left
         backend = boundary.read(boundary.BACKEND, "the worker", environ=env)
         module = getattr(self.torch, backend.torch_device, None) if self.torch else None
         initialized = getattr(module, "is_initialized", None)
@@ -244,11 +295,12 @@ class Worker:
 
 
 def die_with_host(host_pid: int) -> None:
-    """SIGTERM this process when the thread that started it ends (Linux); exit at once when
-    the host is already gone."""
+    """SIGKILL this process when the thread that started it ends (Linux; SIGKILL, since a
+    benchmark may have set SIGTERM aside mid-session); exit at once when the host is already
+    gone."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM),
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL),
                                                     0, 0, 0)
     if os.getppid() != host_pid:
         os._exit(128 + int(signal.SIGTERM))

@@ -25,6 +25,9 @@ REGIME = "timed under a different regime"
 NOT_RECORDED = "not recorded"
 NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
+STACKS = {"python": "two stacks", "flaggems": "two FlagGems commits", "image": "two images"}
+TUNES = {"each": "each side tunes in round 0 and replays its own winners after (TUNE each)",
+         "replay": "B replays A's winners, a key it lacks counted (TUNE replay)"}
 ROW_HEADER = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
               "interval %", "floor %", "verdict", "flags")
 
@@ -137,12 +140,9 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     axis = get("axis")
     if axis == "none":
         axis_line = "none (an A/A campaign: both sides identical; it measures the noise floor)"
-    elif axis == "python":
-        axis_line = (f"python (two stacks): A={get('a')}, B={get('b')}; each side tunes for "
-                     "itself in round 0 and replays its own winners after (TUNE each)")
-    elif axis == "flaggems":
-        axis_line = (f"flaggems (two FlagGems commits): A={get('a')}, B={get('b')}; B replays "
-                     "A's winners, a key it lacks counted and flagged (TUNE replay)")
+    elif axis in STACKS:
+        axis_line = (f"{axis} ({STACKS[axis]}): A={get('a')}, B={get('b')}; "
+                     f"{TUNES.get(get('tune'), get('tune'))}")
     else:
         var = caliber.variable
         axis_line = (f"{axis}{f' ({var})' if var and var != axis else ''}: "

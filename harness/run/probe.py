@@ -78,6 +78,13 @@ def probe_python(python: str, modules: tuple[str, ...],
     except OSError as exc:
         raise PreflightError("python_modules", f"cannot start {python}: {exc}") from None
     if proc.returncode != 0:
-        raise PreflightError("python_modules", f"{python} failed: {proc.stderr.strip()[-300:]}")
-    probe: Probe = json.loads(proc.stdout)
+        said = (proc.stderr.strip() or proc.stdout.strip())[-300:] or "no output"
+        raise PreflightError("python_modules", f"{python} failed (exit {proc.returncode}): "
+                                               f"{said}")
+    try:
+        probe: Probe = json.loads(proc.stdout)
+    except ValueError:
+        raise PreflightError("python_modules", f"{python} did not answer as a Python "
+                             f"interpreter: {proc.stdout.strip()[-200:] or 'no output'}"
+                             ) from None
     return probe

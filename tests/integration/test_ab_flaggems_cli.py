@@ -95,6 +95,14 @@ def test_a_bad_pair_of_commits_is_refused_in_one_line_before_anything(tmp_path):
         proc = campaign(tmp_path, repo, *flags)
         assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1], (
             flags, proc.stderr)
+    # operators are found in BENCH_REF's benchmark files, not the checkout's work tree
+    git(repo, "rm", "-q", "benchmark/test_tanh.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "no tanh")
+    git(repo, "tag", "notanh")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    proc = campaign(tmp_path, repo, "--a-ref", a, "--b-ref", "HEAD", "--bench-ref", "notanh")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr
+    assert "PREFLIGHT_FAILED check=test_node" in proc.stdout
     planned = campaign(tmp_path, repo, "--a-ref", a, "--b-ref", "HEAD", "--dry-run", "1")
     assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
     assert "axis: flaggems -> two FlagGems commits, each side's tree in " in planned.stdout

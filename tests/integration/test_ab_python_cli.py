@@ -45,7 +45,7 @@ def test_two_interpreters_are_judged_as_two_sides_and_the_report_shows_both_stac
     b = interpreter(tmp_path, "python-b", NEWER_FLAG_GEMS)
     proc = campaign(tmp_path, "--a-python", sys.executable, "--b-python", str(b))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert "side B: python=" in proc.stdout and "flag_gems=9.9" in proc.stdout
+    assert "stack B: python=" in proc.stdout and "flag_gems=9.9" in proc.stdout
     (directory,) = (tmp_path / "runs" / "ab" / "python-tanh").iterdir()
     ident = {rel: json.loads((directory / "tanh" / rel / "run_identity.json").read_text())
              for rel in ("A/r0", "B/r0", "A/r1", "B/r1")}
@@ -60,6 +60,8 @@ def test_two_interpreters_are_judged_as_two_sides_and_the_report_shows_both_stac
     report = (directory / "ab.md").read_text()
     assert f"- axis: python (two stacks): A={sys.executable}, B={b}" in report
     assert "- stack B: " in report and "flag_gems=9.9" in report
+    assert "replays its own winners after (TUNE each)" in report
+    assert "walls: round 0 (each side tunes)" in report
     doc = json.loads((directory / "ab.json").read_text())
     assert doc["caliber"]["tune"] == "each" and doc["caliber"]["baseline"] == "every"
     assert len(doc["rows"]) == 2
@@ -99,4 +101,15 @@ def test_the_plan_of_two_stacks_shows_each_sides_interpreter_and_how_it_tunes(tm
     side_b = next(line for line in lines if line.startswith("side B: "))
     assert f"(runs {b}; B/r0 tunes and records;" in side_b
     assert any(line.startswith(f"pytest: {sys.executable} -m pytest ") for line in lines)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_dry_run_checks_both_interpreters_and_lists_a_failing_one_after_the_plan(tmp_path):
+    # Regression: DRY_RUN=1 exited 0 with a side that could not import torch
+    broken = interpreter(tmp_path, "broken", BROKEN_TORCH)
+    proc = campaign(tmp_path, "--a-python", sys.executable, "--b-python", str(broken),
+                    "--dry-run", "1")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr
+    assert "axis: python -> two interpreters" in proc.stdout
+    assert f"side B (B_PYTHON={broken}): cannot import torch" in proc.stdout + proc.stderr
     assert not (tmp_path / "runs").exists()

@@ -89,8 +89,12 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
         "add/A/r0": "process", "add/B/r0": "worker", "tanh/A/r0": "process",
         "tanh/B/r0": "worker"}
     assert ran["add/B/r0"][0]["pid"] == ran["tanh/B/r0"][0]["pid"]  # one worker for side B
+    assert "how pytest ran: side A: 2 in a fresh process; side B: 2 in a worker" in (
+        directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(
         "ab", "--resume", str(directory), "--dry-run").stdout
+    assert "pytest: side A in workers that stay up, side B in fresh processes (WORKERS=A)" in \
+        harness("ab", "--resume", str(directory), "--dry-run", "--workers", "A").stdout
 
 
 def test_a_batch_refuses_a_side_for_workers_in_one_line(tmp_path):

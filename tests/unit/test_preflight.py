@@ -356,3 +356,18 @@ def test_the_shape_file_check_names_the_shape_mode_it_skips_for(tmp_path, mode):
     make_tree(tmp_path / "fg")
     steps = {s.name: s for s in iter_checks(settings(tmp_path, shape_mode=mode), env())}
     assert steps["shape_file"].status == f"skipped (SHAPE_MODE={mode})"
+
+
+@pytest.mark.parametrize(("script", "said"), [
+    ("#!/bin/sh\nexit 0\n", "did not answer as a Python interpreter: no output"),
+    ("#!/bin/sh\necho not json\n", "did not answer as a Python interpreter: not json"),
+    ("#!/bin/sh\nexit 3\n", "failed (exit 3): no output"),
+])
+def test_an_interpreter_that_is_no_python_fails_preflight_in_one_line(tmp_path, script, said):
+    # Regression: /bin/true named as a side's interpreter ended in a JSONDecodeError traceback
+    fake = tmp_path / "python"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    with pytest.raises(PreflightError) as caught:
+        probe_python(str(fake), ("torch",))
+    assert caught.value.detail == f"{fake} {said}"

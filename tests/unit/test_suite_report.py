@@ -94,3 +94,18 @@ def test_an_operator_whose_code_two_commits_left_unchanged_says_so_beside_its_ve
         "mm": OperatorSummary("same", artifacts="unchanged"),
         "add": OperatorSummary("slower", artifacts="changed")}))
     assert "| mm | same (code unchanged) |" in table and "| add | slower |" in table
+
+
+@pytest.mark.parametrize(("axis", "tune", "said"), [
+    ("python", "replay", "B replays A's winners, a key it lacks counted (TUNE replay)"),
+    ("flaggems", "each", "each side tunes in round 0 and replays its own winners after "
+                         "(TUNE each)"),
+])
+def test_the_caliber_states_the_tuning_the_campaign_used_whatever_its_axis(axis, tune, said):
+    # Regression: the axis line hard-coded TUNE each for two interpreters, replay for commits
+    from harness.report import render
+    from harness.report.abjson import caliber_of
+
+    lines = render.caliber_lines(caliber_of({"axis": axis, "a": "x", "b": "y", "tune": tune}),
+                                 None)
+    assert lines[1].endswith(f"A=x, B=y; {said}")

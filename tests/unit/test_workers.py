@@ -40,6 +40,38 @@ def pytest_sessionstart(session):
     print("plugin sessions", len(SESSIONS))
 ''',
     "test_fails.py": "def test_fails():\n    assert False\n",
+    "test_thread.py": '''import threading
+import time
+
+
+def test_thread():
+    threading.Thread(target=time.sleep, args=(60,), daemon=True, name="leaky").start()
+''',
+    "test_patches.py": '''import torch
+
+
+def test_patches():
+    torch.tanh = lambda x: x
+''',
+    "test_settles.py": '''import signal
+
+import torch
+
+
+def test_settles():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    torch.set_num_threads(1)
+''',
+    "test_sees.py": '''import os
+import signal
+
+import torch
+
+
+def test_sees():
+    print("pid", os.getpid(), "sigterm", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL,
+          "threads", torch.get_num_threads())
+''',
     "test_segv.py": '''import os
 import signal
 
@@ -139,6 +171,31 @@ def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_on
     assert (rc1, rc2) == (1, 0)
     assert facts1["retired"] == "its session exited 1"
     assert pid_of(out2) != facts1["pid"] and facts2["session"] == 1
+
+
+@pytest.mark.parametrize(("test", "why"), [
+    ("test_thread.py", "the session left threads running: leaky"),
+    ("test_patches.py", "the session replaced torch attributes: tanh"),
+])
+def test_a_session_that_leaves_state_behind_retires_its_worker(suite, test, why):
+    # Regression: a thread a benchmark left wrote into the next operator's run.log, and a
+    # patched torch.tanh timed the next operator's reference 400 times slower, both ok.
+    with WorkerHost() as host:
+        rc, _, facts = run(host, suite, test)
+        rc_next, out, _ = run(host, suite, "test_env.py")
+    assert (rc, rc_next) == (0, 0) and facts["retired"] == why
+    assert pid_of(out) != facts["pid"]
+
+
+def test_signal_handlers_and_torch_threads_are_put_back_for_the_next_session(suite):
+    # Regression: a benchmark that ignored SIGTERM left a worker that outlived its driver
+    import torch
+
+    with WorkerHost() as host:
+        run(host, suite, "test_settles.py")
+        rc, out, facts = run(host, suite, "test_sees.py")
+    assert rc == 0 and facts["session"] == 2
+    assert f"sigterm True threads {torch.get_num_threads()}" in out
 
 
 def test_a_crash_reads_as_the_crash_of_a_fresh_pytest_and_costs_only_the_worker(suite):
@@ -267,3 +324,4 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     worker.torch = torch
     assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
+
