@@ -1,0 +1,100 @@
+"""Seeded simulations of ROUNDS=auto: its false-call rate in A/A campaigns and its rounds by effect.
+
+    python3 scripts/rounds_auto_sim.py [--campaigns 200] [--seed 1]
+
+Each simulated campaign has 60 operators of 5 rows (300 rows). A row's per-round log ratio is its
+effect plus noise (a row's sd log-uniform in [lo, hi]; normal, or Student t(3) scaled to that sd)
+plus a slowly drifting round effect every row shares. The campaign runs as the driver runs it:
+MIN_ROUNDS rounds, then, after each look (harness.report.looks.judge: alpha spent over each
+operator's looks), one more round for every operator with a row inconclusive, up to MAX_ROUNDS.
+Printed: for A/A campaigns, the share with any row called faster or slower; and, for effects of
+0, 1, 5 and 50% at 0.5% noise, the mean rounds an operator ran and the share of rows called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from harness.report import looks, stats  # noqa: E402
+from harness.settings.variables import AUTO_MAX_ROUNDS, AUTO_MIN_ROUNDS  # noqa: E402
+
+PER_OP = 5
+CALLS = (stats.Verdict.FASTER, stats.Verdict.SLOWER)
+
+
+def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, float] =
+             (0.02, 0.10), heavy: bool = False, n_ops: int = 60, least: int = AUTO_MIN_ROUNDS,
+             most: int = AUTO_MAX_ROUNDS) -> tuple[list[stats.RowStats], list[int]]:
+    """One adaptive campaign: its rows as judged at the end, and each operator's rounds."""
+    n = n_ops * PER_OP
+    sds = np.exp(rng.uniform(math.log(sd[0]), math.log(sd[1]), n))
+    noise = (rng.standard_t(3, (n, most)) / math.sqrt(3) if heavy
+             else rng.standard_normal((n, most)))
+    drift = np.cumsum(rng.normal(0.0, 0.001, most))
+    ratios = np.exp(noise * sds[:, None] + drift[None, :] + effect)
+    rounds = [least] * n_ops
+    seen: list[list[int]] = [[] for _ in range(n_ops)]
+    active = set(range(n_ops))
+    while True:
+        for op in active:
+            seen[op].append(rounds[op])
+        rows = [stats.row_stats(ratios[i, :rounds[i // PER_OP]].tolist(),
+                                [1.0] * rounds[i // PER_OP], noise_floor_pct=1.0)
+                for i in range(n)]
+        _, judged = looks.judge(rows, [seen[i // PER_OP] for i in range(n)],
+                                noise_floor_pct=1.0)
+        active = {op for op in active if rounds[op] < most and any(
+            judged[i].verdict is stats.Verdict.INCONCLUSIVE
+            for i in range(op * PER_OP, (op + 1) * PER_OP))}
+        if not active:
+            return judged, rounds
+        for op in active:
+            rounds[op] += 1
+
+
+def false_call_rate(seed: int, campaigns: int, heavy: bool = False) -> float:
+    """A/A: the share of campaigns with any row called faster or slower."""
+    rng = np.random.default_rng(seed)
+    return float(np.mean([any(r.verdict in CALLS for r in campaign(rng, heavy=heavy)[0])
+                          for _ in range(campaigns)]))
+
+
+def by_effect(seed: int, campaigns: int, effect_pct: float, sd: float = 0.005
+              ) -> tuple[float, float]:
+    """(mean rounds an operator ran, share of rows called) for `effect_pct` at noise `sd`."""
+    rng = np.random.default_rng(seed)
+    rounds, called = [], []
+    for _ in range(campaigns):
+        rows, ran = campaign(rng, effect=math.log1p(effect_pct / 100), sd=(sd, sd), n_ops=20)
+        rounds += ran
+        called += [r.verdict in CALLS for r in rows]
+    return float(np.mean(rounds)), float(np.mean(called))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--campaigns", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(f"ROUNDS=auto, MIN_ROUNDS={AUTO_MIN_ROUNDS}, MAX_ROUNDS={AUTO_MAX_ROUNDS}, "
+          f"{args.campaigns} campaigns, seed {args.seed}")
+    for heavy in (False, True):
+        rate = false_call_rate(args.seed, args.campaigns, heavy)
+        print(f"A/A, 300 rows, noise 2-10% {'t(3)' if heavy else 'normal'}: campaigns with "
+              f"any row called {rate:.3f} (q = {stats.FDR_Q})")
+    print("effect  mean rounds per operator  rows called  (noise 0.5%, 100 rows a campaign)")
+    for effect in (0.0, 1.0, 5.0, 50.0):
+        rounds, called = by_effect(args.seed, max(10, args.campaigns // 10), effect)
+        print(f"{effect:5.0f}%  {rounds:24.2f}  {called:11.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

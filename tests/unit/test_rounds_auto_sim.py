@@ -1,0 +1,40 @@
+"""scripts/rounds_auto_sim.py: ROUNDS=auto keeps the false-call rate and stops early on effects."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.report import stats
+
+pytest.importorskip("numpy")
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rounds_auto_sim.py"
+
+
+@pytest.fixture(scope="module")
+def sim():
+    spec = importlib.util.spec_from_file_location("rounds_auto_sim", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["rounds_auto_sim"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_adaptive_a_a_campaigns_call_no_more_than_q(sim):
+    # 40 seeded A/A campaigns of 300 rows, 2-10% noise, looked at after every round up to 6
+    # (200 campaigns, normal and t(3): 0.000 and 0.000; scripts/rounds_auto_sim.py)
+    assert sim.false_call_rate(1, 40) <= stats.FDR_Q
+    assert sim.false_call_rate(2, 40, heavy=True) <= stats.FDR_Q
+
+
+def test_a_large_effect_stops_at_min_rounds_and_a_5pct_one_is_found_before_max(sim):
+    rounds, called = sim.by_effect(1, 5, 50.0)
+    assert (rounds, called) == (2.0, 1.0)
+    rounds, called = sim.by_effect(1, 5, 5.0)
+    assert called == 1.0 and 2.0 < rounds < 6.0
+    rounds, called = sim.by_effect(1, 5, 0.0)
+    assert called == 0.0
