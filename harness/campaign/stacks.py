@@ -37,17 +37,16 @@ def check_imports(side: str, python: str, modules: tuple[str, ...],
     found but does not import fails here, naming the side, not in every unit."""
     if not modules:
         return
+    failed = f"side {side} ({side}_PYTHON={python}): cannot import {', '.join(modules)}"
     try:
         proc = run([python, "-c", f"import {', '.join(modules)}"], capture_output=True,
                    text=True, timeout=IMPORT_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PreflightError("python_modules", f"side {side} ({side}_PYTHON={python}): "
-                             f"cannot import {', '.join(modules)}: {exc}") from None
+        raise PreflightError("python_modules", f"{failed}: {exc}") from None
     if proc.returncode != 0:
         last = next((line for line in reversed(proc.stderr.splitlines()) if line.strip()),
                     f"exit {proc.returncode}")
-        raise PreflightError("python_modules", f"side {side} ({side}_PYTHON={python}): "
-                             f"cannot import {', '.join(modules)}: {last.strip()}")
+        raise PreflightError("python_modules", f"{failed}: {last.strip()}")
 
 
 def check_stacks(settings: Settings, axis: ab.Axis, directory: Path,
