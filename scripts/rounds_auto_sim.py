@@ -7,8 +7,10 @@ effect plus noise (a row's sd log-uniform in [lo, hi]; normal, or Student t(3) s
 plus a slowly drifting round effect every row shares. The campaign runs as the driver runs it:
 MIN_ROUNDS rounds, then, after each look (harness.report.looks.judge: alpha spent over each
 operator's looks), one more round for every operator with a row inconclusive, up to MAX_ROUNDS.
-Printed: for A/A campaigns, the share with any row called faster or slower; and, for effects of
-0, 1, 5 and 50% at 0.5% noise, the mean rounds an operator ran and the share of rows called.
+Printed: for A/A campaigns, the share with any row called faster or slower; for effects of 0, 1,
+5 and 50% at 0.5% noise, the mean rounds an operator ran and the share of rows called; for A/A
+campaigns of quieter rows, the share read same against 3 fixed rounds; and, with every row 1%
+apart (the floor), the share wrongly read same.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
                                 [1.0] * rounds[i // PER_OP], noise_floor_pct=1.0)
                 for i in range(n)]
         _, judged = looks.judge(rows, [seen[i // PER_OP] for i in range(n)],
-                                noise_floor_pct=1.0)
+                                noise_floor_pct=1.0, planned=most - least + 1)
         active = {op for op in active if rounds[op] < most and any(
             judged[i].verdict is stats.Verdict.INCONCLUSIVE
             for i in range(op * PER_OP, (op + 1) * PER_OP))}
@@ -67,15 +69,43 @@ def false_call_rate(seed: int, campaigns: int, heavy: bool = False) -> float:
 
 
 def by_effect(seed: int, campaigns: int, effect_pct: float, sd: float = 0.005
-              ) -> tuple[float, float]:
-    """(mean rounds an operator ran, share of rows called) for `effect_pct` at noise `sd`."""
+              ) -> tuple[float, float, float]:
+    """(mean rounds an operator ran, share of rows called, share read same) for `effect_pct`
+    at noise `sd`."""
     rng = np.random.default_rng(seed)
-    rounds, called = [], []
+    rounds, called, same = [], [], []
     for _ in range(campaigns):
         rows, ran = campaign(rng, effect=math.log1p(effect_pct / 100), sd=(sd, sd), n_ops=20)
         rounds += ran
         called += [r.verdict in CALLS for r in rows]
-    return float(np.mean(rounds)), float(np.mean(called))
+        same += [r.verdict is stats.Verdict.SAME for r in rows]
+    return float(np.mean(rounds)), float(np.mean(called)), float(np.mean(same))
+
+
+def a_a_same(seed: int, campaigns: int, sd: tuple[float, float] = (0.001, 0.02)
+             ) -> tuple[float, float, float]:
+    """A/A at noise `sd`: (share of rows read same with ROUNDS=auto, the same with 3 fixed
+    rounds, mean rounds per operator with ROUNDS=auto)."""
+    rng = np.random.default_rng(seed)
+    auto, fixed, rounds = [], [], []
+    for _ in range(campaigns):
+        state = rng.bit_generator.state
+        rows, ran = campaign(rng, sd=sd, n_ops=20)
+        auto += [r.verdict is stats.Verdict.SAME for r in rows]
+        rounds += ran
+        rng.bit_generator.state = state  # the same rows, judged once at 3 rounds
+        rows, _ = campaign(rng, sd=sd, n_ops=20, least=3, most=3)
+        fixed += [r.verdict is stats.Verdict.SAME for r in rows]
+    return float(np.mean(auto)), float(np.mean(fixed)), float(np.mean(rounds))
+
+
+def same_at_the_floor(seed: int, campaigns: int, sd: float = 0.004) -> float:
+    """The share of rows read same with ROUNDS=auto when every row truly differs by the floor
+    (1%, the hardest case for the equivalence rule): at most (1 - confidence) / 2."""
+    rng = np.random.default_rng(seed)
+    return float(np.mean([r.verdict is stats.Verdict.SAME for _ in range(campaigns)
+                          for r in campaign(rng, effect=math.log1p(0.01), sd=(sd, sd),
+                                            n_ops=20)[0]]))
 
 
 def main(argv: list[str]) -> int:
@@ -89,10 +119,17 @@ def main(argv: list[str]) -> int:
         rate = false_call_rate(args.seed, args.campaigns, heavy)
         print(f"A/A, 300 rows, noise 2-10% {'t(3)' if heavy else 'normal'}: campaigns with "
               f"any row called {rate:.3f} (q = {stats.FDR_Q})")
-    print("effect  mean rounds per operator  rows called  (noise 0.5%, 100 rows a campaign)")
+    print("effect  mean rounds per operator  rows called  rows same  (noise 0.5%, 100 rows "
+          "a campaign)")
     for effect in (0.0, 1.0, 5.0, 50.0):
-        rounds, called = by_effect(args.seed, max(10, args.campaigns // 10), effect)
-        print(f"{effect:5.0f}%  {rounds:24.2f}  {called:11.3f}")
+        rounds, called, same = by_effect(args.seed, max(10, args.campaigns // 10), effect)
+        print(f"{effect:5.0f}%  {rounds:24.2f}  {called:11.3f}  {same:9.3f}")
+    auto, fixed, rounds = a_a_same(args.seed, max(10, args.campaigns // 10))
+    print(f"A/A, noise 0.1-2%: rows read same {auto:.3f} with ROUNDS=auto ({rounds:.2f} rounds "
+          f"an operator), {fixed:.3f} with 3 fixed rounds")
+    rate = same_at_the_floor(args.seed, max(10, args.campaigns // 10))
+    print(f"every row 1% slower (at the floor), noise 0.4%: rows read same {rate:.3f} "
+          f"(at most {(1 - stats.CONFIDENCE) / 2:.3f})")
     return 0
 
 

@@ -28,7 +28,7 @@ def stop_reason(decided: bool, rows: int, done: int, most: int, ended_well: bool
     if decided:
         return f"decided after {done} rounds"
     if done >= most:
-        return f"MAX_ROUNDS ({most}) reached with rows undecided"
+        return stats.MAX_ROUNDS_STOP.format(most=most)
     return None
 
 

@@ -108,19 +108,22 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
                           for side, srcs in sources.items()}
     notes += outside_note(rows, model)
     seen = op_looks(directory, campaign)
-    return (campaign_wide(rows, unpaired, notes, floor, op_geomeans, seen), identities,
-            failures)
+    planned = campaign.auto["max"] - campaign.auto["min"] + 1 if campaign.auto else 1
+    return (campaign_wide(rows, unpaired, notes, floor, op_geomeans, seen, planned),
+            identities, failures)
 
 
 def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpaired],
                   notes: list[str], floor: float, op_geomeans: list[tuple[str, stats.GeomeanStats]],
-                  seen: Mapping[str, list[int]] | None = None) -> comparison.AbReport:
+                  seen: Mapping[str, list[int]] | None = None, planned: int = 1
+                  ) -> comparison.AbReport:
     """The operators' rows as one A/B: the false-discovery control runs again over every row
     of the campaign (one family, not one per operator), and the geometric mean spans them all.
-    Once an operator was judged at two round counts (`seen`), alpha is spent over looks."""
+    Once an operator was judged at two round counts (`seen`), or the campaign planned several
+    looks (`planned`, ROUNDS=auto), alpha is spent over looks."""
     method, adjusted = looks.judge([r.stats for r in rows],
                                    [(seen or {}).get(r.op) or [r.stats.rounds] for r in rows],
-                                   noise_floor_pct=floor)
+                                   noise_floor_pct=floor, planned=planned)
     if looks.extended(list((seen or {}).values())):
         notes = [*notes, "looks (round counts each operator was judged at; a verdict is its "
                  "last look's): " + "; ".join(f"{op} {', '.join(map(str, k))} (look {len(k)})"

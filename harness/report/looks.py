@@ -10,7 +10,9 @@ from harness.report.stats import T_METHOD, Method, RowStats, adjust_rows, log_of
 from harness.report.tdist import t_interval
 
 DEFAULT = Method()
-SPENDING = "alpha spent over looks (Bonferroni, 6/(pi^2 k^2))"
+SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same by look over "
+            "the planned looks)")
+SAME_TAIL = 0.2  # of the equivalence alpha, what looks past the plan (a RESUME adding rounds) get
 
 
 def share(look: int) -> float:
@@ -24,6 +26,23 @@ def share(look: int) -> float:
     return 6.0 / (math.pi ** 2 * look * look)
 
 
+def same_share(look: int, planned: int = 1) -> float:
+    """The share of the equivalence ("same") alpha that look `look` spends, of `planned` looks.
+
+    Planned look k (1..planned) spends (1 - SAME_TAIL) * k / (1 + ... + planned): a look of
+    few rounds can hardly show an interval inside the floor, so later looks get more. A look
+    past the plan, j looks past it, spends SAME_TAIL * 6 / (pi^2 j^2). The shares are fixed
+    before any data and sum to at most 1 over any number of looks, so "same" claimed at any
+    look is wrong at most (1 - confidence) / 2 of the time (Bonferroni over looks; each look
+    a two one-sided tests equivalence test, Schuirmann 1987).
+    """
+    if look < 1 or planned < 1:
+        raise ValueError(f"look={look!r}, planned={planned!r}; both count from 1")
+    if look <= planned:
+        return (1.0 - SAME_TAIL) * look / (planned * (planned + 1) / 2)
+    return SAME_TAIL * share(look - planned)
+
+
 def spending_method(method: Method = DEFAULT) -> Method:
     """The method of a campaign judged at more than one look: the same t interval and BH q,
     with alpha spent over looks; its text names both."""
@@ -35,16 +54,18 @@ def extended(looks: Sequence[Sequence[int]]) -> bool:
     return any(len(k) > 1 for k in looks)
 
 
-def monitored(row: RowStats, looks: Sequence[int], confidence: float) -> RowStats:
+def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: int = 1
+              ) -> RowStats:
     """The row judged as valid under monitoring, `looks` its operator's round counts so far.
 
     Look k (1, 2, ...) of n_k rounds takes the row's first min(n_k, its rounds) rounds. The
     row's p-value is min over looks of p_k / share(k), at most 1: under "no difference" it is
     at most a with chance at most a, whatever rule chose to add rounds (Bonferroni over looks).
-    Its interval is the last look's at 1 - alpha * share(k): every look's interval covers at
-    once with chance at least `confidence`. `same` (classify) then reads that interval inside
-    +-floor, wrong at most (1 - confidence) / 2 over all looks, as one look's is today. A row
-    missing from some rounds is taken as if its rounds were the first ones. Errs wide.
+    Its interval is the last look's at 1 - alpha * share(k), which every look's covers at once.
+    `same` reads another interval of the last look, at 1 - alpha * same_share(k, planned),
+    inside +-floor (its larger |bound|, `same_bound_pct`): wrong at most (1 - confidence) / 2
+    over all looks, as one look's is today. A row missing from some rounds is taken as if its
+    rounds were the first ones. Errs wide.
     """
     if not looks:
         raise ValueError("a row is judged at one look at least")
@@ -55,25 +76,31 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float) -> RowStat
         if interval is not None:
             p_values.append(min(1.0, interval.p_value / share(k)))
     last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)))
+    same = t_interval(logs, 1.0 - (1.0 - confidence) * same_share(len(looks), planned))
     p = min(p_values) if p_values else None
     low, high = (None, None) if last is None else (pct_of_log(last.low), pct_of_log(last.high))
-    return replace(row, ci_low_pct=low, ci_high_pct=high, p_value=p, p_adjusted=p)
+    bound = None if same is None else max(-pct_of_log(same.low), pct_of_log(same.high))
+    return replace(row, ci_low_pct=low, ci_high_pct=high, p_value=p, p_adjusted=p,
+                   same_bound_pct=bound)
 
 
 def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_floor_pct: float,
-          method: Method = DEFAULT) -> tuple[Method, list[RowStats]]:
-    """The rows' method and verdicts, `looks[i]` the round counts row i's operator was judged at.
+          method: Method = DEFAULT, planned: int = 1) -> tuple[Method, list[RowStats]]:
+    """The rows' method and verdicts, `looks[i]` the round counts row i's operator was judged at,
+    `planned` the looks the campaign planned before it ran (1; MAX_ROUNDS - MIN_ROUNDS + 1 for
+    ROUNDS=auto).
 
-    Judged once (no operator with two looks): adjust_rows with `method`, today's verdicts.
+    Judged once (one look planned, no operator with two): adjust_rows with `method`, today's
+    verdicts.
     Otherwise every row is `monitored` from its operator's first look and Benjamini-Hochberg
     runs over those p-values at the method's q: under "no row differs" the chance of any
     faster or slower call stays at most q however many times rounds were added.
     """
     if len(rows) != len(looks):
         raise ValueError(f"{len(rows)} rows, {len(looks)} operators' looks")
-    if not extended(looks):
+    if not extended(looks) and planned == 1:
         return method, adjust_rows(rows, noise_floor_pct=noise_floor_pct, method=method)
     spent = spending_method(method)
-    return spent, adjust_rows([monitored(r, k, method.confidence) for r, k in
+    return spent, adjust_rows([monitored(r, k, method.confidence, planned) for r, k in
                                zip(rows, looks, strict=True)],
                               noise_floor_pct=noise_floor_pct, method=spent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -320,12 +320,14 @@ def _legend_handles(report: AbReport, floor: float | None,
 
 
 def build_figure(report: AbReport, caliber: Caliber | None = None,
-                 noise_floor: float | None = None,
-                 verdicts: Mapping[str, str] | None = None) -> Figure:
+                 noise_floor: float | None = None, verdicts: Mapping[str, str] | None = None,
+                 capped: Collection[str] = ()) -> Figure:
     """The ab.png figure of `report`, laid out and drawn, for saving or inspecting: a line
-    per row for one operator, a line per operator for more (`verdicts`: ab.json's operators')."""
+    per row for one operator, a line per operator for more (`verdicts`: ab.json's operators';
+    `capped`: operators that ROUNDS=auto ran to MAX_ROUNDS undecided, so labelled)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     caliber = caliber or Caliber()
     suite = len({r.op for r in report.rows} | set(verdicts or {})) > 1
@@ -347,12 +349,13 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
     clipped = any([_draw_line(ax, y, m, window)
                    for y, m in zip(range(count - 1, -1, -1), drawn, strict=True) if m])
     labels = ([_row_label(r) for r in report.rows] if lines is None else
-              [_clip(f"{x.op} ({x.rows} rows)" if x.geomean is not None
-                     else f"{x.op} (no paired row)", LABEL_CHARS) for x in lines])
+              [_clip(f"{x.op} ({x.rows} rows{', MAX_ROUNDS' * (x.op in capped)})"
+                     if x.geomean is not None else f"{x.op} (no paired row)", LABEL_CHARS)
+               for x in lines])
     low, high = _padded(ax, *limits)
     ax.set_xlim(low, high)
     ax.xaxis.set_major_formatter(_formatter(pct_label))
-    ax.xaxis.set_minor_locator(_no_ticks())
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelsize=TICK_FONT)
     ax.grid(axis="x", color="0.85", linewidth=0.6)
     ax.set_ylim(-0.7, max(count, 1) - 0.3)
@@ -381,19 +384,13 @@ def _formatter(text: Callable[[float], str]) -> Any:
     return FuncFormatter(lambda value, _pos: text(value))
 
 
-def _no_ticks() -> Any:
-    from matplotlib.ticker import NullLocator
-
-    return NullLocator()
-
-
 def render_png(report: AbReport, path: str | Path, *, caliber: Caliber | None = None,
-               noise_floor: float | None = None,
-               verdicts: Mapping[str, str] | None = None) -> bool:
+               noise_floor: float | None = None, verdicts: Mapping[str, str] | None = None,
+               capped: Collection[str] = ()) -> bool:
     """Write ab.png atomically; False (nothing written) without matplotlib."""
     if not available():
         return False
-    fig = build_figure(report, caliber, noise_floor, verdicts)
+    fig = build_figure(report, caliber, noise_floor, verdicts, capped)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     atomic_write_bytes(Path(path), buffer.getvalue())

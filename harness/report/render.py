@@ -392,9 +392,9 @@ def render_png(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any]
     suite's lines), an AbReport or a list of rows; False (nothing written) without matplotlib."""
     doc = None if isinstance(source, AbReport) else as_document(source)
     caliber = doc.caliber if doc else Caliber()
-    verdicts = ({op: o.verdict for op, o in doc.operators.items()}
-                if doc and doc.operators else None)
+    ops = doc.operators if doc and doc.operators else {}
     report = as_report(doc or source)
     return plot.render_png(report, path, caliber=caliber,
                            noise_floor=stated_floor(report, caliber, noise_floor),
-                           verdicts=verdicts)
+                           verdicts={op: o.verdict for op, o in ops.items()} or None,
+                           capped=[op for op, o in ops.items() if stats.hit_max_rounds(o.reason)])

@@ -36,6 +36,14 @@ OP_VERDICTS = (Verdict.SLOWER.value, "failed", "pending", Verdict.INCONCLUSIVE.v
                "excluded")
 
 
+MAX_ROUNDS_STOP = "MAX_ROUNDS ({most}) reached with rows undecided"  # ROUNDS=auto's last stop
+
+
+def hit_max_rounds(reason: str | None) -> bool:
+    """Whether an operator's stop reason says ROUNDS=auto ran it to MAX_ROUNDS undecided."""
+    return bool(reason) and str(reason).startswith(MAX_ROUNDS_STOP.split("{")[0])
+
+
 def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False,
                      skipped: bool = False, excluded: bool = False) -> str:
     """An operator's verdict from its rows': excluded (left out by EXCLUDE) before all of
@@ -116,23 +124,25 @@ def log_of_pct(pct: float) -> float:
 
 def classify(ci_low: float | None, ci_high: float | None, effect_pct: float, *,
              p_adjusted: float | None, noise_floor_pct: float, flagged: bool,
-             q: float = FDR_Q) -> Verdict:
+             q: float = FDR_Q, same_bound: float | None = None) -> Verdict:
     """The verdict of one row from its interval and effect in % and its BH-adjusted p.
 
     FASTER/SLOWER need all of: the interval excludes zero, |effect| exceeds the noise floor
     (never below MIN_NOISE_FLOOR_PCT) the same way, and the adjusted p is at most q. SAME needs
     the whole interval inside +-floor: an equivalence test, wrong at most (1 - confidence) / 2
-    of the time per row. Anything else is INCONCLUSIVE, and so is a row with no interval (one
-    round). Errs toward INCONCLUSIVE. A flagged row (a side fell back to the direct timer or
-    self-tuned a missing replay key) is FLAGGED whatever its numbers: its sides were not timed
-    alike, so its difference may be the regime's.
+    of the time per row; where `same_bound` is given (the larger |bound| of another interval
+    that decides equivalence), SAME needs it within the floor instead. Anything else is
+    INCONCLUSIVE, and so is a row with no interval (one round). Errs toward INCONCLUSIVE. A
+    flagged row (a side fell back to the direct timer or self-tuned a missing replay key) is
+    FLAGGED whatever its numbers: its sides were not timed alike, so its difference may be the
+    regime's.
     """
     if flagged:
         return Verdict.FLAGGED
     if ci_low is None or ci_high is None:
         return Verdict.INCONCLUSIVE
     floor = max(MIN_NOISE_FLOOR_PCT, noise_floor_pct)
-    if -floor <= ci_low and ci_high <= floor:
+    if (-floor <= ci_low and ci_high <= floor) if same_bound is None else same_bound <= floor:
         return Verdict.SAME
     discovered = p_adjusted is not None and p_adjusted <= q
     if discovered and ci_low > 0.0 and effect_pct > floor:
@@ -179,6 +189,8 @@ class RowStats:
     p_value: float | None = None  # t test of mean log ratio = 0; None: no interval
     p_adjusted: float | None = None  # Benjamini-Hochberg over the campaign's tested rows
     noise_floor_pct: float | None = None  # the floor its verdict used; None: not recorded
+    # where an interval other than ci decides `same` (alpha spent over looks): its larger |bound|
+    same_bound_pct: float | None = None
 
 
 def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_floor_pct: float,
@@ -279,7 +291,7 @@ def adjust_rows(rows: Sequence[RowStats], *, noise_floor_pct: float,
                     else s.noise_floor_pct)
         out.append(replace(s, p_adjusted=p, noise_floor_pct=floor, verdict=classify(
             s.ci_low_pct, s.ci_high_pct, s.speedup_pct, p_adjusted=p, noise_floor_pct=floor,
-            flagged=s.flagged, q=method.fdr_q or 1.0)))
+            flagged=s.flagged, q=method.fdr_q or 1.0, same_bound=s.same_bound_pct)))
     return out
 
 

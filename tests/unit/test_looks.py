@@ -38,7 +38,8 @@ def _campaign(rng, *, heavy: bool, effect: float = 0.0, n_ops: int = 60
     method, spent = looks.judge(second, [[3, 5] if extend[i // PER_OP] else [3]
                                          for i in range(n)], noise_floor_pct=1.0)
     assert (method.text == "t interval on per-round log ratios, alpha spent over looks "
-            "(Bonferroni, 6/(pi^2 k^2)), 95%, BH q=0.05") or not any(extend)
+            "(Bonferroni: differences 6/(pi^2 k^2), same by look over the planned looks), 95%, "
+            "BH q=0.05") or not any(extend)
 
     def called(rows: list[stats.RowStats]) -> bool:
         return any(r.verdict in CALLS for r in rows)
@@ -75,7 +76,7 @@ def test_a_5pct_effect_at_half_a_percent_noise_is_found_at_three_rounds():
     ratios = np.exp(0.05 + rng.normal(0.0, 0.005, (300, 3))).tolist()
     rows = [stats.row_stats(r, [1.0] * 3, noise_floor_pct=1.0) for r in ratios]
     # a campaign where another operator was extended: these rows are at their first look,
-    # judged at alpha * 6 / pi^2 (a 96.96% interval) instead of 95%
+    # their calls judged at alpha * 6 / pi^2 (a 96.96% interval) instead of 95%
     method, judged = looks.judge(rows, [[3]] * 299 + [[2, 3]], noise_floor_pct=1.0)
     assert method.name.endswith(looks.SPENDING)
     assert all(r.verdict is stats.Verdict.FASTER for r in judged)
@@ -98,3 +99,31 @@ def test_shares_sum_to_alpha_and_widen_each_look():
     assert one.p_value == pytest.approx(row.p_value * math.pi ** 2 / 6)
     with pytest.raises(ValueError):
         looks.share(0)
+
+
+def test_same_shares_grow_over_the_planned_looks_and_leave_a_tail_for_resumes():
+    planned = [looks.same_share(k, 5) for k in range(1, 6)]
+    assert planned == sorted(planned) and planned[-1] == pytest.approx(0.8 * 5 / 15)
+    tail = math.fsum(looks.same_share(k, 5) for k in range(6, 100_000))
+    assert math.fsum(planned) + tail == pytest.approx(1.0, abs=1e-4)
+    assert looks.same_share(1, 1) == pytest.approx(1 - looks.SAME_TAIL)
+    with pytest.raises(ValueError):
+        looks.same_share(1, 0)
+
+
+def test_a_planned_campaign_decides_same_late_and_large_effects_early():
+    # ROUNDS=auto plans 5 looks (2..6 rounds): spending starts at the first look
+    quiet = stats.row_stats([1.0 + d for d in (0.003, -0.004, 0.002, -0.001, 0.004, -0.003)],
+                            [1.0] * 6, noise_floor_pct=1.0)
+    _, (fixed_row,) = looks.judge([quiet], [[6]], noise_floor_pct=1.0)
+    _, (late,) = looks.judge([quiet], [[2, 3, 4, 5, 6]], noise_floor_pct=1.0, planned=5)
+    assert late.verdict is stats.Verdict.SAME
+    assert late.same_bound_pct is not None and late.same_bound_pct < 1.0
+    assert late.ci_high_pct > fixed_row.ci_high_pct  # the displayed interval is the calls'
+    big = stats.row_stats([1.0, 1.0], [0.5, 0.505], noise_floor_pct=1.0)
+    method, (first,) = looks.judge([big], [[2]], noise_floor_pct=1.0, planned=5)
+    assert method.name.endswith(looks.SPENDING)
+    assert first.verdict is stats.Verdict.FASTER
+    two = stats.row_stats([1.003, 0.996], [1.0] * 2, noise_floor_pct=1.0)
+    _, (early,) = looks.judge([two], [[2]], noise_floor_pct=1.0, planned=5)
+    assert early.verdict is not stats.Verdict.SAME  # 2 rounds cannot show 1% equivalence

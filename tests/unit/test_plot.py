@@ -344,3 +344,18 @@ def test_a_one_round_campaign_draws_no_interval(suite: bool) -> None:
     assert widths and 4 not in widths
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert not any("interval" in text for text in legend)
+
+
+def test_operators_that_ran_to_max_rounds_are_marked(monkeypatch, tmp_path: Path) -> None:
+    from harness.report import stats
+
+    doc = suite_document(2)
+    doc["operators"]["op001"]["reason"] = stats.MAX_ROUNDS_STOP.format(most=6)
+    doc["operators"]["op000"]["reason"] = "decided after 2 rounds"
+    drawn = []
+    real = plot.build_figure
+    monkeypatch.setattr(plot, "build_figure", lambda *a, **k: drawn.append(real(*a, **k))
+                        or drawn[-1])
+    assert render_png(doc, tmp_path / AB_PNG) is True
+    assert labels_top_down(drawn[0]) == ["unique (no paired row)", "op000 (2 rows)",
+                                         "op001 (2 rows, MAX_ROUNDS)"]
