@@ -41,7 +41,7 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     result, _, _ = finish.compare_ops(directory, campaign, campaign.noise_floor_pct)
     grow: dict[str, int] = {}
     for op, info in campaign.ops.items():
-        if info.reason or info.excluded or info.stopped:
+        if info.reason or info.excluded or info.stopped or info.skipped:
             continue
         rows = [r for r in result.rows if r.op == op]
         done = len(finish.done_rounds(directory, campaign, op))

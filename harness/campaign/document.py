@@ -57,6 +57,7 @@ class OpRecord:
     # the round counts its verdicts were computed at, one a finish (a look); older: none
     looks: list[int] = field(default_factory=list)
     stopped: str | None = None  # ROUNDS=auto: why it runs no more rounds
+    skipped: str | None = None  # why it never runs: it exists on one side only
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Campaign:
                          "b": value.b, **({"tune": value.given_tune} if value.given_tune else {})}
             elif f.name == "ops":
                 value = {op: {k: v for k, v in asdict(info).items()
-                              if (v is not None or k not in ("excluded", "stopped"))
+                              if (v is not None or k not in ("excluded", "stopped", "skipped"))
                               and (v or k != "looks")}
                          for op, info in value.items()}
             elif f.name == "units":
@@ -215,7 +216,7 @@ def _op(read: _Reader) -> OpRecord:
     return OpRecord(read.optional("node", str), read.optional("reason", str),
                     read.value("rounds", int), read.optional("excluded", str),
                     [int(n) for n in read.optional("looks", list) or []],
-                    read.optional("stopped", str))
+                    read.optional("stopped", str), read.optional("skipped", str))
 
 
 def _unit(read: _Reader) -> UnitRecord:

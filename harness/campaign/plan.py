@@ -25,6 +25,7 @@ from harness.campaign.document import (
     walls_by_op,
 )
 from harness.errors import UsageError
+from harness.executors.base import SKIPPED
 from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
@@ -88,14 +89,15 @@ def new_campaign(*, directory: Path, axis: Axis, caliber: Mapping[str, Any],
                  argv: Sequence[str], ops: Mapping[str, Mapping[str, Any]], rounds: int,
                  walls: Mapping[str, float], walls_from: Path | None) -> Campaign:
     """A new campaign: every operator with its node (or why it has none) and every unit not
-    run yet, in running order; an operator without a node has its units failed (never run)."""
+    run yet, in running order; an operator without a node has its units failed (never run),
+    one that exists on one side only (`skipped`) its units skipped (never run)."""
     campaign = Campaign(
         dir=str(directory),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         axis=axis, caliber=dict(caliber), argv=list(argv), rounds=rounds, walls=dict(walls),
         walls_from=str(walls_from) if walls_from else None,
-        ops={op: OpRecord(info.get("node"), info.get("reason"), rounds)
-             for op, info in ops.items()})
+        ops={op: OpRecord(info.get("node"), info.get("reason"), rounds,
+                          skipped=info.get("skipped")) for op, info in ops.items()})
     add_units(campaign, {op: rounds for op in ops})
     return campaign
 
@@ -106,9 +108,10 @@ def add_units(campaign: Campaign, op_rounds: Mapping[str, int]) -> list[Unit]:
     have = {u.id for u in campaign.units}
     new = [u for u in plan_units(op_rounds, campaign.walls) if u.id not in have]
     for unit in new:
-        reason = campaign.ops[unit.op].reason
-        campaign.units.append(UnitRecord(unit.id, unit.op, unit.round,
-                                         "failed" if reason else PENDING, reason))
+        info = campaign.ops[unit.op]
+        status = "failed" if info.reason else SKIPPED if info.skipped else PENDING
+        campaign.units.append(UnitRecord(unit.id, unit.op, unit.round, status,
+                                         info.reason or info.skipped))
     for op, n in op_rounds.items():
         campaign.ops[op].rounds = max(n, campaign.ops[op].rounds)
     return new
@@ -119,7 +122,8 @@ def extend(campaign: Campaign, rounds: int | None, only: str | None,
     """Add rounds for --resume: up to `rounds` in all, for every operator or, with `only`,
     for those whose verdict (`verdicts`, from ab.json) is `only`; `only` without `rounds`
     adds as many rounds as the campaign first had."""
-    targets = [op for op, info in campaign.ops.items() if not info.reason and not info.excluded]
+    targets = [op for op, info in campaign.ops.items()
+               if not (info.reason or info.excluded or info.skipped)]
     if only is not None:
         targets = [op for op in targets if verdicts.get(op) == only]
         if not targets:

@@ -11,6 +11,7 @@ metadata are only read.
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from harness.errors import UsageError
 
 STACKS_DIR = "stacks"  # under a campaign: one FlagGems tree a side
 SOURCE_DIR = "src"  # FlagGems' package root in its repository
+PACKAGE_DIR = f"{SOURCE_DIR}/flag_gems"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 BENCHMARK_DIR = "benchmark"
 
 
@@ -113,3 +116,26 @@ def compose(repo: Path, refs: Refs, directory: Path) -> dict[str, Path]:
             partial.rename(tree)  # a tree is whole or absent
         trees[side] = tree
     return trees
+
+
+def _names(repo: Path, ref: str) -> set[str]:
+    """Every identifier in flag_gems' source at `ref` (its text, not imported)."""
+    proc = _git(repo, "grep", "-h", "-I", "-E", "", ref, "--", PACKAGE_DIR)
+    return set(_NAME.findall(proc.stdout)) if proc.returncode == 0 else set()
+
+
+def one_sided(repo: Path, refs: Refs, ops: list[str]) -> dict[str, str]:
+    """{op: why} for the operators whose name is in flag_gems' source at one side's commit
+    and nowhere in the other's: that side has no implementation to time, so the operator is
+    skipped, not compared. A name found on neither side is left to run (its benchmark may
+    reach it by another name)."""
+    names = {"A": _names(repo, refs.a), "B": _names(repo, refs.b)}
+    out = {}
+    for op in ops:
+        has = [side for side in ("A", "B") if op in names[side]]
+        if len(has) == 1:
+            other = "B" if has == ["A"] else "A"
+            ref = refs.b if other == "B" else refs.a
+            out[op] = (f"{op} is not in flag_gems at {other}_REF ({ref[:12]}), only at "
+                       f"{has[0]}_REF: side {other} has no implementation to time")
+    return out

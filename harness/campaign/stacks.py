@@ -13,6 +13,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.campaign import ab, refs
 from harness.campaign.plan import SIDES
@@ -84,6 +85,18 @@ def commits(settings: Settings, axis: ab.Axis, given: AbSpec, out: Callable[[str
     out(f"side A: FlagGems {found.a}; side B: FlagGems {found.b}; benchmark files of "
         f"{found.bench}")
     return found
+
+
+def skip_one_sided(settings: Settings, found: refs.Refs | None,
+                   info: dict[str, dict[str, Any]], out: Callable[[str], None]) -> None:
+    """Two FlagGems commits: mark `skipped` in `info` ({op: {"node"} or {"reason"}}) each
+    operator that exists at one commit only (refs.one_sided), and say so."""
+    if found is None or settings.flaggems_dir is None:
+        return
+    for op, why in refs.one_sided(settings.flaggems_dir, found,
+                                  [op for op, v in info.items() if "node" in v]).items():
+        info[op]["skipped"] = why
+        out(f"{op}: skipped: {why}")
 
 
 def scan_settings(settings: Settings, found: refs.Refs | None, scratch: Path) -> Settings:

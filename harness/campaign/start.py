@@ -114,7 +114,10 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
         info, first_plan, checked = _operators(
             stacks.scan_settings(settings, commits, Path(scratch)), flags, env, out,
             remote=cfg is not None)
-    first = next(v["node"] for v in info.values() if "node" in v)
+    stacks.skip_one_sided(settings, commits, info, out)
+    nodes = [v["node"] for v in info.values() if "node" in v]  # one that runs, where any does
+    first = next((v["node"] for v in info.values() if "node" in v and "skipped" not in v),
+                 nodes[0])
     axis, checked = stacks.sides(_with_node(settings, first), axis, ab_spec, commits, out,
                                  checked, local=cfg is None)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
@@ -166,7 +169,8 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     lines = [f"campaign: {directory} ({state})",
              f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
     for op, op_info in campaign.ops.items():
-        lines.append(f"operator {op}: {op_info.node or op_info.reason}")
+        lines.append(f"operator {op}: {op_info.node or op_info.reason}"
+                     + (f" (skipped: {op_info.skipped})" if op_info.skipped else ""))
     for side in SIDES:
         env = {**axis.side_env(side), **cache_env(directory, side)}
         mode = (f"{side}/r0 tunes and records" if side == "A" or axis.tune == "each"

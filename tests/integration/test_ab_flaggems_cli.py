@@ -116,3 +116,34 @@ def test_a_bad_pair_of_commits_is_refused_in_one_line_before_anything(tmp_path):
     proc = campaign(tmp_path, not_git, "--a-ref", "x", "--b-ref", "y")
     assert proc.returncode == 2 and "needs FLAGGEMS_DIR to be a git checkout" in proc.stderr
     assert not (tmp_path / "runs" / "ab").exists()
+
+
+def test_an_operator_only_one_commit_has_is_skipped_with_that_reason(tmp_path):
+    repo, a, _ = flaggems_repo(tmp_path)
+    init = repo / "src" / "flag_gems" / "__init__.py"
+    init.write_text('VERSION = "B"\n\n\ndef add(x, y):\n    return x + y\n')
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "B adds add")
+    b = git(repo, "rev-parse", "HEAD")
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text(SHAPES)
+    args = ["ab", "--backend", "cpu", "--ops", "tanh,add", "--axis", "flaggems", "--rounds",
+            "2", "--shape-mode", "file", "--shape-file", str(shapes), "--flaggems-dir",
+            str(repo), "--out", str(tmp_path / "runs"), "--a-ref", a, "--b-ref", b]
+    why = (f"add is not in flag_gems at A_REF ({a[:12]}), only at B_REF: side A has no "
+           "implementation to time")
+    planned = harness(*args, "--dry-run", "1")
+    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
+    assert f"(skipped: {why})" in planned.stdout
+    proc = harness(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"add: skipped: {why}" in proc.stdout
+    (directory,) = (tmp_path / "runs" / "ab" / "flaggems-suite").iterdir()
+    assert not (directory / "add").exists()  # never run, on either side
+    doc = json.loads((directory / "ab.json").read_text())
+    assert doc["operators"]["add"]["verdict"] == "skipped"
+    assert doc["operators"]["add"]["reason"] == why
+    assert doc["operators"]["tanh"]["verdict"] != "skipped"
+    assert {u["status"] for u in doc["units"] if u["id"].startswith("add")} == {"skipped"}
+    resumed = harness("ab", "--resume", str(directory), "--rounds", "3")
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr
+    assert not (directory / "add").exists()  # more rounds never run it either
