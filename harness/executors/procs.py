@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -268,3 +270,22 @@ def deferred_signals(handler: Callable[[int], None]) -> Iterator[None]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+OWNER_FILE = "owner.pid"
+
+
+def owned_tempdir(prefix: str) -> str:
+    """A new folder under the temporary directory holding this process's pid, after removing
+    the folders of `prefix` whose owner is gone (a process killed by SIGKILL cannot remove its
+    own); a folder whose owner is alive, or unknown, is left."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        try:
+            os.kill(int((folder / OWNER_FILE).read_text()), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):  # another user's, or its owner is writing it now
+            continue
+    made = tempfile.mkdtemp(prefix=prefix)
+    Path(made, OWNER_FILE).write_text(str(os.getpid()))
+    return made

@@ -27,7 +27,6 @@ import selectors
 import shutil
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -36,8 +35,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.contract import boundary
-from harness.executors.procs import GRACE_S, die_with_parent, stop_children
+from harness.executors.procs import GRACE_S, die_with_parent, owned_tempdir, stop_children
 
+WORKERS_DIR_PREFIX = "zl-workers-"  # the host's socket folder, under the temporary directory
 HOST_VAR = "ZL_WORKER_HOST"  # the host's socket, in the environment of every task it serves
 WORKER_MODULE = "harness.plugins.worker"
 READY_TIMEOUT_S = 600.0  # importing torch from a slow file system can take minutes
@@ -110,7 +110,7 @@ class WorkerHost:
 
     def __enter__(self) -> WorkerHost:
         # a short folder of its own: a Unix socket's path is limited to about 100 bytes
-        self._dir = tempfile.mkdtemp(prefix="zl-workers-")
+        self._dir = owned_tempdir(WORKERS_DIR_PREFIX)
         self.path = os.path.join(self._dir, "host")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)

@@ -75,6 +75,7 @@ def test_a_crash_and_a_hang_end_as_in_fresh_processes_and_the_next_operator_gets
     # segv killed the worker that ran it; the hang's was stopped with its unit; add's side A
     # ran in a worker started after both, and each side had its own
     assert ran["segv/A/r0"][0]["retired"].startswith("the worker died")
+    assert ran["hangs/A/r0"][0]["retired"].startswith("the worker died")  # stopped at the limit
     assert ran["add/A/r0"][0]["pid"] not in {ran["segv/A/r0"][0]["pid"],
                                              ran["hangs/A/r0"][0]["pid"]}
     assert ran["add/A/r0"][0]["session"] == 1

@@ -325,3 +325,31 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
 
+
+
+def test_a_host_removes_the_socket_folders_of_hosts_killed_before_they_could(tmp_path,
+                                                                            monkeypatch):
+    import subprocess
+    import tempfile
+
+    from harness.executors.procs import OWNER_FILE
+    from harness.executors.workers import WORKERS_DIR_PREFIX
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs: a driver killed by SIGKILL
+    folders = {name: tmp_path / f"{WORKERS_DIR_PREFIX}{name}" for name in
+               ("dead", "alive", "unknown")}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "host").write_bytes(b"")
+    (folders["dead"] / OWNER_FILE).write_text(str(gone.pid))
+    (folders["alive"] / OWNER_FILE).write_text(str(os.getpid()))
+    (tmp_path / "zl-other-dead").mkdir()
+    with WorkerHost() as host:
+        assert Path(host.path).parent.parent == tmp_path
+        assert (Path(host.path).parent / OWNER_FILE).read_text() == str(os.getpid())
+        assert not folders["dead"].exists()
+        assert folders["alive"].exists() and folders["unknown"].exists()
+    assert not Path(host.path).parent.exists()
+    assert (tmp_path / "zl-other-dead").exists()
