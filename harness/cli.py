@@ -117,10 +117,12 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     campaign = abspec.resolve_ab(flags)
     axis = ab.resolve_axis(campaign.axis, settings.backend)
     if axis.name == ab.AXIS_IMAGE:  # the driver stays here; each side's pytest runs in its image
-        if settings.runner not in images.ENGINES:
+        if settings.runner not in (*images.ENGINES, *spec.CLUSTER_RUNNERS):
             raise UsageError(f"AXIS=image runs each side's pytest in its image: it needs RUNNER "
-                             f"{' or '.join(images.ENGINES)}, not {settings.runner!r}")
-        images.check_engine(settings.runner, probe=not settings.dry_run)
+                             f"{', '.join(images.ENGINES)} (or, with EXECUTOR=slurm, "
+                             f"{' or '.join(spec.CLUSTER_RUNNERS)}), not {settings.runner!r}")
+        if settings.runner in images.ENGINES:  # a cluster's nodes have theirs
+            images.check_engine(settings.runner, probe=not settings.dry_run)
     elif (rc := _in_image(settings, args)) is not None:
         return rc
     return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)

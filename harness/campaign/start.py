@@ -107,7 +107,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
           ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
-    cfg = where.config(settings, flags, env)
+    cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
     workers = where.workers(flags, env)
     commits = stacks.commits(settings, axis, ab_spec, out)
     with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
@@ -263,7 +263,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
     stored_flags = campaign.slurm.flags if campaign.slurm else {}
-    cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env) if remote
+    cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env,
+                                     task_image=campaign.axis.name != ab.AXIS_IMAGE) if remote
                  else (None, {}))
     if flags.get("exclude") not in (None, ""):  # in memory: the driver writes it, under the lock
         plan.exclude(campaign, str(flags["exclude"]))

@@ -14,7 +14,7 @@ from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm import Slurm, SlurmConfig
 from harness.executors.slurm.array import SlurmExecutor
-from harness.run.container import mounts
+from harness.run.container import cluster_mounts, mounts
 from harness.run.identity import IMAGE_DIGEST_VAR
 from harness.settings import cmdline, variables
 from harness.settings.spec import IN_IMAGE_VAR, REPO_ROOT, Settings
@@ -70,10 +70,12 @@ def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
     return [*devices] if devices else [None]
 
 
-def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
-           ) -> SlurmConfig | None:
-    """The cluster settings when EXECUTOR names a cluster; None for this host."""
-    return slurm.config(settings, flags, env) if slurm.executor(flags, env) == "slurm" else None
+def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str],
+           task_image: bool = True) -> SlurmConfig | None:
+    """The cluster settings when EXECUTOR names a cluster; None for this host. `task_image`
+    False: a cluster runner runs each run's pytest in its own image, not the task (AXIS=image)."""
+    return (slurm.config(settings, flags, env, task_image)
+            if slurm.executor(flags, env) == "slurm" else None)
 
 
 def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None]) -> None:
@@ -141,18 +143,16 @@ def task_mounts(settings: Settings, directory: Path, cwd: Path) -> list[tuple[Pa
 
 def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
                  mounts: Sequence[tuple[Path, bool]]) -> list[str]:
-    """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says."""
+    """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says;
+    on the node's host where no task image is set (AXIS=image: each run's pytest runs in its
+    side's image, runner.invocation)."""
     env = ["env", f"PYTHONPATH={REPO_ROOT}"]
     task = cmdline.harness_argv("slurm-task", str(plan))
     inner = task[1:]  # in an image, its own python3 runs the same arguments
-    if settings.runner == "host":
+    if settings.runner == "host" or cfg.image is None:
         return [*env, *task]
     env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
-    paths = [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounts]
-    for path, _ in mounts:
-        if "," in str(path) or ":" in str(path):
-            raise UsageError(f"RUNNER={settings.runner!r} cannot mount {str(path)!r}: a path "
-                             "with ',' or ':' cannot be named in a mount list")
+    paths = cluster_mounts(settings.runner, mounts)
     if settings.runner == "pyxis":
         return ["srun", f"--container-image={cfg.image}",
                 "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *env,

@@ -157,13 +157,51 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
     return run(command).returncode
 
 
+def cluster_mounts(runner: str, mounted: Sequence[tuple[Path, bool]]) -> list[str]:
+    """`path:path[:ro]` of each (path, writable) for a cluster runner's mount list; a path
+    that such a list cannot name is refused."""
+    for path, _ in mounted:
+        if "," in str(path) or ":" in str(path):
+            raise UsageError(f"RUNNER={runner!r} cannot mount {str(path)!r}: a path "
+                             "with ',' or ':' cannot be named in a mount list")
+    return [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounted]
+
+
+def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str], cwd: Path,
+                env: Mapping[str, str], hidden: Path | None) -> list[str]:
+    """One run's pytest as a Slurm job step in `image` (pyxis), or `apptainer exec` of it:
+    the task's devices are the step's, and the run's variables are set by `env` inside."""
+    mounted = mounts(settings, cwd)
+    if hidden is not None:  # an empty folder over it: neither runner has a tmpfs mount
+        empty = _host_path(settings.out, cwd) / ".empty"
+        empty.mkdir(parents=True, exist_ok=True)
+        mounted.append((empty, False))
+    paths = cluster_mounts(runner, mounted)
+    if hidden is not None:
+        paths[-1] = f"{paths[-1].split(':')[0]}:{hidden}:ro"
+    inner = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), "python3", *argv[1:]]
+    if runner == "pyxis":
+        return ["srun", "--ntasks=1", f"--container-image={image}",
+                "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *inner]
+    binds = [a for p in paths for a in ("--bind", p)]
+    return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
+            f"docker://{image}", *inner]
+
+
 def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[str],
                     cwd: Path, env: Mapping[str, str]) -> list[str]:
-    """The `<engine> run` line of one run's pytest (`argv`: python -m pytest ...) in `image`
-    (an A/B side that is an image). Its inputs and outputs are mounted at the same paths
-    inside, the harness checkout read-only (its plugins), the run's variables passed; the
-    checkout's `src/` is hidden so that FlagGems' pythonpath finds the image's own flag_gems.
-    The device is the container's only one: no visibility variable is passed."""
+    """The line that runs one run's pytest (`argv`: python -m pytest ...) in `image` (an A/B
+    side that is an image): `<engine> run` for docker and podman, a job step (pyxis) or
+    `apptainer exec` for a cluster runner. Its inputs and outputs are mounted at the same
+    paths inside, the harness checkout read-only (its plugins), the run's variables passed;
+    the checkout's `src/` is hidden so that FlagGems' pythonpath finds the image's own
+    flag_gems. The device is the container's only one: no visibility variable is passed."""
+    hidden = set(settings.backend.visibility_vars)
+    src = settings.flaggems_dir / "src" if settings.flaggems_dir is not None else None
+    src = src.resolve() if src is not None and src.is_dir() else None
+    if engine in spec.CLUSTER_RUNNERS:
+        return _on_cluster(engine, image, settings, argv, cwd,
+                           {k: v for k, v in env.items() if k not in hidden}, src)
     device_args = settings.backend.container_device_args
     if device_args is None and settings.backend.is_accelerator:
         raise UsageError(f"BACKEND={settings.backend.name!r} has no container device flags; "
@@ -172,10 +210,9 @@ def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[
             *(device_args(engine, settings.devices) if device_args else ())]
     for path, writable in mounts(settings, cwd):
         line += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
-    if settings.flaggems_dir is not None and (settings.flaggems_dir / "src").is_dir():
-        line += ["--tmpfs", str((settings.flaggems_dir / "src").resolve())]
+    if src is not None:
+        line += ["--tmpfs", str(src)]
     line += ["-w", str(cwd)]
-    hidden = set(settings.backend.visibility_vars)
     for name, value in sorted(env.items()):
         if name not in hidden:
             line += ["-e", f"{name}={value}"]

@@ -76,8 +76,8 @@ def test_the_plan_shows_both_digests_and_the_engine_line_of_the_first_run(tmp_pa
     (("--runner", "docker", "--a-image", A_IMAGE),
      "AXIS=image needs B_IMAGE: side B's image, name@sha256:<digest>"),
     (("--runner", "host", "--a-image", A_IMAGE, "--b-image", B_IMAGE),
-     "AXIS=image runs each side's pytest in its image: it needs RUNNER docker or podman, not "
-     "'host'"),
+     "AXIS=image runs each side's pytest in its image: it needs RUNNER docker, podman (or, "
+     "with EXECUTOR=slurm, pyxis or apptainer), not 'host'"),
 ], ids=["no_digest", "same_digest", "missing", "not_an_engine"])
 def test_images_that_cannot_be_two_sides_are_refused_in_one_line(tmp_path, flags, message):
     proc, _ = campaign(tmp_path, *flags)

@@ -138,3 +138,37 @@ def test_a_refused_batch_submission_leaves_no_batch_directory(fake_env, tmp_path
     proc = harness(env, "batch", *common_args(tmp_path), "--ops", "tanh")
     assert proc.returncode == 3 and "invalid account" in proc.stdout
     assert list((tmp_path / "runs" / "batch").iterdir()) == []
+
+
+def test_image_sides_under_slurm_run_each_pytest_as_a_pyxis_step_in_its_image(fake_env,
+                                                                              tmp_path):
+    import sys
+
+    a_image = "registry.example/flaggems-cuda@sha256:" + "a" * 64
+    b_image = "registry.example/flaggems-cuda-next@sha256:" + "b" * 64
+    log = tmp_path / "steps.log"
+    env = {**fake_env, "FAKE_ENGINE_LOG": str(log), "FAKE_ENGINE_PYTHON": sys.executable}
+    args = ["ab", *common_args(tmp_path), "--op", "tanh", "--rounds", "2", "--axis", "image",
+            "--runner", "pyxis", "--a-image", a_image, "--b-image", b_image]
+    (tmp_path / "suite" / "src").mkdir()  # a FlagGems checkout's own flag_gems: hidden inside
+    refused = harness(env, *args, "--slurm-image", a_image)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].startswith(
+        f"error: SLURM_IMAGE='{a_image}' is not used with AXIS=image"), refused.stderr
+    planned = harness(env, *args, "--dry-run", "1")
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr
+    step = next(line for line in planned.stdout.splitlines() if line.startswith("pytest: srun"))
+    assert step.startswith(f"pytest: srun --ntasks=1 --container-image={a_image} ")
+    assert not log.exists()
+    proc = harness(env, *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert [line.split()[0] for line in log.read_text().splitlines()] == [
+        a_image, b_image, b_image, a_image]
+    directory = slurm_cases.campaign_dir(tmp_path)
+    for side, image in (("A", a_image), ("B", b_image)):
+        ident = json.loads((directory / "tanh" / side / "r1" / "run_identity.json").read_text())
+        assert ident["image_digest"] == image
+        assert ident["command"][:3] == ["srun", "--ntasks=1", f"--container-image={image}"]
+        mounts = next(a for a in ident["command"] if a.startswith("--container-mounts="))
+        assert f"{tmp_path / 'suite' / 'src'}:ro" in mounts  # the checkout's flag_gems hidden
+    receipt = json.loads((directory / "receipt.json").read_text())
+    assert receipt["sides"]["B"]["image_digests"] == [b_image]

@@ -172,3 +172,25 @@ def test_an_image_that_is_not_built_says_how_to_build_it():
     with pytest.raises(UsageError, match="not built.*make image BACKEND=cuda"):
         container.run_in_image(s, ["run"], env={}, cwd=REPO_ROOT,
                                which=lambda name: "/usr/bin/docker", run=fake)
+
+
+def test_an_image_sides_pytest_under_apptainer_binds_an_empty_folder_over_the_checkouts_src(
+        tmp_path):
+    fg = tmp_path / "FlagGems"
+    (fg / "src").mkdir(parents=True)
+    given = settings("cuda", runner="apptainer", flaggems_dir=str(fg), out=str(tmp_path / "o"))
+    image = "reg/x@sha256:" + "c" * 64
+    line = container.pytest_in_image("apptainer", image, given,
+                                     ["python", "-m", "pytest", "benchmark/test_x.py"], fg,
+                                     {"ZL_PLUGIN_TIMER": "graph", "CUDA_VISIBLE_DEVICES": "3"})
+    assert line[:3] == ["apptainer", "exec", "--nv"]
+    binds = [line[i + 1] for i, a in enumerate(line) if a == "--bind"]
+    assert binds[-1] == f"{tmp_path / 'o' / '.empty'}:{fg / 'src'}:ro"
+    assert f"{fg}:{fg}:ro" in binds and (tmp_path / "o" / ".empty").is_dir()
+    tail = line[line.index(f"docker://{image}") + 1:]
+    # the run's own variables inside; the device is the task's, never renumbered here
+    assert tail == ["env", "ZL_PLUGIN_TIMER=graph", "python3", "-m", "pytest",
+                    "benchmark/test_x.py"]
+    odd = settings("cuda", runner="pyxis", flaggems_dir=str(tmp_path / "a,b"))
+    with pytest.raises(UsageError, match="cannot mount"):
+        container.pytest_in_image("pyxis", image, odd, ["python", "-m", "pytest"], fg, {})

@@ -61,6 +61,16 @@ def test_a_cluster_runner_needs_an_image_by_digest():
     assert slurm.config(settings("cuda", "pyxis"), {}, {"SLURM_IMAGE": IMAGE}).image == IMAGE
 
 
+def test_image_sides_run_their_tasks_on_the_host_and_refuse_a_task_image(tmp_path):
+    given = settings("cuda", "pyxis")
+    cfg = slurm.config(given, {}, {}, task_image=False)
+    assert cfg.image is None
+    argv = where.task_command(given, cfg, tmp_path / "p.json", tmp_path, [(tmp_path, True)])
+    assert argv[:2] == ["env", f"PYTHONPATH={spec.REPO_ROOT}"] and "srun" not in argv
+    with pytest.raises(UsageError, match="SLURM_IMAGE=.* is not used with AXIS=image"):
+        slurm.config(given, {}, {"SLURM_IMAGE": IMAGE}, task_image=False)
+
+
 def test_local_flags_default_the_runner_to_host_under_slurm_only():
     assert slurm.local_flags({"executor": "slurm"}, {})["runner"] == "host"
     assert "runner" not in slurm.local_flags({}, {})

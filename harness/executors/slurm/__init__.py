@@ -63,11 +63,12 @@ def given_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str
 
 
 def resume_config(stored: Mapping[str, str], settings: Settings, flags: Mapping[str, object],
-                  env: Mapping[str, str]) -> tuple[SlurmConfig, dict[str, str]]:
+                  env: Mapping[str, str], task_image: bool = True
+                  ) -> tuple[SlurmConfig, dict[str, str]]:
     """A resume's SlurmConfig: the SLURM_* values the campaign kept (`stored`), any given now
     replacing them; with those values, to keep."""
     kept = {**stored, **given_flags(flags, env)}
-    return config(settings, {**kept, "detach": flags.get("detach")}, {}), kept
+    return config(settings, {**kept, "detach": flags.get("detach")}, {}, task_image), kept
 
 
 def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, object]:
@@ -86,11 +87,16 @@ def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str
     return flags
 
 
-def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
-           ) -> SlurmConfig:
-    """SlurmConfig from flags and the environment, the backend's unit as the default."""
+def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str],
+           task_image: bool = True) -> SlurmConfig:
+    """SlurmConfig from flags and the environment, the backend's unit as the default.
+    `task_image` False: the tasks run on the nodes' host and each run's pytest in an image of
+    its own (AXIS=image), so SLURM_IMAGE has no use and is refused."""
     image = _value("SLURM_IMAGE", flags, env)
-    if settings.runner in CLUSTER_RUNNERS and not image:
+    if not task_image and image:
+        raise UsageError(f"SLURM_IMAGE={image!r} is not used with AXIS=image: each side's "
+                         "runs use its own image (A_IMAGE, B_IMAGE); leave SLURM_IMAGE unset")
+    if settings.runner in CLUSTER_RUNNERS and not image and task_image:
         raise UsageError(f"RUNNER={settings.runner!r} needs SLURM_IMAGE: the harness image "
                          "of BACKEND by digest (name@sha256:...), where the nodes pull it")
     if image and not _IMAGE.fullmatch(image):

@@ -124,7 +124,10 @@ class SlurmExecutor:
         (self.base / "logs").mkdir(parents=True, exist_ok=True)
         (self.base / DONE_DIR).mkdir(exist_ok=True)
         plan_path = self.base / f"{stage.key}.plan.json"
-        tasks = [[{**by_id[i].to_json(), "argv": [*by_id[i].argv, *HOST_RUNNER]} for i in t]
+        # a task in the image runs its units on the image's host; a task on the node's host
+        # (AXIS=image) keeps the runner that puts each run's pytest in its side's image
+        runner = HOST_RUNNER if self.cfg.image else ()
+        tasks = [[{**by_id[i].to_json(), "argv": [*by_id[i].argv, *runner]} for i in t]
                  for t in stage.tasks]
         atomic_write_json(plan_path, {**self.plan, "mode": self.cfg.unit, "tasks": tasks})
         text = self.script(plan_path)
