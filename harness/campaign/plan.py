@@ -132,6 +132,11 @@ def extend(campaign: Campaign, rounds: int | None, only: str | None,
                              f"its verdicts: {found}")
     if rounds is None and only is None:
         return []
+    least = min((campaign.ops[op].rounds for op in targets), default=0)
+    if rounds is not None and rounds < least:
+        raise UsageError(f"ROUNDS={rounds} is not accepted on resume: every operator has "
+                         f"{least} rounds or more already; a resume adds rounds, never removes "
+                         f"them (give more than {least}, or leave ROUNDS out)")
     return add_units(campaign, {op: rounds if rounds is not None
                                 else campaign.ops[op].rounds + campaign.rounds
                                 for op in targets})

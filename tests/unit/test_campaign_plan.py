@@ -81,7 +81,10 @@ def test_rounds_on_resume_extend_to_that_many_rounds_in_all(tmp_path):
     added = campaign.extend(doc, 4, None, {})
     assert ids(added) == ["mm/r2", "mm/r3"] and doc.ops["mm"].rounds == 4
     assert campaign.extend(doc, 4, None, {}) == []  # asked again: nothing more to add
-    assert campaign.extend(doc, 3, None, {}) == [] and doc.ops["mm"].rounds == 4
+    with pytest.raises(UsageError, match="ROUNDS=3 is not accepted on resume: every operator "
+                                         "has 4 rounds or more already"):
+        campaign.extend(doc, 3, None, {})  # fewer rounds than it has: refused, not ignored
+    assert doc.ops["mm"].rounds == 4
 
 
 def test_only_adds_rounds_to_the_operators_with_that_verdict(tmp_path):
