@@ -20,6 +20,7 @@ from harness.campaign.plan import SIDES
 from harness.campaign.unit import side_plans
 from harness.errors import HarnessError, PreflightError, UsageError
 from harness.run.preflight import Failure, Plan, PreflightResult
+from harness.run.probe import build_digests
 from harness.settings.abspec import AbSpec
 from harness.settings.spec import Settings
 
@@ -64,9 +65,7 @@ def check_stacks(settings: Settings, axis: ab.Axis, directory: Path,
         check_imports(side, plans[side].python, settings.backend.python_modules, run)
     found = {side: stack(plans[side]) for side in SIDES}
     if _versions(found["A"]) == _versions(found["B"]):
-        same = ", ".join(f"{k} {v}" for k, v in _versions(found["A"]).items())
-        raise UsageError(f"A_PYTHON and B_PYTHON have the same stack ({same}): the campaign "
-                         "would compare a stack with itself; AXIS=none is the A/A")
+        _same_versions(plans, found, out, run)
     for side in SIDES:
         out(f"stack {side}: " + " ".join(f"{k}={v}" for k, v in found[side].items()))
     return found
@@ -142,6 +141,27 @@ def prepare(settings: Settings, axis: ab.Axis, commits: refs.Refs | None, direct
         with contextlib.suppress(OSError):  # its parent, where this was its only campaign
             directory.parent.rmdir()
         raise
+
+
+def _same_versions(plans: Mapping[str, Plan], found: dict[str, dict[str, str]],
+                   out: Callable[[str], None],
+                   run: Callable[..., subprocess.CompletedProcess]) -> None:
+    """Two interpreters reporting one set of versions: two builds of them where a
+    distribution's installed files differ (each side's stack then names its build), else
+    UsageError: the same stack twice."""
+    dists = tuple(k for k in _versions(found["A"]) if k != "python_version")
+    builds = {side: build_digests(plans[side].python, dists, run) for side in SIDES}
+    differ = sorted(d for d in {*builds["A"], *builds["B"]}
+                    if builds["A"].get(d) != builds["B"].get(d))
+    if not differ:
+        same = ", ".join(f"{k} {v}" for k, v in _versions(found["A"]).items())
+        raise UsageError(f"A_PYTHON and B_PYTHON have the same stack ({same}, the same "
+                         "installed files): the campaign would compare a stack with itself; "
+                         "AXIS=none is the A/A")
+    out(f"A_PYTHON and B_PYTHON report the same versions, but {', '.join(differ)} differ in "
+        "their installed files: compared as two builds")
+    for side in SIDES:
+        found[side].update({f"{d}_build": builds[side].get(d, "none") for d in differ})
 
 
 def _versions(found: Mapping[str, str]) -> dict[str, str]:

@@ -88,3 +88,37 @@ def probe_python(python: str, modules: tuple[str, ...],
                              f"interpreter: {proc.stdout.strip()[-200:] or 'no output'}"
                              ) from None
     return probe
+
+
+# Runs in a side's interpreter: a digest of each distribution's RECORD, which lists every file
+# it installed with that file's hash, so two builds of one version (a FlagTree from two
+# commits) differ here while two installs of one wheel do not.
+_BUILDS = r"""
+import hashlib, importlib.metadata as md, json, sys
+out = {}
+for d in filter(None, sys.argv[1].split(",")):
+    try:
+        text = md.distribution(d).read_text("RECORD")
+    except md.PackageNotFoundError:
+        continue
+    if text:
+        out[d] = hashlib.sha256(text.encode()).hexdigest()[:12]
+print(json.dumps(out))
+"""
+
+
+def build_digests(python: str, dists: tuple[str, ...],
+                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run
+                  ) -> dict[str, str]:
+    """{distribution: digest of its installed files' list} of `dists` installed in `python`
+    (those without a RECORD left out); PreflightError when it cannot tell."""
+    try:
+        proc = run([python, "-c", _BUILDS, ",".join(dists)], capture_output=True, text=True,
+                   timeout=60)
+        found = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise PreflightError("python_modules", f"cannot read {python}'s builds: {exc}") from None
+    if not isinstance(found, dict):
+        raise PreflightError("python_modules", f"cannot read {python}'s builds: exit "
+                             f"{proc.returncode}")
+    return {str(k): str(v) for k, v in found.items()}

@@ -113,3 +113,24 @@ def test_a_dry_run_checks_both_interpreters_and_lists_a_failing_one_after_the_pl
     assert "axis: python -> two interpreters" in proc.stdout
     assert f"side B (B_PYTHON={broken}): cannot import torch" in proc.stdout + proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_two_builds_of_the_same_versions_are_two_stacks_and_one_build_twice_is_refused(
+        tmp_path):
+    from importlib.metadata import version
+
+    numpy = version("numpy")
+    rebuilt = {f"numpy-{numpy}.dist-info/METADATA":
+               f"Metadata-Version: 2.1\nName: numpy\nVersion: {numpy}\n",
+               f"numpy-{numpy}.dist-info/RECORD": "numpy/__init__.py,sha256=rebuilt,1\n"}
+    b = interpreter(tmp_path, "python-b", rebuilt)
+    proc = campaign(tmp_path, "--a-python", sys.executable, "--b-python", str(b),
+                    "--dry-run", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert ("A_PYTHON and B_PYTHON report the same versions, but numpy differ in their "
+            "installed files: compared as two builds") in proc.stdout
+    built = next(line for line in proc.stdout.splitlines() if line.startswith("stack B: "))
+    assert f"numpy={numpy}" in built and "numpy_build=" in built
+    same = campaign(tmp_path, "--a-python", sys.executable, "--b-python",
+                    str(interpreter(tmp_path, "same", {})), "--dry-run", "1")
+    assert same.returncode == 2 and "the same installed files" in same.stderr
