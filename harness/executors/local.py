@@ -28,6 +28,9 @@ def deal(tasks: Sequence[Task], devices: Sequence[str | None],
     return placed
 
 
+SHOWN_TASKS = 24  # a device's tasks a plan lists before it counts the rest
+
+
 class LocalExecutor:
     """Run tasks as children of this process over `devices` (None: one unpinned worker).
 
@@ -57,9 +60,11 @@ class LocalExecutor:
         """Each device's tasks, when every task takes its wall (1 s when unknown), and how
         their runs get their pytest."""
         placed = deal(tasks, self.devices, walls)
-        return [*(f"device {device or '-'}: "
-                  + ", ".join(f"{t.id}{t.note}" for d, t in placed if d == device)
-                  for device in self.devices),
+        mine = {device: [f"{t.id}{t.note}" for d, t in placed if d == device]
+                for device in self.devices}
+        return [*(f"device {device or '-'}: " + ", ".join(ids[:SHOWN_TASKS])
+                  + (f", ... ({len(ids)} in all)" if len(ids) > SHOWN_TASKS else "")
+                  for device, ids in mine.items()),
                 self.note or "pytest: " + (
                     "in workers that stay up, one per side and device (WORKERS=1)"
                     if self.resident else "a fresh process per run (WORKERS=0)")]
