@@ -74,15 +74,16 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
                 more_tasks: Callable[[], list[Task]]) -> Outcome:
     """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
     none does or a signal stops it. `current` gets each batch's events, the last one last."""
-    while True:
-        current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out))
-        outcome = executor.run(tasks, current[-1])
-        if outcome.signal is not None or outcome.detached or campaign.auto is None:
-            return outcome
-        if not adaptive.add_round(directory, campaign, out):
-            return outcome
-        campaign.save(directory)
-        tasks = more_tasks()
+    with executor.session():  # each added round in the first one's workers
+        while True:
+            current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out))
+            outcome = executor.run(tasks, current[-1])
+            if outcome.signal is not None or outcome.detached or campaign.auto is None:
+                return outcome
+            if not adaptive.add_round(directory, campaign, out):
+                return outcome
+            campaign.save(directory)
+            tasks = more_tasks()
 
 
 @contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -158,6 +159,11 @@ class Executor(Protocol):
         ...
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome: ...
+
+    def session(self) -> AbstractContextManager[object]:
+        """Keep what several `run` calls share until it exits (this host's workers): a
+        ROUNDS=auto campaign runs each round its looks add in the session of the first."""
+        ...
 
 
 def last_line(log: Path, tail: int = 4096) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from harness.executors import procs
@@ -55,6 +56,7 @@ class LocalExecutor:
         self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
         self.workers = len(self.devices)
         self.resident, self.note = workers, note
+        self._host: WorkerHost | None = None
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
         """Each device's tasks, when every task takes its wall (1 s when unknown), and how
@@ -76,12 +78,23 @@ class LocalExecutor:
         """The task's command line on `device`."""
         return [*task.argv, *cmdline.flag_args({"DEVICES": device if self.pin else None})]
 
-    def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
-        if not self.resident:
-            return self._run(tasks, events, {})
-        # two per device: an A/B campaign's sides each keep theirs
+    @contextmanager
+    def session(self) -> Iterator[WorkerHost | None]:
+        """The workers of every `run` until it exits (none unless resident): two per device,
+        so that an A/B campaign's sides each keep theirs."""
+        if not self.resident or self._host is not None:
+            yield self._host
+            return
         with WorkerHost(max_idle=2 * len(self.devices)) as host:
-            return self._run(tasks, events, host.env())
+            self._host = host
+            try:
+                yield host
+            finally:
+                self._host = None
+
+    def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
+        with self.session() as host:
+            return self._run(tasks, events, host.env() if host else {})
 
     def _run(self, tasks: Sequence[Task], events: Events, host: Mapping[str, str]) -> Outcome:
         by_id = {t.id: t for t in tasks}

@@ -39,6 +39,11 @@ def test_an_adaptive_campaign_adds_rounds_only_where_undecided_and_says_why_each
         assert doc["operators"][op]["rounds"] == len(ran)
         if len(ran) == 3:
             assert "ROUNDS=auto: " in proc.stdout and op in proc.stdout
+            # the added round runs in the workers of the first: none started again
+            for side in "AB":
+                pids = {json.loads((directory / op / side / f"r{r}" / "run_identity.json")
+                                   .read_text())["launch"][-1]["pid"] for r in (1, 2)}
+                assert len(pids) == 1, (side, pids)
     assert doc["caliber"]["auto"] == {"min": 2, "max": 3}
     assert "ROUNDS=auto (MIN_ROUNDS 2, MAX_ROUNDS 3)" in (directory / "ab.md").read_text()
     assert "failed" not in {o["verdict"] for o in doc["operators"].values()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,10 @@ class SlurmExecutor:
         return {job: tasks for job, tasks in jobs.items() if job in alive}
 
     # ------------------------------------------------------------------ run
+
+    def session(self) -> AbstractContextManager[object]:
+        """Nothing outlives a `run` here: each task keeps its own workers on its node."""
+        return nullcontext()
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
         """Re-attach to the recorded arrays still queued, or submit new ones; follow them.
