@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import ab, adaptive, finish, plan
+from harness.campaign import ab, adaptive, finish, plan, refs
 from harness.campaign.document import CAMPAIGN_JSON, FINISHED, PENDING, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import resume_hint, side_cache, skip_reason
@@ -116,7 +116,9 @@ def drop_side_caches(directory: Path, campaign: Campaign) -> None:
     for side in SIDES:
         cache = side_cache(directory, side)
         if (cache / "triton").is_dir():
-            found = artifacts.artifact_hashes(cache / "triton", cache.resolve())
+            tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
+            found = artifacts.artifact_hashes(cache / "triton", cache,
+                                              *([tree] if tree.is_dir() else []))
             seen[side] = sorted({*seen.get(side, ()), *found})
     try:
         campaign.save(directory)

@@ -53,7 +53,7 @@ def _entries(triton: Path) -> set[str]:
     return {p.name for p in triton.iterdir()} if triton.is_dir() else set()
 
 
-def added_artifacts(triton: Path, before: set[str], root: Path) -> tuple[int, list[str]]:
+def added_artifacts(triton: Path, before: set[str], *roots: Path) -> tuple[int, list[str]]:
     """(kernels, fingerprints) of the Triton cache entries that appeared since `before`.
 
     Units of one side running at once on two devices share the cache, so an entry may belong
@@ -64,7 +64,7 @@ def added_artifacts(triton: Path, before: set[str], root: Path) -> tuple[int, li
     for name in fresh:
         entry = triton / name
         kernels += sum(1 for _ in entry.glob("__grp__*.json"))
-        hashes |= {artifacts.fingerprint(p.read_bytes(), str(root).encode())
+        hashes |= {artifacts.fingerprint(p.read_bytes(), artifacts.roots_of(*roots))
                    for p in entry.iterdir()
                    if p.is_file() and p.suffix not in artifacts.SKIPPED_SUFFIXES}
     return kernels, sorted(hashes)
@@ -159,7 +159,8 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
             out(f"error: {exc}")
             codes.append(exc.exit_code)
             continue
-        _note_cache(run_dir, cache, *added_artifacts(cache / "triton", before, cache))
+        _note_cache(run_dir, cache, *added_artifacts(cache / "triton", before, cache,
+                                                     *filter(None, [base.flaggems_dir])))
         codes.append(rc)
     rc, why = unit_end(directory, unit, codes)
     if why:

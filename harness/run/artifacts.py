@@ -9,7 +9,8 @@ debug information out:
 
 - ELF binaries (cubin, hsaco, ...): every section but the debug ones, by name and content;
 - text artifacts (TTIR, TTGIR, LLVM IR, PTX, ...): everything before the first debug section,
-  without `.file`/`.loc` directives, with the private cache root replaced by one token;
+  without `.file`/`.loc` directives, with each private root (the run's cache; a side's own
+  FlagGems tree, whose kernels' locations name it) replaced by one token;
 - left out: JSON metadata (paths, cache keys) and shared objects (the host-side launcher
   helpers Triton builds with the host compiler, not device code).
 """
@@ -28,15 +29,22 @@ _DEBUG_SECTION = re.compile(rb"^\s*\.section\s+\.debug", re.MULTILINE)
 _LINE_DIRECTIVE = re.compile(rb"^\s*\.(?:file|loc)\b.*$\n?", re.MULTILINE)
 
 
-def artifact_hashes(triton_cache: Path, private_root: Path | None = None) -> tuple[str, ...]:
+def artifact_hashes(triton_cache: Path, *private_roots: Path) -> tuple[str, ...]:
     """sha256 fingerprint of every compiled artifact in a Triton cache, sorted and unique."""
-    root = str(private_root).encode() if private_root else None
-    return tuple(sorted({fingerprint(path.read_bytes(), root)
+    roots = roots_of(*private_roots)
+    return tuple(sorted({fingerprint(path.read_bytes(), roots)
                          for path in triton_cache.glob("*/*")
                          if path.is_file() and path.suffix not in SKIPPED_SUFFIXES}))
 
 
-def fingerprint(data: bytes, private_root: bytes | None = None) -> str:
+def roots_of(*paths: Path | None) -> tuple[bytes, ...]:
+    """Private roots as `fingerprint` takes them: resolved, longest first (a root inside
+    another is replaced before the one that holds it)."""
+    found = {str(p.resolve()).encode() for p in paths if p is not None}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def fingerprint(data: bytes, private_roots: tuple[bytes, ...] = ()) -> str:
     """sha256 of one artifact's code, its debug information left out (see the module)."""
     if data.startswith(ELF_MAGIC):
         parts = _elf_code_sections(data)
@@ -44,8 +52,8 @@ def fingerprint(data: bytes, private_root: bytes | None = None) -> str:
             return hashlib.sha256(b"".join(parts)).hexdigest()
     match = _DEBUG_SECTION.search(data)
     code = _LINE_DIRECTIVE.sub(b"", data[:match.start()] if match else data)
-    if private_root:
-        code = code.replace(private_root, PRIVATE_ROOT_TOKEN)
+    for root in private_roots:
+        code = code.replace(root, PRIVATE_ROOT_TOKEN)
     return hashlib.sha256(code).hexdigest()
 
 

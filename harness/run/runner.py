@@ -259,7 +259,8 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
         cache = run_dir / TUNER_CACHE_DIR
         outcome = dataclasses.replace(
             outcome, compiled_kernels=artifacts.count_compiled_kernels(cache / "triton"),
-            artifacts=artifacts.artifact_hashes(cache / "triton", cache.resolve()))
+            artifacts=artifacts.artifact_hashes(cache / "triton", cache,
+                                                *filter(None, [settings.flaggems_dir])))
         for db in sorted((cache / "flaggems").glob("**/*.db")):
             (run_dir / RECORDS_DIR).mkdir(exist_ok=True)
             shutil.copy2(db, run_dir / RECORDS_DIR / db.name)

@@ -96,3 +96,25 @@ def test_compiled_kernels_are_counted_by_triton_group_files(tmp_path):
         (tmp_path / name / f"k_{name}.bin").write_text("")
     (tmp_path / "cc").mkdir()
     assert artifacts.count_compiled_kernels(tmp_path) == 2
+
+
+def test_kernels_of_two_flaggems_trees_fingerprint_alike_where_their_code_does(tmp_path):
+    """AXIS=flaggems: each side imports flag_gems from its own tree (stacks/A, stacks/B), whose
+    path the IRs' locations name; on an H200 every unchanged operator read changed."""
+    def ttir(tree: Path, op: str = "math.exp") -> bytes:
+        return (f'#loc = loc("{tree}/src/flag_gems/ops/exp.py":21:0)\n'
+                f'module {{ tt.func @k() {{ %0 = {op} %x : f32 loc(#loc) }} }}\n').encode()
+    found = {}
+    for side in "AB":
+        root, tree = tmp_path / "cache" / side, tmp_path / "stacks" / side
+        found[side] = artifacts.artifact_hashes(cache(root, {"k.ttir": ttir(tree)}), root,
+                                                tree)
+    assert found["A"] == found["B"]
+    assert artifacts.artifact_hashes(cache(tmp_path / "cache" / "A", {"k.ttir": ttir(
+        tmp_path / "stacks" / "A")}), tmp_path / "cache" / "A") != found["A"]  # tree kept
+    changed = artifacts.fingerprint(ttir(tmp_path / "stacks" / "B", op="math.exp2"),
+                                    artifacts.roots_of(tmp_path / "stacks" / "B"))
+    assert changed not in found["B"]
+    # a root inside another is replaced first: the outer one would leave its tail behind
+    assert artifacts.roots_of(tmp_path, tmp_path / "stacks") == (
+        str((tmp_path / "stacks").resolve()).encode(), str(tmp_path.resolve()).encode())
