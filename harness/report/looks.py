@@ -62,26 +62,29 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: i
     row's p-value is min over looks of p_k / share(k), at most 1: under "no difference" it is
     at most a with chance at most a, whatever rule chose to add rounds (Bonferroni over looks).
     Its interval is the last look's at 1 - alpha * share(k), which every look's covers at once.
-    `same` reads another interval of the last look, at 1 - alpha * same_share(k, planned),
-    inside +-floor (its larger |bound|, `same_bound_pct`): wrong at most (1 - confidence) / 2
+    `same` reads, at each look, another interval at 1 - alpha * same_share(k, planned) inside
+    +-floor: the least larger |bound| over the looks is `same_bound_pct`, so a row once shown
+    equivalent stays so, as a row once called stays called; wrong at most (1 - confidence) / 2
     over all looks, as one look's is today. A row missing from some rounds is taken as if its
     rounds were the first ones. Errs wide.
     """
     if not looks:
         raise ValueError("a row is judged at one look at least")
     logs = [log_of_pct(v) for v in row.round_speedups_pct]
-    p_values = []
+    p_values, bounds = [], []
     for k, n in enumerate(looks, 1):
-        interval = t_interval(logs[:min(n, len(logs))], confidence)
+        seen = logs[:min(n, len(logs))]
+        interval = t_interval(seen, confidence)
         if interval is not None:
             p_values.append(min(1.0, interval.p_value / share(k)))
+        same = t_interval(seen, 1.0 - (1.0 - confidence) * same_share(k, planned))
+        if same is not None:
+            bounds.append(max(-pct_of_log(same.low), pct_of_log(same.high)))
     last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)))
-    same = t_interval(logs, 1.0 - (1.0 - confidence) * same_share(len(looks), planned))
     p = min(p_values) if p_values else None
     low, high = (None, None) if last is None else (pct_of_log(last.low), pct_of_log(last.high))
-    bound = None if same is None else max(-pct_of_log(same.low), pct_of_log(same.high))
     return replace(row, ci_low_pct=low, ci_high_pct=high, p_value=p, p_adjusted=p,
-                   same_bound_pct=bound)
+                   same_bound_pct=min(bounds) if bounds else None)
 
 
 def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_floor_pct: float,
