@@ -32,7 +32,8 @@ class PreflightError(HarnessError):
     exit_code = EXIT_PREFLIGHT
 
     def __init__(self, check: str, detail: str) -> None:
-        super().__init__(f"PREFLIGHT_FAILED check={check} detail={detail}")
+        detail = " | ".join(line.strip() for line in detail.splitlines() if line.strip())
+        super().__init__(f"PREFLIGHT_FAILED check={check} detail={detail}")  # one line: a marker
         self.check = check
         self.detail = detail
 

@@ -27,7 +27,9 @@ def stop_reason(decided: bool, rows: int, done: int, most: int, ended_well: bool
         return f"no paired row after {done} rounds"
     if decided:
         return f"decided after {done} rounds"
-    if done >= most:
+    if done > most:  # a resume's ROUNDS took it past the bound
+        return f"{done} rounds, past MAX_ROUNDS ({most}) by a resume, with rows undecided"
+    if done == most:
         return stats.MAX_ROUNDS_STOP.format(most=most)
     return None
 

@@ -114,6 +114,8 @@ def add_units(campaign: Campaign, op_rounds: Mapping[str, int]) -> list[Unit]:
                                          info.reason or info.skipped))
     for op, n in op_rounds.items():
         campaign.ops[op].rounds = max(n, campaign.ops[op].rounds)
+    for op in {u.op for u in new}:  # why it stopped no longer holds: its looks say anew
+        campaign.ops[op].stopped = None
     return new
 
 
@@ -125,11 +127,13 @@ def extend(campaign: Campaign, rounds: int | None, only: str | None,
     targets = [op for op, info in campaign.ops.items()
                if not (info.reason or info.excluded or info.skipped)]
     if only is not None:
+        found = ", ".join(sorted({verdicts[op] for op in targets if op in verdicts})) \
+            or "none (no ab.json yet)"
         targets = [op for op in targets if verdicts.get(op) == only]
         if not targets:
-            found = ", ".join(sorted(set(verdicts.values()))) or "none (no ab.json yet)"
-            raise UsageError(f"ONLY={only!r}: no operator of this campaign has that verdict; "
-                             f"its verdicts: {found}")
+            raise UsageError(f"ONLY={only!r}: no operator of this campaign that can run again "
+                             f"has that verdict; theirs: {found} (operators excluded, without "
+                             "a node, or on one side only never run again)")
     if rounds is None and only is None:
         return []
     least = min((campaign.ops[op].rounds for op in targets), default=0)

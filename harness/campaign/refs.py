@@ -23,6 +23,9 @@ STACKS_DIR = "stacks"  # under a campaign: one FlagGems tree a side
 SOURCE_DIR = "src"  # FlagGems' package root in its repository
 PACKAGE_DIR = f"{SOURCE_DIR}/flag_gems"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Not code: docstrings and comments (a name there implements nothing). A '#' inside a string
+# cuts that line short, which can only hide a name, never invent one.
+_NOT_CODE = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|#[^\n]*')
 BENCHMARK_DIR = "benchmark"
 
 
@@ -119,9 +122,11 @@ def compose(repo: Path, refs: Refs, directory: Path) -> dict[str, Path]:
 
 
 def _names(repo: Path, ref: str) -> set[str]:
-    """Every identifier in flag_gems' source at `ref` (its text, not imported)."""
-    proc = _git(repo, "grep", "-h", "-I", "-E", "", ref, "--", PACKAGE_DIR)
-    return set(_NAME.findall(proc.stdout)) if proc.returncode == 0 else set()
+    """Every identifier in flag_gems' Python code at `ref` (its text, not imported), less
+    its comments and docstrings."""
+    proc = _git(repo, "grep", "-h", "-I", "-E", "", ref, "--", f"{PACKAGE_DIR}/*.py")
+    return (set(_NAME.findall(_NOT_CODE.sub("", proc.stdout))) if proc.returncode == 0
+            else set())
 
 
 def one_sided(repo: Path, refs: Refs, ops: list[str]) -> dict[str, str]:

@@ -54,6 +54,12 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
     return spec.resolve(flags), flags
 
 
+def _workers(axis: ab.Axis, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """WORKERS for the campaign: 0 where each side's pytest runs in its image (a run in a
+    container is a process of its own), else as given."""
+    return "0" if axis.name == ab.AXIS_IMAGE else where.workers(flags, env)
+
+
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
               campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None],
               workers: str) -> Executor:
@@ -108,7 +114,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
     cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
-    workers = where.workers(flags, env)
+    workers = _workers(axis, flags, env)
     commits = stacks.commits(settings, axis, ab_spec, out)
     with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
         info, first_plan, checked = _operators(
@@ -184,6 +190,12 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     lines.append(f"{len(tasks)} units, round-major, longest first within a round "
                  f"({'walls from ' + campaign.walls_from if campaign.walls_from else 'no walls'})"
                  "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
+    if campaign.auto:
+        runnable = sum(1 for i in campaign.ops.values() if not (i.reason or i.skipped))
+        lines.append(f"ROUNDS=auto: these are MIN_ROUNDS ({campaign.auto['min']}) an operator; "
+                     "after each round, one more for each operator with a row undecided, up "
+                     f"to MAX_ROUNDS ({campaign.auto['max']}): "
+                     f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
     projected = plan.projection([plan.parse_unit_id(t.id).op for t in tasks], walls)
@@ -246,6 +258,10 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
     if only is not None and only not in stats.OP_VERDICTS:
         raise choice_error("ONLY", only, stats.OP_VERDICTS)
     rounds_value = _given(flags, env, "ROUNDS")
+    if rounds_value == abspec.AUTO:
+        raise UsageError(f"ROUNDS={abspec.AUTO} is not accepted on resume: a ROUNDS=auto "
+                         "campaign goes on adding rounds by itself; give a number to add rounds "
+                         "up to it")
     rounds = (abspec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
     verdicts = _verdicts(directory)
@@ -274,7 +290,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         driver.check_no_driver(directory)
     out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
-    workers = where.workers(flags, env)
+    workers = _workers(campaign.axis, flags, env)
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     if dry_run:
         for line in describe(campaign, executor, directory, "exists; nothing added to it"):

@@ -157,14 +157,21 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
     return run(command).returncode
 
 
-def cluster_mounts(runner: str, mounted: Sequence[tuple[Path, bool]]) -> list[str]:
-    """`path:path[:ro]` of each (path, writable) for a cluster runner's mount list; a path
-    that such a list cannot name is refused."""
+def _mountable(runner: str, mounted: Sequence[tuple[Path, bool]], bad: str) -> None:
     for path, _ in mounted:
-        if "," in str(path) or ":" in str(path):
-            raise UsageError(f"RUNNER={runner!r} cannot mount {str(path)!r}: a path "
-                             "with ',' or ':' cannot be named in a mount list")
-    return [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in mounted]
+        if any(c in str(path) for c in bad):
+            raise UsageError(f"RUNNER={runner!r} cannot mount {str(path)!r}: a path with "
+                             f"{' or '.join(repr(c) for c in bad)} cannot be named in a mount "
+                             "list")
+
+
+def cluster_mounts(runner: str, mounted: Sequence[tuple[Path, bool]]) -> list[str]:
+    """`path:path[:ro]` of each (path, writable) for a cluster runner's mount list, parents
+    first (a read-only parent named after its writable child would hide it); a path that
+    such a list cannot name is refused."""
+    _mountable(runner, mounted, ",:")
+    ordered = sorted(mounted, key=lambda m: len(m[0].parts))
+    return [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in ordered]
 
 
 def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str], cwd: Path,
@@ -172,13 +179,12 @@ def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str]
     """One run's pytest as a Slurm job step in `image` (pyxis), or `apptainer exec` of it:
     the task's devices are the step's, and the run's variables are set by `env` inside."""
     mounted = mounts(settings, cwd)
-    if hidden is not None:  # an empty folder over it: neither runner has a tmpfs mount
-        empty = _host_path(settings.out, cwd) / ".empty"
-        empty.mkdir(parents=True, exist_ok=True)
-        mounted.append((empty, False))
     paths = cluster_mounts(runner, mounted)
-    if hidden is not None:
-        paths[-1] = f"{paths[-1].split(':')[0]}:{hidden}:ro"
+    if hidden is not None:  # an empty folder over it, last: neither runner has a tmpfs mount
+        empty = _host_path(settings.out, cwd) / ".empty"
+        if not settings.dry_run:
+            empty.mkdir(parents=True, exist_ok=True)
+        paths.append(f"{empty}:{hidden}:ro")
     inner = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), "python3", *argv[1:]]
     if runner == "pyxis":
         return ["srun", "--ntasks=1", f"--container-image={image}",
@@ -208,6 +214,7 @@ def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[
                          "AXIS=image needs them")
     line = [engine, "run", "--rm", "--init", "--ipc=host",
             *(device_args(engine, settings.devices) if device_args else ())]
+    _mountable(engine, mounts(settings, cwd), ":")
     for path, writable in mounts(settings, cwd):
         line += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
     if src is not None:

@@ -81,8 +81,8 @@ def probe_python(python: str, modules: tuple[str, ...],
         said = (proc.stderr.strip() or proc.stdout.strip())[-300:] or "no output"
         raise PreflightError("python_modules", f"{python} failed (exit {proc.returncode}): "
                                                f"{said}")
-    try:
-        probe: Probe = json.loads(proc.stdout)
+    try:  # the answer is the last line: a wrapper may print before it runs python
+        probe: Probe = json.loads((proc.stdout.strip().splitlines() or [""])[-1])
     except ValueError:
         raise PreflightError("python_modules", f"{python} did not answer as a Python "
                              f"interpreter: {proc.stdout.strip()[-200:] or 'no output'}"

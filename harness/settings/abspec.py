@@ -95,6 +95,21 @@ def _auto(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[int, int
     return found[0], found[1]
 
 
+def _fixed_rounds(text: str, source: str, flags: Mapping[str, object],
+                  env: Mapping[str, str]) -> None:
+    """UsageError for a ROUNDS that is neither a number nor auto, naming both, and for
+    MIN_ROUNDS or MAX_ROUNDS given without ROUNDS=auto (they would do nothing)."""
+    label = VARS_BY_MAKE["ROUNDS"].label(source)
+    if not (text.strip().isdigit() and 1 <= int(text) <= MAX_ROUNDS):
+        raise UsageError(f"{label}={text!r} is not accepted; expected a whole number from 1 to "
+                         f"{MAX_ROUNDS}, or {AUTO}")
+    for name in ("MIN_ROUNDS", "MAX_ROUNDS"):
+        value, given = VARS_BY_MAKE[name].lookup(flags, env)
+        if given != "default":
+            raise UsageError(f"{VARS_BY_MAKE[name].label(given)}={value!r} is only used with "
+                             f"ROUNDS={AUTO}; {label}={text!r} runs that many rounds")
+
+
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = variables.environ() if env is None else env
@@ -108,6 +123,8 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "interpreters")
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
+    if auto is None:
+        _fixed_rounds(str(rounds_text or "3"), rounds_source, flags, env)
     rounds = auto[0] if auto else positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3",
                                                rounds_source, most=MAX_ROUNDS)
     a, b = values["A"][0] or "0", values["B"][0] or "1"

@@ -47,6 +47,19 @@ def test_an_adaptive_campaign_adds_rounds_only_where_undecided_and_says_why_each
     assert doc["caliber"]["auto"] == {"min": 2, "max": 3}
     assert "ROUNDS=auto (MIN_ROUNDS 2, MAX_ROUNDS 3)" in (directory / "ab.md").read_text()
     assert "failed" not in {o["verdict"] for o in doc["operators"].values()}
+    refused = harness("ab", "--resume", str(directory), "--rounds", "auto")
+    assert refused.returncode == 2 and "ROUNDS=auto is not accepted on resume" in refused.stderr
     resumed = harness("ab", "--resume", str(directory))  # nothing is left to run or add
     assert resumed.returncode == 0 and "0 units to run" in resumed.stdout
     assert json.loads((directory / "campaign.json").read_text())["units"] == state["units"]
+
+
+def test_the_plan_of_an_adaptive_campaign_says_how_far_it_may_grow(tmp_path: Path):
+    planned = harness("ab", "--backend", "cpu", "--ops", "tanh,add", "--axis", "none",
+                      "--rounds", "auto", "--max-rounds", "5", "--dry-run", "1",
+                      "--out", str(tmp_path / "runs"))
+    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
+    assert ("ROUNDS=auto: these are MIN_ROUNDS (2) an operator; after each round, one more for "
+            "each operator with a row undecided, up to MAX_ROUNDS (5): 10 units at most"
+            ) in planned.stdout
+    assert not (tmp_path / "runs").exists()

@@ -121,7 +121,9 @@ def test_a_bad_pair_of_commits_is_refused_in_one_line_before_anything(tmp_path):
 def test_an_operator_only_one_commit_has_is_skipped_with_that_reason(tmp_path):
     repo, a, _ = flaggems_repo(tmp_path)
     init = repo / "src" / "flag_gems" / "__init__.py"
-    init.write_text('VERSION = "B"\n\n\ndef add(x, y):\n    return x + y\n')
+    # a comment or docstring naming an operator implements nothing: tanh still runs
+    init.write_text('VERSION = "B"  # a faster tanh some day\n\n\ndef add(x, y):\n'
+                    '    """Unlike sum, ..."""\n    return x + y\n')
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "B adds add")
     b = git(repo, "rev-parse", "HEAD")
     shapes = tmp_path / "shapes.yaml"

@@ -62,6 +62,7 @@ def test_the_plan_shows_both_digests_and_the_engine_line_of_the_first_run(tmp_pa
     assert any(line.startswith("side B: ") and f"runs {B_IMAGE};" in line for line in lines)
     run_line = next(line for line in lines if line.startswith("pytest: docker run --rm "))
     assert f" {A_IMAGE} python3 -m pytest benchmark/test_tanh.py::test_tanh " in run_line
+    assert "pytest: a fresh process per run (WORKERS=0)" in lines  # no worker in an image
     assert not (tmp_path / "runs").exists() and not engine_log.exists()
 
 

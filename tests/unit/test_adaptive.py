@@ -13,6 +13,7 @@ from harness.settings import abspec
     (False, 3, 2, True, None),  # a row undecided, rounds left: one more
     (True, 3, 2, True, "decided after 2 rounds"),
     (False, 3, 6, True, "MAX_ROUNDS (6) reached with rows undecided"),
+    (False, 3, 8, True, "8 rounds, past MAX_ROUNDS (6) by a resume, with rows undecided"),
     (True, 3, 6, True, "decided after 6 rounds"),  # decided at the last look: decided
     (False, 0, 2, True, "no paired row after 2 rounds"),
     (False, 3, 2, False, "a unit did not end ok after 2 rounds"),
@@ -40,3 +41,17 @@ def test_rounds_auto_starts_with_min_rounds_and_keeps_both_bounds():
 def test_bounds_that_cannot_hold_are_refused_naming_both(given, message):
     with pytest.raises(UsageError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         abspec.resolve_ab({"axis": "none", "rounds": "auto", **given}, {})
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"rounds": "Auto"}, "ROUNDS (--rounds)='Auto' is not accepted; expected a whole number "
+     "from 1 to 100, or auto"),
+    ({"rounds": "0"}, "ROUNDS (--rounds)='0' is not accepted; expected a whole number from 1 "
+     "to 100, or auto"),
+    ({"rounds": "3", "min_rounds": "4"}, "MIN_ROUNDS (--min-rounds)='4' is only used with "
+     "ROUNDS=auto; ROUNDS (--rounds)='3' runs that many rounds"),
+    ({"max_rounds": "2"}, "MAX_ROUNDS (--max-rounds)='2' is only used with ROUNDS=auto"),
+])
+def test_fixed_rounds_name_auto_and_refuse_bounds_that_would_do_nothing(given, message):
+    with pytest.raises(UsageError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        abspec.resolve_ab({"axis": "none", **given}, {})

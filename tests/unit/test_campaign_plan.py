@@ -78,8 +78,10 @@ def test_rounds_on_resume_extend_to_that_many_rounds_in_all(tmp_path):
     doc = document(tmp_path, rounds=2)
     for unit in doc.units:
         unit.status = "ok" if unit.status == "not_run" else unit.status
+    doc.ops["mm"].stopped = "MAX_ROUNDS (2) reached with rows undecided"
     added = campaign.extend(doc, 4, None, {})
     assert ids(added) == ["mm/r2", "mm/r3"] and doc.ops["mm"].rounds == 4
+    assert doc.ops["mm"].stopped is None  # its looks say anew why it stops
     assert campaign.extend(doc, 4, None, {}) == []  # asked again: nothing more to add
     with pytest.raises(UsageError, match="ROUNDS=3 is not accepted on resume: every operator "
                                          "has 4 rounds or more already"):
@@ -91,9 +93,12 @@ def test_only_adds_rounds_to_the_operators_with_that_verdict(tmp_path):
     doc = document(tmp_path, rounds=2, ops={op: {"node": op} for op in ("a", "b")})
     added = campaign.extend(doc, None, "inconclusive", {"a": "same", "b": "inconclusive"})
     assert ids(added) == ["b/r2", "b/r3"] and doc.ops["a"].rounds == 2
-    with pytest.raises(UsageError, match="ONLY='slower': no operator .* its verdicts: "
+    with pytest.raises(UsageError, match="ONLY='slower': no operator .* theirs: "
                                          "inconclusive, same"):
         campaign.extend(doc, None, "slower", {"a": "same", "b": "inconclusive"})
+    doc.ops["a"].skipped = "a is not in flag_gems at B_REF"  # one side only: never again
+    with pytest.raises(UsageError, match=r"ONLY='skipped': .* theirs: inconclusive \("):
+        campaign.extend(doc, None, "skipped", {"a": "skipped", "b": "inconclusive"})
 
 
 def test_resume_refuses_a_different_caliber_in_one_line(tmp_path):

@@ -178,8 +178,12 @@ def test_an_image_sides_pytest_under_apptainer_binds_an_empty_folder_over_the_ch
         tmp_path):
     fg = tmp_path / "FlagGems"
     (fg / "src").mkdir(parents=True)
-    given = settings("cuda", runner="apptainer", flaggems_dir=str(fg), out=str(tmp_path / "o"))
     image = "reg/x@sha256:" + "c" * 64
+    planned = settings("cuda", runner="apptainer", flaggems_dir=str(fg), out=str(tmp_path / "o"))
+    container.pytest_in_image("apptainer", image, planned, ["python", "-m", "pytest"], fg, {})
+    assert not (tmp_path / "o").exists()  # a dry run's line creates nothing
+    given = settings("cuda", runner="apptainer", flaggems_dir=str(fg), out=str(tmp_path / "o"),
+                     dry_run="0")
     line = container.pytest_in_image("apptainer", image, given,
                                      ["python", "-m", "pytest", "benchmark/test_x.py"], fg,
                                      {"ZL_PLUGIN_TIMER": "graph", "CUDA_VISIBLE_DEVICES": "3"})
@@ -194,3 +198,11 @@ def test_an_image_sides_pytest_under_apptainer_binds_an_empty_folder_over_the_ch
     odd = settings("cuda", runner="pyxis", flaggems_dir=str(tmp_path / "a,b"))
     with pytest.raises(UsageError, match="cannot mount"):
         container.pytest_in_image("pyxis", image, odd, ["python", "-m", "pytest"], fg, {})
+    colon = settings("cuda", flaggems_dir=str(tmp_path / "a:b"))
+    with pytest.raises(UsageError, match="RUNNER='docker' cannot mount .*a:b"):
+        container.pytest_in_image("docker", image, colon, ["python", "-m", "pytest"], fg, {})
+
+
+def test_a_cluster_mount_list_names_parents_before_the_folders_inside_them(tmp_path):
+    listed = container.cluster_mounts("pyxis", [(tmp_path / "out", True), (tmp_path, False)])
+    assert listed == [f"{tmp_path}:{tmp_path}:ro", f"{tmp_path / 'out'}:{tmp_path / 'out'}"]

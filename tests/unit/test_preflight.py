@@ -371,3 +371,21 @@ def test_an_interpreter_that_is_no_python_fails_preflight_in_one_line(tmp_path, 
     with pytest.raises(PreflightError) as caught:
         probe_python(str(fake), ("torch",))
     assert caught.value.detail == f"{fake} {said}"
+
+
+def test_a_wrapper_that_prints_before_it_runs_python_is_still_understood(tmp_path):
+    import sys
+
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "setting up the environment"\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    assert probe_python(str(fake), ("json",))["missing"] == []
+
+
+def test_a_failure_whose_detail_spans_lines_is_one_marker_line():
+    from harness.errors import PreflightError
+
+    exc = PreflightError("sbatch", "sbatch exited 1:\nerror: cannot reach\n\n  the controller\n")
+    assert str(exc) == ("PREFLIGHT_FAILED check=sbatch detail=sbatch exited 1: | error: cannot "
+                        "reach | the controller")
+    assert "\n" not in str(exc)
