@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -313,6 +314,11 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
                 current[-1].withdraw()
             drop_side_caches(directory, campaign)
             raise
+        except KeyboardInterrupt:  # before the executor took the signals over
+            drop_side_caches(directory, campaign)
+            with deferred_signals(lambda _signum: None):
+                raise finish.interrupted(directory, campaign, settings, signal.SIGINT, [],
+                                         out) from None
         except BaseException:
             drop_side_caches(directory, campaign)
             raise

@@ -260,3 +260,23 @@ def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
             start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=said.append)
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
     assert said == []  # not "resuming ...: 7 units to run" before the refusal
+
+
+def test_ctrl_c_before_the_executor_takes_the_signals_is_an_interrupted_campaign(
+        tmp_path, monkeypatch):
+    # Regression: a SIGINT between the campaign's "running" and its first unit left
+    # campaign.json running, printed a bare "interrupted" and no resume hint.
+    doc = _campaign(tmp_path)
+
+    def run(self, tasks, events):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LocalExecutor, "run", run)
+    lines = []
+    with pytest.raises(Interrupted) as info:
+        driver.drive(tmp_path, doc, settings(), LocalExecutor([None]), out=lines.append)
+    assert info.value.exit_code == 128 + signal.SIGINT
+    assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "interrupted"
+    assert any(line.startswith("AB_INTERRUPTED signal=SIGINT") and
+               f"resume: harness ab --resume {tmp_path}" in line for line in lines)
+    assert not (tmp_path / "cache").exists()
