@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import UsageError
+from harness.errors import EXIT_OK, PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.base import Executor
 from harness.executors.devices import select_devices
@@ -78,11 +78,22 @@ def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, st
             if slurm.executor(flags, env) == "slurm" else None)
 
 
-def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None]) -> None:
+def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None],
+              dry_run: bool = False) -> int:
     """What must hold before a directory is claimed for tasks of that executor: sbatch on
-    PATH and OUT seen by the nodes, for a cluster; nothing more here for this host."""
-    if cfg is not None:
-        slurm.preflight(out_dir, warn)
+    PATH and OUT seen by the nodes, for a cluster; nothing more here for this host. A dry run
+    (`dry_run`) prints a failure's marker and returns its exit code instead, creating
+    nothing."""
+    if cfg is None:
+        return EXIT_OK
+    try:
+        slurm.preflight(out_dir, warn, create=not dry_run)
+    except PreflightError as exc:
+        if not dry_run:
+            raise
+        warn(str(exc))
+        return exc.exit_code
+    return EXIT_OK
 
 
 def executor(settings: Settings, cfg: SlurmConfig | None, directory: Path, *,

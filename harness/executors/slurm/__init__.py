@@ -223,9 +223,9 @@ class Slurm:
 
 
 def preflight(out_dir: Path, warn: Callable[[str], None],
-              which: Callable[[str], str | None] = shutil.which) -> None:
+              which: Callable[[str], str | None] = shutil.which, create: bool = True) -> None:
     """sbatch on PATH (exit 3 otherwise); OUT writable, and a warning where other nodes
-    cannot see it."""
+    cannot see it. `create` False (a dry run): OUT is neither created nor probed."""
     if which("sbatch") is None:
         raise PreflightError("sbatch", "EXECUTOR=slurm needs sbatch on PATH (a Slurm login "
                              "node); none was found")
@@ -235,6 +235,8 @@ def preflight(out_dir: Path, warn: Callable[[str], None],
     if any(where == Path(p) or Path(p) in where.parents for p in NODE_LOCAL):
         warn(f"warning: OUT={str(out_dir)!r} is under a node-local path; array tasks on "
              "other nodes cannot write there")
+    if not create:
+        return
     try:
         where.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
