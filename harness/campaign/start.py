@@ -147,7 +147,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
                      *_first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
-        rc = max(rc, where.preflight(cfg, settings.out, out, dry_run=True))
+        where.preflight(cfg, settings.out, out, dry_run=True)
         # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
     where.preflight(cfg, settings.out, out)

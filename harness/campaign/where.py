@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_OK, PreflightError, UsageError
+from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.base import Executor
 from harness.executors.devices import select_devices
@@ -79,21 +79,19 @@ def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, st
 
 
 def preflight(cfg: SlurmConfig | None, out_dir: Path, warn: Callable[[str], None],
-              dry_run: bool = False) -> int:
+              dry_run: bool = False) -> None:
     """What must hold before a directory is claimed for tasks of that executor: sbatch on
     PATH and OUT seen by the nodes, for a cluster; nothing more here for this host. A dry run
-    (`dry_run`) prints a failure's marker and returns its exit code instead, creating
-    nothing."""
+    (`dry_run`), which may plan a cluster's campaign anywhere, says what the real run would
+    stop at or warn of, and creates nothing."""
     if cfg is None:
-        return EXIT_OK
+        return
     try:
         slurm.preflight(out_dir, warn, create=not dry_run)
     except PreflightError as exc:
         if not dry_run:
             raise
-        warn(str(exc))
-        return exc.exit_code
-    return EXIT_OK
+        warn(f"note: not on a Slurm login node here; the real run would stop: {exc}")
 
 
 def executor(settings: Settings, cfg: SlurmConfig | None, directory: Path, *,

@@ -107,6 +107,8 @@ def test_ab_dry_run_on_slurm_needs_no_sbatch_and_shows_both_arrays(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("--- submit: sbatch") == 2
     assert "--dependency=afterany:JOB_OF_s1-r0" in proc.stdout
+    assert "note: not on a Slurm login node here; the real run would stop: PREFLIGHT_FAILED " \
+        "check=sbatch" in proc.stdout
     assert not (tmp_path / "runs").exists()
 
 
