@@ -77,7 +77,8 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
     none does or a signal stops it. `current` gets each batch's events, the last one last."""
     with executor.session():  # each added round in the first one's workers
         while True:
-            current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out))
+            current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out,
+                                      began=current[0].began if current else None))
             outcome = executor.run(tasks, current[-1])
             if outcome.signal is not None or outcome.detached or campaign.auto is None:
                 return outcome
@@ -181,10 +182,10 @@ class UnitEvents:
     and a progress line with an estimate of what is left."""
 
     def __init__(self, directory: Path, campaign: Campaign, total_todo: int, workers: int,
-                 out: Callable[[str], None]) -> None:
+                 out: Callable[[str], None], began: float | None = None) -> None:
         self.directory, self.campaign, self.out = directory, campaign, out
         self.total_todo, self.workers = total_todo, workers
-        self.began = time.monotonic()
+        self.began = time.monotonic() if began is None else began  # elapsed= counts from it
         # the count of the progress line: units finished before, and each one that ends here
         # (failed, error, crashed or timeout too: it ended, if a resume may run it again)
         self.done = sum(u.status in FINISHED for u in campaign.units)

@@ -85,9 +85,9 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
     floor = render.stated_floor(ab, caliber, None)
     out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
     interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
-    out += ["## Suite", "", f"**{suite_line(operators)}**; geometric mean speedup "
-            f"{pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} paired rows, interval over "
-            f"rows {interval}", "",
+    mean = (f"geometric mean speedup {pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} "
+            f"paired rows, interval over rows {interval}" if ab.rows else "no paired rows")
+    out += ["## Suite", "", f"**{suite_line(operators)}**; {mean}", "",
             "speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "
             "operator is slower if any row is, faster if any row is and none slower.", "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,8 @@ def test_an_adaptive_campaign_adds_rounds_only_where_undecided_and_says_why_each
                 pids = {json.loads((directory / op / side / f"r{r}" / "run_identity.json")
                                    .read_text())["launch"][-1]["pid"] for r in (1, 2)}
                 assert len(pids) == 1, (side, pids)
+    elapsed = [int(x) for x in re.findall(r" elapsed=(\d+)s", proc.stdout)]
+    assert elapsed == sorted(elapsed)  # counted from the campaign's start, not each round's
     assert doc["caliber"]["auto"] == {"min": 2, "max": 3}
     assert "ROUNDS=auto (MIN_ROUNDS 2, MAX_ROUNDS 3)" in (directory / "ab.md").read_text()
     assert "failed" not in {o["verdict"] for o in doc["operators"].values()}

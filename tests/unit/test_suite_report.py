@@ -79,6 +79,14 @@ def test_a_one_round_suite_prints_no_geometric_mean_interval():
     assert "over 4 paired rows, interval over rows -\n" in md
 
 
+def test_a_suite_without_a_paired_row_says_so_instead_of_an_empty_mean():
+    doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": [],
+                 "unpaired": [], "operators": {"mm": asdict(OperatorSummary("failed"))}})
+    md = suite_report.render_markdown(doc, notes=[])
+    assert "**suite: 0 faster, 0 slower, 0 same, 1 failed of 1 operator**; no paired rows\n" in md
+    assert "-% over" not in md
+
+
 def test_an_operator_still_to_run_is_pending_not_failed():
     # Regression: an interrupted campaign's operators that had not run read "failed".
     assert stats.operator_verdict([], False, pending=True) == "pending"
