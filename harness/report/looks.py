@@ -10,9 +10,10 @@ from harness.report.stats import T_METHOD, Method, RowStats, adjust_rows, log_of
 from harness.report.tdist import t_interval
 
 DEFAULT = Method()
-SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same by look over "
-            "the planned looks)")
+SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same mostly at the "
+            "last planned look)")
 SAME_TAIL = 0.2  # of the equivalence alpha, what looks past the plan (a RESUME adding rounds) get
+SAME_LAST = 0.55  # of it, what the last planned look (MAX_ROUNDS) gets when more than one is
 
 
 def share(look: int) -> float:
@@ -29,18 +30,26 @@ def share(look: int) -> float:
 def same_share(look: int, planned: int = 1) -> float:
     """The share of the equivalence ("same") alpha that look `look` spends, of `planned` looks.
 
-    Planned look k (1..planned) spends (1 - SAME_TAIL) * k / (1 + ... + planned): a look of
-    few rounds can hardly show an interval inside the floor, so later looks get more. A look
-    past the plan, j looks past it, spends SAME_TAIL * 6 / (pi^2 j^2). The shares are fixed
-    before any data and sum to at most 1 over any number of looks, so "same" claimed at any
-    look is wrong at most (1 - confidence) / 2 of the time (Bonferroni over looks; each look
-    a two one-sided tests equivalence test, Schuirmann 1987).
+    The last planned look (an operator at MAX_ROUNDS) spends SAME_LAST, or 1 - SAME_TAIL when
+    it is the only one; the planned looks before it share the rest, look k in proportion to
+    k. A look of few rounds can hardly show an interval inside the floor (Student t of one or
+    two degrees of freedom), so alpha spent there is mostly wasted; the shape is O'Brien and
+    Fleming's (1979): little early, most at the end, as Lan and DeMets' (1983) spending
+    functions allow when it is fixed before the data. A look j past the plan (a RESUME
+    adding rounds) spends SAME_TAIL * 6 / (pi^2 j^2). The shares sum to at most 1 over any
+    number of looks, so "same" claimed at any look is wrong at most (1 - confidence) / 2 of
+    the time (Bonferroni over looks; each look a two one-sided tests equivalence test,
+    Schuirmann 1987).
     """
     if look < 1 or planned < 1:
         raise ValueError(f"look={look!r}, planned={planned!r}; both count from 1")
-    if look <= planned:
-        return (1.0 - SAME_TAIL) * look / (planned * (planned + 1) / 2)
-    return SAME_TAIL * share(look - planned)
+    if look > planned:
+        return SAME_TAIL * share(look - planned)
+    if planned == 1:
+        return 1.0 - SAME_TAIL
+    if look == planned:
+        return SAME_LAST
+    return (1.0 - SAME_TAIL - SAME_LAST) * look / (planned * (planned - 1) / 2)
 
 
 def spending_method(method: Method = DEFAULT) -> Method:

@@ -38,7 +38,7 @@ def _campaign(rng, *, heavy: bool, effect: float = 0.0, n_ops: int = 60
     method, spent = looks.judge(second, [[3, 5] if extend[i // PER_OP] else [3]
                                          for i in range(n)], noise_floor_pct=1.0)
     assert (method.text == "t interval on per-round log ratios, alpha spent over looks "
-            "(Bonferroni: differences 6/(pi^2 k^2), same by look over the planned looks), 95%, "
+            "(Bonferroni: differences 6/(pi^2 k^2), same mostly at the last planned look), 95%, "
             "BH q=0.05") or not any(extend)
 
     def called(rows: list[stats.RowStats]) -> bool:
@@ -103,7 +103,8 @@ def test_shares_sum_to_alpha_and_widen_each_look():
 
 def test_same_shares_grow_over_the_planned_looks_and_leave_a_tail_for_resumes():
     planned = [looks.same_share(k, 5) for k in range(1, 6)]
-    assert planned == sorted(planned) and planned[-1] == pytest.approx(0.8 * 5 / 15)
+    assert planned == sorted(planned) and planned[-1] == looks.SAME_LAST
+    assert planned[0] == pytest.approx((1 - looks.SAME_TAIL - looks.SAME_LAST) / 10)
     tail = math.fsum(looks.same_share(k, 5) for k in range(6, 100_000))
     assert math.fsum(planned) + tail == pytest.approx(1.0, abs=1e-4)
     assert looks.same_share(1, 1) == pytest.approx(1 - looks.SAME_TAIL)
