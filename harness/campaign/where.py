@@ -14,7 +14,7 @@ from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm import Slurm, SlurmConfig
 from harness.executors.slurm.array import SlurmExecutor
-from harness.run.container import cluster_mounts, mounts
+from harness.run.container import cluster_exec, cluster_mounts, mounts
 from harness.run.identity import IMAGE_DIGEST_VAR
 from harness.settings import cmdline, variables
 from harness.settings.spec import IN_IMAGE_VAR, REPO_ROOT, Settings
@@ -155,17 +155,10 @@ def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
     """What one array task runs: `harness slurm-task PLAN`, in the image where RUNNER says;
     on the node's host where no task image is set (AXIS=image: each run's pytest runs in its
     side's image, runner.invocation)."""
-    env = ["env", f"PYTHONPATH={REPO_ROOT}"]
     task = cmdline.harness_argv("slurm-task", str(plan))
-    inner = task[1:]  # in an image, its own python3 runs the same arguments
     if settings.runner == "host" or cfg.image is None:
-        return [*env, *task]
-    env += [f"{IN_IMAGE_VAR}=1", f"{IMAGE_DIGEST_VAR}={cfg.image}"]
-    paths = cluster_mounts(settings.runner, mounts)
-    if settings.runner == "pyxis":
-        return ["srun", f"--container-image={cfg.image}",
-                "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *env,
-                "python3", *inner]
-    binds = [a for p in paths for a in ("--bind", p)]
-    return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
-            f"docker://{cfg.image}", *env, "python3", *inner]
+        return ["env", f"PYTHONPATH={REPO_ROOT}", *task]
+    env = {"PYTHONPATH": str(REPO_ROOT), IN_IMAGE_VAR: "1", IMAGE_DIGEST_VAR: cfg.image}
+    # in the image, its own python3 runs the same arguments
+    return cluster_exec(settings.runner, cfg.image, settings,
+                        cluster_mounts(settings.runner, mounts), cwd, env, task[1:])

@@ -174,24 +174,33 @@ def cluster_mounts(runner: str, mounted: Sequence[tuple[Path, bool]]) -> list[st
     return [f"{p}:{p}" + ("" if writable else ":ro") for p, writable in ordered]
 
 
-def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str], cwd: Path,
-                env: Mapping[str, str], hidden: Path | None) -> list[str]:
-    """One run's pytest as a Slurm job step in `image` (pyxis), or `apptainer exec` of it:
-    the task's devices are the step's, and the run's variables are set by `env` inside."""
-    mounted = mounts(settings, cwd)
-    paths = cluster_mounts(runner, mounted)
-    if hidden is not None:  # an empty folder over it, last: neither runner has a tmpfs mount
-        empty = _host_path(settings.out, cwd) / ".empty"
-        if not settings.dry_run:
-            empty.mkdir(parents=True, exist_ok=True)
-        paths.append(f"{empty}:{hidden}:ro")
-    inner = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), "python3", *argv[1:]]
+def cluster_exec(runner: str, image: str, settings: Settings, paths: Sequence[str], cwd: Path,
+                 env: Mapping[str, str], args: Sequence[str]) -> list[str]:
+    """`python3 <args>` in `image` on a cluster node, `env` set inside: a one-task job step
+    (pyxis, `srun --container-image`) or `apptainer exec`; `paths` the mount list (from
+    cluster_mounts). What an array task runs in the task image and what one run's pytest runs
+    in an A/B side's image are both this line."""
+    inner = ["env", *(f"{k}={v}" for k, v in env.items()), "python3", *args]
     if runner == "pyxis":
         return ["srun", "--ntasks=1", f"--container-image={image}",
                 "--container-mounts=" + ",".join(paths), f"--container-workdir={cwd}", *inner]
     binds = [a for p in paths for a in ("--bind", p)]
     return ["apptainer", "exec", *settings.backend.apptainer_flags, *binds, "--pwd", str(cwd),
             f"docker://{image}", *inner]
+
+
+def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str], cwd: Path,
+                env: Mapping[str, str], hidden: Path | None) -> list[str]:
+    """One run's pytest as a job step in `image`, or `apptainer exec` of it: the task's
+    devices are the step's, and the run's variables are set by `env` inside."""
+    paths = cluster_mounts(runner, mounts(settings, cwd))
+    if hidden is not None:  # an empty folder over it, last: neither runner has a tmpfs mount
+        empty = _host_path(settings.out, cwd) / ".empty"
+        if not settings.dry_run:
+            empty.mkdir(parents=True, exist_ok=True)
+        paths.append(f"{empty}:{hidden}:ro")
+    return cluster_exec(runner, image, settings, paths, cwd, dict(sorted(env.items())),
+                        argv[1:])
 
 
 def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[str],

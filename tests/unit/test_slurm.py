@@ -106,8 +106,9 @@ def test_pyxis_runner_mounts_the_campaign_and_records_the_image_digest(tmp_path)
     cfg = SlurmConfig(image=IMAGE)
     argv = where.task_command(settings("cuda", "pyxis"), cfg, tmp_path / "p.json", tmp_path,
                               [(spec.REPO_ROOT, False), (tmp_path, True)])
-    assert argv[:2] == ["srun", f"--container-image={IMAGE}"]
-    assert argv[2] == f"--container-mounts={spec.REPO_ROOT}:{spec.REPO_ROOT}:ro," \
+    # one task, whatever SLURM_EXTRA asked of the job: the same step line as an A/B side's run
+    assert argv[:3] == ["srun", "--ntasks=1", f"--container-image={IMAGE}"]
+    assert argv[3] == f"--container-mounts={spec.REPO_ROOT}:{spec.REPO_ROOT}:ro," \
                       f"{tmp_path}:{tmp_path}"
     assert f"ZL_IMAGE_DIGEST={IMAGE}" in argv and "ZL_IN_IMAGE=1" in argv
 
