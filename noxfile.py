@@ -16,7 +16,8 @@ def tests(session: nox.Session) -> None:
     """Unit, plugin and integration tests on the cpu backend."""
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
-    session.run("pytest", "-m", "not gpu and not slurm", *session.posargs)
+    # the slowest tests named in every log: CI's time is kept in view where it is spent
+    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *session.posargs)
 
 
 @nox.session

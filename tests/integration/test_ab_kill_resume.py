@@ -82,6 +82,13 @@ def kill_driver_while_a_unit_runs(args: list[str], tmp_path: Path
     return the_campaign(tmp_path), running, orphans
 
 
+def command_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:300]
+    except OSError:
+        return "(gone)"
+
+
 def watch_overlap(directory: Path, unit_id: str, orphans: list[int], stop: threading.Event,
                   seen: list[str]) -> None:
     """Record any moment the resumed attempt had set aside the killed one's run directory (it
@@ -92,7 +99,8 @@ def watch_overlap(directory: Path, unit_id: str, orphans: list[int], stop: threa
                  for p in d.parent.glob(f"{d.name}.attempt*")]
         living = [pid for pid in orphans if alive(pid)]
         if aside and living:
-            seen.append(f"{[str(p) for p in aside]} set aside while {living} lived")
+            seen.append(f"{[str(p) for p in aside]} set aside while {living} lived: "
+                        f"{[command_of(pid) for pid in living]}")
         time.sleep(0.02)
 
 
