@@ -22,6 +22,8 @@ LIVENESS = ("live", "unknown", "not_live", "unchecked")
 STATES = ("complete", "interrupted")
 # Caliber fields the harness reads, checked on load; the rest (settings.caliber()'s) are shown.
 _CALIBER_NUMBERS = ("noise_floor_pct", "measured_noise_floor_pct")
+_ROW_NUMBERS = ("a_ms", "b_ms", "speedup_pct", "ci_low_pct", "ci_high_pct", "min_pct", "max_pct",
+                "rounds", "p_value", "p_adjusted", "noise_floor_pct")  # a row's, in file order
 
 
 @dataclass(frozen=True)
@@ -183,15 +185,12 @@ class AbDocument:
 
 
 def row_json(row: AbRow) -> dict[str, Any]:
-    """The ab.json row of one AbRow."""
+    """The ab.json row of one AbRow; same_bound_pct only where it decided `same`."""
     s = row.stats
     return {"op": row.op, "dtype": row.dtype, "shape": row.shape, "occurrence": row.occurrence,
-            "a_ms": s.a_ms, "b_ms": s.b_ms, "speedup_pct": s.speedup_pct,
-            "ci_low_pct": s.ci_low_pct, "ci_high_pct": s.ci_high_pct, "min_pct": s.min_pct,
-            "max_pct": s.max_pct, "rounds": s.rounds, "p_value": s.p_value,
-            "p_adjusted": s.p_adjusted, "noise_floor_pct": s.noise_floor_pct,
-            "verdict": s.verdict.value,
-            "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct)}
+            **{key: getattr(s, key) for key in _ROW_NUMBERS}, "verdict": s.verdict.value,
+            "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct),
+            **({} if s.same_bound_pct is None else {"same_bound_pct": s.same_bound_pct})}
 
 
 def _operator_json(o: OperatorSummary) -> dict[str, Any]:
@@ -223,7 +222,8 @@ def _row(f: Fields) -> AbRow:
                      flagged=bool(flags) or verdict is stats.Verdict.FLAGGED, verdict=verdict,
                      round_speedups_pct=f.numbers("round_speedups_pct"), rounds=f.integer("rounds"),
                      p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted"),
-                     noise_floor_pct=f.opt_number("noise_floor_pct")))  # older: not recorded
+                     noise_floor_pct=f.opt_number("noise_floor_pct"),  # older: not recorded
+                     same_bound_pct=f.opt_number("same_bound_pct")))
 
 
 def _method(f: Fields | None) -> stats.Method:

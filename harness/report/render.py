@@ -28,6 +28,8 @@ INCOMPLETE = "INCOMPLETE"
 STACKS = {"python": "two stacks", "flaggems": "two FlagGems commits", "image": "two images"}
 TUNES = {"each": "each side tunes in round 0 and replays its own winners after (TUNE each)",
          "replay": "B replays A's winners, a key it lacks counted (TUNE replay)"}
+BASELINES = {"once": "once: timed in A/r0 only; FlagGems' speedup over torch comes from it",
+             "every": "every run", "off": "not timed"}
 ROW_HEADER = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
               "interval %", "floor %", "verdict", "flags")
 
@@ -74,6 +76,8 @@ def row_cells(row: AbRow, floor: float | None = None) -> list[str]:
     verdict = s.verdict.value
     if s.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER):
         verdict = f"**{verdict}**"
+    elif s.verdict is stats.Verdict.SAME and s.same_bound_pct is not None:
+        verdict = f"same (+-{s.same_bound_pct:.1f})"  # the equivalence interval's, not the shown
     mark = " *" if any(DIRECT_MARKER in f for f in row.flags) else ""
     return [row.op, row.dtype, _shape(row.shape, row.occurrence), ms(s.a_ms), ms(s.b_ms),
             pct(s.speedup_pct),
@@ -162,15 +166,11 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}", *stack_lines,
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}",
-            f"- torch reference (BASELINE): {_baseline(caliber.text('baseline'))}",
+            f"- torch reference (BASELINE): "
+            f"{BASELINES.get(caliber.text('baseline') or '', NOT_RECORDED)}",
             f"- rounds: {get('rounds')} per side, interleaved A B B A ...",
             f"- noise floor: {shown}", f"- image digest: {_digests(caliber.image_digests)}",
             f"- harness commit: {get('harness_commit')}{dirty}"]
-
-
-def _baseline(value: str | None) -> str:
-    return {"once": "once: timed in A/r0 only; FlagGems' speedup over torch comes from it",
-            "every": "every run", "off": "not timed"}.get(value or "", NOT_RECORDED)
 
 
 def campaign_head(title: str, caliber: Caliber, floor: float | None,
@@ -181,8 +181,7 @@ def campaign_head(title: str, caliber: Caliber, floor: float | None,
     if notes:
         out += ["## Notes", "", *(f"- {n}" for n in notes), ""]
     if any(n.startswith(INCOMPLETE) for n in notes):
-        out += [f"**This campaign is incomplete: it was interrupted before every {unit} ran.**",
-                ""]
+        out += [f"**This campaign is incomplete: it was interrupted before every {unit} ran.**", ""]
     if any(n.startswith(NOT_LIVE) for n in notes):
         out += ["**The axis showed no sign of reaching the compiler: no row below says "
                 "anything about the switch.**", ""]
@@ -262,7 +261,8 @@ def _pair_head(report: AbReport) -> list[str]:
 def _method_lines(report: AbReport) -> list[str]:
     bh = "" if report.method.fdr_q is None else " and survives false-discovery control"
     rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
-            f"the noise floor{bh}; same where the whole interval lies inside +-noise floor; "
+            f"the noise floor{bh}; same where the whole interval lies inside +-noise floor (with "
+            "alpha spent over looks, the equivalence interval: its larger |bound| beside same); "
             "inconclusive otherwise (more rounds would decide).")
     return ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "

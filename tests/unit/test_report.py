@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from harness import cli
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import Row
 from harness.errors import UsageError
+from harness.report import looks
 from harness.report.abjson import SCHEMA, as_report, document_of, parse, read_ab, write_ab
 from harness.report.comparison import compare
 from harness.report.render import render_markdown, render_png
@@ -225,6 +227,28 @@ def test_an_ab_report_from_summary_renders_as_its_ab_json_does() -> None:
     doc = json.loads(json.dumps(ab_data(report, caliber)))
     assert render_markdown(doc, caliber) == md
     assert as_report(doc).rows == report.rows
+
+
+def test_a_row_read_same_by_its_equivalence_interval_shows_that_bound() -> None:
+    # judged over five looks (ROUNDS=auto): the interval shown is the calls' (wider than the
+    # floor), so the verdict cell says what decided same, and ab.json keeps it
+    deltas = (0.004, -0.005, 0.003, -0.003, 0.005, -0.004)
+    a = [Source(f"A/r{i}", "run", (measured("[[1]]", 1.0 + d),)) for i, d in enumerate(deltas)]
+    b = [Source(f"B/r{i}", "run", (measured("[[1]]", 1.0),)) for i in range(len(deltas))]
+    fixed = compare(a, b, noise_floor_pct=1.0)
+    assert "same_bound_pct" not in ab_data(fixed, CALIBER)["rows"][0]
+    method, (judged,) = looks.judge([fixed.rows[0].stats], [[2, 3, 4, 5, 6]],
+                                    noise_floor_pct=1.0, planned=5)
+    report = replace(fixed, rows=(replace(fixed.rows[0], stats=judged),), method=method)
+    bound = judged.same_bound_pct
+    assert bound is not None and bound < 1.0 < judged.ci_high_pct
+    md = render_markdown(report, CALIBER)
+    (row,) = table_rows(md)
+    assert row[9] == f"same (+-{bound:.1f})" and row[7] == "[-1.2, +1.2]"
+    assert "its larger |bound| beside same" in md
+    doc = json.loads(json.dumps(ab_data(report, CALIBER)))
+    assert doc["rows"][0]["same_bound_pct"] == bound
+    assert as_report(doc).rows == report.rows and render_markdown(doc, CALIBER) == md
 
 
 # ---------------------------------------------------------------- PNG
