@@ -217,19 +217,22 @@ def stop_children(children: Sequence[Child], grace_s: float = GRACE_S,
 
 
 class GroupStopper:
-    """Stop one child's process group on the first signal, while the caller reads its output.
+    """Stop the watched child's process group on the first signal, while the caller reads its
+    output.
 
     `request_stop` (a `deferred_signals` handler) records the signal and stops the group from a
     thread, so the caller's read ends at end of file with everything the child wrote kept. A
-    signal that lands before the child is watched stops it as soon as it is; with no child at
-    all, the stopper is a flag the caller reads between steps.
+    signal that lands before the child is watched stops it as soon as it is, and so is every
+    child watched after the signal (a second attempt started before the caller saw it); with
+    no child at all, the stopper is a flag the caller reads between steps.
     """
 
     def __init__(self, grace_s: float = GRACE_S) -> None:
         self.grace_s = grace_s
         self.signal: int | None = None
         self._child: Child | None = None
-        self._thread: threading.Thread | None = None
+        self._stopped: set[int] = set()  # ids of the children a thread is stopping
+        self._threads: list[threading.Thread] = []
 
     def request_stop(self, signum: int) -> None:
         if self.signal is None:
@@ -242,16 +245,19 @@ class GroupStopper:
             self._stop()
 
     def join(self) -> None:
-        """Wait until the stopped group is gone (no-op when nothing was stopped)."""
-        if self._thread is not None:
-            self._thread.join()
+        """Wait until every stopped group is gone (no-op when nothing was stopped)."""
+        for thread in self._threads:
+            thread.join()
 
     def _stop(self) -> None:
-        if self._child is None or self._thread is not None:
+        child = self._child
+        if child is None or id(child) in self._stopped:
             return
-        self._thread = threading.Thread(target=stop_children, args=([self._child], self.grace_s),
-                                        daemon=True)
-        self._thread.start()
+        self._stopped.add(id(child))
+        thread = threading.Thread(target=stop_children, args=([child], self.grace_s),
+                                  daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
 
 @contextmanager

@@ -191,6 +191,20 @@ def test_group_stopper_kills_a_group_that_ignores_sigterm():
     child.stdout.close()
 
 
+def test_group_stopper_stops_a_child_watched_after_it_stopped_another():
+    # the signal stopped the first attempt; a second one the caller started before it read
+    # the flag is stopped too, not left running beside the stopped one's successor
+    stopper = procs.GroupStopper(grace_s=1.0)
+    first, second = _sleeper(), _sleeper()
+    stopper.watch(first)
+    stopper.request_stop(signal.SIGTERM)
+    stopper.watch(second)
+    stopper.request_stop(signal.SIGINT)  # a second signal starts nothing more
+    stopper.join()
+    assert first.wait(timeout=5) == -signal.SIGTERM
+    assert second.wait(timeout=5) == -signal.SIGTERM
+
+
 def test_group_stopper_without_a_child_is_only_a_flag():
     stopper = procs.GroupStopper()
     stopper.request_stop(signal.SIGHUP)
