@@ -82,20 +82,33 @@ def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError]
         raise error(not_json.format(path=str(target), exc=exc)) from None
 
 
+def take_lock(path: Path, busy: Callable[[], Exception], wait_s: float = 0.0,
+              poll_s: float = 0.2) -> int:
+    """An exclusive lock on `path` (created where missing), waiting up to `wait_s` for another
+    holder to let go, then raising `busy()`: the descriptor that holds it. The lock goes when
+    every descriptor of it is closed, at the latest when the process ends, however it ends."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(fd)
+                raise busy() from None
+            time.sleep(poll_s)
+        except BaseException:
+            os.close(fd)
+            raise
+
+
 @contextmanager
 def exclusive_lock(path: Path, busy: Callable[[], Exception], wait_s: float = 0.0,
                    poll_s: float = 0.2) -> Iterator[None]:
-    """Hold an exclusive lock on `path` (created where missing) for the block, waiting up to
-    `wait_s` for another holder to let go, then raising `busy()`. The lock goes with the
-    process that holds it, however it ends."""
-    with open(path, "a") as fh:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise busy() from None
-                time.sleep(poll_s)
+    """Hold take_lock's lock on `path` for the block."""
+    fd = take_lock(path, busy, wait_s, poll_s)
+    try:
         yield
+    finally:
+        os.close(fd)

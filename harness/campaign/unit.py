@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.campaign import ab, refs
@@ -20,7 +19,7 @@ from harness.errors import (
     no_space,
 )
 from harness.executors.base import OK, SKIPPED
-from harness.fsutil import atomic_write_json, exclusive_lock
+from harness.fsutil import atomic_write_json, take_lock
 from harness.run import artifacts, identity, runner
 from harness.run.checks import Environment
 from harness.run.preflight import Plan, run_preflight
@@ -197,18 +196,18 @@ def side_plans(settings: Settings, axis: ab.Axis, directory: Path,
     return plans
 
 
-@contextmanager
-def unit_lock(directory: Path, unit_id: str, wait_s: float = UNIT_LOCK_WAIT_S
-              ) -> Iterator[None]:
-    """Hold the unit's lock while its sides run. A unit that a live process still holds (the
-    orphan of a killed driver, stopping) is waited for, never run, renamed or read beside it;
-    UsageError after `wait_s`."""
+def hold_unit_lock(directory: Path, unit_id: str, wait_s: float = UNIT_LOCK_WAIT_S) -> int:
+    """Take the unit's lock for the rest of this process (the descriptor that holds it): the
+    system lets go when the process has ended, so no process that ran the unit is alive when
+    another may take it (a release before exit would leave the interpreter's own shutdown
+    running beside the next attempt). A unit that a live process still holds (the orphan of a
+    killed driver, stopping) is waited for, never run, renamed or read beside it; UsageError
+    after `wait_s`."""
     path = directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(path, lambda: UsageError(
-            f"unit {unit_id!r} of {str(directory)!r} is still run by another process after "
-            f"{wait_s:.0f} s; stop it, then resume"), wait_s):
-        yield
+    return take_lock(path, lambda: UsageError(
+        f"unit {unit_id!r} of {str(directory)!r} is still run by another process after "
+        f"{wait_s:.0f} s; stop it, then resume"), wait_s)
 
 
 def run_unit_command(directory: Path, unit_id: str, settings: Settings,
@@ -219,10 +218,10 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     entry = campaign.unit(unit_id)
     unit = Unit(entry.op, entry.round)
     plans = side_plans(settings, campaign.axis, directory, out)
-    with unit_lock(directory, unit_id):
-        try:
-            return run_unit(settings, plans, directory, unit, campaign.axis, out)
-        except (NoSpace, OSError) as exc:
-            if (full := no_space(exc)) is None:
-                raise
-            raise NoSpace(full.path, resume_hint(directory)) from exc
+    hold_unit_lock(directory, unit_id)  # `harness ab-unit` runs one unit: held until it exits
+    try:
+        return run_unit(settings, plans, directory, unit, campaign.axis, out)
+    except (NoSpace, OSError) as exc:
+        if (full := no_space(exc)) is None:
+            raise
+        raise NoSpace(full.path, resume_hint(directory)) from exc

@@ -51,6 +51,7 @@ def test_a_unit_held_by_a_live_process_is_waited_for_and_never_run_beside_it(tmp
     # Regression: after kill -9 of the driver, a resume ran a unit beside its orphan, which then
     # wrote into the new attempt's run directory.
     import fcntl
+    import os
     import threading
     import time
 
@@ -63,12 +64,18 @@ def test_a_unit_held_by_a_live_process_is_waited_for_and_never_run_beside_it(tmp
     holder = open(lock, "a")
     fcntl.flock(holder, fcntl.LOCK_EX)
     with pytest.raises(UsageError, match="unit 'mm/r0' .* is still run by another process"):
-        with ab_unit.unit_lock(tmp_path, "mm/r0", wait_s=0.3):
-            raise AssertionError("ran beside the holder")
+        ab_unit.hold_unit_lock(tmp_path, "mm/r0", wait_s=0.3)
     threading.Timer(0.3, holder.close).start()  # the orphan stops: its lock goes with it
     began = time.monotonic()
-    with ab_unit.unit_lock(tmp_path, "mm/r0", wait_s=10):
-        assert time.monotonic() - began >= 0.25
+    fd = ab_unit.hold_unit_lock(tmp_path, "mm/r0", wait_s=10)
+    assert time.monotonic() - began >= 0.25
+    # held by this descriptor alone, until it closes (the process's end, for `harness ab-unit`)
+    again = open(lock, "a")
+    with pytest.raises(BlockingIOError):
+        fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(fd)
+    fcntl.flock(again, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    again.close()
 
 
 def _sides(tmp_path, states):
