@@ -198,11 +198,12 @@ def side_plans(settings: Settings, axis: ab.Axis, directory: Path,
 
 def hold_unit_lock(directory: Path, unit_id: str, wait_s: float = UNIT_LOCK_WAIT_S) -> int:
     """Take the unit's lock for the rest of this process (the descriptor that holds it): the
-    system lets go when the process has ended, so no process that ran the unit is alive when
-    another may take it (a release before exit would leave the interpreter's own shutdown
-    running beside the next attempt). A unit that a live process still holds (the orphan of a
-    killed driver, stopping) is waited for, never run, renamed or read beside it; UsageError
-    after `wait_s`."""
+    system lets go when the process has ended, after it stopped its own children, so a resume
+    never starts the unit beside the interpreter's shutdown (a release before exit did). A
+    pytest in a worker belongs to the driver's worker host and ends with it (or, where only
+    this process died, when the host stops the worker it leased). A unit that a live process
+    still holds (the orphan of a killed driver, stopping) is waited for, never run, renamed or
+    read beside it; UsageError after `wait_s`."""
     path = directory / LOGS_DIR / f"{unit_id.replace('/', '-')}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
     return take_lock(path, lambda: UsageError(

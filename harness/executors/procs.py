@@ -231,7 +231,7 @@ class GroupStopper:
         self.grace_s = grace_s
         self.signal: int | None = None
         self._child: Child | None = None
-        self._stopped: set[int] = set()  # ids of the children a thread is stopping
+        self._stopped: list[Child] = []  # the children a thread is stopping
         self._threads: list[threading.Thread] = []
 
     def request_stop(self, signum: int) -> None:
@@ -250,10 +250,12 @@ class GroupStopper:
             thread.join()
 
     def _stop(self) -> None:
+        # A second signal landing between the check and the append stops a child twice,
+        # which is harmless: its group is gone or going, and Popen.wait is thread-safe.
         child = self._child
-        if child is None or id(child) in self._stopped:
+        if child is None or any(c is child for c in self._stopped):
             return
-        self._stopped.add(id(child))
+        self._stopped.append(child)
         thread = threading.Thread(target=stop_children, args=([child], self.grace_s),
                                   daemon=True)
         self._threads.append(thread)

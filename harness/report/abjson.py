@@ -190,7 +190,8 @@ def row_json(row: AbRow) -> dict[str, Any]:
     return {"op": row.op, "dtype": row.dtype, "shape": row.shape, "occurrence": row.occurrence,
             **{key: getattr(s, key) for key in _ROW_NUMBERS}, "verdict": s.verdict.value,
             "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct),
-            **({} if s.same_bound_pct is None else {"same_bound_pct": s.same_bound_pct})}
+            **({"same_bound_pct": s.same_bound_pct} if s.verdict is stats.Verdict.SAME
+               and s.same_bound_pct is not None else {})}
 
 
 def _operator_json(o: OperatorSummary) -> dict[str, Any]:
@@ -286,8 +287,7 @@ def _operator(f: Fields) -> OperatorSummary:
 def _unit(f: Fields) -> UnitRecord:
     device = f.value.get("device")
     return UnitRecord(id=f.text("id"), status=f.text("status"), rc=f.opt_integer("rc"),
-                      wall_s=f.opt_number("wall_s"),
-                      device=None if device is None else str(device),
+                      wall_s=f.opt_number("wall_s"), device=None if device is None else str(device),
                       attempts=f.opt_integer("attempts") or 0, reason=f.opt_text("reason"))
 
 

@@ -20,6 +20,7 @@ from harness.report.abjson import SCHEMA, as_report, document_of, parse, read_ab
 from harness.report.comparison import compare
 from harness.report.render import render_markdown, render_png
 from harness.report.sources import AB_JSON, Source
+from harness.report.stats import Verdict
 from harness.report.write import AB_MD, AB_PNG, write_report
 from tests.abdata import ab_data
 
@@ -249,6 +250,11 @@ def test_a_row_read_same_by_its_equivalence_interval_shows_that_bound() -> None:
     doc = json.loads(json.dumps(ab_data(report, CALIBER)))
     assert doc["rows"][0]["same_bound_pct"] == bound
     assert as_report(doc).rows == report.rows and render_markdown(doc, CALIBER) == md
+    # a row judged the same way but not read same keeps no bound in ab.json
+    noisy = replace(judged, verdict=Verdict.INCONCLUSIVE)
+    assert noisy.same_bound_pct is not None
+    other = replace(report, rows=(replace(fixed.rows[0], stats=noisy),))
+    assert "same_bound_pct" not in ab_data(other, CALIBER)["rows"][0]
 
 
 # ---------------------------------------------------------------- PNG
