@@ -11,6 +11,7 @@ ZL_PLUGIN_RUN_DIR/RECORD_LOGS_FILE (a JSON list): the runner reads exactly those
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -26,19 +27,29 @@ from harness.fsutil import atomic_write_json
 READER = "the record_log plugin"
 LOGGER = "flag_gems_benchmark"  # the logger FlagGems' benchmark conftest records with
 
+NAME_MAX = 255  # bytes of one file name on the file systems a run directory lives on
 # The patch of FileHandler's constructor, from configure to session start.
 REDIRECT = pytest.StashKey[pytest.MonkeyPatch]()
 
 
 def target(filename: str | os.PathLike[str], cwd: Path, run_dir: Path) -> Path | None:
     """Where a record log named `filename` opens instead: in `run_dir` when it is a
-    `result_*.log` in `cwd` (`::` spelled `__`); None for any other file."""
+    `result_*.log` in `cwd` (`::` spelled `__`); None for any other file.
+
+    FlagGems spells every pytest argument into the name, an absolute --shape_file included: a
+    name past NAME_MAX bytes, which no file system opens, keeps its first part and ends in a
+    hash of the whole (the runner reads the files the plugin lists, whatever their names)."""
     path = Path(filename)
     if not fnmatch.fnmatchcase(path.name, RECORD_LOG_GLOB):
         return None
     if (cwd / path).parent.resolve() != cwd.resolve():
         return None
-    return run_dir / path.name.replace("::", "__")
+    name = path.name.replace("::", "__")
+    if len(name.encode()) > NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+        head = name.encode()[:NAME_MAX - len(digest) - 6].decode(errors="ignore")
+        name = f"{head}-{digest}.log"
+    return run_dir / name
 
 
 def _redirect_to(run_dir: Path, open_handler: Callable[..., None]) -> Callable[..., None]:

@@ -118,7 +118,10 @@ def test_isolated_tuner_cache_is_private_and_removed(tmp_path):
 
 
 def test_shape_file_mode_archives_the_file_and_measures_only_its_shapes(tmp_path):
-    shapes = tmp_path / "shapes.yaml"
+    # deep enough that the record log name FlagGems spells from --shape_file passes 255 bytes
+    # (regression: its configure failed with rc 3 under a deep OUT)
+    shapes = tmp_path / ("d" * 200) / "shapes.yaml"
+    shapes.parent.mkdir()
     shapes.write_text("tanh:\n  shapes:\n    - [8, 8]\n    - [16, 16]\n  shape_desc: M, N\n")
     proc = harness("run", "--backend", "cpu", "--op", "tanh", "--out", str(tmp_path / "r"),
                    "--shape-mode", "file", "--shape-file", str(shapes))
@@ -128,6 +131,10 @@ def test_shape_file_mode_archives_the_file_and_measures_only_its_shapes(tmp_path
     assert {r["shape"] for r in rows} == {"[[8, 8]]", "[[16, 16]]"}
     doc = yaml.safe_load((run_dir / "shapes.yaml").read_text())
     assert doc["shape_mode"] == "file" and doc["source"] == str(shapes)
+    assert json.loads((run_dir / "run_identity.json").read_text())["results_source"] == \
+        "record_log"
+    (log,) = run_dir.glob("result_*.log")
+    assert len(log.name.encode()) <= 255
 
 
 def test_smoke_mode_measures_one_input_of_one_dtype_of_every_benchmark(tmp_path):

@@ -48,6 +48,22 @@ def test_only_a_result_log_in_the_working_directory_is_redirected(tmp_path):
     assert target(tmp_path / "result_a.log", cwd, run_dir) is None
 
 
+def test_a_record_log_name_past_the_file_name_limit_opens_under_one_within_it(tmp_path):
+    # Regression: an absolute --shape_file under a deep OUT made FlagGems' name 261 bytes,
+    # and its configure failed opening it; two such names stay two files
+    long_a = "result_benchmark_test_mm::test_mm--shape_file_" + "d" * 220 + "_a.yaml.log"
+    long_b = long_a.replace("_a.yaml", "_b.yaml")
+    a, b = (target(name, tmp_path, tmp_path / "run") for name in (long_a, long_b))
+    assert a is not None and b is not None and a != b
+    assert all(len(p.name.encode()) <= 255 and p.name.startswith("result_benchmark_test_mm__")
+               and p.name.endswith(".log") for p in (a, b))
+    (tmp_path / "run").mkdir()
+    a.write_text("opens\n")  # the system takes the name
+    short = "result_" + "é" * 130 + ".log"  # 267 bytes of 137 characters: cut on a character
+    cut = target(short, tmp_path, tmp_path / "run")
+    assert cut is not None and len(cut.name.encode()) <= 255 and cut.name.isprintable()
+
+
 def test_the_constructor_is_restored_and_isinstance_keeps_working(pytester, tmp_path,
                                                                   monkeypatch):
     pytester.makeconftest(CONFTEST + """
