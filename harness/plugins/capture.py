@@ -130,8 +130,27 @@ def device_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     return bench
 
 
+def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Reset the `grad_to_none` tensors' gradients here and pass the timer none to reset.
+
+    Upstream's timer `detach_()`es those tensors before it captures. FlagGems' backward
+    benchmarks time `torch.autograd.grad((out,), xs, ...)` on an `out` built before the call,
+    and on CUDA the detached leaves no longer belong to that graph: every call after the warm-up
+    raises "One of the differentiated Tensors appears to not have been used in the graph"
+    (embedding_backward, in FlagGems' own `--mode cudagraph` too). `autograd.grad` never writes
+    `.grad`, and the timer's reset inside its capture runs at capture time only, so dropping it
+    changes no kernel that is timed.
+    """
+    tensors = kwargs.get("grad_to_none")
+    if tensors is None:
+        return kwargs
+    for tensor in tensors:
+        tensor.grad = None
+    return {**kwargs, "grad_to_none": None}
+
+
 def graph_bench_for(backend: Backend) -> Callable[..., Any]:
-    """The graph timer of `backend`, wrapped in the RNG guard."""
+    """The graph timer of `backend`, wrapped in the RNG guard; gradients reset outside it."""
     interface = device_interface()
     if backend.upstream_graph_bench:
         inner = _import_dotted(backend.upstream_graph_bench)
@@ -140,7 +159,7 @@ def graph_bench_for(backend: Backend) -> Callable[..., Any]:
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         with rng_guard(interface):
-            return inner(*args, **kwargs)
+            return inner(*args, **grads_reset_here(kwargs))
 
     guarded.__wrapped__ = inner  # type: ignore[attr-defined]
     return guarded

@@ -52,11 +52,31 @@ TUNE_ONLY = """
         print("SEEN=" + repr(sorted(set(SEEN))))
 """
 
+TANH_BACKWARD = """
+    import pytest
+    import torch
+
+    from . import base
+
+
+    def tanh_input_fn(shape, dtype, device):
+        yield torch.randn(shape, dtype=dtype, device=device, requires_grad=True),
+
+
+    @pytest.mark.tanh_backward
+    def test_tanh_backward():
+        bench = base.GenericBenchmark(input_fn=tanh_input_fn, op_name="tanh_backward",
+                                      torch_op=torch.tanh, gems_op=torch.tanh,
+                                      dtypes=[torch.float32], is_backward=True)
+        bench.run()
+"""
+
 
 @pytest.fixture
 def device(pytester, monkeypatch, tmp_path):
     """A simulated MUSA host: fake triton, device interface, and flag_gems on mthreads."""
-    fakedev.install(pytester, {"test_unique.py": UNIQUE2, "test_tune_only.py": TUNE_ONLY})
+    fakedev.install(pytester, {"test_unique.py": UNIQUE2, "test_tune_only.py": TUNE_ONLY,
+                              "test_tanh_backward.py": TANH_BACKWARD})
     pytester.makepyfile(flag_gems="vendor_name = 'mthreads'\n__version__ = '0'\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -177,6 +197,31 @@ def test_cuda_uses_upstream_graph_bench_verbatim(pytester, device, monkeypatch):
                                            *plugins)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["SUCCESS *0.125000 *0.125000 *1.000*"])  # the stand-in's value
+
+
+def test_a_backward_benchmark_is_graph_timed_without_the_timer_detaching_its_inputs(
+        pytester, device, monkeypatch):
+    # embedding_backward failed on an H200, in FlagGems' own --mode cudagraph too: upstream's
+    # timer detach_()es grad_to_none, and autograd.grad on the out built before then raises.
+    monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
+    plugins = ["-p", "harness.plugins.capture", "-p", "harness.plugins.timing"]
+    result = pytester.runpytest_subprocess("benchmark/test_tanh_backward.py", "--level", "core",
+                                           "--mode", "kernel", "-s", *plugins)
+    result.assert_outcomes(passed=1)
+    rows = records(device)
+    assert rows and {r["timer"] for r in rows} == {"graph"}
+    assert all(r["markers"] == [] for r in rows)
+
+
+def test_grads_are_reset_outside_the_timer_which_gets_none_to_detach():
+    import torch
+
+    leaf = torch.ones(3, requires_grad=True)
+    leaf.grad = torch.ones(3)
+    kwargs = capture.grads_reset_here({"rep": 100, "grad_to_none": [leaf]})
+    assert kwargs == {"rep": 100, "grad_to_none": None}
+    assert leaf.grad is None and leaf.requires_grad and leaf.is_leaf
+    assert capture.grads_reset_here({"rep": 5}) == {"rep": 5}
 
 
 def test_without_the_harness_plugins_cudagraph_mode_is_refused_on_cpu(pytester):
