@@ -251,7 +251,7 @@ TABLE: tuple[Var, ...] = (
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "
-        "A latency", commands=("ab",)),
+        "A latency; refused where a floor is above 25%", commands=("ab",)),
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",
