@@ -264,7 +264,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
         raise UsageError(f"ROUNDS={abspec.AUTO} is not accepted on resume: a ROUNDS=auto "
                          "campaign goes on adding rounds by itself; give a number to add rounds "
                          "up to it")
-    rounds = (abspec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
+    rounds = (abspec.check_rounds(rounds_value, "ROUNDS", campaign.axis.name)
               if rounds_value else None)
     verdicts = _verdicts(directory)
     return plan.extend(campaign, rounds, only, verdicts)

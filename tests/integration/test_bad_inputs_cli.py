@@ -62,6 +62,11 @@ CASES = {
     "rounds_beyond_cap": (AB + ["--axis", "none", "--rounds", "1000"], 2,
                           "ROUNDS (--rounds)='1000' is not accepted; expected a whole number "
                           "from 1 to 100"),
+    # A campaign of one round has no interval: it ran to its end and could call nothing.
+    "rounds_one_for_a_switch": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
+                                      "--rounds", "1"], 2,
+                                "ROUNDS (--rounds)='1' is not accepted for AXIS=OMP_NUM_THREADS: "
+                                "one round gives no interval"),
     # A 30% floor (a 6792% one read B 77-250x slower than A same): refused before any check.
     "noise_from_too_noisy": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
                                    "--noise-from", "{noisy_aa}"], 2,
