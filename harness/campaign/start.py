@@ -113,8 +113,10 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
           ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
-    # A floor that cannot be used is refused before any check or collection runs.
+    # A floor or walls that cannot be used are refused before any check or collection runs.
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
+    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
+    walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
     workers = _workers(axis, flags, env)
     commits = stacks.commits(settings, axis, ab_spec, out)
@@ -128,8 +130,6 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
                  nodes[0])
     axis, checked = stacks.sides(_with_node(settings, first), axis, ab_spec, commits, out,
                                  checked, local=cfg is None)
-    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
-    walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
     campaign = plan.new_campaign(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign import plan
+from harness.campaign.ab import Axis
 from harness.report import abjson, stats
 from harness.report.abresult import AbRow
 from harness.settings.spec import EMBEDDED_SUITE
@@ -35,9 +37,17 @@ def inputs(tmp_path: Path) -> dict[str, str]:
         [0.005, 0.005], [0.005 / 1.3, 0.005 * 1.3], noise_floor_pct=1.0), ())) for i in range(10)]
     (noisy / "ab.json").write_text(json.dumps({"schema": abjson.SCHEMA, "rows": rows,
                                                "caliber": {"measured_noise_floor_pct": 30.0}}))
+    nan_walls = tmp_path / "nan_walls"  # an earlier campaign whose unit walls are NaN
+    earlier = plan.new_campaign(directory=nan_walls, axis=Axis("none", None), caliber={},
+                                argv=[], ops={"tanh": {"node": "n"}}, rounds=2, walls={},
+                                walls_from=None)
+    for unit in earlier.units:
+        unit.status, unit.wall_s = "ok", float("nan")
+    nan_walls.mkdir()
+    earlier.save(nan_walls)
     return {"afile": str(afile), "adir": str(tmp_path / "adir"), "binary": str(binary),
             "malformed": str(malformed), "oldrun": str(tmp_path / "oldrun"),
-            "noisy_aa": str(noisy)}
+            "noisy_aa": str(noisy), "nan_walls": str(nan_walls)}
 
 
 RUN = ["run", "--backend", "cpu", "--op", "tanh"]
@@ -72,6 +82,10 @@ CASES = {
                                    "--noise-from", "{noisy_aa}"], 2,
                              "NOISE_FROM='{noisy_aa}' measured a noise floor of 30.0% (rows "
                              "near 0.005 ms A latency): a floor above 25% cannot mean"),
+    # NaN walls were a traceback in a run and projected "nan s" in a dry run.
+    "walls_from_nan": (AB + ["--axis", "none", "--walls-from", "{nan_walls}", "--dry-run"], 2,
+                       "WALLS_FROM='{nan_walls}': campaign.json gives unit 'tanh/r0' "
+                       "wall_s=nan; expected seconds"),
     "a_equal_to_b": (AB + ["--axis", "RLC_ENHANCE", "--a", "1", "--b", "1"], 2,
                      "A (--a)='1' and B (--b)='1' are equal"),
     "ops_file_is_a_directory": (BATCH + ["--ops-file", "{adir}"], 2,
