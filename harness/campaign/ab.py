@@ -250,11 +250,18 @@ def noise_model_from(path: Path) -> noisefloor.NoiseModel:
     if not model.bands:
         raise UsageError(f"NOISE_FROM={str(path)!r} has no measured row to set a floor from "
                          f"({len(doc.rows)} rows with a latency and a round); {expected}")
-    worst = model.bands[0]  # floors fall with latency: the fastest band's is the highest
-    if worst.floor_pct > stats.MAX_NOISE_FLOOR_PCT:
-        raise UsageError(
-            f"NOISE_FROM={str(path)!r} measured a noise floor of {worst.floor_pct:.1f}% (rows "
-            f"near {worst.a_ms:.3g} ms A latency): a floor above "
-            f"{stats.MAX_NOISE_FLOOR_PCT:g}% cannot mean \"the same\"; expected an A/A "
-            "campaign whose floors are all at most that (more rounds, a quieter device)")
+    check_floor(model, f"NOISE_FROM={str(path)!r} measured",
+                "expected an A/A campaign whose floors are all at most that (more rounds, a "
+                "quieter device)")
     return model
+
+
+def check_floor(model: noisefloor.NoiseModel, who: str, expected: str) -> None:
+    """UsageError where a floor of `model` is above stats.MAX_NOISE_FLOOR_PCT: `who` (what
+    holds it) and the floor, the latency of its rows, and `expected`."""
+    worst = model.bands[0] if model.bands else None  # floors fall with latency: the highest
+    if worst is not None and worst.floor_pct > stats.MAX_NOISE_FLOOR_PCT:
+        raise UsageError(
+            f"{who} a noise floor of {worst.floor_pct:.1f}% (rows near {worst.a_ms:.3g} ms A "
+            f"latency): a floor above {stats.MAX_NOISE_FLOOR_PCT:g}% cannot mean \"the same\"; "
+            f"{expected}")

@@ -19,7 +19,7 @@ from harness.campaign.unit import cache_env, side_base
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Executor
-from harness.report import abjson, stats
+from harness.report import abjson, noisefloor, stats
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
@@ -253,6 +253,15 @@ def _resume_settings(campaign: Campaign, flags: Mapping[str, Any], env: Mapping[
     return settings
 
 
+def _check_floor(directory: Path, campaign: Campaign) -> None:
+    """A campaign started before a floor above 25% was refused is refused on resume: its
+    verdicts would still lean on that floor."""
+    ab.check_floor(noisefloor.NoiseModel.from_json(campaign.noise_floor_bands),
+                   f"RESUME={str(directory)!r} (NOISE_FROM={campaign.noise_from!r}) holds",
+                   "start the campaign again with NOISE_FROM an A/A whose floors are all at "
+                   "most that")
+
+
 def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
                   env: Mapping[str, str]) -> list:
     """The units ROUNDS and ONLY add to the campaign."""
@@ -277,6 +286,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     refuse_unused(flags)
     dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
     campaign = load(directory)
+    _check_floor(directory, campaign)
     settings = _resume_settings(campaign, flags, env)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"

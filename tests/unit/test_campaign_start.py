@@ -299,3 +299,24 @@ def test_a_resume_to_one_round_is_refused_where_the_axis_is_a_switch(tmp_path):
     assert start.resume({"resume": str(aa), "rounds": "1", "dry_run": "1"}, {},
                         out=said.append) == 0
     assert said[0].startswith(f"resuming {aa}: ")
+
+
+def test_a_resume_of_a_campaign_that_holds_a_floor_above_25_percent_is_refused(tmp_path):
+    # A campaign started before such floors were refused would still be judged by one.
+    from harness.errors import UsageError
+    from harness.report.noisefloor import Band, NoiseModel
+
+    _stored(tmp_path, Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"))
+    doc = document.load(tmp_path)
+    doc.noise_from = "runs/ab/none-mm/1"
+    doc.noise_floor_bands = NoiseModel((Band(0.004, 0.006, 0.005, 6792.0, 20),
+                                        Band(4.0, 6.0, 5.0, 2.0, 20))).to_json()
+    doc.save(tmp_path)
+    before = (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
+    with pytest.raises(UsageError) as info:
+        start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+    assert str(info.value) == (
+        f"RESUME={str(tmp_path)!r} (NOISE_FROM='runs/ab/none-mm/1') holds a noise floor of "
+        "6792.0% (rows near 0.005 ms A latency): a floor above 25% cannot mean \"the same\"; "
+        "start the campaign again with NOISE_FROM an A/A whose floors are all at most that")
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
