@@ -261,9 +261,9 @@ def _pair_head(report: AbReport) -> list[str]:
 
 def _method_lines(report: AbReport) -> list[str]:
     bh = "" if report.method.fdr_q is None else " and survives false-discovery control"
-    rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
-            f"the noise floor{bh}; same where the whole interval lies inside the noise band, a "
-            "factor 1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
+    rule = (f"A row is faster or slower only where its interval excludes zero, its effect lies "
+            f"outside the noise band{bh}; same where the whole interval lies inside it, a factor "
+            "1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
             "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
     return ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
