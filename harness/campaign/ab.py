@@ -231,7 +231,12 @@ def done_lines(doc: abjson.AbDocument | Mapping[str, Any], md: Path,
 
 def noise_model_from(path: Path) -> noisefloor.NoiseModel:
     """The noise floor by A latency of an A/A campaign (AXIS=none), fitted to its ab.json's
-    rows; UsageError naming NOISE_FROM where it is no A/A campaign or measured no row."""
+    rows; UsageError naming NOISE_FROM where it is no A/A campaign, measured no row, or
+    measured a floor above stats.MAX_NOISE_FLOOR_PCT.
+
+    Such a floor is refused, not capped: a floor says how far a null switch moves a row, and
+    capping it would call faster or slower what that A/A showed noise can do, while same
+    would read inside a band the host could not hold."""
     expected = "expected the directory of a finished A/A campaign (AXIS=none) with measured rows"
     try:
         doc = abjson.read_ab(path)
@@ -245,4 +250,18 @@ def noise_model_from(path: Path) -> noisefloor.NoiseModel:
     if not model.bands:
         raise UsageError(f"NOISE_FROM={str(path)!r} has no measured row to set a floor from "
                          f"({len(doc.rows)} rows with a latency and a round); {expected}")
+    check_floor(model, f"NOISE_FROM={str(path)!r} measured",
+                "expected an A/A campaign whose floors are all at most that (more rounds, a "
+                "quieter device)")
     return model
+
+
+def check_floor(model: noisefloor.NoiseModel, who: str, expected: str) -> None:
+    """UsageError where a floor of `model` is above stats.MAX_NOISE_FLOOR_PCT: `who` (what
+    holds it) and the floor, the latency of its rows, and `expected`."""
+    worst = model.bands[0] if model.bands else None  # floors fall with latency: the highest
+    if worst is not None and worst.floor_pct > stats.MAX_NOISE_FLOOR_PCT:
+        raise UsageError(
+            f"{who} a noise floor of {worst.floor_pct:.1f}% (rows near {worst.a_ms:.3g} ms A "
+            f"latency): a floor above {stats.MAX_NOISE_FLOOR_PCT:g}% cannot mean \"the same\"; "
+            f"{expected}")

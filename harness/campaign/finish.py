@@ -173,6 +173,18 @@ def _differs(ids: Identities) -> bool:
     return not b <= a
 
 
+def aa_note(result: comparison.AbReport, floor: float) -> str:
+    """What an A/A measured, overall and by A latency, and whether NOISE_FROM takes it."""
+    model = noisefloor.fit((r.stats.a_ms, r.stats.round_speedups_pct) for r in result.rows)
+    use = ("pass this campaign as NOISE_FROM to later campaigns: each of their rows gets the "
+           "floor of its A latency")
+    if model.bands and model.bands[0].floor_pct > stats.MAX_NOISE_FLOOR_PCT:
+        use = (f"NOISE_FROM refuses it: a floor above {stats.MAX_NOISE_FLOOR_PCT:g}% cannot mean "
+               "the same; run it with more rounds or on a quieter device")
+    return (f"A/A campaign: measured noise floor {floor:.2f}% over every row; by A latency "
+            f"{model.text or '-'} ({use})")
+
+
 def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identities],
                     campaign: Campaign) -> tuple[dict[str, str] | None, list[str], dict]:
     """(liveness, notes, caliber additions): rows that differ, an operator whose side B
@@ -182,13 +194,8 @@ def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identi
                          + [{"compiled_artifacts": campaign.side_artifacts.get(side)}]
                          for side in SIDES}
     if axis.name == ab.AXIS_NONE:
-        spreads = [r.stats.round_speedups_pct for r in result.rows]
-        floor = stats.noise_floor_from_aa(spreads)
-        by_latency = noisefloor.fit((r.stats.a_ms, r.stats.round_speedups_pct)
-                                    for r in result.rows).text or "-"
-        notes = [f"A/A campaign: measured noise floor {floor:.2f}% over every row; by A "
-                 f"latency {by_latency} (pass this campaign as NOISE_FROM to later campaigns: "
-                 "each of their rows gets the floor of its A latency)", ab.aa_artifact_note(every)]
+        floor = stats.noise_floor_from_aa(r.stats.round_speedups_pct for r in result.rows)
+        notes = [aa_note(result, floor), ab.aa_artifact_note(every)]
         return None, [n for n in notes if n], {"measured_noise_floor_pct": floor}
     if any(r.stats.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER) for r in result.rows):
         return {"status": "live", "detail": "rows differ beyond the noise floor"}, [], {}

@@ -210,7 +210,13 @@ def walls_from(path: Path) -> dict[str, float]:
     (ops_status.csv's wall_s); UsageError when `path` is neither."""
     path = Path(path)
     if (path / CAMPAIGN_JSON).is_file():
-        return walls_by_op(load(path, "WALLS_FROM"))
+        campaign = load(path, "WALLS_FROM")
+        for unit in campaign.units:
+            if unit.wall_s is not None and not (math.isfinite(unit.wall_s) and unit.wall_s >= 0):
+                raise UsageError(f"WALLS_FROM={str(path)!r}: {CAMPAIGN_JSON} gives unit "
+                                 f"{unit.id!r} wall_s={unit.wall_s!r}; expected seconds, a "
+                                 "number not below 0")
+        return walls_by_op(campaign)
     status = path / "ops_status.csv"
     if status.is_file():
         label = f"WALLS_FROM={str(path)!r}"

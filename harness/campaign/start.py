@@ -19,7 +19,7 @@ from harness.campaign.unit import cache_env, side_base
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Executor
-from harness.report import abjson, stats
+from harness.report import abjson, noisefloor, stats
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
@@ -113,6 +113,10 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
           ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
+    # A floor or walls that cannot be used are refused before any check or collection runs.
+    model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
+    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
+    walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
     workers = _workers(axis, flags, env)
     commits = stacks.commits(settings, axis, ab_spec, out)
@@ -126,9 +130,6 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
                  nodes[0])
     axis, checked = stacks.sides(_with_node(settings, first), axis, ab_spec, commits, out,
                                  checked, local=cfg is None)
-    walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
-    walls = plan.walls_from(Path(walls_path)) if walls_path else {}
-    model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
     campaign = plan.new_campaign(
@@ -252,6 +253,15 @@ def _resume_settings(campaign: Campaign, flags: Mapping[str, Any], env: Mapping[
     return settings
 
 
+def _check_floor(directory: Path, campaign: Campaign) -> None:
+    """A campaign started before a floor above 25% was refused is refused on resume: its
+    verdicts would still lean on that floor."""
+    ab.check_floor(noisefloor.NoiseModel.from_json(campaign.noise_floor_bands),
+                   f"RESUME={str(directory)!r} (NOISE_FROM={campaign.noise_from!r}) holds",
+                   "start the campaign again with NOISE_FROM an A/A whose floors are all at "
+                   "most that")
+
+
 def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
                   env: Mapping[str, str]) -> list:
     """The units ROUNDS and ONLY add to the campaign."""
@@ -263,7 +273,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
         raise UsageError(f"ROUNDS={abspec.AUTO} is not accepted on resume: a ROUNDS=auto "
                          "campaign goes on adding rounds by itself; give a number to add rounds "
                          "up to it")
-    rounds = (abspec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
+    rounds = (abspec.check_rounds(rounds_value, "ROUNDS", campaign.axis.name)
               if rounds_value else None)
     verdicts = _verdicts(directory)
     return plan.extend(campaign, rounds, only, verdicts)
@@ -276,6 +286,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     refuse_unused(flags)
     dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
     campaign = load(directory)
+    _check_floor(directory, campaign)
     settings = _resume_settings(campaign, flags, env)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"

@@ -72,10 +72,11 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: i
     at most a with chance at most a, whatever rule chose to add rounds (Bonferroni over looks).
     Its interval is the last look's at 1 - alpha * share(k), which every look's covers at once.
     `same` reads, at each look, another interval at 1 - alpha * same_share(k, planned) inside
-    +-floor: the least larger |bound| over the looks is `same_bound_pct`, so a row once shown
-    equivalent stays so, as a row once called stays called; wrong at most (1 - confidence) / 2
-    over all looks, as one look's is today. A row missing from some rounds is taken as if its
-    rounds were the first ones. Errs wide.
+    the floor's band: the least over the looks of its larger |log ratio|, as a speedup in %
+    (stats.magnitude_pct), is `same_bound_pct`, so a row once shown equivalent stays so, as a
+    row once called stays called; wrong at most (1 - confidence) / 2 over all looks, as one
+    look's is today. A row missing from some rounds is taken as if its rounds were the first
+    ones. Errs wide.
     """
     if not looks:
         raise ValueError("a row is judged at one look at least")
@@ -88,7 +89,7 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: i
             p_values.append(min(1.0, interval.p_value / share(k)))
         same = t_interval(seen, 1.0 - (1.0 - confidence) * same_share(k, planned))
         if same is not None:
-            bounds.append(max(-pct_of_log(same.low), pct_of_log(same.high)))
+            bounds.append(pct_of_log(max(-same.low, same.high)))  # its larger |log ratio|
     last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)))
     p = min(p_values) if p_values else None
     low, high = (None, None) if last is None else (pct_of_log(last.low), pct_of_log(last.high))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.report.jsonfields import Fields
-from harness.report.stats import AA_PERCENTILE, MIN_NOISE_FLOOR_PCT, geometric_mean
+from harness.report.stats import AA_PERCENTILE, MIN_NOISE_FLOOR_PCT, geometric_mean, magnitude_pct
 
 BAND_DECADES = 0.5  # a band of A latency spans half a decade (x3.16)
 # Measurements (rows x rounds) a band needs for its AA_PERCENTILE-th percentile to be more than
@@ -118,15 +118,17 @@ def fit(rows: Iterable[tuple[float, Sequence[float]]]) -> NoiseModel:
 
     Rows are binned by A latency in half-decade bands (merged until each holds
     MIN_BAND_SAMPLES measurements); a band's floor is the AA_PERCENTILE-th percentile of
-    |speedup| over its rows and rounds, never below MIN_NOISE_FLOOR_PCT. Floors are then made
-    non-increasing with latency by raising a faster band to any slower band's floor: the model
-    never calls a short row quieter than a longer one measured. Rows without a latency or a
-    round are left out; none left gives a model without bands (the minimum everywhere).
+    magnitude_pct (|log ratio| as a %) over its rows and rounds, never below
+    MIN_NOISE_FLOOR_PCT. Floors are then made non-increasing with latency by raising a faster
+    band to any slower band's floor: the model never calls a short row quieter than a longer
+    one measured. Rows without a latency or a round (or with a round no latency could give)
+    are left out; none left gives a model without bands (the minimum everywhere).
     """
-    kept = [(a, tuple(s)) for a, s in rows if math.isfinite(a) and a > 0 and s]
+    kept = [(a, tuple(s)) for a, s in rows if math.isfinite(a) and a > 0 and s
+            and all(math.isfinite(v) and v > -100.0 for v in s)]
     raw = []
     for group in _groups(kept):
-        magnitudes = [abs(v) for _, s in group for v in s]
+        magnitudes = [magnitude_pct(v) for _, s in group for v in s]
         raw.append(Band(lo_ms=group[0][0], hi_ms=group[-1][0],
                         a_ms=geometric_mean(a for a, _ in group),
                         floor_pct=max(MIN_NOISE_FLOOR_PCT, _percentile(magnitudes)),

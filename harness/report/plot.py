@@ -172,8 +172,8 @@ def cap(points: Sequence[float], floor: float | None) -> tuple[float, float]:
     """The farthest the x axis reaches either way from the dots at `points`, in % (CAP_TIMES)."""
     reach = max([math.log1p(CAP_MIN_PCT / 100)] + [CAP_TIMES * abs(math.log1p(p / 100))
                                                    for p in points if -100 < p < math.inf])
-    floor = floor or 0.0
-    return min(math.expm1(-reach) * 100, -floor), max(math.expm1(reach) * 100, floor)
+    band = stats.floor_band(floor) if floor else (0.0, 0.0)
+    return min(math.expm1(-reach) * 100, band[0]), max(math.expm1(reach) * 100, band[1])
 
 
 def _limits(report: AbReport, floor: float | None, drawn: Sequence[Mark | None]
@@ -183,7 +183,7 @@ def _limits(report: AbReport, floor: float | None, drawn: Sequence[Mark | None]
     if report.geomean_speedup_pct is not None:
         points.append(report.geomean_speedup_pct)
     low, high = cap(points, floor)
-    values = [0.0, *([-floor, floor] if floor else [-1.0, 1.0]), *points]
+    values = [0.0, *(stats.floor_band(floor) if floor else (-1.0, 1.0)), *points]
     values += [min(max(v, low), high) for m in drawn if m for v in m.ends()]
     values = [v for v in values if math.isfinite(v)]
     return (min(values), max(values)), (low, high)
@@ -298,7 +298,8 @@ def _legend_handles(report: AbReport, floor: float | None,
 
     handles: list[Any] = []
     if floor:
-        handles.append(Patch(color="0.88", label=f"noise floor ±{floor:.1f}%"))
+        low, high = stats.floor_band(floor)  # a factor 1 + floor either way
+        handles.append(Patch(color="0.88", label=f"noise floor {low:+.1f}..{high:+.1f}%"))
     thick, thin = (("95% interval", "min..max of rounds") if lines is None else
                    ("95% interval of the geometric mean", "range of the operator's rows"))
     if any(m and m.interval for m in drawn):
@@ -342,7 +343,7 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
     ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
                                          partial(scale_inverse, stretch=stretch)))
     if noise_floor:
-        ax.axvspan(-noise_floor, noise_floor, color="0.88", zorder=0)
+        ax.axvspan(*stats.floor_band(noise_floor), color="0.88", zorder=0)
     ax.axvline(0.0, color="black", linewidth=0.8)
     if report.geomean_speedup_pct is not None:
         ax.axvline(report.geomean_speedup_pct, color="black", linestyle="--", linewidth=1)

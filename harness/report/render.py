@@ -77,7 +77,8 @@ def row_cells(row: AbRow, floor: float | None = None) -> list[str]:
     if s.verdict in (stats.Verdict.FASTER, stats.Verdict.SLOWER):
         verdict = f"**{verdict}**"
     elif s.verdict is stats.Verdict.SAME and s.same_bound_pct is not None:
-        verdict = f"same (+-{s.same_bound_pct:.1f})"  # the equivalence interval's, not the shown
+        low, high = stats.floor_band(s.same_bound_pct)  # the equivalence interval's reach
+        verdict = f"same ({pct(low)}..{pct(high)})"
     mark = " *" if any(DIRECT_MARKER in f for f in row.flags) else ""
     return [row.op, row.dtype, _shape(row.shape, row.occurrence), ms(s.a_ms), ms(s.b_ms),
             pct(s.speedup_pct),
@@ -260,10 +261,10 @@ def _pair_head(report: AbReport) -> list[str]:
 
 def _method_lines(report: AbReport) -> list[str]:
     bh = "" if report.method.fdr_q is None else " and survives false-discovery control"
-    rule = (f"A row is faster or slower only where its interval excludes zero, its effect exceeds "
-            f"the noise floor{bh}; same where the whole interval lies inside +-noise floor (with "
-            "alpha spent over looks, the equivalence interval: its larger |bound| beside same); "
-            "inconclusive otherwise (more rounds would decide).")
+    rule = (f"A row is faster or slower only where its interval excludes zero, its effect lies "
+            f"outside the noise band{bh}; same where the whole interval lies inside it, a factor "
+            "1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
+            "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
     return ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
             "missing replay key) reads \"flagged\" whatever its numbers.", ""]
@@ -356,8 +357,7 @@ def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
     paired = [(r.op, r.dtype, r.shape, r.occurrence, r.stats.a_ms, r.stats.b_ms,
                r.stats.speedup_pct, r.stats.min_pct, r.stats.max_pct, r.stats.ci_low_pct,
                r.stats.ci_high_pct, r.stats.noise_floor_pct, r.stats.rounds,
-               r.stats.verdict.value, ";".join(r.flags), "")
-              for r in report.rows]
+               r.stats.verdict.value, ";".join(r.flags), "") for r in report.rows]
     unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 9, "unpaired", "", u.reason)
                 for u in report.unpaired]
     _csv(write_line, AB_CSV_FIELDS, [*paired, *unpaired])

@@ -12,6 +12,9 @@ from typing import Generic, TypeVar
 from harness.report.tdist import CONFIDENCE, benjamini_hochberg, t_interval
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
+# Above this a floor cannot mean "the same": rows 25% apart are not alike, and an A/A that moved
+# rows further only says that host or that number of rounds cannot tell them apart.
+MAX_NOISE_FLOOR_PCT = 25.0
 AA_PERCENTILE = 95  # of |speedup| in an A/A campaign: the spread a null switch produces
 FDR_Q = 0.05
 T_METHOD = "t interval on per-round log ratios"
@@ -119,6 +122,21 @@ def log_of_pct(pct: float) -> float:
     return math.log1p(pct / 100.0)
 
 
+def magnitude_pct(speedup: float) -> float:
+    """How far a speedup in % is from none, either way, as the speedup of that factor.
+
+    +100% (B twice as fast) and -50% (B twice as slow) are both 100: the distance is
+    |log(A / B)|, so a slowdown counts as much as the speedup of the same factor.
+    """
+    return pct_of_log(abs(log_of_pct(speedup)))
+
+
+def floor_band(noise_floor_pct: float) -> tuple[float, float]:
+    """The speedups in % a noise floor holds, (low, high): B within a factor 1 + floor/100
+    of A either way, so symmetric in log ratio; a 5% floor is -4.76..+5%, 100% is -50..+100%."""
+    return pct_of_log(-log_of_pct(noise_floor_pct)), noise_floor_pct
+
+
 # ---------------------------------------------------------------- verdicts
 
 
@@ -127,27 +145,29 @@ def classify(ci_low: float | None, ci_high: float | None, effect_pct: float, *,
              q: float = FDR_Q, same_bound: float | None = None) -> Verdict:
     """The verdict of one row from its interval and effect in % and its BH-adjusted p.
 
-    FASTER/SLOWER need all of: the interval excludes zero, |effect| exceeds the noise floor
-    (never below MIN_NOISE_FLOOR_PCT) the same way, and the adjusted p is at most q. SAME needs
-    the whole interval inside +-floor: an equivalence test, wrong at most (1 - confidence) / 2
-    of the time per row; where `same_bound` is given (the larger |bound| of another interval
-    that decides equivalence), SAME needs it within the floor instead. Anything else is
-    INCONCLUSIVE, and so is a row with no interval (one round). Errs toward INCONCLUSIVE. A
-    flagged row (a side fell back to the direct timer or self-tuned a missing replay key) is
-    FLAGGED whatever its numbers: its sides were not timed alike, so its difference may be the
-    regime's.
+    The floor (never below MIN_NOISE_FLOOR_PCT) is a band symmetric in log ratio (floor_band):
+    B within a factor 1 + floor/100 of A either way. FASTER/SLOWER need all of: the interval
+    excludes zero, the effect lies beyond the band on that side, and the adjusted p is at
+    most q. SAME needs the whole interval inside the band: an equivalence test, wrong at most
+    (1 - confidence) / 2 of the time per row; where `same_bound` is given (another interval's
+    larger |log ratio| as a speedup in %, magnitude_pct), SAME needs it within the floor
+    instead. Anything else is INCONCLUSIVE, and so is a row with no interval (one round). Errs
+    toward INCONCLUSIVE. A flagged row (a side fell back to the direct timer or self-tuned a
+    missing replay key) is FLAGGED whatever its numbers: its sides were not timed alike, so
+    its difference may be the regime's.
     """
     if flagged:
         return Verdict.FLAGGED
     if ci_low is None or ci_high is None:
         return Verdict.INCONCLUSIVE
     floor = max(MIN_NOISE_FLOOR_PCT, noise_floor_pct)
-    if (-floor <= ci_low and ci_high <= floor) if same_bound is None else same_bound <= floor:
+    low, high = floor_band(floor)
+    if (low <= ci_low and ci_high <= high) if same_bound is None else same_bound <= floor:
         return Verdict.SAME
     discovered = p_adjusted is not None and p_adjusted <= q
-    if discovered and ci_low > 0.0 and effect_pct > floor:
+    if discovered and ci_low > 0.0 and effect_pct > high:
         return Verdict.FASTER
-    if discovered and ci_high < 0.0 and effect_pct < -floor:
+    if discovered and ci_high < 0.0 and effect_pct < low:
         return Verdict.SLOWER
     return Verdict.INCONCLUSIVE
 
@@ -157,11 +177,12 @@ def noise_floor_from_aa(per_row_spreads: Iterable[Iterable[float]]) -> float:
 
     `per_row_spreads` holds, per row, its per-round speedups in % (RowStats.round_speedups_pct
     of an A/A summary). The floor is the AA_PERCENTILE-th percentile (nearest rank: the
-    ceil(0.95 * n)-th smallest) of |speedup| over every row and round, and never below
-    MIN_NOISE_FLOOR_PCT; no data gives that minimum. A null switch moves 95% of the
-    measurements by less than this, so a smaller effect is not told apart from noise.
+    ceil(0.95 * n)-th smallest) of their magnitude_pct (a round B took twice as long counts as
+    one it took half as long) over every row and round, and never below MIN_NOISE_FLOOR_PCT;
+    no data gives that minimum. A null switch moves 95% of the measurements by less than this,
+    either way, so a smaller effect is not told apart from noise.
     """
-    magnitudes = sorted(abs(v) for row in per_row_spreads for v in row)
+    magnitudes = sorted(magnitude_pct(v) for row in per_row_spreads for v in row)
     if not magnitudes:
         return MIN_NOISE_FLOOR_PCT
     rank = math.ceil(AA_PERCENTILE / 100 * len(magnitudes))

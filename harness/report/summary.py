@@ -52,8 +52,11 @@ def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str
         raise choice_error("--format", fmt, FORMATS)
     if bool(paths) == bool(ab):
         raise UsageError("give RUN paths to summarize, or --ab A B, not both and not neither")
-    if not math.isfinite(noise_floor_pct) or noise_floor_pct < 0:
-        raise UsageError(f"--noise-floor={noise_floor_pct!r}; expected a percentage >= 0")
+    if not (math.isfinite(noise_floor_pct) and 0 <= noise_floor_pct
+            <= stats.MAX_NOISE_FLOOR_PCT):
+        raise UsageError(f"--noise-floor={noise_floor_pct!r} is not accepted; expected a "
+                         f"percentage from 0 to {stats.MAX_NOISE_FLOOR_PCT:g} (a larger floor "
+                         "cannot mean \"the same\")")
     campaigns = [p for p in paths if is_campaign(Path(p)) and not (
         Path(p) / RESULTS_JSONL).is_file() and not (Path(p) / OPS_STATUS_CSV).is_file()]
     if campaigns and len(paths) > 1:

@@ -95,19 +95,38 @@ def _auto(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[int, int
     return found[0], found[1]
 
 
+def check_rounds(text: str, label: str, axis: str) -> int:
+    """A fixed ROUNDS for AXIS=axis, `label` how the user spelled it; UsageError naming it
+    for one that is not a whole number from 1 (2 where the axis is not none) to MAX_ROUNDS.
+
+    One round gives no interval, so a campaign of one can call no row faster, slower or same:
+    refused before it runs. An A/A (AXIS=none) calls nothing anyway; one round of it still
+    measures a noise floor (its rows' spread), so it is accepted there."""
+    least = 1 if axis == "none" else 2
+    whole = re.fullmatch(r"[0-9]+", text.strip()) is not None  # not str.isdigit: "²" is one
+    if least == 2 and whole and int(text) == 1:
+        raise UsageError(f"{label}={text!r} is not accepted for AXIS={axis}: one round gives no "
+                         "interval, so no row could be called faster, slower or same; expected "
+                         f"a whole number from 2 to {MAX_ROUNDS}, or {AUTO} (AXIS=none takes 1: "
+                         "one round of an A/A still measures a noise floor)")
+    if not (whole and least <= int(text) <= MAX_ROUNDS):
+        raise UsageError(f"{label}={text!r} is not accepted; expected a whole number from "
+                         f"{least} to {MAX_ROUNDS}, or {AUTO}")
+    return int(text)
+
+
 def _fixed_rounds(text: str, source: str, flags: Mapping[str, object],
-                  env: Mapping[str, str]) -> None:
-    """UsageError for a ROUNDS that is neither a number nor auto, naming both, and for
-    MIN_ROUNDS or MAX_ROUNDS given without ROUNDS=auto (they would do nothing)."""
+                  env: Mapping[str, str], axis: str) -> int:
+    """check_rounds, and UsageError for MIN_ROUNDS or MAX_ROUNDS given without ROUNDS=auto
+    (they would do nothing)."""
     label = VARS_BY_MAKE["ROUNDS"].label(source)
-    if not (text.strip().isdigit() and 1 <= int(text) <= MAX_ROUNDS):
-        raise UsageError(f"{label}={text!r} is not accepted; expected a whole number from 1 to "
-                         f"{MAX_ROUNDS}, or {AUTO}")
+    rounds = check_rounds(text, label, axis)
     for name in ("MIN_ROUNDS", "MAX_ROUNDS"):
         value, given = VARS_BY_MAKE[name].lookup(flags, env)
         if given != "default":
             raise UsageError(f"{VARS_BY_MAKE[name].label(given)}={value!r} is only used with "
                              f"ROUNDS={AUTO}; {label}={text!r} runs that many rounds")
+    return rounds
 
 
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
@@ -123,10 +142,8 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "interpreters")
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
-    if auto is None:
-        _fixed_rounds(str(rounds_text or "3"), rounds_source, flags, env)
-    rounds = auto[0] if auto else positive_int(VARS_BY_MAKE["ROUNDS"], rounds_text or "3",
-                                               rounds_source, most=MAX_ROUNDS)
+    rounds = auto[0] if auto else _fixed_rounds(str(rounds_text or "3"), rounds_source, flags,
+                                                env, str(axis))
     a, b = values["A"][0] or "0", values["B"][0] or "1"
     if axis == PYTHON_AXIS:
         a, b = _interpreters(values)

@@ -245,13 +245,13 @@ TABLE: tuple[Var, ...] = (
           str(n), commands=("ab",)) for k, what, n in (
         ("MIN", "rounds every operator runs before its first look, at least 2", AUTO_MIN_ROUNDS),
         ("MAX", "rounds an operator with a row undecided runs at most", AUTO_MAX_ROUNDS))),
-    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}, or auto "
-        "(MIN_ROUNDS, then one more round at a time for operators with a row undecided, up to "
-        "MAX_ROUNDS)", "3",
+    Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 2 to {MAX_ROUNDS} (1 with "
+        "AXIS=none), or auto (MIN_ROUNDS, then one more round at a time for operators with a "
+        "row undecided, up to MAX_ROUNDS)", "3",
         commands=("ab",)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "
-        "A latency", commands=("ab",)),
+        "A latency; refused where a floor is above 25%", commands=("ab",)),
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign import plan
+from harness.campaign.ab import Axis
+from harness.report import abjson, stats
+from harness.report.abresult import AbRow
 from harness.settings.spec import EMBEDDED_SUITE
 
 from .test_run_cli import harness
@@ -27,8 +31,23 @@ def inputs(tmp_path: Path) -> dict[str, str]:
     records = tmp_path / "oldrun" / "autotune_records"
     records.mkdir(parents=True)
     (records / "winners.jsonl").write_text("{not json\n")
+    noisy = tmp_path / "noisy_aa"  # a finished A/A whose rows moved 30% a round
+    noisy.mkdir()
+    rows = [abjson.row_json(AbRow("add", "f32", f"s{i}", 1, stats.row_stats(
+        [0.005, 0.005], [0.005 / 1.3, 0.005 * 1.3], noise_floor_pct=1.0), ())) for i in range(10)]
+    (noisy / "ab.json").write_text(json.dumps({"schema": abjson.SCHEMA, "rows": rows,
+                                               "caliber": {"measured_noise_floor_pct": 30.0}}))
+    nan_walls = tmp_path / "nan_walls"  # an earlier campaign whose unit walls are NaN
+    earlier = plan.new_campaign(directory=nan_walls, axis=Axis("none", None), caliber={},
+                                argv=[], ops={"tanh": {"node": "n"}}, rounds=2, walls={},
+                                walls_from=None)
+    for unit in earlier.units:
+        unit.status, unit.wall_s = "ok", float("nan")
+    nan_walls.mkdir()
+    earlier.save(nan_walls)
     return {"afile": str(afile), "adir": str(tmp_path / "adir"), "binary": str(binary),
-            "malformed": str(malformed), "oldrun": str(tmp_path / "oldrun")}
+            "malformed": str(malformed), "oldrun": str(tmp_path / "oldrun"),
+            "noisy_aa": str(noisy), "nan_walls": str(nan_walls)}
 
 
 RUN = ["run", "--backend", "cpu", "--op", "tanh"]
@@ -53,6 +72,20 @@ CASES = {
     "rounds_beyond_cap": (AB + ["--axis", "none", "--rounds", "1000"], 2,
                           "ROUNDS (--rounds)='1000' is not accepted; expected a whole number "
                           "from 1 to 100"),
+    # A campaign of one round has no interval: it ran to its end and could call nothing.
+    "rounds_one_for_a_switch": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
+                                      "--rounds", "1"], 2,
+                                "ROUNDS (--rounds)='1' is not accepted for AXIS=OMP_NUM_THREADS: "
+                                "one round gives no interval"),
+    # A 30% floor (a 6792% one read B 77-250x slower than A same): refused before any check.
+    "noise_from_too_noisy": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
+                                   "--noise-from", "{noisy_aa}"], 2,
+                             "NOISE_FROM='{noisy_aa}' measured a noise floor of 30.0% (rows "
+                             "near 0.005 ms A latency): a floor above 25% cannot mean"),
+    # NaN walls were a traceback in a run and projected "nan s" in a dry run.
+    "walls_from_nan": (AB + ["--axis", "none", "--walls-from", "{nan_walls}", "--dry-run"], 2,
+                       "WALLS_FROM='{nan_walls}': campaign.json gives unit 'tanh/r0' "
+                       "wall_s=nan; expected seconds"),
     "a_equal_to_b": (AB + ["--axis", "RLC_ENHANCE", "--a", "1", "--b", "1"], 2,
                      "A (--a)='1' and B (--b)='1' are equal"),
     "ops_file_is_a_directory": (BATCH + ["--ops-file", "{adir}"], 2,

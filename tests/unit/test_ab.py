@@ -137,7 +137,8 @@ def _aa_json(tmp_path, rows):
 def test_noise_floor_comes_from_an_aa_campaigns_rows_by_latency(tmp_path):
     _aa_json(tmp_path, [(0.005, (6.0, -6.0))] * 10 + [(5.0, (0.2, -0.2))] * 10)
     model = ab.noise_model_from(tmp_path)
-    assert model.at(0.005) == pytest.approx(6.0) and model.at(5.0) == pytest.approx(1.0)
+    # -6% is B 1 / 0.94 times as slow: a 6.38% factor, the larger of the two either way
+    assert model.at(0.005) == pytest.approx(6.0 / 0.94) and model.at(5.0) == pytest.approx(1.0)
 
 
 def test_noise_from_that_is_no_aa_campaign_or_has_no_rows_is_one_clear_line(tmp_path):
@@ -151,6 +152,27 @@ def test_noise_from_that_is_no_aa_campaign_or_has_no_rows_is_one_clear_line(tmp_
     (tmp_path / "ab.json").write_text('{"schema": "harness-ab/1", "rows": []}')
     with pytest.raises(UsageError, match="not an A/A campaign \\(no measured_noise_floor_pct"):
         ab.noise_model_from(tmp_path)
+
+
+@pytest.mark.parametrize(("swing", "floor"), [(6792.0, "6792.0"), (30.0, "30.0"),
+                                             (-24.0, "31.6")])
+def test_noise_from_whose_floor_cannot_mean_the_same_is_refused_naming_both(tmp_path, swing,
+                                                                          floor):
+    # Regression: NOISE_FROM an A/A with a 6792% floor read B 77-250x slower than A `same`.
+    # -24% is B 1.316 times as slow: a 31.6% factor, beyond 25% though |-24| is not.
+    _aa_json(tmp_path, [(0.005, (swing, swing))] * 10 + [(5.0, (0.2, -0.2))] * 10)
+    with pytest.raises(UsageError) as info:
+        ab.noise_model_from(tmp_path)
+    assert str(info.value) == (
+        f"NOISE_FROM={str(tmp_path)!r} measured a noise floor of {floor}% (rows near 0.005 ms A "
+        "latency): a floor above 25% cannot mean \"the same\"; expected an A/A campaign whose "
+        "floors are all at most that (more rounds, a quieter device)")
+
+
+def test_noise_from_with_floors_of_at_most_25_percent_is_taken(tmp_path):
+    _aa_json(tmp_path, [(0.005, (20.0, -16.0))] * 10 + [(5.0, (0.2, -0.2))] * 10)
+    model = ab.noise_model_from(tmp_path)  # -16% is a 19.0% factor: 20% is the larger
+    assert model.at(0.005) == pytest.approx(20.0) and model.at(5.0) == pytest.approx(1.0)
 
 
 def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():

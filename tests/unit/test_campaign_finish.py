@@ -139,3 +139,24 @@ def test_with_two_flaggems_commits_an_operator_compiling_only_as_side_a_did_is_u
     switch = stacks_campaign(tmp_path, "none")
     found = ab_finish._operators(tmp_path, switch, document, identities, {})
     assert (found["mm"].artifacts, found["add"].artifacts) == ("equal", "differ")
+
+
+def test_an_aa_whose_floor_noise_from_would_refuse_says_so_where_it_says_what_it_measured():
+    from dataclasses import replace
+
+    from harness.report import stats
+    from harness.report.abresult import AbRow
+
+    def report(swing):
+        rows = tuple(AbRow("add", "f32", f"s{i}", 1, stats.row_stats(
+            [1.0, 1.0], [1.0 / (1 + swing / 100), 1.0 * (1 + swing / 100)],
+            noise_floor_pct=1.0), ()) for i in range(10))
+        return replace(empty_report(), rows=rows)
+
+    quiet = ab_finish.aa_note(report(3.0), 3.0)
+    assert quiet.startswith("A/A campaign: measured noise floor 3.00% over every row; by A "
+                            "latency 3.0% at 1 ms (pass this campaign as NOISE_FROM")
+    noisy = ab_finish.aa_note(report(40.0), 40.0)
+    assert noisy.endswith("by A latency 40.0% at 1 ms (NOISE_FROM refuses it: a floor above "
+                          "25% cannot mean the same; run it with more rounds or on a quieter "
+                          "device)")

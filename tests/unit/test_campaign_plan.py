@@ -142,6 +142,20 @@ def test_walls_from_a_batch_with_a_bad_wall_is_one_line_naming_it(tmp_path, wall
     assert f"wall_s={wall!r}" in str(exc.value) and "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("wall", [float("nan"), -50.0, float("inf")])
+def test_walls_from_a_campaign_with_a_bad_wall_is_one_line_naming_it(tmp_path, wall):
+    # Regression: a campaign.json whose unit wall_s was NaN was a traceback later, and -50
+    # projected "-150 s" on one device in the dry run.
+    doc = document(tmp_path, rounds=3, ops={"mm": {"node": "mm"}})
+    for unit, seconds in zip(doc.units, (30.0, wall, 5.0), strict=True):
+        unit.status, unit.wall_s = "ok", seconds
+    doc.save(tmp_path)
+    with pytest.raises(UsageError) as exc:
+        campaign.walls_from(tmp_path)
+    assert str(exc.value) == (f"WALLS_FROM={str(tmp_path)!r}: campaign.json gives unit 'mm/r1' "
+                              f"wall_s={wall!r}; expected seconds, a number not below 0")
+
+
 def test_walls_from_a_batch_that_is_not_utf8_is_one_line(tmp_path):
     (tmp_path / "ops_status.csv").write_bytes(b"op,status,wall_s\n\xff,ok,1\n")
     with pytest.raises(UsageError, match="WALLS_FROM="):

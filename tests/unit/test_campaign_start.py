@@ -224,10 +224,10 @@ def test_a_units_limit_grows_with_its_operators_known_wall():
     assert plan.unit_limit(3600, 1000.0) == 5000 and plan.unit_limit(None, 1000.0) is None
 
 
-def _stored(tmp_path):
+def _stored(tmp_path, axis=None):
     """A campaign on disk with the cpu backend's settings, and its campaign.json's bytes."""
     doc = plan.new_campaign(
-        directory=tmp_path, axis=Axis("none", None), caliber=settings().caliber(),
+        directory=tmp_path, axis=axis or Axis("none", None), caliber=settings().caliber(),
         argv=start.settings_argv(settings()), rounds=1, walls={}, walls_from=None,
         ops={"add": {"node": "benchmark/test_add.py::test_add"}})
     doc.python = sys.executable
@@ -280,3 +280,43 @@ def test_ctrl_c_before_the_executor_takes_the_signals_is_an_interrupted_campaign
     assert any(line.startswith("AB_INTERRUPTED signal=SIGINT") and
                f"resume: harness ab --resume {tmp_path}" in line for line in lines)
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_resume_to_one_round_is_refused_where_the_axis_is_a_switch(tmp_path):
+    # A campaign of one round calls nothing: a resume to ROUNDS=1 of an A/B (one an older
+    # harness started at one round) is refused as a new one is; an A/A's is taken.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path, Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"))
+    with pytest.raises(UsageError, match="^ROUNDS='1' is not accepted for AXIS=OMP_NUM_THREADS: "
+                       "one round gives no interval.*expected a whole number from 2 to 100"):
+        start.resume({"resume": str(tmp_path), "rounds": "1"}, {}, out=lambda _: None)
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+    aa = tmp_path / "aa"
+    aa.mkdir()
+    _stored(aa)
+    said: list[str] = []
+    assert start.resume({"resume": str(aa), "rounds": "1", "dry_run": "1"}, {},
+                        out=said.append) == 0
+    assert said[0].startswith(f"resuming {aa}: ")
+
+
+def test_a_resume_of_a_campaign_that_holds_a_floor_above_25_percent_is_refused(tmp_path):
+    # A campaign started before such floors were refused would still be judged by one.
+    from harness.errors import UsageError
+    from harness.report.noisefloor import Band, NoiseModel
+
+    _stored(tmp_path, Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"))
+    doc = document.load(tmp_path)
+    doc.noise_from = "runs/ab/none-mm/1"
+    doc.noise_floor_bands = NoiseModel((Band(0.004, 0.006, 0.005, 6792.0, 20),
+                                        Band(4.0, 6.0, 5.0, 2.0, 20))).to_json()
+    doc.save(tmp_path)
+    before = (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
+    with pytest.raises(UsageError) as info:
+        start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+    assert str(info.value) == (
+        f"RESUME={str(tmp_path)!r} (NOISE_FROM='runs/ab/none-mm/1') holds a noise floor of "
+        "6792.0% (rows near 0.005 ms A latency): a floor above 25% cannot mean \"the same\"; "
+        "start the campaign again with NOISE_FROM an A/A whose floors are all at most that")
+    assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before

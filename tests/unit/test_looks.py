@@ -128,3 +128,17 @@ def test_a_planned_campaign_decides_same_late_and_large_effects_early():
     two = stats.row_stats([1.003, 0.996], [1.0] * 2, noise_floor_pct=1.0)
     _, (early,) = looks.judge([two], [[2]], noise_floor_pct=1.0, planned=5)
     assert early.verdict is not stats.Verdict.SAME  # 2 rounds cannot show 1% equivalence
+
+
+def test_the_equivalence_bound_is_a_factor_either_way():
+    # B slower by a factor and B faster by it read alike: the bound is the equivalence
+    # interval's larger |log ratio| (as a %), where it was the larger |bound| in speedup %,
+    # so a slowdown's interval reached the floor sooner than its mirror's.
+    deltas = (0.003, 0.006, 0.004, 0.005, 0.0045, 0.0055)
+    slower = stats.row_stats([1.0] * 6, [1.0 + d for d in deltas], noise_floor_pct=1.0)
+    faster = stats.row_stats([1.0 + d for d in deltas], [1.0] * 6, noise_floor_pct=1.0)
+    _, judged = looks.judge([slower, faster], [[2, 3, 4, 5, 6]] * 2, noise_floor_pct=1.0,
+                            planned=5)
+    bounds = [r.same_bound_pct for r in judged]
+    assert bounds[0] is not None and bounds[0] == pytest.approx(bounds[1], rel=1e-12)
+    assert judged[0].verdict is judged[1].verdict is stats.Verdict.SAME

@@ -81,7 +81,7 @@ def test_ticks_are_percentages_with_one_inside_ten_percent() -> None:
 def test_the_noise_band_bars_and_verdicts_are_in_the_legend() -> None:
     ax = figure(document()).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels[:3] == ["noise floor ±1.5%", "95% interval", "min..max of rounds"]
+    assert labels[:3] == ["noise floor -1.5..+1.5%", "95% interval", "min..max of rounds"]
     assert {"faster", "same", "flagged", "geometric mean +123.4%"} <= set(labels)
 
 

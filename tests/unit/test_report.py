@@ -245,8 +245,9 @@ def test_a_row_read_same_by_its_equivalence_interval_shows_that_bound() -> None:
     assert bound is not None and bound < 1.0 < judged.ci_high_pct
     md = render_markdown(report, CALIBER)
     (row,) = table_rows(md)
-    assert row[9] == f"same (+-{bound:.1f})" and row[7] == "[-1.2, +1.2]"
-    assert "its larger |bound| beside same" in md
+    # the bound is a factor either way: its slower side, 1 / (1 + bound) - 1, is the nearer
+    assert row[9] == f"same (-{bound / (1 + bound / 100):.1f}..+{bound:.1f})"
+    assert row[7] == "[-1.2, +1.2]" and "the equivalence interval's reach beside same" in md
     doc = json.loads(json.dumps(ab_data(report, CALIBER)))
     assert doc["rows"][0]["same_bound_pct"] == bound
     assert as_report(doc).rows == report.rows and render_markdown(doc, CALIBER) == md

@@ -166,6 +166,21 @@ def test_rounds_beyond_the_cap_are_refused_naming_the_cap():
     assert abspec.resolve_ab({"axis": "none", "rounds": str(abspec.MAX_ROUNDS)}, {}).rounds == 100
 
 
+def test_one_round_is_refused_for_an_ab_and_taken_for_an_aa():
+    # Regression: ROUNDS=1 ran a whole campaign whose ab.md said at its end that one round
+    # calls nothing; an A/A of one round still measures a noise floor.
+    with pytest.raises(UsageError, match=r"^ZL_ROUNDS='1' is not accepted for AXIS=RLC_ENHANCE: "
+                       "one round gives no interval, so no row could be called faster, slower "
+                       "or same; expected a whole number from 2 to 100, or auto"):
+        abspec.resolve_ab({"axis": "RLC_ENHANCE"}, {"ZL_ROUNDS": "1"})
+    with pytest.raises(UsageError, match=r"'0' is not accepted; expected a whole number from 2"):
+        abspec.resolve_ab({"axis": "RLC_ENHANCE", "rounds": "0"}, {})
+    assert abspec.resolve_ab({"axis": "RLC_ENHANCE", "rounds": "2"}, {}).rounds == 2
+    assert abspec.resolve_ab({"axis": "none", "rounds": "1"}, {}).rounds == 1
+    with pytest.raises(UsageError, match=r"'²' is not accepted"):  # a digit int() refuses
+        abspec.resolve_ab({"axis": "none", "rounds": "²"}, {})
+
+
 def test_a_equal_to_b_is_refused_unless_the_campaign_is_aa():
     with pytest.raises(UsageError, match=r"A \(--a\)='1' and B='1' are equal.*AXIS=none"):
         abspec.resolve_ab({"axis": "RLC_ENHANCE", "a": "1"}, {})

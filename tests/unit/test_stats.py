@@ -13,8 +13,11 @@ from harness.report.stats import (
     Method,
     Verdict,
     classify,
+    floor_band,
     geomean_stats,
     geometric_mean,
+    log_of_pct,
+    magnitude_pct,
     noise_floor_from_aa,
     row_stats,
     rows_geomean,
@@ -208,7 +211,7 @@ def test_benjamini_hochberg_agrees_with_scipy() -> None:
         ((1.0, 4.0), 2.5, 0.01, 3.0, False, Verdict.INCONCLUSIVE),  # an A/A floor of 3%
         ((-0.8, 0.9), 0.1, 0.6, 1.0, False, Verdict.SAME),  # inside the band
         ((0.2, 0.8), 0.5, 0.001, 1.0, False, Verdict.SAME),  # real, but smaller than noise
-        ((-1.0, 1.0), 0.0, 1.0, 0.0, False, Verdict.SAME),  # a floor below 1% counts as 1%
+        ((-0.99, 1.0), 0.0, 1.0, 0.0, False, Verdict.SAME),  # a floor below 1% counts as 1%
         ((-1.2, 0.5), -0.3, 0.6, 1.0, False, Verdict.INCONCLUSIVE),  # pokes out of the band
         ((-1.0, 20.0), 10.0, 0.2, 1.0, False, Verdict.INCONCLUSIVE),  # interval holds 0
         ((None, None), 50.0, None, 1.0, False, Verdict.INCONCLUSIVE),  # one round
@@ -221,6 +224,58 @@ def test_classify_each_branch(ci: tuple[float | None, float | None], effect: flo
                               verdict: Verdict) -> None:
     assert classify(ci[0], ci[1], effect, p_adjusted=p_adj, noise_floor_pct=floor,
                     flagged=flagged) is verdict
+
+
+# Pinned: NOISE_FROM an A/A on a busy host (2 rounds: floors of 76% and 6792%) read
+# OMP_NUM_THREADS 1 against 2 on mm `same` on every row, B 77-250x slower than A, its interval
+# [-99.6, -98.7] inside the floor: a band of -floor..+floor in speedup %, which cannot go below
+# -100%, held every slowdown once the floor reached 100%.
+MM_B_OVER_A = (77.0, 110.0, 160.0, 250.0)  # B_ms / A_ms, one a round
+
+
+@pytest.mark.parametrize("floor", [76.0, 6792.0])
+def test_b_77_to_250_times_slower_reads_slower_whatever_the_floor(floor: float) -> None:
+    assert classify(-99.6, -98.7, -99.2, p_adjusted=0.001, noise_floor_pct=floor,
+                    flagged=False) is Verdict.SLOWER
+    s = row_stats([1.0] * 4, MM_B_OVER_A, noise_floor_pct=floor)
+    assert s.ci_high_pct is not None and s.ci_high_pct < -98.0
+    assert s.verdict is Verdict.SLOWER
+    rounds = [({"mm": 1.0}, {"mm": ratio}) for ratio in MM_B_OVER_A]
+    result = summarize_ab([a for a, _ in rounds], [b for _, b in rounds], noise_floor_pct=floor)
+    assert [r.verdict for _, r in result.rows] == [Verdict.SLOWER]
+
+
+@pytest.mark.parametrize(("floor", "low"), [(1.0, -0.990), (5.0, -4.762), (25.0, -20.0),
+                                            (76.0, -43.182), (100.0, -50.0), (6792.0, -98.549)])
+def test_a_floor_is_a_factor_either_way(floor: float, low: float) -> None:
+    assert floor_band(floor) == pytest.approx((low, floor), abs=1e-3)
+    assert log_of_pct(floor_band(floor)[0]) == pytest.approx(-log_of_pct(floor))
+    assert magnitude_pct(floor_band(floor)[0]) == pytest.approx(floor)
+    assert magnitude_pct(floor) == pytest.approx(floor)
+
+
+MIRROR = {Verdict.FASTER: Verdict.SLOWER, Verdict.SLOWER: Verdict.FASTER,
+          Verdict.SAME: Verdict.SAME, Verdict.INCONCLUSIVE: Verdict.INCONCLUSIVE}
+
+
+@pytest.mark.parametrize("floor", [1.0, 5.0, 25.0, 150.0])
+def test_b_slower_by_a_factor_reads_as_b_faster_by_it_would(floor: float) -> None:
+    # Swapping the sides (each log ratio negated) mirrors the verdict: with a band lopsided in
+    # speedup %, an interval of slowdowns read same where its mirror read inconclusive.
+    rng = random.Random(floor)
+    reach = 2.0 * log_of_pct(floor)
+    def verdict(lo: float, hi: float, m: float, p: float) -> Verdict:
+        return classify(math.expm1(lo) * 100, math.expm1(hi) * 100, math.expm1(m) * 100,
+                        p_adjusted=p, noise_floor_pct=floor, flagged=False)
+
+    seen: Counter[Verdict] = Counter()
+    for _ in range(400):
+        low, high = sorted(rng.uniform(-reach, reach) for _ in range(2))
+        mean, p = rng.uniform(low, high), rng.choice([0.001, 0.5])
+        found = verdict(low, high, mean, p)
+        assert verdict(-high, -low, -mean, p) is MIRROR[found], (low, high, mean)
+        seen[found] += 1
+    assert set(seen) == set(MIRROR)  # every verdict was reached both ways
 
 
 def test_verdict_values_and_method_text() -> None:
@@ -237,11 +292,13 @@ def test_verdict_values_and_method_text() -> None:
 
 
 def test_noise_floor_is_the_95th_percentile_of_aa_magnitudes() -> None:
-    # 20 |speedups| 0.1, 0.2, ..., 2.0 over 4 rows, signs mixed: nearest rank ceil(0.95 * 20)
-    # = 19, the 19th smallest magnitude is 1.9.
+    # 20 speedups +-0.1, 0.2, ..., 2.0 over 4 rows, odd ones negative: nearest rank
+    # ceil(0.95 * 20) = 19. A slowdown's magnitude is the factor's: -1.9% is B 1 / 0.981 times
+    # as slow, 1.937%, the 19th smallest (between 1.8 and 2.0).
     values = [round(0.1 * i, 1) * (-1) ** i for i in range(1, 21)]
     rows = [values[i:i + 5] for i in range(0, 20, 5)]
-    assert noise_floor_from_aa(rows) == pytest.approx(1.9)
+    assert noise_floor_from_aa(rows) == pytest.approx(1.9 / 0.981)
+    assert noise_floor_from_aa([[-50.0] * 19 + [100.0]]) == pytest.approx(100.0)  # 2x either way
 
 
 def test_noise_floor_never_below_one_percent() -> None:

@@ -335,6 +335,10 @@ def test_summarize_refuses_bad_arguments() -> None:
         summarize([])
     with pytest.raises(UsageError, match="noise-floor"):
         summarize([str(KERNEL)], noise_floor_pct=-1.0)
+    # a floor that cannot mean "the same" (100% or more held every slowdown) is refused too
+    with pytest.raises(UsageError, match=r"^--noise-floor=30\.0 is not accepted; expected a "
+                       "percentage from 0 to 25"):
+        summarize([], ab=[str(KERNEL), str(GRAPH)], noise_floor_pct=30.0)
 
 
 def test_source_is_a_plain_record() -> None:
