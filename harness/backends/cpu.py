@@ -13,6 +13,9 @@ BACKEND = Backend(
     graph_class=None,
     python_modules=("torch",),
     is_accelerator=False,
+    # torch's CPU kernels size their thread pool from it when they start (the demo's axis);
+    # it reaches torch's reference as well, so it is no compiler switch.
+    axis_variables=("OMP_NUM_THREADS",),
     # One unit a task, as on GPUs; with no accelerator the task asks for no GRES.
     slurm_unit="gpu",
 )

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
 from harness.run import checks
-from harness.settings.spec import OP_NAME, Settings
+from harness.settings.spec import OP_NAME, OP_NAME_TEXT, Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
 
@@ -18,8 +18,8 @@ def check_ops(items: Iterable[str], label: str) -> list[str]:
     ops: list[str] = []
     for item in items:
         if not OP_NAME.fullmatch(item):
-            raise UsageError(f"{label}: {item!r} is not an operator name; expected letters, "
-                             "digits, '_', '.', '-' (one operator per item)")
+            raise UsageError(f"{label}: {item!r} is not an operator name; expected "
+                             f"{OP_NAME_TEXT} (one operator per item)")
         if item in ops:
             raise UsageError(f"{label}: {item!r} is listed twice")
         ops.append(item)

@@ -10,7 +10,7 @@ import pytest
 from harness.cli import build_parser
 from harness.errors import UsageError
 from harness.settings import cmdline, makevars, variables
-from harness.settings.variables import Inputs
+from harness.settings.inputs import Inputs
 
 PARSER = build_parser()
 # Flags of a subcommand's own that are no variable of make's.
@@ -103,12 +103,12 @@ def test_unit_timeout_is_read_flag_first_and_0_is_no_limit(flags, env, expected)
     assert where.unit_timeout(flags, env) == expected
 
 
-@pytest.mark.parametrize("value", ["-1", "1.5", "1h", " "])
+@pytest.mark.parametrize("value", ["-1", "1.5", "1h", " ", "nan", "\u00b2", "1" * 10])
 def test_a_bad_unit_timeout_names_the_variable_and_what_is_accepted(value):
     from harness.campaign import where
 
     with pytest.raises(UsageError, match=r"ZL_UNIT_TIMEOUT='.*' is not accepted; expected "
-                                         r"seconds, a whole number of at least 1, or 0"):
+                                         r"seconds, a whole number from 1 to 999999999, or 0"):
         where.unit_timeout({}, {"ZL_UNIT_TIMEOUT": value})
 
 
