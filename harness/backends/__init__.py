@@ -73,6 +73,9 @@ class Backend:
     capture_deny_ops: frozenset[str] = frozenset()
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
+    # The command that installs python_modules where a plain pip install can (the cpu stack);
+    # None where they come with the vendor's stack or image.
+    install_hint: str | None = None
     is_accelerator: bool = True
     # Compiler switches by short AXIS name -> the environment variable this stack reads.
     switches: Mapping[str, str] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""What the user gave, read once from flags and the environment."""
+"""What the user gave, read once from flags and the environment, and exports it never reads."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from harness.settings.variables import TABLE, named
+
+# Read from the environment by make itself (`PYTHON ?=` in the Makefile), not by the harness.
+MAKE_READS = frozenset({"PYTHON"})
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,22 @@ class Inputs:
         given = self.values.get(named(make).make)
         return given[1] if given else "default"
 
+
+def unread_exports(environ: Mapping[str, str]) -> list[str]:
+    """A warning line for each Make name set in `environ` that the harness never reads there:
+    an exported BACKEND is read as ZL_BACKEND only, and was silently ignored while an
+    exported OP (whose environment name is OP) was read."""
+    lines = []
+    for var in TABLE:
+        if var.make == var.env or var.make in MAKE_READS or not environ.get(var.make):
+            continue
+        if var.env:
+            reads = (f"its environment name is {var.env} (or give {var.make}=... on make's "
+                     "command line)")
+        elif var.flag:
+            reads = f"it has no environment name: give {var.make}=... to make, or {var.flag}"
+        else:
+            reads = f"make takes it from its command line only ({var.make}=...)"
+        lines.append(f"warning: {var.make}={environ[var.make]!r} is exported but not read: "
+                     f"{reads}")
+    return lines
