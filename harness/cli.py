@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -80,17 +81,34 @@ def _dry_run_checks(settings: spec.Settings) -> PreflightResult:
 
 
 def _in_image(settings: spec.Settings, args: argparse.Namespace) -> int | None:
-    """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image
-    (or, under DRY_RUN, 0 after printing the container command line); None on the host."""
+    """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image;
+    None on the host, and under DRY_RUN once the container command line is printed: the plan
+    follows (_plan_for_image)."""
     if settings.runner in ("host", *spec.CLUSTER_RUNNERS):  # a cluster runner: in each task
         return None
-    return container.run_in_image(settings, args.argv)
+    rc = container.run_in_image(settings, args.argv)
+    if settings.dry_run and rc == EXIT_OK:
+        print("in the image, the plan (what its FlagGems and stack decide is checked there):")
+        return None
+    return rc
+
+
+def _plan_for_image(settings: spec.Settings) -> spec.Settings:
+    """The settings of a dry run's plan of what the image runs: as the command inside it
+    gets them (RUNNER=host); `settings` itself on the host."""
+    if settings.runner not in images.ENGINES or not settings.dry_run:
+        return settings
+    # the container exposes exactly DEVICES, numbered from 0, and the command inside gets none
+    return dataclasses.replace(settings, runner="host", devices=(), planned_for_image=True)
 
 
 def _cmd_preflight(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     if (rc := _in_image(settings, args)) is not None:
         return rc
+    settings = _plan_for_image(settings)
+    if settings.planned_for_image:  # no node is resolved here: the image's FlagGems has it
+        return _dry_run_checks(settings).write_failures(_report, _err)
     plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
     print(f"PREFLIGHT_OK node={plan.node.nodeid} backend={settings.backend.name}")
     return EXIT_OK
@@ -100,6 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     if (rc := _in_image(settings, args)) is not None:
         return rc
+    settings = _plan_for_image(settings)
     if settings.dry_run:  # the whole plan first, then every check that would fail
         result = _dry_run_checks(settings)
         plan = runner.placeholder_plan(settings, result.plan)
@@ -131,6 +150,8 @@ def _cmd_ab(args: argparse.Namespace) -> int:
             images.check_engine(settings.runner, probe=not settings.dry_run)
     elif (rc := _in_image(settings, args)) is not None:
         return rc
+    else:
+        settings = _plan_for_image(settings)
     return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)
 
 
@@ -186,7 +207,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     settings = spec.resolve(flags)
     if (rc := _in_image(settings, args)) is not None:
         return rc
-    return batch.main(settings, flags, args.inputs.environ)
+    planned = _plan_for_image(settings)
+    if planned.planned_for_image:  # its children, as the command inside starts them
+        flags = {**flags, "runner": planned.runner, "devices": None}
+    return batch.main(planned, flags, args.inputs.environ)
 
 
 def _cmd_image(args: argparse.Namespace) -> int:

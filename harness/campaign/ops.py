@@ -133,6 +133,8 @@ def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     DTYPES, an operator whose benchmark does not run them has the line that says so (a suite
     that asks bfloat16 of an operator without it fails that operator at once, never in every
     resume's run)."""
+    if settings.planned_for_image:  # a dry run's plan of a run in the image, made outside it
+        return {op: f"<resolved in the image: {op}>" for op in ops}
     scanned = _scanned(settings)  # once: a tree of 1,100 files is parsed in seconds
     found = (all_ops(settings, scanned) if list(ops) == [ALL_OPS]
              else resolve_nodes(settings, ops, scanned))

@@ -93,6 +93,9 @@ class Settings:
     out: Path
     dry_run: bool
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # not a value
+    # A dry run's plan of what runs in the backend's image (RUNNER docker or podman), made on
+    # the host: what the image's FlagGems and stack decide is checked there, not here.
+    planned_for_image: bool = field(default=False, compare=False)
 
     @property
     def times_baseline(self) -> bool:

@@ -73,6 +73,27 @@ def test_each_target_prints_the_full_container_command(backend, target):
     assert not any(a.startswith(("--dry-run", "--devices")) for a in inner)
 
 
+def test_the_design_cards_dry_run_shows_the_plan_that_runs_in_the_image(tmp_path):
+    # Regression: `make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm RUNNER=docker DRY_RUN=1` printed
+    # only the docker line: not what the axis resolves to, the units or the plugins.
+    proc = make("ab", "BACKEND=musa", "AXIS=RLC_ENHANCE", "OP=mm", "RUNNER=docker", "DRY_RUN=1",
+                f"OUT={tmp_path / 'runs'}", "DEVICES=1")
+    argv = container_line(proc)
+    inner = argv[argv.index("harness"):]
+    assert inner[:2] == ["harness", "ab"] and inner[-1] == "--runner=host"
+    assert {"--axis=RLC_ENHANCE", "--op=mm", f"--out={tmp_path / 'runs'}"} <= set(inner)
+    out = proc.stdout
+    assert out.index("docker run ") < out.index("in the image, the plan")
+    for needle in ("axis: RLC_ENHANCE -> FLAGTREE_MUSA_RLC_ENHANCE; A=0 B=1",
+                   "side A: FLAGTREE_MUSA_RLC_ENHANCE=0 ", "side B: FLAGTREE_MUSA_RLC_ENHANCE=1 ",
+                   "3 units, round-major", "plugins: harness.plugins.compat_musa",
+                   "preflight python_modules: skipped (made in the image"):
+        assert needle in out, needle
+    first = next(ln for ln in out.splitlines() if ln.startswith("first unit: "))
+    assert "--runner host" in first and "--devices" not in first  # as the image runs it
+    assert "PREFLIGHT_FAILED" not in out and not (tmp_path / "runs").exists()
+
+
 def test_musa_run_shows_the_mthreads_image_and_says_when_its_base_has_no_digest():
     proc = make("run", "BACKEND=musa", "OP=mm", "RUNNER=docker", "DRY_RUN=1", "DEVICES=0,1")
     line = shlex.join(container_line(proc))
