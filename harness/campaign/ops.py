@@ -110,6 +110,8 @@ def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[st
                 ) -> list[str]:
     """The operators of OPS or OPS_FILE; OPS=all names every node of the tree (all_ops)."""
     ops = ops_from(flags, env)
+    if ops == [ALL_OPS] and settings.planned_for_image:  # the image's FlagGems lists them
+        return ops
     return list(all_ops(settings)) if ops == [ALL_OPS] else ops
 
 
@@ -134,7 +136,8 @@ def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     that asks bfloat16 of an operator without it fails that operator at once, never in every
     resume's run)."""
     if settings.planned_for_image:  # a dry run's plan of a run in the image, made outside it
-        return {op: f"<resolved in the image: {op}>" for op in ops}
+        return {op: ("<every node of the image's FlagGems>" if op == ALL_OPS
+                     else f"<resolved in the image: {op}>") for op in ops}
     scanned = _scanned(settings)  # once: a tree of 1,100 files is parsed in seconds
     found = (all_ops(settings, scanned) if list(ops) == [ALL_OPS]
              else resolve_nodes(settings, ops, scanned))

@@ -153,3 +153,14 @@ def test_make_pin_dry_run_prints_one_resolver_command_per_pinned_backend():
 def test_make_shell_dry_run_is_interactive_bash_in_the_image():
     argv = container_line(make("shell", "BACKEND=cuda", "RUNNER=docker", "DRY_RUN=1"))
     assert "-it" in argv and argv[-2:] == [PINS["cuda"].local_tag(), "bash"]
+
+
+@pytest.mark.parametrize("target", ["ab", "batch"])
+def test_ops_all_in_the_image_is_planned_as_the_images_own_nodes(target, tmp_path):
+    # The host has no FlagGems of the image's: OPS=all is listed there, not refused here.
+    extra = ["AXIS=none"] if target == "ab" else []
+    proc = make(target, "BACKEND=cuda", "OPS=all", *extra, "RUNNER=docker", "DRY_RUN=1",
+                f"OUT={tmp_path / 'runs'}")
+    container_line(proc)  # exit 0, one container line
+    assert "<every node of the image's FlagGems>" in proc.stdout
+    assert "PREFLIGHT_FAILED" not in proc.stdout and not (tmp_path / "runs").exists()
