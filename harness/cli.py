@@ -157,7 +157,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
 def _add_ab(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "ab", "an A/B campaign of one switch over one operator or many: "
-                       "AXIS, A, B, ROUNDS, OP or OPS")
+                 "AXIS, A, B, ROUNDS, OP or OPS")
     variables.add_arguments(p, "ab")
     p.set_defaults(func=_cmd_ab)
     # The child of one unit (a campaign's driver or a cluster task runs it); not for users, so
