@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -29,12 +30,18 @@ from harness.report.summary import FORMATS, summarize
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.run.rundir import utc_stamp
-from harness.settings import abspec, makevars, spec, variables
+from harness.settings import abspec, inputs, makevars, spec, usage, variables
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
         self.exit(EXIT_USAGE, f"error: {message}\n")
+
+
+def _command(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A user's subcommand: its line in `harness --help` and examples at the foot of its own."""
+    return sub.add_parser(name, help=help, epilog=usage.epilog(name),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _cmd_backends(args: argparse.Namespace) -> int:
@@ -74,17 +81,34 @@ def _dry_run_checks(settings: spec.Settings) -> PreflightResult:
 
 
 def _in_image(settings: spec.Settings, args: argparse.Namespace) -> int | None:
-    """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image
-    (or, under DRY_RUN, 0 after printing the container command line); None on the host."""
+    """With RUNNER docker or podman: the subcommand's exit code from inside the backend's image;
+    None on the host, and under DRY_RUN once the container command line is printed: the plan
+    follows (_plan_for_image)."""
     if settings.runner in ("host", *spec.CLUSTER_RUNNERS):  # a cluster runner: in each task
         return None
-    return container.run_in_image(settings, args.argv)
+    rc = container.run_in_image(settings, args.argv)
+    if settings.dry_run and rc == EXIT_OK:
+        print("in the image, the plan (what its FlagGems and stack decide is checked there):")
+        return None
+    return rc
+
+
+def _plan_for_image(settings: spec.Settings) -> spec.Settings:
+    """The settings of a dry run's plan of what the image runs: as the command inside it
+    gets them (RUNNER=host); `settings` itself on the host."""
+    if settings.runner not in images.ENGINES or not settings.dry_run:
+        return settings
+    # the container exposes exactly DEVICES, numbered from 0, and the command inside gets none
+    return dataclasses.replace(settings, runner="host", devices=(), planned_for_image=True)
 
 
 def _cmd_preflight(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     if (rc := _in_image(settings, args)) is not None:
         return rc
+    settings = _plan_for_image(settings)
+    if settings.planned_for_image:  # no node is resolved here: the image's FlagGems has it
+        return _dry_run_checks(settings).write_failures(_report, _err)
     plan = run_preflight(settings, with_accelerator=not settings.dry_run, report=_report)
     print(f"PREFLIGHT_OK node={plan.node.nodeid} backend={settings.backend.name}")
     return EXIT_OK
@@ -94,6 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     if (rc := _in_image(settings, args)) is not None:
         return rc
+    settings = _plan_for_image(settings)
     if settings.dry_run:  # the whole plan first, then every check that would fail
         result = _dry_run_checks(settings)
         plan = runner.placeholder_plan(settings, result.plan)
@@ -125,15 +150,18 @@ def _cmd_ab(args: argparse.Namespace) -> int:
             images.check_engine(settings.runner, probe=not settings.dry_run)
     elif (rc := _in_image(settings, args)) is not None:
         return rc
+    else:
+        settings = _plan_for_image(settings)
     return start.start(settings, flags, args.inputs.environ, axis, campaign, out=_report)
 
 
 def _add_ab(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ab", help="an A/B campaign of one switch over one operator or many: "
-                       "AXIS, A, B, ROUNDS, OP or OPS")
+    p = _command(sub, "ab", "an A/B campaign of one switch over one operator or many: "
+                 "AXIS, A, B, ROUNDS, OP or OPS")
     variables.add_arguments(p, "ab")
     p.set_defaults(func=_cmd_ab)
-    # The child of one unit (a campaign's driver or a cluster task runs it); not for users.
+    # The child of one unit (a campaign's driver or a cluster task runs it); not for users, so
+    # no help: it is listed nowhere.
     p = sub.add_parser("ab-unit")
     p.add_argument("campaign", metavar="DIR")
     p.add_argument("unit", metavar="UNIT")
@@ -161,7 +189,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _add_summary(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("summary", help="tables of runs, batches or FlagGems logs; --ab A B")
+    p = _command(sub, "summary", "tables of runs, batches or FlagGems logs; --ab A B")
     p.add_argument("runs", nargs="*", metavar="RUN",
                    help="a run directory, a batch directory (ops_status.csv) or a FlagGems log")
     p.add_argument("--ab", nargs=2, metavar=("A", "B"), dest="ab",
@@ -179,7 +207,10 @@ def _cmd_batch(args: argparse.Namespace) -> int:
     settings = spec.resolve(flags)
     if (rc := _in_image(settings, args)) is not None:
         return rc
-    return batch.main(settings, flags, args.inputs.environ)
+    planned = _plan_for_image(settings)
+    if planned.planned_for_image:  # its children, as the command inside starts them
+        flags = {**flags, "runner": planned.runner, "devices": None}
+    return batch.main(planned, flags, args.inputs.environ)
 
 
 def _cmd_image(args: argparse.Namespace) -> int:
@@ -198,13 +229,13 @@ def _cmd_pin(args: argparse.Namespace) -> int:
 
 
 def _add_image_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("image", help="build the backend's pinned image (containers/pins.yaml)")
+    p = _command(sub, "image", "build the backend's pinned image (containers/pins.yaml)")
     variables.add_arguments(p, "image")
     p.set_defaults(func=_cmd_image)
-    p = sub.add_parser("pin", help="resolve the base image tags of pins.yaml to digests")
+    p = _command(sub, "pin", "resolve the base image tags of pins.yaml to digests")
     variables.add_arguments(p, "pin")
     p.set_defaults(func=_cmd_pin)
-    p = sub.add_parser("shell", help="an interactive shell in the backend's image")
+    p = _command(sub, "shell", "an interactive shell in the backend's image")
     variables.add_arguments(p, "shell")
     p.set_defaults(func=_cmd_shell)
 
@@ -228,14 +259,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("receipt", help="receipts of A/B campaigns")
+    p = _command(sub, "receipt", "receipts of A/B campaigns")
     verbs = p.add_subparsers(dest="receipt_command", required=True, parser_class=_Parser)
     v = verbs.add_parser("verify", help="recompute the sha256 of every harness file it lists")
     v.add_argument("path", metavar="PATH", help="receipt.json, or the campaign directory")
     v.add_argument("--root", default=None, dest="root", metavar="DIR",
                    help="the harness checkout to check (default: the one this harness runs from)")
     v.set_defaults(func=_cmd_receipt_verify)
-    p = sub.add_parser("report", help="ab.md and ab.png of a campaign, from its ab.json")
+    p = _command(sub, "report", "ab.md and ab.png of a campaign, from its ab.json")
     p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")
     p.set_defaults(func=_cmd_report)
 
@@ -247,22 +278,24 @@ def _cmd_vars(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="harness", description=__doc__)
+    parser = _Parser(prog="harness", description=usage.DESCRIPTION, epilog=usage.TOP_EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("backends", help="print the backend registry")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="COMMAND")
+    p = _command(sub, "backends", "print the backend registry")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_backends)
-    p = sub.add_parser("vars", help="list every variable of the make targets (make help)")
+    p = _command(sub, "vars", "list every variable of the make targets (make help)")
     p.set_defaults(func=_cmd_vars)
-    p = sub.add_parser("preflight", help="run the preflight checks of a run")
+    p = _command(sub, "preflight", "run the preflight checks of a run")
     variables.add_arguments(p, "preflight")
     p.set_defaults(func=_cmd_preflight)
-    p = sub.add_parser("run", help="run one benchmark node in a new run directory")
+    p = _command(sub, "run", "run one benchmark node in a new run directory")
     variables.add_arguments(p, "run")
     p.set_defaults(func=_cmd_run)
     _add_ab(sub)
-    p = sub.add_parser("batch", help="many operators, one run process each, over DEVICES")
+    p = _command(sub, "batch", "many operators, one run process each, over DEVICES")
     variables.add_arguments(p, "batch")
     p.set_defaults(func=_cmd_batch)
     _add_summary(sub)
@@ -271,9 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _short_usage(parser: argparse.ArgumentParser) -> int:
+    """Bare `harness`: the common commands and where to read more, instead of argparse's
+    "the following arguments are required"."""
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {a.dest: str(a.help) for a in subs._choices_actions}
+    for line in usage.short_usage(helps):
+        print(line, file=sys.stderr)
+    return EXIT_USAGE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv and not variables.environ().get(makevars.MAKE_ARGS_VAR):
+        return _short_usage(parser)
     try:  # a make target: its command-line variables, each one argument
         environ = variables.environ()
         argv = makevars.to_argv(parser, argv, makevars.given(environ), environ)
@@ -282,6 +327,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = parser.parse_args(argv)
     args.argv = argv  # for the run inside an image
+    if args.command not in usage.INTERNAL:  # their environment is the harness's own
+        for line in inputs.unread_exports(variables.environ()):
+            _err(line)
     try:
         args.inputs = spec.Inputs.read(vars(args), variables.environ())  # read once
         return args.func(args)

@@ -73,12 +73,18 @@ class Backend:
     capture_deny_ops: frozenset[str] = frozenset()
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
+    # The command that installs python_modules where a plain pip install can (the cpu stack);
+    # None where they come with the vendor's stack or image.
+    install_hint: str | None = None
     is_accelerator: bool = True
     # Compiler switches by short AXIS name -> the environment variable this stack reads.
     switches: Mapping[str, str] = field(default_factory=dict)
     # Further variables (a name, or a prefix ending in "_") read only by the compiler of
     # FlagGems' kernels or by FlagGems: a switch among them cannot change torch's reference.
     compiler_variables: tuple[str, ...] = ()
+    # Variables an AXIS may name on this stack besides its compiler's: read by torch or the
+    # runtime too, so a switch among them may change torch's reference.
+    axis_variables: tuple[str, ...] = ()
     # Engine flags (`docker`/`podman` first) that give a container exactly the DEVICES given, or
     # every device when none is; inside, they are numbered from 0. None: no vendor image.
     container_device_args: Callable[[str, Sequence[str]], tuple[str, ...]] | None = None
@@ -98,6 +104,13 @@ class Backend:
         switches, COMPILER_VARIABLES, its compiler_variables), never torch's own kernels."""
         names = (*self.switches.values(), *COMPILER_VARIABLES, *self.compiler_variables)
         return any(variable.startswith(n) if n.endswith("_") else variable == n for n in names)
+
+    def axis_switches(self) -> dict[str, str]:
+        """Every AXIS this stack knows, by short name or in full, and the variable it sets: its
+        switches, its compiler variables named in full (not a prefix), its axis_variables."""
+        named = [n for n in (*self.compiler_variables, *self.axis_variables)
+                 if not n.endswith("_")]
+        return {**self.switches, **{v: v for v in (*self.switches.values(), *named)}}
 
     def _match_capture_rule(self, message: str) -> Verdict | None:
         lowered = message.lower()
@@ -179,6 +192,7 @@ class Backend:
             "python_modules": list(self.python_modules),
             "is_accelerator": self.is_accelerator,
             "switches": dict(self.switches),
+            "axis_switches": self.axis_switches(),
             "slurm_unit": self.slurm_unit,
             "apptainer_flags": list(self.apptainer_flags),
         }

@@ -11,6 +11,7 @@ spread is the noise floor of later campaigns.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import subprocess
 from collections.abc import Mapping
@@ -32,6 +33,9 @@ AXIS_NONE = "none"
 AXIS_PYTHON = PYTHON_AXIS  # the sides are two interpreters (two stacks), a and b their paths
 AXIS_FLAGGEMS = FLAGGEMS_AXIS  # the sides are two FlagGems commits, a and b their hashes
 AXIS_IMAGE = IMAGE_AXIS  # the sides are two images, a and b their pinned names
+RAW_AXIS = "env:"  # AXIS=env:NAME: a variable no backend lists, spelt out as one on purpose
+RAW_NAME_MAX = 100  # it names the campaign's directory, with the operator: within NAME_MAX
+RAW_NAME = re.compile(rf"[A-Za-z_][A-Za-z0-9_]{{0,{RAW_NAME_MAX - 1}}}")
 NOT_LIVE_MARKER = "AXIS_NOT_LIVE"
 INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
@@ -87,23 +91,41 @@ class Axis:
 
 
 def resolve_axis(name: str, backend: Backend) -> Axis:
-    """A known short name, a full environment variable name, or `none`."""
-    known = {**COMMON_AXES, **backend.switches}
-    if name in (AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE):
+    """An axis kind (none, python, flaggems, image), a switch `backend` knows (short or full:
+    Backend.axis_switches, COMMON_AXES), or env:NAME for any other environment variable.
+    Anything else is refused with the closest names: a misspelled switch would otherwise set
+    a variable nothing reads, and every row would read the same."""
+    kinds = (AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE)
+    if name in kinds:
         return Axis(name, None)
+    known = {**COMMON_AXES, **{v: v for v in COMMON_AXES.values()}, **backend.axis_switches()}
     if name in known:
         return Axis(name, known[name])
-    # A short name another backend knows is not a variable: it has no spelling here.
-    if re.fullmatch(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+", name) and name not in _short_names():
-        return Axis(name, name)
-    accepted = ", ".join([AXIS_NONE, AXIS_PYTHON, AXIS_FLAGGEMS, AXIS_IMAGE, *sorted(known),
-                          "or a full variable name"])
-    raise UsageError(f"AXIS={name!r} is not accepted on BACKEND={backend.name}; expected one "
-                     f"of: {accepted}")
+    if name.startswith(RAW_AXIS):
+        variable = raw_variable(name)
+        return Axis(variable, variable)
+    close = difflib.get_close_matches(name, [*kinds, *known], n=3)
+    others = [b.name for b in backends.registry().all() if name in b.axis_switches()]
+    hint = (f"did you mean {' or '.join(close)}? " if close else "") + (
+        f"{name} is a switch of BACKEND={', '.join(others)}, not of {backend.name}; "
+        if others else "")
+    accepted = ", ".join([*kinds, *sorted(known)])
+    raise UsageError(f"AXIS={name!r} is not a switch BACKEND={backend.name} knows; {hint}"
+                     f"expected one of: {accepted}, or {RAW_AXIS}NAME for any other "
+                     "environment variable")
 
 
-def _short_names() -> set[str]:
-    return {*COMMON_AXES, *(k for b in backends.registry().all() for k in b.switches)}
+def raw_variable(axis: str) -> str:
+    """The variable of AXIS=env:NAME; UsageError for a NAME that is no environment variable
+    name, or one the harness sets itself (its ZL_ hand-over, a device visibility variable)."""
+    variable = axis[len(RAW_AXIS):]
+    own = {v for b in backends.registry().all() for v in b.visibility_vars}
+    if not RAW_NAME.fullmatch(variable) or variable.startswith("ZL_") or variable in own:
+        raise UsageError(f"AXIS={axis!r} is not accepted; expected {RAW_AXIS}NAME with NAME an "
+                         f"environment variable name (letters, digits, '_', at most "
+                         f"{RAW_NAME_MAX} characters) that the harness does not set itself "
+                         f"(not ZL_*, nor {', '.join(sorted(own))})")
+    return variable
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
 from harness.run import checks
-from harness.settings.spec import OP_NAME, Settings
+from harness.settings.spec import OP_NAME, OP_NAME_TEXT, Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
 
@@ -18,8 +18,8 @@ def check_ops(items: Iterable[str], label: str) -> list[str]:
     ops: list[str] = []
     for item in items:
         if not OP_NAME.fullmatch(item):
-            raise UsageError(f"{label}: {item!r} is not an operator name; expected letters, "
-                             "digits, '_', '.', '-' (one operator per item)")
+            raise UsageError(f"{label}: {item!r} is not an operator name; expected "
+                             f"{OP_NAME_TEXT} (one operator per item)")
         if item in ops:
             raise UsageError(f"{label}: {item!r} is listed twice")
         ops.append(item)
@@ -110,6 +110,8 @@ def resolve_ops(settings: Settings, flags: Mapping[str, object], env: Mapping[st
                 ) -> list[str]:
     """The operators of OPS or OPS_FILE; OPS=all names every node of the tree (all_ops)."""
     ops = ops_from(flags, env)
+    if ops == [ALL_OPS] and settings.planned_for_image:  # the image's FlagGems lists them
+        return ops
     return list(all_ops(settings)) if ops == [ALL_OPS] else ops
 
 
@@ -133,6 +135,9 @@ def operators(settings: Settings, ops: Sequence[str]) -> dict[str, str]:
     DTYPES, an operator whose benchmark does not run them has the line that says so (a suite
     that asks bfloat16 of an operator without it fails that operator at once, never in every
     resume's run)."""
+    if settings.planned_for_image:  # a dry run's plan of a run in the image, made outside it
+        return {op: ("<every node of the image's FlagGems>" if op == ALL_OPS
+                     else f"<resolved in the image: {op}>") for op in ops}
     scanned = _scanned(settings)  # once: a tree of 1,100 files is parsed in seconds
     found = (all_ops(settings, scanned) if list(ops) == [ALL_OPS]
              else resolve_nodes(settings, ops, scanned))

@@ -92,12 +92,15 @@ def _bench_paths(repo: Path, ref: str) -> list[str]:
     return [BENCHMARK_DIR, *files]
 
 
-def bench_tree(repo: Path, ref: str, scratch: Path) -> Path:
-    """The benchmark files of `ref` alone, under `scratch`: where a campaign finds its
-    operators before any side's tree exists."""
+def bench_tree(repo: Path, ref: str, scratch: Path, source: str | None = None) -> Path:
+    """The benchmark files of `ref`, under `scratch`: where a campaign finds its operators
+    before any side's tree exists; with `source`, beside FlagGems' `src/` of that commit (a
+    side's tree, so that its preflight imports that side's flag_gems, not one installed)."""
     tree = scratch / "bench"
     tree.mkdir(parents=True, exist_ok=True)
     _extract(repo, ref, _bench_paths(repo, ref), tree)
+    if source is not None:
+        _extract(repo, source, [SOURCE_DIR], tree)
     return tree
 
 

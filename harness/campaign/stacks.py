@@ -99,12 +99,14 @@ def skip_one_sided(settings: Settings, found: refs.Refs | None,
 
 
 def scan_settings(settings: Settings, found: refs.Refs | None, scratch: Path) -> Settings:
-    """The settings that find the campaign's operators: with two FlagGems commits, in the
-    benchmark files both sides will run (BENCH_REF's, written into `scratch`)."""
+    """The settings that find the campaign's operators and make its first preflight: with two
+    FlagGems commits, in side A's tree (BENCH_REF's benchmark files and A_REF's src/, written
+    into `scratch`), so that the import check finds side A's own flag_gems where none is
+    installed; side B's is checked in its tree (prepare)."""
     if found is None or settings.flaggems_dir is None:
         return settings
     return dataclasses.replace(settings, flaggems_dir=refs.bench_tree(
-        settings.flaggems_dir, found.bench, scratch))
+        settings.flaggems_dir, found.bench, scratch, source=found.a))
 
 
 def sides(settings: Settings, axis: ab.Axis, given: AbSpec, found: refs.Refs | None,

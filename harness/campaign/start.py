@@ -119,6 +119,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
     workers = _workers(axis, flags, env)
+    timeout_s = where.unit_timeout(flags, env)  # refused before anything is planned or made
     commits = stacks.commits(settings, axis, ab_spec, out)
     with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
         info, first_plan, checked = _operators(
@@ -160,8 +161,8 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     stacks.prepare(_with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
-    return driver.drive(directory, campaign, settings, executor, out,
-                        timeout_s=where.unit_timeout(flags, env), workers=workers)
+    return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
+                        workers=workers)
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,
@@ -285,6 +286,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     directory = Path(str(flags["resume"]))
     refuse_unused(flags)
     dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
+    timeout_s = where.unit_timeout(flags, env)
     campaign = load(directory)
     _check_floor(directory, campaign)
     settings = _resume_settings(campaign, flags, env)
@@ -313,8 +315,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         campaign.slurm.flags = kept
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
-    return driver.drive(directory, campaign, settings, executor, out,
-                        timeout_s=where.unit_timeout(flags, env), workers=workers)
+    return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
+                        workers=workers)
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,9 @@ def unit_timeout(flags: Mapping[str, object], env: Mapping[str, str]) -> int | N
     var = variables.named("UNIT_TIMEOUT")
     value, source = var.lookup(flags, env)
     text = str(value)
-    if not text.isdigit():
+    if not re.fullmatch(r"[0-9]{1,9}", text):  # ASCII digits: str.isdigit takes '²' too
         raise UsageError(f"{var.label(source)}={text!r} is not accepted; expected seconds, a "
-                         "whole number of at least 1, or 0 for no limit")
+                         "whole number from 1 to 999999999, or 0 for no limit")
     return int(text) or None
 
 

@@ -216,9 +216,24 @@ def _python_modules(settings: Settings, facts: Facts, env: Environment) -> Facts
                          flaggems.pytest_pythonpath(settings.flaggems_dir))
     if probe["missing"]:
         raise PreflightError("python_modules", f"{env.python} cannot import "
-                             f"{', '.join(probe['missing'])}")
+                             f"{', '.join(probe['missing'])}"
+                             + interpreter_hint(settings, env.python))
     return {"python_version": probe["python"], "versions": probe["versions"],
             "features": probe.get("features", {})}
+
+
+def interpreter_hint(settings: Settings, python: str) -> str:
+    """How to get the missing modules, for the interpreter that runs the harness itself (an
+    A/B side's own interpreter is the user's choice already): the backend's install command,
+    and how make chooses the interpreter (after `make demo`, .venv's cpu stack)."""
+    if python != sys.executable:
+        return ""
+    backend = settings.backend
+    install = f"install them: {backend.install_hint}; or " if backend.install_hint else ""
+    image = "; or RUNNER=docker to run in the backend's image" if backend.is_accelerator else ""
+    return (f" (the interpreter that runs the harness); {install}run the harness with one that "
+            "has them: make PYTHON=/path/to/python (the Makefile's default is .venv/bin/python "
+            f"where .venv exists, else python3){image}")
 
 
 BY_NAME: dict[str, Check] = {

@@ -15,6 +15,8 @@ from harness.settings.spec import Settings
 
 ACCELERATOR_CHECKS = frozenset({"backend", "device"})
 REMOTE_CHECKS = ACCELERATOR_CHECKS | {"python_modules"}  # a cluster task checks them on its node
+# What the image decides: its own FlagGems (FLAGGEMS_DIR is never passed in) and its stack.
+IMAGE_CHECKS = REMOTE_CHECKS | {"flaggems_dir", "benchmark_file", "test_node", "dtypes"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +63,9 @@ class Step:
         return f"skipped ({self.reason})" if self.reason else "ok"
 
 
-def _skip_reason(name: str, with_accelerator: bool, remote: bool) -> str | None:
+def _skip_reason(name: str, with_accelerator: bool, remote: bool, image: bool) -> str | None:
+    if image and name in IMAGE_CHECKS:
+        return "made in the image, against its FlagGems and stack"
     if remote and name in REMOTE_CHECKS:
         return "checked by each cluster task on its node"
     if not with_accelerator and name in ACCELERATOR_CHECKS:
@@ -86,7 +90,8 @@ def _steps(settings: Settings, env: Environment, with_accelerator: bool, remote:
     facts: Facts = {}
     unmet: set[str] = set()
     for name in checks:
-        if (reason := _skip_reason(name, with_accelerator, remote)) is not None:
+        if (reason := _skip_reason(name, with_accelerator, remote,
+                                   settings.planned_for_image)) is not None:
             yield Step(name, reason)
         elif (need := NEEDS.get(name)) in unmet:
             unmet.add(name)

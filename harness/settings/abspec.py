@@ -137,9 +137,10 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                            "A_REF", "B_REF", "BENCH_REF", "TUNE", "A_IMAGE", "B_IMAGE")}
     axis, _ = values["AXIS"]
     if not axis:
-        raise UsageError("AXIS is required: a switch's short name (e.g. RLC_ENHANCE), a "
-                         "variable name, none for an A/A campaign, or python for two "
-                         "interpreters")
+        raise UsageError("AXIS is required: a switch of the backend (e.g. RLC_ENHANCE; "
+                         "`harness backends --json` lists its axis_switches), env:NAME for "
+                         "any other variable, none for an A/A campaign, python, flaggems or "
+                         "image for two stacks")
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
     rounds = auto[0] if auto else _fixed_rounds(str(rounds_text or "3"), rounds_source, flags,

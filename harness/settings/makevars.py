@@ -104,7 +104,8 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
     SUMMARY_ARGS is split with shlex into arguments of `summary`. Any other known variable goes
     into the environment, as make itself would have exported it (ALLOW_UNPINNED,
     ZL_ENABLE_CUDAGRAPH, a setting that this subcommand does not take); a name the harness does
-    not know is refused (check_name). An empty value counts as not given.
+    not know is refused (check_name). An empty value counts as not given, except where the
+    variable refuses one (A=, B=): it reaches the flag, which says so.
     """
     words, sub = _subcommand(parser, argv)
     options = sub._option_string_actions
@@ -114,9 +115,9 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
     known = known_names()
     for name, value in pairs:
         check_name(name, value, known)
-        if value == "":
-            continue
         var = variables.BY_MAKE.get(name)
+        if value == "" and not (var and var.refuse_empty):
+            continue
         if var and var.flag and var.flag in options:
             flags += _flag_args(var, value)
         elif name == RUN and takes_path:

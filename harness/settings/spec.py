@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 from collections.abc import Callable, Mapping
@@ -14,6 +15,7 @@ from harness.backends import Backend
 from harness.contract.warmup_share import parse_share
 from harness.errors import UsageError
 from harness.settings import variables
+from harness.settings.inputs import Inputs as Inputs  # the snapshot of what the user gave
 from harness.settings.variables import CLUSTER_RUNNERS as CLUSTER_RUNNERS
 from harness.settings.variables import (
     MAX_WORKERS,
@@ -23,9 +25,14 @@ from harness.settings.variables import (
     default_workers,
     group,
 )
-from harness.settings.variables import Inputs as Inputs  # the snapshot of what the user gave
 
-OP_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")  # also a directory name: no separators
+# An operator names directories (runs/<op>, ab/<axis>-<op>), so no separators and a length well
+# within a file name's 255 bytes; FlagGems' longest operator names are under 40 characters.
+OP_NAME_MAX = 100
+OP_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{OP_NAME_MAX - 1}}}")
+OP_NAME_TEXT = (f"letters, digits, '_', '.', '-', not starting with '.' or '-', at most "
+                f"{OP_NAME_MAX} characters")
+NAME_MAX = 255  # bytes of one path component on the file systems a run writes to
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/, this module being in settings/
 REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages when installed
@@ -86,6 +93,9 @@ class Settings:
     out: Path
     dry_run: bool
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)  # not a value
+    # A dry run's plan of what runs in the backend's image (RUNNER docker or podman), made on
+    # the host: what the image's FlagGems and stack decide is checked there, not here.
+    planned_for_image: bool = field(default=False, compare=False)
 
     @property
     def times_baseline(self) -> bool:
@@ -150,7 +160,7 @@ def positive_int(var: Var, value: str, source: str, most: int | None = None) -> 
 def _op(var: Var, value: str | None, source: str) -> str | None:
     if value is not None and not OP_NAME.fullmatch(value):
         raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected an operator "
-                         "name: letters, digits, '_', '.', '-', not starting with '.' or '-'")
+                         f"name: {OP_NAME_TEXT}")
     return value
 
 
@@ -185,8 +195,14 @@ def _devices(var: Var, value: str | None, source: str) -> tuple[str, ...]:
 
 
 def _out(var: Var, value: str, source: str) -> Path:
-    """OUT must be a directory or a path one can become: not a file, nor under one."""
+    """OUT must be a directory or a path one can become: not a file, nor under one, and no
+    component longer than a file name may be."""
     path = Path(value)
+    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        raise UsageError(f"{var.label(source)}={value!r} is not accepted: its component "
+                         f"{long[:40]!r}... is {len(os.fsencode(long))} bytes; expected a path "
+                         f"whose every component is at most {NAME_MAX} bytes")
     for candidate in (path, *path.parents):
         if candidate.exists() or candidate.is_symlink():
             if not candidate.is_dir():

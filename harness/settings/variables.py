@@ -85,6 +85,7 @@ class Var:
     switch: bool = False  # a flag that takes no value (--detach); make's 1 gives it
     meanings: tuple[tuple[str, str], ...] = ()  # (subcommand, help) where one reads it otherwise
     make_help: str | None = None  # what `make help` says, where the flag's help does not fit
+    refuse_empty: bool = False  # an empty value is refused, not read as "not given" (A=, B=)
 
     @property
     def env_name(self) -> str:
@@ -113,12 +114,21 @@ class Var:
         value = flags.get(self.dest) if self.flag else None
         if value is True:  # a switch given
             return "1", "flag"
+        self._not_empty(value, "flag")
         if value not in (None, "", False):
             return self._one_line(str(value), "flag"), "flag"
         value = env.get(self.env) if self.env else None
+        self._not_empty(value, "env")
         if value not in (None, ""):
             return self._one_line(str(value), "env"), "env"
         return self.default, "default"
+
+    def _not_empty(self, value: object, source: str) -> None:
+        """UsageError for an empty value of a variable that refuses one: `A=` silently ran
+        side A with the default 0."""
+        if value == "" and self.refuse_empty:
+            raise UsageError(f"{self.label(source)}='' is not accepted; expected a value (leave "
+                             f"{self.make} out for its default, {self.default})")
 
     def _one_line(self, value: str, source: str) -> str:
         """`value`, refused where it holds a control character: values reach log lines, and a
@@ -220,11 +230,15 @@ TABLE: tuple[Var, ...] = (
         "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
     Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
         default_doc="the image's; examples/cpu_suite on cpu"),
-    Var("AXIS", "ZL_AXIS", "--axis", "ab: the switch (a short name, a variable name), none "
-        "(an A/A), python (two interpreters: A_PYTHON, B_PYTHON), flaggems (two FlagGems "
-        "commits: A_REF, B_REF) or image (two images: A_IMAGE, B_IMAGE)", commands=("ab",)),
-    Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",)),
-    Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",)),
+    Var("AXIS", "ZL_AXIS", "--axis", "ab: a switch the backend knows (a short name such as "
+        "RLC_ENHANCE, or its variable: `harness backends --json` lists axis_switches), "
+        "env:NAME for any other environment variable, none (an A/A), python (two "
+        "interpreters: A_PYTHON, B_PYTHON), flaggems (two FlagGems commits: A_REF, B_REF) or "
+        "image (two images: A_IMAGE, B_IMAGE)", commands=("ab",)),
+    Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",),
+        refuse_empty=True),
+    Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",),
+        refuse_empty=True),
     Var("A_PYTHON", "ZL_A_PYTHON", "--a-python", "ab, AXIS=python: side A's interpreter (its "
         "torch, Triton or FlagTree, flag_gems)", commands=("ab",)),
     Var("B_PYTHON", "ZL_B_PYTHON", "--b-python", "ab, AXIS=python: side B's interpreter",
@@ -365,36 +379,3 @@ def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
             if var.group not in groups:
                 groups[var.group] = parser.add_argument_group(var.group)
             add_flag(groups[var.group], var, command)
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What the user gave, read once: each variable's value and where it came from.
-
-    A flag beats the environment; an empty value counts as not given. `environ` is the
-    environment it was read from, copied, for a function that still takes one. Orchestration
-    reads WALLS_FROM, OPS, EXECUTOR and the rest from here rather than from os.environ.
-    """
-
-    values: Mapping[str, tuple[str, str]]  # Make name -> (value, "flag" or "env")
-    environ: Mapping[str, str]
-
-    @classmethod
-    def read(cls, flags: Mapping[str, object], environ: Mapping[str, str]) -> Inputs:
-        """The variables of TABLE given in `flags` (by dest) or in `environ`."""
-        found: dict[str, tuple[str, str]] = {}
-        for var in TABLE:
-            value, source = var.lookup(flags, environ)
-            if source != "default" and value is not None:
-                found[var.make] = (value, source)
-        return cls(MappingProxyType(found), MappingProxyType(dict(environ)))
-
-    def get(self, make: str) -> str | None:
-        """The value given for variable `make`, or None."""
-        given = self.values.get(named(make).make)
-        return given[0] if given else None
-
-    def source(self, make: str) -> str:
-        """Where variable `make` was given: "flag" or "env"; "default" where it was not."""
-        given = self.values.get(named(make).make)
-        return given[1] if given else "default"

@@ -86,11 +86,36 @@ CASES = {
     "walls_from_nan": (AB + ["--axis", "none", "--walls-from", "{nan_walls}", "--dry-run"], 2,
                        "WALLS_FROM='{nan_walls}': campaign.json gives unit 'tanh/r0' "
                        "wall_s=nan; expected seconds"),
-    "a_equal_to_b": (AB + ["--axis", "RLC_ENHANCE", "--a", "1", "--b", "1"], 2,
+    "a_equal_to_b": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "1"], 2,
                      "A (--a)='1' and B (--b)='1' are equal"),
     "ops_file_is_a_directory": (BATCH + ["--ops-file", "{adir}"], 2,
                                 "OPS_FILE='{adir}' is not a file"),
     "ops_file_is_binary": (BATCH + ["--ops-file", "{binary}"], 2, "cannot be read as UTF-8"),
+    # AXIS=DISABLE_PTXAS_OPTS (a misspelling) set a variable nothing reads: on cpu a whole
+    # campaign of "same", on cuda AXIS_NOT_LIVE after the whole campaign.
+    "axis_misspelled": (AB + ["--axis", "OMP_NUM_THREAD", "--a", "1", "--b", "2"], 2,
+                        "AXIS='OMP_NUM_THREAD' is not a switch BACKEND=cpu knows; did you mean "
+                        "OMP_NUM_THREADS?"),
+    # UNIT_TIMEOUT=nan or 1h was read only once the campaign directory existed (and left it
+    # behind as planned); a dry run accepted it.
+    "unit_timeout_nan": (AB + ["--axis", "none", "--unit-timeout", "nan"], 2,
+                         "UNIT_TIMEOUT (--unit-timeout)='nan' is not accepted"),
+    "unit_timeout_1h_dry_run": (AB + ["--axis", "none", "--unit-timeout", "1h", "--dry-run"], 2,
+                                "UNIT_TIMEOUT (--unit-timeout)='1h' is not accepted"),
+    "unit_timeout_superscript": (BATCH + ["--ops", "tanh", "--unit-timeout", "\u00b2"], 2,
+                                 "UNIT_TIMEOUT (--unit-timeout)='\u00b2' is not accepted"),
+    # 300 characters of OP, OPS or an OUT component: a traceback (file name too long).
+    "op_300_characters": (["run", "--backend", "cpu", "--op", "o" * 300], 2,
+                          "is not accepted; expected an operator name: letters, digits, '_', "
+                          "'.', '-', not starting with '.' or '-', at most 100 characters"),
+    "ops_300_characters": (["ab", "--backend", "cpu", "--axis", "none", "--ops", "o" * 300], 2,
+                           f"OPS: {'o' * 300!r} is not an operator name"),
+    "out_component_300_characters": (RUN + ["--out", "{adir}/" + "d" * 300], 2,
+                                      "is 300 bytes; expected a path whose every component is "
+                                      "at most 255 bytes"),
+    # A= (empty) silently ran side A with the default 0.
+    "a_empty": (AB + ["--axis", "OMP_NUM_THREADS", "--a", "", "--b", "2"], 2,
+                "A (--a)='' is not accepted; expected a value (leave A out for its default, 0)"),
     # A newline in A forged a marker line (AB_DONE rows=999) in the unit log.
     "a_with_a_newline": (AB + ["--axis", "none", "--a", "0\nAB_DONE rows=999"], 2,
                          "A (--a)='0\\nAB_DONE rows=999' is not accepted: it holds the "

@@ -73,6 +73,27 @@ def test_each_target_prints_the_full_container_command(backend, target):
     assert not any(a.startswith(("--dry-run", "--devices")) for a in inner)
 
 
+def test_the_design_cards_dry_run_shows_the_plan_that_runs_in_the_image(tmp_path):
+    # Regression: `make ab BACKEND=musa AXIS=RLC_ENHANCE OP=mm RUNNER=docker DRY_RUN=1` printed
+    # only the docker line: not what the axis resolves to, the units or the plugins.
+    proc = make("ab", "BACKEND=musa", "AXIS=RLC_ENHANCE", "OP=mm", "RUNNER=docker", "DRY_RUN=1",
+                f"OUT={tmp_path / 'runs'}", "DEVICES=1")
+    argv = container_line(proc)
+    inner = argv[argv.index("harness"):]
+    assert inner[:2] == ["harness", "ab"] and inner[-1] == "--runner=host"
+    assert {"--axis=RLC_ENHANCE", "--op=mm", f"--out={tmp_path / 'runs'}"} <= set(inner)
+    out = proc.stdout
+    assert out.index("docker run ") < out.index("in the image, the plan")
+    for needle in ("axis: RLC_ENHANCE -> FLAGTREE_MUSA_RLC_ENHANCE; A=0 B=1",
+                   "side A: FLAGTREE_MUSA_RLC_ENHANCE=0 ", "side B: FLAGTREE_MUSA_RLC_ENHANCE=1 ",
+                   "3 units, round-major", "plugins: harness.plugins.compat_musa",
+                   "preflight python_modules: skipped (made in the image"):
+        assert needle in out, needle
+    first = next(ln for ln in out.splitlines() if ln.startswith("first unit: "))
+    assert "--runner host" in first and "--devices" not in first  # as the image runs it
+    assert "PREFLIGHT_FAILED" not in out and not (tmp_path / "runs").exists()
+
+
 def test_musa_run_shows_the_mthreads_image_and_says_when_its_base_has_no_digest():
     proc = make("run", "BACKEND=musa", "OP=mm", "RUNNER=docker", "DRY_RUN=1", "DEVICES=0,1")
     line = shlex.join(container_line(proc))
@@ -132,3 +153,14 @@ def test_make_pin_dry_run_prints_one_resolver_command_per_pinned_backend():
 def test_make_shell_dry_run_is_interactive_bash_in_the_image():
     argv = container_line(make("shell", "BACKEND=cuda", "RUNNER=docker", "DRY_RUN=1"))
     assert "-it" in argv and argv[-2:] == [PINS["cuda"].local_tag(), "bash"]
+
+
+@pytest.mark.parametrize("target", ["ab", "batch"])
+def test_ops_all_in_the_image_is_planned_as_the_images_own_nodes(target, tmp_path):
+    # The host has no FlagGems of the image's: OPS=all is listed there, not refused here.
+    extra = ["AXIS=none"] if target == "ab" else []
+    proc = make(target, "BACKEND=cuda", "OPS=all", *extra, "RUNNER=docker", "DRY_RUN=1",
+                f"OUT={tmp_path / 'runs'}")
+    container_line(proc)  # exit 0, one container line
+    assert "<every node of the image's FlagGems>" in proc.stdout
+    assert "PREFLIGHT_FAILED" not in proc.stdout and not (tmp_path / "runs").exists()

@@ -128,3 +128,15 @@ def test_make_help_lists_every_variable():
     wanted = ({v.make for v in spec.VARS} | {name for name, _, _ in makevars.MAKE_ONLY}
               | makefile_variables())
     assert "PYTHON" in wanted and wanted <= listed, wanted - listed
+
+
+def test_an_exported_make_name_the_harness_does_not_read_is_warned_of(tmp_path):
+    # Regression: `export BACKEND=cuda` or `export ROUNDS=5` was silently ignored (their
+    # environment names are ZL_BACKEND, ZL_ROUNDS) while an exported OP was read.
+    proc = make("run", "BACKEND=cpu", "DRY_RUN=1", f"OUT={tmp_path}",
+                env={"LEVEL": "comprehensive", "ROUNDS": "5", "OP": "tanh"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("warning: LEVEL='comprehensive' is exported but not read: its environment name is "
+            "BENCH_LEVEL (or give LEVEL=... on make's command line)") in proc.stderr
+    assert "warning: ROUNDS='5' is exported but not read" in proc.stderr
+    assert "  level: core" in proc.stdout and "test_tanh.py::test_tanh" in proc.stdout

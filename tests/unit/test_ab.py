@@ -39,6 +39,48 @@ def test_a_short_name_the_backend_cannot_spell_is_refused_with_the_accepted_name
         ab.resolve_axis("rlc", backends.get("cuda"))
 
 
+@pytest.mark.parametrize(("backend", "given", "closest"), [
+    ("cuda", "DISABLE_PTXAS_OPTS", "DISABLE_PTXAS_OPT"),
+    ("cpu", "OMP_NUM_THREAD", "OMP_NUM_THREADS"),
+    ("musa", "FLAGTREE_MUSA_RLC_ENHANCED", "FLAGTREE_MUSA_RLC_ENHANCE"),
+])
+def test_a_misspelled_switch_is_refused_with_the_closest_names_not_taken_as_a_variable(
+        backend, given, closest):
+    # AXIS=DISABLE_PTXAS_OPTS once set a variable nothing reads: on cpu never caught, on cuda
+    # only after the whole campaign (AXIS_NOT_LIVE, exit 6).
+    with pytest.raises(UsageError) as info:
+        ab.resolve_axis(given, backends.get(backend))
+    message = str(info.value)
+    assert f"AXIS={given!r}" in message and f"did you mean {closest}" in message
+    assert "env:NAME" in message and "\n" not in message
+
+
+def test_a_switch_of_another_backend_says_whose_it_is():
+    with pytest.raises(UsageError) as info:
+        ab.resolve_axis("DISABLE_PTXAS_OPT", backends.get("cpu"))
+    assert "DISABLE_PTXAS_OPT is a switch of BACKEND=cuda, not of cpu" in str(info.value)
+
+
+@pytest.mark.parametrize(("backend", "name", "variable"), [
+    ("cuda", "DISABLE_PTXAS_OPT", "DISABLE_PTXAS_OPT"),
+    ("musa", "FLAGTREE_MUSA_RLC_ENHANCE", "FLAGTREE_MUSA_RLC_ENHANCE"),
+    ("rocm", "FLAGGEMS_MXFP4_FOLDSCALE", "FLAGGEMS_MXFP4_FOLDSCALE"),
+])
+def test_a_switch_is_also_known_by_its_full_variable_name(backend, name, variable):
+    assert ab.resolve_axis(name, backends.get(backend)) == ab.Axis(name, variable)
+
+
+def test_any_other_variable_is_an_axis_only_spelt_env_name():
+    assert ab.resolve_axis("env:MY_SWITCH", backends.get("cpu")) == ab.Axis("MY_SWITCH",
+                                                                             "MY_SWITCH")
+    with pytest.raises(UsageError, match="is not a switch BACKEND=cpu knows"):
+        ab.resolve_axis("MY_SWITCH", backends.get("cpu"))
+    for bad in ("env:", "env:1X", "env:A-B", "env:ZL_AXIS", "env:CUDA_VISIBLE_DEVICES",
+                "env:" + "X" * 101):
+        with pytest.raises(UsageError, match="expected env:NAME"):
+            ab.resolve_axis(bad, backends.get("cuda"))
+
+
 def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
     base = settings()
     first, later = ab.Step("A", 0, "0"), ab.Step("B", 1, "1")

@@ -389,3 +389,32 @@ def test_a_failure_whose_detail_spans_lines_is_one_marker_line():
     assert str(exc) == ("PREFLIGHT_FAILED check=sbatch detail=sbatch exited 1: | error: cannot "
                         "reach | the controller")
     assert "\n" not in str(exc)
+
+
+def test_a_missing_module_says_which_interpreter_and_how_to_choose_or_install_one(tmp_path):
+    # Regression: a pip-installed harness failed the cpu demo with "cannot import torch" and no
+    # hint; after `make demo`, GPU targets used the demo's cpu .venv and said only "cannot
+    # import triton, flag_gems".
+    import dataclasses
+
+    from harness.backends import get
+
+    cpu = get("cpu")
+    lacking = dataclasses.replace(cpu, python_modules=("torch", "no_such_module_zl"))
+    settings = spec.resolve({"backend": "cpu", "op": "tanh"}, {}, which=lambda _: None)
+    with pytest.raises(PreflightError) as info:
+        run_preflight(dataclasses.replace(settings, backend=lacking), with_accelerator=False)
+    detail = info.value.detail
+    assert detail.startswith(f"{sys.executable} cannot import no_such_module_zl (the "
+                             "interpreter that runs the harness)")
+    assert "make PYTHON=/path/to/python" in detail and ".venv/bin/python" in detail
+    pin = next(line.strip() for line in
+               (Path(spec.REPO_ROOT) / "requirements" / "cpu.txt").read_text().splitlines()
+               if line.startswith("torch=="))
+    assert f"install them: pip install {pin} (the pin of requirements/cpu.txt)" in detail
+    assert "make venv" in detail and "\n" not in detail
+    gpu = dataclasses.replace(get("cuda"), python_modules=("no_such_module_zl",))
+    with pytest.raises(PreflightError) as info:
+        run_preflight(dataclasses.replace(settings, backend=gpu), with_accelerator=False)
+    assert "pip install" not in info.value.detail
+    assert "RUNNER=docker to run in the backend's image" in info.value.detail

@@ -10,7 +10,7 @@ import pytest
 from harness.cli import build_parser
 from harness.errors import UsageError
 from harness.settings import cmdline, makevars, variables
-from harness.settings.variables import Inputs
+from harness.settings.inputs import Inputs
 
 PARSER = build_parser()
 # Flags of a subcommand's own that are no variable of make's.
@@ -103,12 +103,12 @@ def test_unit_timeout_is_read_flag_first_and_0_is_no_limit(flags, env, expected)
     assert where.unit_timeout(flags, env) == expected
 
 
-@pytest.mark.parametrize("value", ["-1", "1.5", "1h", " "])
+@pytest.mark.parametrize("value", ["-1", "1.5", "1h", " ", "nan", "\u00b2", "1" * 10])
 def test_a_bad_unit_timeout_names_the_variable_and_what_is_accepted(value):
     from harness.campaign import where
 
     with pytest.raises(UsageError, match=r"ZL_UNIT_TIMEOUT='.*' is not accepted; expected "
-                                         r"seconds, a whole number of at least 1, or 0"):
+                                         r"seconds, a whole number from 1 to 999999999, or 0"):
         where.unit_timeout({}, {"ZL_UNIT_TIMEOUT": value})
 
 
@@ -135,3 +135,25 @@ def test_a_control_character_in_any_value_is_refused_naming_the_variable(
 
 def test_printable_values_beyond_ascii_are_read_as_given():
     assert Inputs.read({"a": "ä b;'\"$`"}, {}).get("A") == "ä b;'\"$`"
+
+
+def test_an_exported_make_name_that_is_not_read_is_named_with_the_one_that_is():
+    # Regression: `export BACKEND=cuda` and `export ROUNDS=5` were silently ignored (the
+    # environment names are ZL_BACKEND, ZL_ROUNDS) while an exported OP was read.
+    from harness.settings.inputs import unread_exports
+
+    lines = unread_exports({"BACKEND": "cuda", "ROUNDS": "5", "OP": "mm", "ZL_OUT": "x",
+                            "PYTHON": "/usr/bin/python3", "RESUME": "runs/ab", "RUN": "r",
+                            "MODE": ""})
+    assert lines == [
+        "warning: BACKEND='cuda' is exported but not read: its environment name is ZL_BACKEND "
+        "(or give BACKEND=... on make's command line)",
+        "warning: ROUNDS='5' is exported but not read: its environment name is ZL_ROUNDS (or "
+        "give ROUNDS=... on make's command line)",
+        "warning: RESUME='runs/ab' is exported but not read: it has no environment name: give "
+        "RESUME=... to make, or --resume",
+        "warning: RUN='r' is exported but not read: make takes it from its command line only "
+        "(RUN=...)",
+    ]
+    # OP is read under its own name, PYTHON by make itself, an empty MODE is no value
+    assert Inputs.read({}, {"OP": "mm"}).get("OP") == "mm"

@@ -1,0 +1,51 @@
+"""What a new user sees first: bare `harness`, `harness --help`, each subcommand's examples."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from harness import cli
+from harness.settings import usage
+
+
+def subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def test_bare_harness_prints_the_common_commands_not_a_missing_argument(capsys):
+    # Regression: bare `harness` printed only "the following arguments are required: command".
+    assert cli.main([]) == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required" not in err
+    assert "common commands:" in err and "harness <command> --help" in err
+    for name in usage.COMMON:
+        assert f"\n  {name} " in err
+    assert f"  {usage.FIRST}" in err  # a first command that needs no accelerator
+
+
+def test_help_hides_the_internal_subcommands_and_speaks_to_users(capsys):
+    # Regression: `harness --help` listed ab-unit and slurm-task, and described the program
+    # to its developers ("parse, call, print, exit with DESIGN.md's codes").
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for name in usage.INTERNAL:
+        assert name not in out
+    assert "DESIGN.md" not in out and "FlagGems' pytest benchmarks" in out
+    choices = subcommands(cli.build_parser()).choices
+    assert set(usage.INTERNAL) <= set(choices)  # still there for the harness's own children
+
+
+def test_every_user_subcommand_has_examples_that_it_parses(capsys):
+    parser = cli.build_parser()
+    users = [name for name in subcommands(parser).choices if name not in usage.INTERNAL]
+    assert sorted(users) == sorted(usage.EXAMPLES)
+    for name in users:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        assert "example" in capsys.readouterr().out.split("\n\n")[-1]
+        for line in usage.EXAMPLES[name]:
+            words = line.split("#")[0].replace("<backend>", "cpu").split()[1:]
+            parser.parse_args(words)  # an example that no longer parses fails here
