@@ -82,7 +82,7 @@ def device_keys(backend: Backend, devices: Sequence[str | None],
     """The sorted lock names of `devices` (None: what the task would see, select_ids's)."""
     ids: list[str | None] = [d for d in devices if d is not None]
     if not ids and backend.is_accelerator:
-        ids = [*(select_ids(backend, (), env, enumerate_devices) or [None])]
+        ids = [*(select_ids(backend, (), env, enumerate_devices) or [])]
     found = (enumerate_devices or backend.enumerate_devices)() if any(ids) else []
     return sorted({device_key(backend, d, found) for d in ids or [None]})
 
