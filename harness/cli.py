@@ -22,7 +22,8 @@ from harness.errors import (
     UsageError,
     no_space,
 )
-from harness.executors import slurm
+from harness.executors import device_lock, slurm
+from harness.executors.devices import select_devices
 from harness.executors.slurm import task
 from harness.report import receipt
 from harness.report import write as report
@@ -128,8 +129,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(line)
         return result.write_failures(_report, _err)
     plan = run_preflight(settings, report=_report)
-    settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: the sweep first
-    rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
+    with device_lock.holding(settings.backend, select_devices(settings) or [None], out=_report):
+        settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: sweep first
+        rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
     return rc
 
 
@@ -332,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _err(line)
     try:
         args.inputs = spec.Inputs.read(vars(args), variables.environ())  # read once
+        device_lock.wait_limit()  # a bad ZL_DEVICE_WAIT is refused before anything is claimed
         return args.func(args)
     except PreflightError as exc:
         print(str(exc), flush=True)  # a marker line: stdout, where run logs and grep look

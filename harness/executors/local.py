@@ -5,10 +5,11 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from harness.executors import procs
+from harness.backends import Backend
+from harness.executors import device_lock, procs
 from harness.executors.base import RAN_TO_END, Ended, Events, Outcome, Task, reason_for, state_for
 from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 from harness.executors.workers import WorkerHost
@@ -42,21 +43,26 @@ class LocalExecutor:
     a task still running after its `timeout_s` has its group stopped alone, and ends timeout.
     `workers`: the tasks' runs get their pytest from workers that stay up for the plan
     (executors.workers; one per environment and device); otherwise each pytest is a process
-    of its own. `note`: how a plan says so, where the caller knows better.
+    of its own. `note`: how a plan says so, where the caller knows better. `backend`: the
+    devices are held (device_lock) from the first `run` or `session` until it ends, as one
+    holder with every child, worker and side; None holds nothing.
     """
 
     name = "local"
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
                  grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True,
-                 workers: bool = False, note: str | None = None) -> None:
+                 workers: bool = False, note: str | None = None,
+                 backend: Backend | None = None) -> None:
         self.devices = list(devices) or [None]
         self.env = dict(env) if env is not None else procs.child_env(
             drop=procs.RUN_CHILD_ENV_DROP)
         self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
         self.workers = len(self.devices)
         self.resident, self.note = workers, note
+        self.backend = backend
         self._host: WorkerHost | None = None
+        self._held: dict[str, str] | None = None  # while a session holds the devices
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
         """Each device's tasks, when every task takes its wall (1 s when unknown), and how
@@ -80,21 +86,28 @@ class LocalExecutor:
 
     @contextmanager
     def session(self) -> Iterator[WorkerHost | None]:
-        """The workers of every `run` until it exits (none unless resident): two per device,
-        so that an A/B campaign's sides each keep theirs."""
-        if not self.resident or self._host is not None:
+        """The devices held and the workers of every `run` until it exits (no workers unless
+        resident: two per device, so that an A/B campaign's sides each keep theirs)."""
+        if self._held is not None:
             yield self._host
             return
-        with WorkerHost(max_idle=2 * len(self.devices)) as host:
-            self._host = host
+        with ExitStack() as stack:
+            held: dict[str, str] = {}
+            if self.backend is not None:
+                held = stack.enter_context(device_lock.holding(
+                    self.backend, self.devices, out=procs.say))
+            if self.resident:
+                self._host = stack.enter_context(WorkerHost(max_idle=2 * len(self.devices)))
+            self._held = held
             try:
-                yield host
+                yield self._host
             finally:
-                self._host = None
+                self._host, self._held = None, None
 
     def run(self, tasks: Sequence[Task], events: Events) -> Outcome:
         with self.session() as host:
-            return self._run(tasks, events, host.env() if host else {})
+            return self._run(tasks, events, {**(host.env() if host else {}),
+                                             **(self._held or {})})
 
     def _run(self, tasks: Sequence[Task], events: Events, host: Mapping[str, str]) -> Outcome:
         by_id = {t.id: t for t in tasks}

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from harness.errors import UsageError
+from harness.executors import device_lock
+from harness.executors.devices import select_devices
+from harness.run import keeper
 from harness.run.identity import IMAGE_DIGEST_VAR
 from harness.run.images import ImagePins, Run, check_engine, notes, pins_for
 from harness.settings import spec, variables
@@ -88,8 +93,9 @@ def mounts(settings: Settings, cwd: Path, root: Path = REPO_ROOT) -> list[tuple[
 
 def container_command(engine: str, settings: Settings, pins: ImagePins, inner: Sequence[str],
                       *, env: Mapping[str, str], cwd: Path, interactive: bool = False,
-                      image_id: str | None = None) -> list[str]:
-    """The full `<engine> run` line that runs `inner` in the backend's image."""
+                      image_id: str | None = None, name: str | None = None) -> list[str]:
+    """The full `<engine> run` line that runs `inner` in the backend's image (named `name`,
+    which its run owns: keeper.owned)."""
     device_args = settings.backend.container_device_args
     if device_args is None:
         raise UsageError(f"BACKEND={settings.backend.name!r} has no container device flags; "
@@ -97,7 +103,7 @@ def container_command(engine: str, settings: Settings, pins: ImagePins, inner: S
     tag = pins.local_tag()
     cache = _host_path(settings.out, cwd) / ".cache" / tag.replace(":", "-")
     argv = [engine, "run", "--rm", "--init", "--ipc=host", *(["-it"] if interactive else []),
-            *device_args(engine, settings.devices)]
+            *(["--name", name] if name else []), *device_args(engine, settings.devices)]
     for path, writable in mounts(settings, cwd):
         argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
     argv += ["-w", str(cwd)]
@@ -154,7 +160,18 @@ def run_in_image(settings: Settings, argv: Sequence[str], *, env: Mapping[str, s
             write_line(line)
         return 0
     _host_path(settings.out, cwd).mkdir(parents=True, exist_ok=True)
-    return run(command).returncode
+    # The devices are held here, not inside (the container's temporary folder is no host's):
+    # the run inside is their holder's child (device_lock.HELD_VAR); a shell holds none.
+    name = keeper.container_name()
+    devices: AbstractContextManager[dict[str, str]] = contextlib.nullcontext({})
+    if not shell:
+        devices = device_lock.holding(settings.backend, select_devices(settings, env) or [None],
+                                      out=write_line)
+    with devices as held, keeper.owned(settings.runner, name, keeper.STOP_GRACE_S, run):
+        command = container_command(settings.runner, settings, pins, inner,
+                                    env={**env, **held}, cwd=cwd, interactive=shell,
+                                    image_id=image_id, name=name)
+        return run(command).returncode
 
 
 def _mountable(runner: str, mounted: Sequence[tuple[Path, bool]], bad: str) -> None:
@@ -204,13 +221,14 @@ def _on_cluster(runner: str, image: str, settings: Settings, argv: Sequence[str]
 
 
 def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[str],
-                    cwd: Path, env: Mapping[str, str]) -> list[str]:
+                    cwd: Path, env: Mapping[str, str], name: str | None = None) -> list[str]:
     """The line that runs one run's pytest (`argv`: python -m pytest ...) in `image` (an A/B
     side that is an image): `<engine> run` for docker and podman, a job step (pyxis) or
     `apptainer exec` for a cluster runner. Its inputs and outputs are mounted at the same
     paths inside, the harness checkout read-only (its plugins), the run's variables passed;
     the checkout's `src/` is hidden so that FlagGems' pythonpath finds the image's own
-    flag_gems. The device is the container's only one: no visibility variable is passed."""
+    flag_gems. The device is the container's only one: no visibility variable is passed.
+    `name`: the container's, which the run owns (keeper.owned)."""
     hidden = set(settings.backend.visibility_vars)
     src = settings.flaggems_dir / "src" if settings.flaggems_dir is not None else None
     src = src.resolve() if src is not None and src.is_dir() else None
@@ -221,7 +239,7 @@ def pytest_in_image(engine: str, image: str, settings: Settings, argv: Sequence[
     if device_args is None and settings.backend.is_accelerator:
         raise UsageError(f"BACKEND={settings.backend.name!r} has no container device flags; "
                          "AXIS=image needs them")
-    line = [engine, "run", "--rm", "--init", "--ipc=host",
+    line = [engine, "run", "--rm", "--init", "--ipc=host", *(["--name", name] if name else []),
             *(device_args(engine, settings.devices) if device_args else ())]
     _mountable(engine, mounts(settings, cwd), ":")
     for path, writable in mounts(settings, cwd):

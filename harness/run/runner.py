@@ -26,7 +26,7 @@ from harness.executors import workers
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import artifacts, container, ending, identity, outputs, rescue
+from harness.run import artifacts, container, ending, identity, images, keeper, outputs, rescue
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -60,6 +60,7 @@ class Invocation:
     plugins: tuple[str, ...]
     image: str | None = None  # an A/B side that is an image: pytest runs in it
     launch: list[str] | None = None  # then the engine's line that runs `argv` in the image
+    container: tuple[str, str] | None = None  # and (engine, name) of its container: the run's
 
     @property
     def command(self) -> list[str]:
@@ -109,13 +110,15 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
         env["USE_FLAGTUNE"] = "1"  # FlagGems' own switch for its exhaustive search
     env.update(extra_env or {})
     cwd = settings.flaggems_dir.resolve() if settings.flaggems_dir else Path(FLAGGEMS_DIR_UNSET)
-    launch = None
+    launch = name = None
     if image is not None:  # the run's variables and the host's harness, FlagGems, Triton ones
         passed = {k: v for k, v in variables.environ().items()
                   if k.startswith(container.PASS_PREFIXES)}
+        name = keeper.container_name() if settings.runner in images.ENGINES else None
         launch = container.pytest_in_image(settings.runner, image, settings, argv, cwd,
-                                           {**passed, **env})
-    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins, image=image, launch=launch)
+                                           {**passed, **env}, name)
+    return Invocation(argv=argv, cwd=cwd, env=env, plugins=plugins, image=image, launch=launch,
+                      container=(settings.runner, name) if name else None)
 
 
 def precompile_off(settings: Settings, plan: Plan) -> str | None:
@@ -188,27 +191,28 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
     env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
            if k != workers.HOST_VAR}
     host = environ.get(workers.HOST_VAR) if worker else None
-    proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
-    launches.append(facts)
-    if facts.get("worker_unavailable"):
-        log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "
-                  "of its own\n".encode())
-    stopper.watch(proc)
-    try:
-        assert proc.stdout is not None
-        while chunk := os.read(proc.stdout.fileno(), 65536):
-            log.write(chunk)
-            log.flush()
-            try:
-                echo(chunk)
-            except OSError:  # the terminal went away (SIGHUP): run.log still gets everything
-                echo = _discard
-        proc.stdout.close()
-        rc = proc.wait()
-    except BaseException:
-        supervise.stop_children([proc], supervise.CHILD_GRACE_S)
-        raise
-    stopper.join()
+    with keeper.owned(*(inv.container or (None, None))):  # it ends with its run, however
+        proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
+        launches.append(facts)
+        if facts.get("worker_unavailable"):
+            log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "
+                      "of its own\n".encode())
+        stopper.watch(proc)
+        try:
+            assert proc.stdout is not None
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                log.write(chunk)
+                log.flush()
+                try:
+                    echo(chunk)
+                except OSError:  # the terminal went away (SIGHUP): run.log still gets it all
+                    echo = _discard
+            proc.stdout.close()
+            rc = proc.wait()
+        except BaseException:
+            supervise.stop_children([proc], supervise.CHILD_GRACE_S)
+            raise
+        stopper.join()
     return rc
 
 

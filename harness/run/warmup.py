@@ -285,7 +285,7 @@ def run_shards(settings: Settings, shards: Sequence[Shard], warm_dir: Path,
     events = _ShardEvents({s.name: s for s in shards}, out)
     executor = LocalExecutor([s.device for s in shards],
                              env=supervise.child_env(environ, SHARD_ENV_DROP),
-                             grace_s=grace_s, poll_s=poll_s, pin=False)
+                             grace_s=grace_s, poll_s=poll_s, pin=False, backend=settings.backend)
     outcome = executor.run(tasks, events)
     if outcome.signal is not None:
         out(f"PARALLEL_WARMUP_INTERRUPTED signal={signal.Signals(outcome.signal).name} every "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,12 +21,13 @@ A_IMAGE = "registry.example/flaggems-cuda@sha256:" + "a" * 64
 B_IMAGE = "registry.example/flaggems-cuda-next@sha256:" + "b" * 64
 
 
-def campaign(tmp_path: Path, *flags: str):
+def campaign(tmp_path: Path, *flags: str, extra: dict[str, str] | None = None):
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text(SHAPES)
     engine_log = tmp_path / "engine.log"
     env = {"PATH": f"{REPO_ROOT / 'tests' / 'fake_engine'}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_ENGINE_LOG": str(engine_log), "FAKE_ENGINE_PYTHON": sys.executable}
+           "FAKE_ENGINE_LOG": str(engine_log), "FAKE_ENGINE_PYTHON": sys.executable,
+           **(extra or {})}
     proc = harness("ab", "--backend", "cpu", "--op", "tanh", "--axis", "image", "--rounds",
                    "2", "--shape-mode", "file", "--shape-file", str(shapes), "--out",
                    str(tmp_path / "runs"), *flags, env=env)
@@ -85,3 +87,52 @@ def test_images_that_cannot_be_two_sides_are_refused_in_one_line(tmp_path, flags
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == f"error: {message}"
     assert not (tmp_path / "runs").exists()
+
+
+HANGS = '''"""tanh that never ends and ignores SIGTERM: its container outlives a stopped client."""
+
+import os
+import signal
+import time
+
+import pytest
+
+
+@pytest.mark.tanh
+def test_tanh():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(os.path.join(os.environ["FLAGGEMS_TEST_PIDS"], str(os.getpid())), "w"):
+        pass
+    while True:
+        time.sleep(1)
+'''
+
+
+def alive(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+def test_a_unit_past_its_limit_stops_its_container_not_only_the_engines_client(tmp_path):
+    # Regression: `docker run --rm --init` had no name; a unit stopped at its limit killed the
+    # client, and the container (here: a pytest that ignores SIGTERM) ran on beside the resume.
+    suite = shutil.copytree(REPO_ROOT / "examples" / "cpu_suite", tmp_path / "suite",
+                            ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    (suite / "benchmark" / "test_tanh.py").write_text(HANGS)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # a FLAGGEMS_ variable: the host's reach the container
+    proc, _ = campaign(tmp_path, "--runner", "docker", "--a-image", A_IMAGE, "--b-image",
+                       B_IMAGE, "--flaggems-dir", str(suite), "--unit-timeout", "20",
+                       extra={"FLAGGEMS_TEST_PIDS": str(pids)})
+    assert "timeout" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    started = [int(p.name) for p in pids.iterdir()]
+    assert started, "the hanging benchmark never started in its container"
+    # the unit's own `rm -f` stopped it before the unit ended (its keeper, were it killed)
+    assert [pid for pid in started if alive(pid)] == []
+    ops = (tmp_path / "containers" / "ops.log").read_text().split()
+    assert ops[0] == "rm" and ops[1].startswith("zl-"), ops
+    assert [p.name for p in (tmp_path / "containers").iterdir()] == ["ops.log"]

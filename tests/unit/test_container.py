@@ -153,8 +153,12 @@ def test_a_real_run_checks_the_engine_and_the_image_then_passes_its_exit_code(tm
                                 which=lambda name: "/usr/bin/docker", run=fake)
     assert rc == 5 and (tmp_path / "out").is_dir()
     assert [c[:2] for c in fake.calls] == [["docker", "info"], ["docker", "image"],
-                                           ["docker", "run"]]
-    assert f"ZL_IMAGE={PINS['cuda'].local_tag()}@sha256:{'a' * 64}" in fake.calls[-1]
+                                           ["docker", "run"], ["docker", "stop"],
+                                           ["docker", "rm"]]
+    assert f"ZL_IMAGE={PINS['cuda'].local_tag()}@sha256:{'a' * 64}" in fake.calls[2]
+    # the container is the run's: named, and stopped and removed by that name when it ends
+    name = fake.calls[2][fake.calls[2].index("--name") + 1]
+    assert fake.calls[3][-1] == fake.calls[4][-1] == name and name.startswith("zl-")
 
 
 def test_a_dry_run_shell_with_runner_host_is_refused_not_printed_as_host_run():
