@@ -23,6 +23,8 @@ from harness.errors import (
 )
 from harness.executors import slurm
 from harness.executors.slurm import task
+from harness.history import command as history
+from harness.history import recording
 from harness.report import receipt
 from harness.report import write as report
 from harness.report.summary import FORMATS, summarize
@@ -104,7 +106,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return result.write_failures(_report, _err)
     plan = run_preflight(settings, report=_report)
     settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: the sweep first
-    rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
+    rc, run_dir = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
+    recording.record(vars(args), args.inputs.environ, settings.out, run_dir, _report)
     return rc
 
 
@@ -268,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_summary(sub)
     _add_image_commands(sub)
     _add_receipt_report(sub)
+    history.add_parser(sub, _Parser)
     return parser
 
 

@@ -247,16 +247,16 @@ TABLE: tuple[Var, ...] = (
         ("MAX", "rounds an operator with a row undecided runs at most", AUTO_MAX_ROUNDS))),
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 1 to {MAX_ROUNDS}, or auto "
         "(MIN_ROUNDS, then one more round at a time for operators with a row undecided, up to "
-        "MAX_ROUNDS)", "3",
-        commands=("ab",)),
-    Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
-        "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "
-        "A latency", commands=("ab",)),
+        "MAX_ROUNDS)", "3", commands=("ab",)),
+    Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from", "ab: an A/A campaign (AXIS=none) whose "
+        "rows give each row its noise floor, by its A latency", commands=("ab",)),
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",
         commands=(*RUNS, "image")),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
+    Var("HISTORY", "ZL_HISTORY", "--history", "the store each run is recorded in: off, an SQLite "
+        "file, sqlite:///PATH or postgresql://...", default_doc="OUT/history.sqlite"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0",
         ("0", "1"), commands=(*RUNS, "image", "pin"), metavar="0|1", bare="1"),
     # What ab and batch run: many operators.
