@@ -19,6 +19,7 @@ MAX_P = 0.001  # each candidate is tested on its own; a series has up to a few d
 MIN_SIZE = 3  # points a segment needs on each side of a step
 WINDOW = 12  # points each side of a step that its test reads (older ones may hold other steps)
 PENALTY = 3.0  # times log(n), on a series scaled to unit night-to-night noise
+MEDIAN_EFFICIENCY = math.pi / 2  # a median's variance over a mean's, for normal rounds
 
 
 @dataclass(frozen=True)
@@ -71,21 +72,30 @@ def night_variance(points: Sequence[Point]) -> float:
 
 
 def _variances(points: Sequence[Point]) -> list[float]:
+    """Each point's variance: its own (from its rounds, as the variance of their median) drawn
+    halfway to the series' typical one, plus the night-to-night variance. Three rounds guess a
+    variance badly, and a night that guessed low must not outweigh the rest."""
     tau2 = night_variance(points)
+    own = [p.log_var * MEDIAN_EFFICIENCY for p in points if p.log_var is not None]
+    typical = statistics.median(own) if own else 0.0
     floor = 1e-10  # a row that never varies still has the timer's resolution
-    return [max((p.log_var or 0.0) + tau2, floor) for p in points]
+    return [max((typical if p.log_var is None else
+                 0.5 * (p.log_var * MEDIAN_EFFICIENCY + typical)) + tau2, floor)
+            for p in points]
 
 
 def candidates(logs: Sequence[float], variances: Sequence[float], opts: Options) -> list[int]:
-    """The indices where ruptures' PELT (least squares) puts a step, on the series scaled to
+    """The indices where ruptures' PELT search (least squares) puts a step, on the series scaled to
     unit noise; the first point after each step."""
     n = len(logs)
     if n < 2 * opts.min_size:
         return []
     scale = math.sqrt(statistics.median(variances))
     signal = (np.asarray(logs) - logs[0]) / scale
-    algo = ruptures.Pelt(model="l2", min_size=opts.min_size, jump=1).fit(signal)
-    return [b for b in algo.predict(pen=opts.penalty * math.log(n)) if b < n]
+    # KernelCPD's linear kernel is the least-squares cost of Pelt(model="l2") in compiled code:
+    # the same steps, in milliseconds rather than seconds over a year of nights.
+    algo = ruptures.KernelCPD(kernel="linear", min_size=opts.min_size, jump=1).fit(signal)
+    return [int(b) for b in algo.predict(pen=opts.penalty * math.log(n)) if b < n]
 
 
 def find_changes(points: Sequence[Point], opts: Options = Options()) -> list[Change]:
