@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """False alarms and detection of `harness history changes`, by a seeded simulation of nightly
-series whose noise is that of real rows (an A/A campaign's rounds). Logic: harness/history/simulate.py.
+series whose noise is that of real rows (an A/A campaign's rounds).
+Logic: harness/history/simulate.py.
 
     python scripts/history_simulate.py CAMPAIGN_DIR [--trials 400] [--seed 0]
 """

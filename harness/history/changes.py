@@ -1,4 +1,4 @@
-"""Change points in a row's series: ruptures finds the steps, a weighted Welch test keeps them."""
+"""Change points in a row's series: ruptures finds steps, a weighted Welch test keeps them."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
-import ruptures
 
 from harness.history.stats import weighted_welch
 
@@ -90,6 +87,11 @@ def candidates(logs: Sequence[float], variances: Sequence[float], opts: Options)
     n = len(logs)
     if n < 2 * opts.min_size:
         return []
+    # Imported here, not at the top: ruptures pulls in scipy (seconds of start-up), and every
+    # harness command imports this module through the CLI; only a search needs it.
+    import numpy as np  # noqa: PLC0415
+    import ruptures  # noqa: PLC0415
+
     scale = math.sqrt(statistics.median(variances))
     signal = (np.asarray(logs) - logs[0]) / scale
     # KernelCPD's linear kernel is the least-squares cost of Pelt(model="l2") in compiled code:
@@ -98,9 +100,10 @@ def candidates(logs: Sequence[float], variances: Sequence[float], opts: Options)
     return [int(b) for b in algo.predict(pen=opts.penalty * math.log(n)) if b < n]
 
 
-def find_changes(points: Sequence[Point], opts: Options = Options()) -> list[Change]:
+def find_changes(points: Sequence[Point], opts: Options | None = None) -> list[Change]:
     """The steps of one series ordered by time; each candidate must pass the weighted Welch
     test at `max_p` and be at least `floor_pct` in size."""
+    opts = opts or Options()
     if any(p.latency_ms <= 0 for p in points):
         points = [p for p in points if p.latency_ms > 0]
     logs = [math.log(p.latency_ms) for p in points]

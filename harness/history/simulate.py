@@ -1,4 +1,4 @@
-"""A seeded simulation of nightly series, calibrated on real rows' noise: false alarms and detection."""
+"""A seeded simulation of nightly series with real rows' noise: false alarms and detection."""
 
 from __future__ import annotations
 
@@ -48,10 +48,11 @@ def _series(rng: random.Random, sd: float, nights: int, rounds: int, step_at: in
 
 def run_trials(sds: Sequence[float], trials: int, step_pct: float, seed: int = 0,
                nights: int = 30, step_at: int = 20, rounds: int = 3, tolerance: int = 2,
-               opts: Options = Options()) -> list[Trial]:
+               opts: Options | None = None) -> list[Trial]:
     """`trials` series, each with the noise of a real row drawn in turn; a step of `step_pct`
     from night `step_at` (0: an A/A series, where any change is a false alarm)."""
     rng = random.Random(seed)
+    opts = opts or Options()
     out = []
     for i in range(trials):
         sd = sds[i % len(sds)]
