@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -37,7 +38,7 @@ class Imported:
         return f"history: {self.kind} {self.path} {self.outcome} ({self.rows} rows){tail}"
 
 
-def _insert(conn: Connection):  # type: ignore[no-untyped-def]
+def _insert(conn: Connection) -> Any:
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     return dialect.insert(schema.records)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import Connection
@@ -85,12 +86,12 @@ def _sqlite_engine(where: Where) -> Engine:
     engine = create_engine(where.url, connect_args={"timeout": SQLITE_WAIT_S})
 
     @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection, _record):  # type: ignore[no-untyped-def]
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's
         dbapi_connection.execute("PRAGMA foreign_keys=ON")
 
     @event.listens_for(engine, "begin")
-    def _begin(conn):  # type: ignore[no-untyped-def]
+    def _begin(conn: Connection) -> None:
         # Take the write lock up front: two writers that both read first and then write would
         # otherwise deadlock on the upgrade, and one of them fail.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
