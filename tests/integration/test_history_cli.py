@@ -18,8 +18,10 @@ def _env():  # this interpreter's path: where the history extra may live outside
     return {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
-def test_a_batch_and_a_campaign_are_in_the_default_store_when_they_end(tmp_path):
+def test_a_run_a_batch_and_a_campaign_are_in_the_default_store_when_they_end(tmp_path):
     out = tmp_path / "runs"
+    run = harness("run", "--backend", "cpu", "--op", "sum", "--out", str(out), env=_env())
+    assert run.returncode == 0, run.stderr
     batch = harness("batch", "--backend", "cpu", "--ops", "tanh", "--out", str(out), env=_env())
     assert batch.returncode == 0, batch.stderr
     ab = harness("ab", "--backend", "cpu", "--op", "add", "--axis", "none", "--rounds", "2",
@@ -29,7 +31,8 @@ def test_a_batch_and_a_campaign_are_in_the_default_store_when_they_end(tmp_path)
     listed = harness("history", "list", "--format", "json", "--out", str(out), env=_env())
     records = json.loads(listed.stdout)
     assert [(r["kind"], r["state"], r["ops"]) for r in records] == [
-        ("campaign", "done", 1), ("batch", "complete", 1)]  # the batch's run counts once
+        ("campaign", "done", 1), ("batch", "complete", 1), ("run", "ok", 1)]
+    # the batch's own run counts once, in the batch; the campaign's side runs in the campaign
     trend = harness("history", "trend", "tanh", "--format", "csv", "--out", str(out),
                     env=_env())
     assert trend.returncode == 0 and "tanh,torch.float32" in trend.stdout

@@ -153,6 +153,16 @@ def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
     assert all(c["step_pct"] == pytest.approx(20.0, abs=0.5) for c in found)
 
 
+def test_trend_draws_its_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0, 2.0])
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    assert _cli(capsys, "history", "import", str(run), *hist)[0] == 0
+    rc, out, _ = _cli(capsys, "history", "trend", "tanh", "--png", str(tmp_path / "t.png"), *hist)
+    assert rc == 0 and f"trend png: {tmp_path / 't.png'}" in out
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_a_corrupt_sqlite_file_is_one_line_and_left_as_it_was(tmp_path, capsys):
     bad = tmp_path / "h.sqlite"
     bad.write_bytes(b"not a database at all\n" * 10)
