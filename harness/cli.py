@@ -25,6 +25,8 @@ from harness.errors import (
 from harness.executors import device_lock, slurm
 from harness.executors.devices import select_devices
 from harness.executors.slurm import task
+from harness.history import command as history
+from harness.history import recording
 from harness.report import receipt
 from harness.report import write as report
 from harness.report.summary import FORMATS, summarize
@@ -131,7 +133,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     plan = run_preflight(settings, report=_report)
     with device_lock.holding(settings.backend, select_devices(settings) or [None], out=_report):
         settings, run_dir = warmup.prepare(settings, plan)  # PARALLEL_WARMUP_GPUS: sweep first
-        rc, _ = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
+        rc, run_dir = runner.execute(settings, plan, run_dir=run_dir, claimed=run_dir is not None)
+    recording.record(vars(args), args.inputs.environ, settings.out, run_dir, _report)
     return rc
 
 
@@ -303,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_summary(sub)
     _add_image_commands(sub)
     _add_receipt_report(sub)
+    history.add_parser(sub, _Parser)
     return parser
 
 

@@ -29,6 +29,7 @@ from harness.executors.base import (
 )
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
+from harness.history import recording
 from harness.run import runner
 from harness.run.identity import read_identity
 from harness.run.preflight import CHECKS, collect_preflight
@@ -261,5 +262,9 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     record = BatchRecord(settings.out, ops)
     executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env,
                               workers=workers)
-    return run_batch(record, ops, forwarded, executor, out=out, timeout_s=timeout_s,
-                     walls=walls)
+    try:
+        return run_batch(record, ops, forwarded, executor, out=out, timeout_s=timeout_s,
+                         walls=walls)
+    finally:  # interrupted too: what finished is in the store
+        if record.dir.is_dir():
+            recording.record(flags, env, settings.out, record.dir, out)

@@ -19,6 +19,7 @@ from harness.campaign.unit import cache_env, side_base
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Executor
+from harness.history import recording
 from harness.report import abjson, noisefloor, stats
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
@@ -160,9 +161,22 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.dir = str(directory)
     stacks.prepare(_with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
+    recording.record(flags, env, settings.out, directory, out)  # an interrupted one is there too
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
-    return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
-                        workers=workers)
+    return _drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
+                           timeout_s)
+
+
+def _drive_recorded(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
+                    flags: Mapping[str, Any], env: Mapping[str, str],
+                    out: Callable[[str], None], workers: str,
+                    timeout_s: float | None) -> int:
+    """Drive the campaign, then record it in the history store however it ended."""
+    try:
+        return driver.drive(directory, campaign, settings, executor, out,
+                            timeout_s=timeout_s, workers=workers)
+    finally:
+        recording.record(flags, env, settings.out, directory, out)
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,
@@ -315,8 +329,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
         campaign.slurm.flags = kept
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
-    return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
-                        workers=workers)
+    return _drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
+                           timeout_s)
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:

@@ -271,6 +271,8 @@ TABLE: tuple[Var, ...] = (
         default_doc="host inside an image and for cpu, else docker or podman",
         commands=(*RUNS, "image")),
     Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
+    Var("HISTORY", "ZL_HISTORY", "--history", "the store each run is recorded in: off, an SQLite "
+        "file, sqlite:///PATH or postgresql://...", default_doc="OUT/history.sqlite"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0",
         ("0", "1"), commands=(*RUNS, "image", "pin"), metavar="0|1", bare="1"),
     # What ab and batch run: many operators.

@@ -14,7 +14,7 @@ from harness.settings.spec import PACKAGE_DIR
 # The folders (and flat modules) of harness/, lowest first: a module imports only from its own
 # folder or from one listed before it. Folders on one line do not import each other.
 LAYERS = (("errors",), ("fsutil", "backends", "providers"), ("contract",), ("settings",),
-          ("tuning",), ("plugins", "executors"), ("run",), ("report",), ("campaign",),
+          ("tuning",), ("plugins", "executors"), ("run",), ("report",), ("history",), ("campaign",),
           ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 MAX_MODULE_LINES = 400

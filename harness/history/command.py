@@ -1,0 +1,186 @@
+"""`harness history`: the subcommand's parser and its verbs (the CLI only registers it)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from harness.errors import EXIT_OK, UsageError
+from harness.settings import variables
+
+try:  # the store needs the `history` extra; `import harness.cli` must not
+    from sqlalchemy import Engine
+
+    from harness.history import changes, importer, queries, render, store
+    MISSING = ""
+except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
+    MISSING = str(exc)
+
+VERBS = ("list", "show", "trend", "compare", "changes", "import")
+KINDS = ("run", "batch", "campaign")
+NO_EXTRA = ("the history store needs SQLAlchemy and ruptures: pip install 'harness[history]' "
+            "(PostgreSQL also 'harness[postgres]') or pip install -r requirements/cpu.txt")
+WriteLine = Callable[[str], None]
+
+
+def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
+    """Register `history` and its verbs on the CLI's subparsers."""
+    p = sub.add_parser("history", help="the store of every run and campaign: "
+                       "list|show|trend|compare|changes|import")
+    verbs = p.add_subparsers(dest="history_command", required=True, parser_class=parser_class)
+    v = verbs.add_parser("list", help="runs, batches and campaigns, newest first")
+    v.add_argument("--kind", choices=KINDS, default=None, dest="kind")
+    v.add_argument("--limit", type=int, default=50, dest="limit")
+    v = verbs.add_parser("show", help="one record: identity, stacks, units")
+    v.add_argument("ident", metavar="ID", help="an id of `history list`, or an imported folder")
+    v = verbs.add_parser("trend", help="a row's latency night by night (and --png)")
+    v.add_argument("op", metavar="OP")
+    v.add_argument("dtype", metavar="DTYPE", nargs="?", default=None)
+    v.add_argument("shape", metavar="SHAPE", nargs="?", default=None)
+    v.add_argument("--png", default=None, dest="png", metavar="PATH")
+    v = verbs.add_parser("compare", help="two records' shared rows: change and noise")
+    v.add_argument("first", metavar="ID")
+    v.add_argument("second", metavar="ID")
+    v.add_argument("--side", choices=("A", "B"), default=None, dest="side",
+                   help="a campaign's side to compare (default A)")
+    v = verbs.add_parser("changes", help="steps in each row's series, with the stack that "
+                         "brought them")
+    v.add_argument("--since", default=None, dest="since", metavar="UTC",
+                   help="only nights from then on, e.g. 2026-11-01")
+    v.add_argument("--op", default=None, dest="op", metavar="OP")
+    v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
+                   help=f"smallest step reported, in %% (default {changes_floor()})")
+    v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
+    v.add_argument("dirs", metavar="DIR", nargs="+")
+    for verb in verbs.choices.values():
+        verb.add_argument("--format", choices=("md", "csv", "json"), default="md",
+                          dest="format")
+        for name in ("HISTORY", "OUT"):
+            variables.add_flag(verb, variables.named(name))
+    p.set_defaults(func=run)
+
+
+def changes_floor() -> float:
+    return changes.FLOOR_PCT if not MISSING else 2.5
+
+
+def _engine(args: argparse.Namespace, create: bool) -> Engine:
+    environ = variables.environ()
+    value, _ = variables.named("HISTORY").lookup(vars(args), environ)
+    out, _ = variables.named("OUT").lookup(vars(args), environ)
+    where = store.resolve(value, Path(out or "runs"))
+    if where is None:
+        raise UsageError("HISTORY='off': there is no store to read or write; give HISTORY=PATH "
+                         "or postgresql://...")
+    if not create and where.sqlite and not Path(where.url[len(store.SQLITE_PREFIX):]).exists():
+        raise UsageError(f"HISTORY={where.label!r} does not exist yet: `harness history import "
+                         "DIR...` or a run with HISTORY set creates it")
+    return store.open_store(where)
+
+
+def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
+    """Run one verb of `harness history`."""
+    if MISSING:
+        raise UsageError(f"{NO_EXTRA} ({MISSING})")
+    engine = _engine(args, create=args.history_command == "import")
+    try:
+        return VERB_FUNCS[args.history_command](engine, args, write_line)
+    finally:
+        engine.dispose()
+
+
+def _list(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    rows = [{"id": r.id, "when": r.started_utc, "kind": r.kind, "state": r.state,
+             "backend": r.backend, "device": r.device, "axis": _axis(r), "ops": r.ops,
+             "verdicts": queries.verdict_counts(r), "stack": r.stack_a, "path": r.path}
+            for r in queries.list_records(engine, args.kind, args.limit)]
+    render.table(rows, args.format, write_line, "history")
+    return EXIT_OK
+
+
+def _axis(r: queries.Record) -> str | None:
+    return f"{r.axis} {r.axis_a}->{r.axis_b}" if r.axis else None
+
+
+def _show(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    detail = queries.show(engine, args.ident)
+    if args.format == "json":
+        render.table([{**asdict(detail.record), "rows": detail.rows,
+                       "units": [asdict(u) for u in detail.units]}], "json", write_line)
+        return EXIT_OK
+    facts = [{"field": k, "value": v} for k, v in asdict(detail.record).items()]
+    facts.append({"field": "rows", "value": detail.rows})
+    render.table(facts, args.format, write_line, f"record {detail.record.id}")
+    if args.format == "md" and detail.units:
+        write_line("")
+        render.table([asdict(u) for u in detail.units], "md", write_line, "units")
+    return EXIT_OK
+
+
+def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    found = queries.series(engine, args.op, args.dtype, args.shape)
+    if not found:
+        raise UsageError(f"OP={args.op!r} has no rows in the store"
+                         + (f" of dtype {args.dtype!r}" if args.dtype else "")
+                         + (f" and shape {args.shape!r}" if args.shape else ""))
+    rows = [{"op": k.op, "dtype": k.dtype, "shape": k.shape, "side": k.side or "-",
+             "backend": k.backend, "when": p.when, "record": p.record_id,
+             "latency_ms": p.latency_ms, "rounds": p.attrs["rounds"],
+             "stack": p.attrs["stack"]} for k, p in queries.points_of(found)]
+    render.table(rows, args.format, write_line, f"trend of {args.op}")
+    if args.png:
+        lines = {f"{k.dtype} {k.shape} {k.side}": [(p.when, p.latency_ms) for p in pts]
+                 for k, pts in found.items()}
+        written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by night")
+        write_line(f"trend png: {written}" if written else "trend png not written: "
+                   "matplotlib is not installed")
+    return EXIT_OK
+
+
+def _compare(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    a, b, found = queries.compare(engine, args.first, args.second, args.side)
+    rows = [{"op": c.op, "dtype": c.dtype, "shape": c.shape, "first_ms": c.first_ms,
+             "second_ms": c.second_ms, "change_pct": c.change_pct, "p_value": c.p_value,
+             "rounds": f"{c.rounds[0]}/{c.rounds[1]}",
+             "beyond_noise": "yes" if c.beyond_noise else "no"} for c in found]
+    if args.format == "md":
+        moved = sum(1 for c in found if c.beyond_noise)
+        write_line(f"{moved} of {len(found)} shared rows changed beyond their noise "
+                   f"(Welch's t over rounds, p < {queries.ALPHA}, at least "
+                   f"{queries.NOISE_FLOOR_PCT}%): record {b.id} against {a.id}")
+        write_line("")
+    render.table(rows, args.format, write_line, "compare")
+    return EXIT_OK
+
+
+def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    opts = changes.Options() if args.floor is None else changes.Options(floor_pct=args.floor)
+    rows = []
+    for key, points in queries.series(engine, args.op, since=args.since).items():
+        for c in changes.find_changes(points, opts):
+            before = points[c.index - 1]
+            rows.append({"op": key.op, "dtype": key.dtype, "shape": key.shape,
+                         "side": key.side or "-", "backend": key.backend,
+                         "step_pct": c.step_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,
+                         "p_value": c.p_value, "first_after": c.first.when,
+                         "record": c.first.record_id, "stack": c.first.attrs["stack"],
+                         "stack_before": before.attrs["stack"]})
+    render.table(rows, args.format, write_line, "changes")
+    return EXIT_OK
+
+
+def _import(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
+    paths = [Path(d) for d in args.dirs]
+    done = importer.import_paths(engine, paths)
+    if args.format == "md":
+        for item in done:
+            write_line(item.line())
+    else:
+        render.table([asdict(d) for d in done], args.format, write_line)
+    return EXIT_OK
+
+
+VERB_FUNCS = {"list": _list, "show": _show, "trend": _trend, "compare": _compare,
+              "changes": _changes, "import": _import}

@@ -1,0 +1,248 @@
+"""Read a run, batch or campaign folder into what the store holds (the files stay the record)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+
+RUN_IDENTITY, OPS_STATUS, CAMPAIGN_JSON, AB_JSON = (
+    "run_identity.json", "ops_status.csv", "campaign.json", "ab.json")
+RESULTS_JSONL, RESULTS_CSV = "results.jsonl", "results.csv"
+RUNNING_STATES = ("planned", "running", "submitted", "measured")  # a campaign not yet ended
+SIDES = ("A", "B")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured row of one side and round."""
+
+    op: str
+    dtype: str
+    shape: str
+    side: str
+    round: int
+    status: str
+    latency_ms: float | None
+    latency_base_ms: float | None
+    gbps: float | None
+    tflops: float | None
+    timer: str | None
+    flags: str
+    run_path: str
+
+
+@dataclass(frozen=True)
+class Folder:
+    """What one folder says: the record's fields, its rows, verdicts and units."""
+
+    record: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    verdicts: tuple[Mapping[str, Any], ...] = ()
+    units: tuple[Mapping[str, Any], ...] = ()
+    running: bool = False
+    progress: str = field(default="")
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{str(path)!r} cannot be read as JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"{str(path)!r} is not a JSON object")
+    return doc
+
+
+def _digest(*paths: Path) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _stamp_time(name: str) -> str:
+    """The UTC time of a folder named yyyymmdd-HHMMSS[-N]; empty where it is named otherwise."""
+    try:
+        when = datetime.strptime(name[:15], "%Y%m%d-%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        return ""
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _float(value: object) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def result_rows(run: Path, side: str = "", round_: int = 0) -> Iterator[Row]:
+    """The rows of one run directory: results.jsonl where written, else results.csv."""
+    if (run / RESULTS_JSONL).is_file():
+        lines = (run / RESULTS_JSONL).read_text(encoding="utf-8").splitlines()
+        found: list[dict[str, Any]] = [json.loads(line) for line in lines if line.strip()]
+    elif (run / RESULTS_CSV).is_file():
+        with open(run / RESULTS_CSV, newline="", encoding="utf-8") as fh:
+            found = list(csv.DictReader(fh))
+    else:
+        return
+    for r in found:
+        markers = r.get("markers") or []
+        flags = ",".join(markers) if isinstance(markers, list) else str(markers)
+        yield Row(str(r.get("op") or ""), str(r.get("dtype") or ""), str(r.get("shape") or ""),
+                  side, round_, str(r.get("status") or ""), _float(r.get("latency_ms")),
+                  _float(r.get("latency_base_ms")), _float(r.get("gbps")),
+                  _float(r.get("tflops")), r.get("timer") or None, flags, str(run))
+
+
+def _identity_fields(ident: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's fields a run_identity.json gives: caliber, device, host and stack."""
+    versions = ident.get("versions") or {}
+    devices = ident.get("devices") or []
+    stack = " ".join(f"{k}={v}" for k, v in sorted(versions.items())
+                     if v is not None and k not in ("flaggems_dirty",))
+    runtime = ident.get("runtime") or {}
+    return {
+        "backend": ident.get("backend"), "timer": ident.get("timer"),
+        "level": ident.get("level"), "shape_mode": ident.get("shape_mode"),
+        "device": ",".join(str(d.get("name")) for d in devices if isinstance(d, dict)) or None,
+        "host": ident.get("host") or runtime.get("host"),
+        "stack_a": stack or None, "flaggems_commit": versions.get("flaggems_commit"),
+        "harness_commit": (ident.get("harness") or {}).get("commit"),
+        "image_digest": ident.get("image_digest"),
+    }
+
+
+def kind_of(directory: Path) -> str:
+    """run, batch or campaign: what `directory` holds; UsageError where it is none of them."""
+    for name, kind in ((CAMPAIGN_JSON, "campaign"), (OPS_STATUS, "batch"), (RUN_IDENTITY, "run")):
+        if (directory / name).is_file():
+            return kind
+    what = "does not exist" if not directory.exists() else "is no run, batch or campaign"
+    raise UsageError(f"{str(directory)!r} {what}: expected a folder holding {RUN_IDENTITY}, "
+                     f"{OPS_STATUS} or {CAMPAIGN_JSON}")
+
+
+def read_folder(directory: Path) -> Folder:
+    """The record of one run, batch or campaign folder."""
+    directory = Path(directory).resolve()
+    kind = kind_of(directory)
+    return {"run": read_run, "batch": read_batch, "campaign": read_campaign}[kind](directory)
+
+
+def _base(kind: str, directory: Path, stamp: str, digest: str, state: str, started: str
+          ) -> dict[str, Any]:
+    return {"kind": kind, "path": str(directory), "stamp": stamp, "digest": digest,
+            "state": state, "started_utc": started or "-", "axis": None, "axis_a": None,
+            "axis_b": None, "stack_b": None, "ops": 0, "verdicts": "{}"}
+
+
+def read_run(directory: Path) -> Folder:
+    """One run: its identity and its rows."""
+    ident = _json(directory / RUN_IDENTITY)
+    digest = _digest(directory / RUN_IDENTITY, directory / RESULTS_JSONL, directory / RESULTS_CSV)
+    state = str(ident.get("state") or ident.get("status") or "complete")
+    record = {**_base("run", directory, _digest(directory / RUN_IDENTITY)[:32], digest, state,
+                      _stamp_time(directory.name)), **_identity_fields(ident)}
+    rows = tuple(result_rows(directory))
+    record["ops"] = len({r.op for r in rows}) or 1
+    record["verdicts"] = json.dumps(dict(Counter(r.status for r in rows)), sort_keys=True)
+    return Folder(record, rows)
+
+
+def read_batch(directory: Path) -> Folder:
+    """One batch: ops_status.csv's units and each operator's run rows."""
+    with open(directory / OPS_STATUS, newline="", encoding="utf-8") as fh:
+        statuses = list(csv.DictReader(fh))
+    digest = _digest(directory / OPS_STATUS)
+    running = any(s.get("status") == "pending" for s in statuses)
+    record = _base("batch", directory, "batch-" + directory.name, digest,
+                   "running" if running else "complete", _stamp_time(directory.name))
+    rows: list[Row] = []
+    for s in statuses:
+        run = Path(s.get("run") or "")
+        if s.get("run") and (run / RUN_IDENTITY).is_file():
+            if record.get("backend") is None:
+                record.update(_identity_fields(_json(run / RUN_IDENTITY)))
+            rows += result_rows(run)
+    record["ops"] = len(statuses)
+    record["verdicts"] = json.dumps(dict(Counter(s.get("status") for s in statuses)),
+                                    sort_keys=True)
+    units = tuple({"unit": s.get("op") or "", "op": s.get("op") or "",
+                   "status": s.get("status") or "", "wall_s": _float(s.get("wall_s")),
+                   "reason": s.get("reason") or None} for s in statuses)
+    return Folder(record, tuple(rows), units=units, running=running)
+
+
+def _side_runs(directory: Path) -> Iterator[tuple[str, int, Path]]:
+    """(side, round, run folder) of every side run a campaign holds: OP/A/rN, OP/B/rN."""
+    for run in sorted(directory.glob("*/[AB]/r[0-9]*")):
+        if run.is_dir() and run.name[1:].isdigit():
+            yield run.parent.name, int(run.name[1:]), run
+
+
+def read_campaign(directory: Path) -> Folder:
+    """One A/B campaign: its plan and units (campaign.json), verdicts (ab.json), side rows."""
+    plan = _json(directory / CAMPAIGN_JSON)
+    ab = _json(directory / AB_JSON) if (directory / AB_JSON).is_file() else {}
+    state = str(plan.get("state") or "planned")
+    record = _base("campaign", directory, str(plan.get("created_utc") or directory.name),
+                   _digest(directory / CAMPAIGN_JSON, directory / AB_JSON), state,
+                   str(plan.get("created_utc") or _stamp_time(directory.name)))
+    caliber = {**(plan.get("caliber") or {}), **(ab.get("caliber") or {})}
+    axis = plan.get("axis") or {}
+    rows, first = _campaign_rows(directory)
+    if first is not None:
+        record.update(_identity_fields(_json(first / RUN_IDENTITY)))
+    stacks = caliber.get("stacks") or {}
+    digests = caliber.get("image_digests") or {}
+    record.update({
+        "backend": caliber.get("backend") or record.get("backend"),
+        "timer": caliber.get("timer") or record.get("timer"),
+        "level": caliber.get("level"), "shape_mode": caliber.get("shape_mode"),
+        "axis": axis.get("name"), "axis_a": axis.get("a"), "axis_b": axis.get("b"),
+        "stack_a": stacks.get("A") or record.get("stack_a"), "stack_b": stacks.get("B"),
+        "harness_commit": caliber.get("harness_commit") or record.get("harness_commit"),
+        "image_digest": json.dumps(digests, sort_keys=True) if digests else
+        record.get("image_digest"),
+        "ops": len(plan.get("ops") or {})})
+    verdicts = tuple(_verdict(r) for r in ab.get("rows") or [])
+    record["verdicts"] = json.dumps(dict(Counter(v["verdict"] for v in verdicts)),
+                                    sort_keys=True)
+    units = tuple({"unit": str(u.get("id")), "op": str(u.get("op")),
+                   "status": str(u.get("status")), "wall_s": _float(u.get("wall_s")),
+                   "reason": u.get("reason")} for u in plan.get("units") or [])
+    done = sum(1 for u in units if u["status"] != "pending")
+    return Folder(record, rows, verdicts, units, running=state in RUNNING_STATES,
+                  progress=f"{done} of {len(units)} units finished")
+
+
+def _campaign_rows(directory: Path) -> tuple[tuple[Row, ...], Path | None]:
+    rows: list[Row] = []
+    first = None
+    for side, round_, run in _side_runs(directory):
+        if first is None and (run / RUN_IDENTITY).is_file():
+            first = run
+        rows += result_rows(run, side, round_)
+    return tuple(rows), first
+
+
+def _verdict(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {"op": str(row.get("op")), "dtype": str(row.get("dtype")),
+            "shape": str(row.get("shape")), "verdict": str(row.get("verdict")),
+            "speedup_pct": _float(row.get("speedup_pct")),
+            "ci_low_pct": _float(row.get("ci_low_pct")),
+            "ci_high_pct": _float(row.get("ci_high_pct")),
+            "rounds": row.get("rounds"), "flags": ",".join(row.get("flags") or [])}

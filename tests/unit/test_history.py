@@ -1,0 +1,207 @@
+"""The history store on SQLite: import, its idempotence, queries, change points, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+
+import pytest
+
+pytest.importorskip("sqlalchemy")
+pytest.importorskip("ruptures")
+
+from harness import cli  # noqa: E402
+from harness.history import changes, importer, queries, recording, store  # noqa: E402
+from harness.history.changes import Point  # noqa: E402
+from harness.history.stats import welch  # noqa: E402
+from tests.historydata import make_batch, make_campaign, make_run  # noqa: E402
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    yield eng
+    eng.dispose()
+
+
+def _counts(path):
+    with sqlite3.connect(path) as db:
+        return {t: db.execute(f"select count(*) from {t}").fetchone()[0]
+                for t in ("records", "rows", "verdicts", "units")}
+
+
+def test_importing_a_folder_twice_adds_nothing(engine, tmp_path):
+    campaign = make_campaign(tmp_path / "runs", "20261101-010000", {"mm": [1.0, 2.0]})
+    first = importer.import_folder(engine, campaign)
+    second = importer.import_folder(engine, campaign)
+    assert (first.outcome, second.outcome) == ("added", "unchanged")
+    assert _counts(tmp_path / "h.sqlite") == {"records": 1, "rows": 12, "verdicts": 2,
+                                              "units": 3}
+
+
+def test_a_campaign_imported_while_it_runs_is_updated_once_it_ends(engine, tmp_path):
+    root = tmp_path / "runs"
+    running = make_campaign(root, "20261101-010000", {"mm": [1.0, 2.0]}, state="running",
+                            done_rounds=1)
+    partial = importer.import_folder(engine, running)
+    assert partial.running and "still running (1 of 3 units finished)" in partial.line()
+    assert partial.rows == 4
+    done = make_campaign(tmp_path / "again", "20261101-010000", {"mm": [1.0, 2.0]})
+    (running / "campaign.json").write_text((done / "campaign.json").read_text()
+                                           .replace(str(done), str(running)))
+    (running / "ab.json").write_text((done / "ab.json").read_text())
+    for side in ("A", "B"):
+        for r in (1, 2):
+            make_run(running / "mm" / side / f"r{r}", "mm", [1.0, 2.0])
+    final = importer.import_folder(engine, running)
+    assert (final.outcome, final.rows, final.record_id) == ("updated", 12, partial.record_id)
+    assert _counts(tmp_path / "h.sqlite")["rows"] == 12  # replaced, not added to
+
+
+def test_a_batch_holds_its_operators_rows_once(engine, tmp_path):
+    root = tmp_path / "runs"
+    batch = make_batch(root, "20261101-010000", {"tanh": [1.0, 2.0], "add": [3.0, 4.0]})
+    importer.import_folder(engine, root / "tanh" / "20261101-010000")  # it ended first
+    importer.import_folder(engine, batch)
+    again = importer.import_folder(engine, root / "add" / "20261101-010000")
+    assert again.outcome == "unchanged"
+    assert [r.kind for r in queries.list_records(engine)] == ["batch"]
+    assert _counts(tmp_path / "h.sqlite")["rows"] == 4
+
+
+def test_a_folder_that_is_no_run_is_refused_before_anything_is_written(engine, tmp_path):
+    good = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(Exception, match="is no run, batch or campaign"):
+        importer.import_paths(engine, [good, tmp_path / "empty"])
+    assert _counts(tmp_path / "h.sqlite")["records"] == 0
+
+
+def _series(values, log_var=None):
+    return [Point(f"2026-01-{i + 1:02d}", v, log_var, i) for i, v in enumerate(values)]
+
+
+def test_a_same_stack_series_raises_no_change_and_a_step_is_found_where_it_starts():
+    rng = random.Random(7)
+    flat = [math.exp(rng.gauss(0.0, 0.01)) for _ in range(40)]
+    assert changes.find_changes(_series(flat)) == []
+    stepped = [v * (1.08 if i >= 20 else 1.0) for i, v in enumerate(flat)]
+    found = changes.find_changes(_series(stepped))
+    assert [c.index for c in found] == [20]
+    assert found[0].low_pct < 8.0 < found[0].high_pct and found[0].step_pct > 5.0
+
+
+def test_a_step_within_a_rows_own_noise_is_not_a_change():
+    rng = random.Random(3)
+    noisy = [math.exp(rng.gauss(0.0, 0.08)) * (1.05 if i >= 20 else 1.0) for i in range(40)]
+    # each night's own rounds say it is that noisy: the step is within it
+    assert changes.find_changes(_series(noisy, log_var=0.08 ** 2)) == []
+
+
+def test_a_step_below_the_floor_is_not_reported_however_sure():
+    series = _series([1.0 + 1e-4 * (i % 2) + (0.015 if i >= 20 else 0.0) for i in range(40)])
+    assert changes.find_changes(series) == []
+    assert [c.index for c in changes.find_changes(series, changes.Options(floor_pct=1.0))] == [20]
+
+
+def test_welch_matches_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a, b = [1.0, 1.2, 0.9, 1.1], [1.5, 1.7, 1.4]
+    ours = welch(a, b)
+    ref = scipy_stats.ttest_ind(b, a, equal_var=False)
+    assert ours is not None and ours.p_value == pytest.approx(ref.pvalue, rel=1e-6)
+
+
+def test_compare_calls_a_change_beyond_the_rounds_noise(engine, tmp_path):
+    root = tmp_path / "runs"
+    last = importer.import_folder(engine, make_campaign(root, "20261101-010000",
+                                                        {"mm": [1.0, 2.0]}))
+    tonight = make_campaign(root, "20261102-010000", {"mm": [1.1, 2.0]})
+    now = importer.import_folder(engine, tonight)
+    _, _, rows = queries.compare(engine, str(last.record_id), str(now.record_id))
+    by_shape = {r.shape: r for r in rows}
+    assert by_shape["[[64, 64]]"].beyond_noise and by_shape["[[64, 64]]"].change_pct == \
+        pytest.approx(10.0)
+    assert not by_shape["[[1024, 1024]]"].beyond_noise
+
+
+def _cli(capsys, *argv):
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
+    root = tmp_path / "runs"
+    dirs = [str(make_campaign(root, f"202611{d:02d}-010000", {"mm": [1.0, 2.0]},
+                              step_b=1.0)) for d in range(1, 9)]
+    for d in range(9, 17):
+        dirs.append(str(make_campaign(root, f"202611{d:02d}-010000", {"mm": [1.2, 2.0]})))
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    assert _cli(capsys, "history", "import", *dirs, *hist)[0] == 0
+    rc, out, _ = _cli(capsys, "history", "list", "--format", "json", *hist)
+    assert rc == 0 and len(json.loads(out)) == 16
+    rc, out, _ = _cli(capsys, "history", "trend", "mm", "torch.float32", "[[64, 64]]",
+                      "--format", "csv", *hist)
+    assert rc == 0 and len(out.strip().splitlines()) == 1 + 16 * 2  # both sides, 16 nights
+    rc, out, _ = _cli(capsys, "history", "changes", "--format", "json", *hist)
+    found = json.loads(out)
+    assert {(c["shape"], c["side"], c["first_after"]) for c in found} == {
+        ("[[64, 64]]", s, "2026-11-09T01:00:00Z") for s in ("A", "B")}
+    assert all(c["step_pct"] == pytest.approx(20.0, abs=0.5) for c in found)
+
+
+def test_trend_draws_its_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0, 2.0])
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    assert _cli(capsys, "history", "import", str(run), *hist)[0] == 0
+    rc, out, _ = _cli(capsys, "history", "trend", "tanh", "--png", str(tmp_path / "t.png"), *hist)
+    assert rc == 0 and f"trend png: {tmp_path / 't.png'}" in out
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_corrupt_sqlite_file_is_one_line_and_left_as_it_was(tmp_path, capsys):
+    bad = tmp_path / "h.sqlite"
+    bad.write_bytes(b"not a database at all\n" * 10)
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    rc, out, err = _cli(capsys, "history", "import", str(run), "--history", str(bad))
+    assert rc == 2 and err.count("\n") == 1 and "is not an SQLite database" in err
+    assert bad.read_bytes() == b"not a database at all\n" * 10
+
+
+def test_a_store_of_a_newer_schema_is_refused(tmp_path, capsys):
+    path = tmp_path / "h.sqlite"
+    store.open_store(store.resolve(str(path), tmp_path)).dispose()
+    with sqlite3.connect(path) as db:
+        db.execute("update history_meta set value='99' where key='schema_version'")
+    rc, _, err = _cli(capsys, "history", "list", "--history", str(path))
+    assert rc == 2 and err.count("\n") == 1 and "schema version 99, newer" in err
+
+
+def test_an_unreachable_server_is_one_line_exit_3(tmp_path, capsys):
+    pytest.importorskip("psycopg")
+    rc, _, err = _cli(capsys, "history", "list", "--history",
+                      "postgresql://nobody:secret@127.0.0.1:1/none")
+    assert rc == 3 and err.count("\n") == 1 and "cannot be reached" in err
+    assert "secret" not in err
+
+
+def test_a_bad_history_value_names_what_is_accepted(tmp_path, capsys):
+    rc, _, err = _cli(capsys, "history", "list", "--history", "mysql://x/y")
+    assert rc == 2 and "HISTORY='mysql://x/y' is not accepted; expected one of: off" in err
+
+
+def test_recording_into_a_store_that_cannot_be_written_costs_one_line(tmp_path):
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the store's folder would be\n")
+    lines: list[str] = []
+    recording.record({"history": str(blocker / "h.sqlite")}, {}, tmp_path, run, lines.append)
+    assert len(lines) == 1 and "not recorded" in lines[0]
+    assert f"harness history import {run}" in lines[0]
+    recording.record({"history": "off"}, {}, tmp_path, run, lines.append)
+    recording.record({}, {}, tmp_path / "runs", run, lines.append)  # the default store
+    assert len(lines) == 1 and (tmp_path / "runs" / "history.sqlite").is_file()
