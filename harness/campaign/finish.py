@@ -35,11 +35,16 @@ ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
 
 
 def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
-    """Rounds of `op` whose unit finished and left results on both sides."""
+    """Rounds of `op` whose unit finished and left results on both sides, neither of them the
+    partial rows of a session cut short (the runner's `partial`)."""
     return sorted(u.round for u in campaign.units if u.op == op
                   and u.status in ("ok", "failed")
-                  and all((directory / op / s / f"r{u.round}" / RESULTS_JSONL).is_file()
-                          for s in SIDES))
+                  and all(_complete(directory / op / s / f"r{u.round}") for s in SIDES))
+
+
+def _complete(run_dir: Path) -> bool:
+    return (run_dir / RESULTS_JSONL).is_file() \
+        and not (identity.read_identity(run_dir) or {}).get("partial")
 
 
 def op_looks(directory: Path, campaign: Campaign) -> dict[str, list[int]]:

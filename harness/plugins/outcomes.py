@@ -2,10 +2,12 @@
 
 The host cannot tell from pytest's exit code alone a run that measured from one whose tests
 pytest skipped (both exit 0), nor from a process that left early with `os._exit(0)` (no file).
-At the end of the session, ZL_PLUGIN_RUN_DIR/OUTCOMES_FILE holds
-`{"collected", "passed", "failed", "skipped", "skip_reasons", "failure_reasons"}` (each failure's
-exception line, e.g. "MemoryError: ..."); a module skipped at collection counts as one skipped
-test, one that failed to import as one failed.
+From the end of collection, ZL_PLUGIN_RUN_DIR/OUTCOMES_FILE holds
+`{"collected", "passed", "failed", "skipped", "skip_reasons", "failure_reasons", "running",
+"finished"}` (each failure's exception line, e.g. "MemoryError: ..."), rewritten as each test
+starts and ends: `running` is the test under way (null between tests), `finished` true only
+once the session has finished, so that a session cut short says where. A module skipped at
+collection counts as one skipped test, one that failed to import as one failed.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ class Outcomes:
         self.counts = {"passed": 0, "failed": 0, "skipped": 0}
         self.reasons: list[str] = []
         self.failures: list[str] = []
+        self.collected = 0
+        self.running: str | None = None
+
+    def _write(self, finished: bool) -> None:
+        atomic_write_json(self.run_dir / OUTCOMES_FILE,
+                          {"collected": self.collected, **self.counts,
+                           "skip_reasons": self.reasons, "failure_reasons": self.failures,
+                           "running": self.running, "finished": finished})
 
     def _skipped(self, longrepr: object) -> None:
         self.counts["skipped"] += 1
@@ -75,10 +85,22 @@ class Outcomes:
         elif report.when == "call":
             self.counts["passed"] += 1
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
+        self._write(finished=False)
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.running = nodeid
+        self._write(finished=False)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.running = None
+        self._write(finished=False)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        atomic_write_json(self.run_dir / OUTCOMES_FILE,
-                          {"collected": session.testscollected, **self.counts,
-                           "skip_reasons": self.reasons, "failure_reasons": self.failures})
+        self.collected = session.testscollected
+        self.running = None
+        self._write(finished=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,11 +14,14 @@ modules of the tests' own tree and of the harness's plugins (imported again by t
 session, so no state of theirs carries over), and the device's cached memory. What it keeps is
 the point of it: imported libraries, the device context, compiled kernels in memory.
 
-A session that did not pass (rc other than 0), a device that no longer synchronizes or draws
-random inputs (a failed graph capture can leave its generator unusable), or memory still held
-after the session retires the worker: it replies, then exits, and the host starts a
-fresh one for the next session. The worker dies with the host thread that started it
-(PR_SET_PDEATHSIG), never outliving its campaign.
+A session that did not pass (rc other than 0), that left child processes (stopped before the
+reply) or threads running, that changed what a later session would import or call (a patched
+torch.Tensor method, a torch.backends flag, the default dtype: harness.plugins.leftovers'
+fingerprint, taken before and after it), a device that no longer synchronizes or draws random
+inputs (a failed graph capture can leave its generator unusable), or memory still held after
+the session retires the worker: it replies, then exits, and the host starts a fresh one for
+the next session; the reply and the worker's log name why. The worker dies with the host
+thread that started it (PR_SET_PDEATHSIG), never outliving its campaign.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from typing import Any
 import pytest
 
 from harness.contract import boundary
+from harness.plugins import leftovers
 
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
 LEAK_BYTES = 64 << 20  # device memory still allocated after a session that retires the worker
@@ -49,7 +53,10 @@ PR_SET_PDEATHSIG = 1
 RESTORED_SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
                                      signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM))
 THREAD_GRACE_S = 1.0  # a session's threads that end within this are not left behind
-KEPT_PLUGIN = __name__  # the harness's plugins are imported afresh each session; not this one
+# the harness's plugins are imported afresh each session; not this one, nor what it uses
+KEPT_PLUGINS = (__name__, "harness.plugins.worker", "harness.plugins.leftovers")
+CHILD_GRACE_S = 2.0  # SIGTERM, then this long before SIGKILL, for what a session left running
+SHOWN_CHANGES = 8  # names of changed state in a retirement's reason
 PLUGINS_PACKAGE = "harness.plugins."
 
 
@@ -122,7 +129,7 @@ def session_modules(roots: list[Path], plugins: set[str]) -> list[str]:
     their submodules)."""
     found = []
     for name, module in list(sys.modules.items()):
-        if (name.startswith(PLUGINS_PACKAGE) and name != KEPT_PLUGIN) or any(
+        if (name.startswith(PLUGINS_PACKAGE) and name not in KEPT_PLUGINS) or any(
                 name == p or name.startswith(p + ".") for p in plugins):
             found.append(name)
             continue
@@ -145,36 +152,28 @@ def test_roots(args: list[str], cwd: Path) -> list[Path]:
     return roots
 
 
-def _children() -> list[int]:
-    """This process's live children (Linux /proc; none known elsewhere)."""
-    found = []
-    for path in Path("/proc/self/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(p) for p in path.read_text().split()]
-    return found
-
-
-def left_behind(threads: set[threading.Thread], torch_names: dict[str, Any], torch: Any
-                ) -> str | None:
-    """What a session left that the next one would inherit and a fresh process would not:
-    threads still running, child processes, torch's attributes replaced. None: nothing."""
+def threads_left(threads: set[threading.Thread]) -> str | None:
+    """The threads a session started that are still running after a short grace, or None."""
     deadline = time.monotonic() + THREAD_GRACE_S
     for thread in set(threading.enumerate()) - threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     running = [t.name for t in set(threading.enumerate()) - threads if t.is_alive()]
-    if running:
-        return f"the session left threads running: {', '.join(sorted(running))}"
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0]:
-            pass
-    if children := _children():
-        return f"the session left child processes running: {', '.join(map(str, children))}"
-    if torch is not None:
-        now = vars(torch)
-        changed = sorted(n for n, v in torch_names.items() if now.get(n) is not v)
-        if changed:
-            return f"the session replaced torch attributes: {', '.join(changed[:5])}"
-    return None
+    return f"the session left threads running: {', '.join(sorted(running))}" if running \
+        else None
+
+
+class Probe:
+    """A session's own plugin: the fingerprint of the modules its collection imported first,
+    taken before its first test, so that what its tests then change in them is seen too."""
+
+    def __init__(self, known: set[str], roots: list[Path], plugins: set[str]) -> None:
+        self.known, self.roots, self.plugins = known, roots, plugins
+        self.collected: leftovers.Fingerprint | None = None
+
+    @pytest.hookimpl(trylast=True)  # trylast: after every other plugin's collection hooks
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        ours = set(session_modules(self.roots, self.plugins))
+        self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
 
 
 class Worker:
@@ -201,33 +200,70 @@ class Worker:
         itself raised)."""
         args = [str(a) for a in request["args"]]
         cwd = Path(request["cwd"])
+        env = {str(k): str(v) for k, v in request["env"].items()}
+        roots, plugins = test_roots(args, cwd), session_plugins(args, env)
         handlers = _handlers()
         threads = set(threading.enumerate())
-        torch_names = dict(vars(self.torch)) if self.torch is not None else {}
+        device = self._device(env)
+        before = leftovers.take(lambda n: True, self.torch, device)
+        probe = Probe(set(before.modules), roots, plugins)
         self.runs += 1
         with output_to(fd):
             try:
                 os.environ.clear()
-                os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+                os.environ.update(env)
                 os.chdir(cwd)
                 sys.argv = ["pytest", *args]
                 if self.torch is not None and self.seed is not None:
                     self.torch.manual_seed(self.seed)  # as a fresh process starts
-                rc = int(pytest.main(args))
+                rc = int(pytest.main(args, plugins=[probe]))
             except SystemExit as exc:
                 rc = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
                 traceback.print_exc()
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
-        self._restore(handlers, test_roots(args, cwd),
-                      session_plugins(args, {str(k): str(v) for k, v in request["env"].items()}))
-        self.left = left_behind(threads, torch_names, self.torch)
+        gone = set(self._restore(handlers, roots, plugins))
+        self.left = self.left_behind(threads, before, probe.collected, gone, device)
         return rc
 
+    def _device(self, env: dict[str, str]) -> str | None:
+        if self.torch is None or boundary.BACKEND_VAR not in env:
+            return None
+        return boundary.read(boundary.BACKEND, "the worker", environ=env).torch_device
+
+    def left_behind(self, threads: set[threading.Thread], before: leftovers.Fingerprint,
+                    collected: leftovers.Fingerprint | None, gone: set[str],
+                    device: str | None) -> str | None:
+        """What a session left that the next one would inherit and a fresh process would
+        not: child processes (stopped first: they may hold the session's output open),
+        threads still running, state that differs from `before` (or, for the modules its
+        collection imported, from `collected`). None: nothing."""
+        if stopped := leftovers.stop_left_children(CHILD_GRACE_S):
+            return ("the session left child processes running (stopped): "
+                    + ", ".join(map(str, stopped)))
+        if running := threads_left(threads):
+            return running
+        imported = set(sys.modules) - set(before.modules) - gone
+        changed = leftovers.differences(before, leftovers.switches(self.torch, device)
+                                        if self.torch is not None else {},
+                                        imported.__contains__, gone.__contains__)
+        if collected is not None:
+            late = imported - set(collected.modules)
+            changed += leftovers.differences(collected, {}, late.__contains__,
+                                             gone.__contains__, own_back=True)
+        if changed:
+            shown = ", ".join(changed[:SHOWN_CHANGES])
+            more = f" and {len(changed) - SHOWN_CHANGES} more" \
+                if len(changed) > SHOWN_CHANGES else ""
+            return f"the session changed what a later session would use: {shown}{more}"
+        return None
+
     def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
-                 plugins: set[str]) -> None:
+                 plugins: set[str]) -> list[str]:
+        """Put back what a fresh process has; the modules removed (the session's own)."""
         _drop_handlers(handlers)
-        for name in session_modules(roots, plugins):
+        gone = session_modules(roots, plugins)
+        for name in gone:
             sys.modules.pop(name, None)
         os.environ.clear()
         os.environ.update(self.env)
@@ -240,6 +276,7 @@ class Worker:
         if self.torch is not None and self.threads:
             self.torch.set_num_threads(self.threads)
         gc.collect()
+        return gone
 
     def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:
         """Why this worker must not run another session after one that exited `rc` with the
@@ -309,6 +346,7 @@ def die_with_host(host_pid: int) -> None:
 def main(argv: list[str]) -> int:
     path, host_pid, ready_fd = argv[0], int(argv[1]), int(argv[2])
     die_with_host(host_pid)
+    leftovers.become_subreaper()  # a session's orphaned children are then still found here
     worker = Worker()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

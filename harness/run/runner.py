@@ -26,7 +26,8 @@ from harness.executors import workers
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import artifacts, container, ending, identity, images, keeper, outputs, rescue
+from harness.run import (artifacts, container, ending, identity, images, keeper, launch, outputs,
+                        rescue)
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,
@@ -185,13 +186,15 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
             worker: bool = True) -> int:
     """Run pytest (in a worker where the task's host offers one, else in a process of its own
     session), copying its output to the log and `echo` until it ends; a signal stops its whole
-    group (`stopper`), and what it wrote before is kept. How it ran goes to `launches`;
-    `worker` False: a process of its own even where a host offers workers."""
+    group (`stopper`), and what it wrote before is kept; what it left running when it ended
+    is stopped (launch.stop_left, in `launches` as `left_running`). How it ran goes to
+    `launches`; `worker` False: a process of its own even where a host offers workers."""
     environ = variables.environ()
     env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
            if k != workers.HOST_VAR}
     host = environ.get(workers.HOST_VAR) if worker else None
     with keeper.owned(*(inv.container or (None, None))):  # it ends with its run, however
+        launch.adopt_orphans()  # what pytest leaves behind is then found, and stopped with it
         proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
         launches.append(facts)
         if facts.get("worker_unavailable"):
@@ -199,25 +202,16 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
                       "of its own\n".encode())
         stopper.watch(proc)
         try:
-            assert proc.stdout is not None
-            while chunk := os.read(proc.stdout.fileno(), 65536):
-                log.write(chunk)
-                log.flush()
-                try:
-                    echo(chunk)
-                except OSError:  # the terminal went away (SIGHUP): run.log still gets it all
-                    echo = _discard
-            proc.stdout.close()
-            rc = proc.wait()
+            rc, left = launch.copy_output(proc, log, echo)
         except BaseException:
             supervise.stop_children([proc], supervise.CHILD_GRACE_S)
             raise
         stopper.join()
+        if left:
+            facts["left_running"] = left
+            log.write(f"# pytest left child processes running, stopped with it: "
+                      f"{', '.join(map(str, left))}\n".encode())
     return rc
-
-
-def _discard(_: bytes) -> None:
-    pass
 
 
 def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation,
@@ -348,11 +342,13 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
     rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
     tests = ending.read_outcomes(run_dir)
-    end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None)
+    end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None,
+                        dtypes=[row.dtype for row in rows])
     tuning = _finish_tuning(settings, inv, run_dir)
     doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
                 "results_source": source, "state": end.state, "reason": end.reason,
+                "partial": end.partial,
                 "tests": tests,
                 "status": "complete" if stopper.signal is None else "interrupted",
                 "signal": None if stopper.signal is None else signal.Signals(

@@ -106,3 +106,144 @@ def test_a_batch_refuses_a_side_for_workers_in_one_line(tmp_path):
         "error: WORKERS (--workers)='A' is not accepted here; expected 0 or 1 (A or B name a "
         "side of an A/B campaign)")
     assert not (tmp_path / "runs").exists()
+
+
+# Benchmarks that leave their process worse than they found it, as a hostile pass wrote them.
+LEAVING = {
+    "test_patch.py": '''import time
+
+import pytest
+import torch
+
+from . import base, consts, cpu_ops
+
+ORIGINAL = {"add_": torch.Tensor.add_, "softmax": torch.nn.functional.softmax}
+
+
+def slow_add_(self, *args, **kwargs):
+    time.sleep(0.0005)
+    return ORIGINAL["add_"](self, *args, **kwargs)
+
+
+def slow_softmax(*args, **kwargs):
+    time.sleep(0.0005)
+    return ORIGINAL["softmax"](*args, **kwargs)
+
+
+@pytest.mark.patch
+def test_patch():
+    torch.Tensor.add_ = slow_add_
+    torch.nn.functional.softmax = slow_softmax
+    base.UnaryPointwiseBenchmark(op_name="patch", torch_op=torch.tanh,
+                                 gems_op=cpu_ops.tanh_via_exp,
+                                 dtypes=consts.CPU_FLOAT_DTYPES).run()
+''',
+    "test_cut.py": '''import os
+
+import pytest
+import torch
+
+from . import base, cpu_ops
+
+
+@pytest.mark.cut
+def test_cut():
+    base.UnaryPointwiseBenchmark(op_name="cut", torch_op=torch.tanh,
+                                 gems_op=cpu_ops.tanh_via_exp, dtypes=[torch.float32]).run()
+    os._exit(0)  # before its bfloat16 rows
+''',
+    "test_leak.py": '''import subprocess
+import sys
+
+import pytest
+import torch
+
+from . import base, cpu_ops
+
+
+@pytest.mark.leak
+def test_leak():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"LEAKED_CHILD {child.pid}", flush=True)
+    base.UnaryPointwiseBenchmark(op_name="leak", torch_op=torch.tanh,
+                                 gems_op=cpu_ops.tanh_via_exp, dtypes=[torch.float32]).run()
+''',
+}
+LEAVING_SHAPES = "".join(f"{op}:\n  shapes:\n    - [8, 8]\n"
+                         for op in ("patch", "cut", "leak", "tanh", "softmax"))
+
+
+def leaving_campaign(tmp_path: Path, ops: str, *flags: str):
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text(LEAVING_SHAPES)
+    suite = private_suite(tmp_path)
+    for file, text in LEAVING.items():
+        (suite / "benchmark" / file).write_text(text)
+    proc = harness("ab", "--backend", "cpu", "--ops", ops, "--axis", "none",
+                   "--shape-mode", "file", "--shape-file", str(shapes), "--flaggems-dir",
+                   str(suite), "--out", str(tmp_path / "runs"), *flags)
+    (directory,) = (tmp_path / "runs" / "ab" / "none-suite").iterdir()
+    return proc, directory
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(") ", 1)[1][:1] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_benchmark_that_patches_torch_costs_its_worker_and_an_a_a_beside_it_calls_nothing(
+        tmp_path):
+    # Regression: a benchmark that set torch.Tensor.add_ to a slow wrapper and replaced
+    # torch.nn.functional.softmax left its worker alive; the next operator in it was timed
+    # patched (tanh 0.74 ms against 0.019 ms alone) and an A/A read tanh "faster +4803%".
+    proc, directory = leaving_campaign(tmp_path, "patch,tanh,softmax", "--rounds", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    ran = launches(directory)
+    for side in "AB":
+        for r in (0, 1):
+            patched = ran[f"patch/{side}/r{r}"][0]
+            assert patched["kind"] == "worker"
+            assert patched["retired"].startswith(
+                "the session changed what a later session would use: "
+                "torch._tensor.Tensor.add_ (added), torch.nn.functional.softmax"), patched
+            # round-major: tanh runs next on this side, in a worker that patch never touched
+            assert ran[f"tanh/{side}/r{r}"][0]["pid"] != patched["pid"]
+    doc = json.loads((directory / "ab.json").read_text())
+    verdicts = {op: info["verdict"] for op, info in doc["operators"].items()}
+    assert not {"faster", "slower"} & set(verdicts.values()), verdicts
+
+
+def test_a_session_cut_short_fails_with_what_is_missing_and_a_leaked_child_ends_with_its_run(
+        tmp_path):
+    # Regression: a benchmark that called os._exit(0) after its float32 rows read ok with the
+    # rows it had, with workers and without; a benchmark's busy child ran on after AB_DONE.
+    # Side A runs in fresh processes, side B in workers: each case is tried both ways.
+    proc, directory = leaving_campaign(tmp_path, "cut,leak", "--rounds", "1", "--workers", "B")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    found = units(directory)
+    assert found["cut/r0"]["status"] == "failed", found["cut/r0"]
+    assert "cut short: pytest exited 0 without finishing its session inside " \
+        "benchmark/test_cut.py::test_cut" in found["cut/r0"]["reason"]
+    for side in "AB":
+        ident = json.loads((directory / "cut" / side / "r0" / "run_identity.json").read_text())
+        assert (ident["state"], ident["partial"], ident["rows"]) == ("failed", True, 1)
+        assert "the 1 it had (float32) are kept, never compared" in ident["reason"]
+        assert (directory / "cut" / side / "r0" / "results.csv").is_file()  # kept
+    ops = json.loads((directory / "ab.json").read_text())["operators"]
+    assert ops["cut"]["verdict"] == "failed" and not ops["cut"].get("rows"), ops["cut"]
+    assert found["leak/r0"]["status"] == "ok", found["leak/r0"]
+    ran = launches(directory)
+    for side in "AB":
+        log = (directory / "leak" / side / "r0" / "run.log").read_text()
+        child = int(log.split("LEAKED_CHILD ", 1)[1].split()[0])
+        assert not _running(child), f"side {side}: pid {child} outlived its run"
+        facts = ran[f"leak/{side}/r0"][0]
+        if side == "A":
+            assert facts["kind"] == "process" and facts["left_running"] == [child]
+        else:
+            assert facts["retired"] == ("the session left child processes running "
+                                        f"(stopped): {child}")

@@ -28,7 +28,8 @@ def test_a_skip_inside_a_test_is_counted_with_its_reason(pytester, monkeypatch, 
     """)
     found = outcomes(pytester, monkeypatch, tmp_path)
     assert found == {"collected": 2, "passed": 1, "failed": 0, "skipped": 1,
-                     "skip_reasons": ["vLLM not installed"], "failure_reasons": []}
+                     "skip_reasons": ["vLLM not installed"], "failure_reasons": [],
+                     "running": None, "finished": True}
 
 
 @pytest.mark.parametrize("node", ["test_x.py", "test_x.py::test_x"])
@@ -50,8 +51,20 @@ def test_a_failure_is_counted(pytester, monkeypatch, tmp_path):
     assert outcomes(pytester, monkeypatch, tmp_path)["failed"] == 1
 
 
-def test_a_process_that_leaves_with_os_exit_writes_no_file(pytester, monkeypatch, tmp_path):
-    pytester.makepyfile(test_x="import os\ndef test_x():\n    os._exit(0)\n")
+def test_a_process_that_leaves_with_os_exit_says_it_did_not_finish_and_where(
+        pytester, monkeypatch, tmp_path):
+    # Regression: a benchmark that called os._exit(0) after its float32 rows read ok with the
+    # rows it had; its file now says the session never finished, and in which test.
+    pytester.makepyfile(test_x="import os\ndef test_a():\n    pass\n"
+                               "def test_x():\n    os._exit(0)\n")
+    found = outcomes(pytester, monkeypatch, tmp_path)
+    assert (found["finished"], found["running"], found["passed"], found["collected"]) == (
+        False, "test_x.py::test_x", 1, 2)
+
+
+def test_a_process_that_leaves_before_collection_ends_writes_no_file(pytester, monkeypatch,
+                                                                     tmp_path):
+    pytester.makepyfile(test_x="import os\nos._exit(0)\n")
     assert outcomes(pytester, monkeypatch, tmp_path) == {}
 
 

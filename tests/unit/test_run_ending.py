@@ -28,6 +28,21 @@ def test_a_skip_beside_a_passing_test_is_not_a_skipped_run():
     assert decide(0, 3, counts(passed=1, skipped=1, reasons=["x"])).state == "ok"
 
 
+def test_a_session_cut_short_after_some_rows_is_failed_naming_what_is_missing():
+    # Regression: a benchmark that called os._exit(0) after its float32 rows, before
+    # bfloat16, read ok with the rows it had and nothing said rows were missing.
+    found = {**counts(), "collected": 1, "running": "benchmark/test_cut.py::test_cut",
+             "finished": False}
+    end = decide(0, 3, found, dtypes=["float32"] * 3)
+    assert end == RunEnd("failed", "cut short: pytest exited 0 without finishing its session "
+                         "inside benchmark/test_cut.py::test_cut (os._exit or a killed child); "
+                         "the rest of its rows are missing, and the 3 it had (float32) are "
+                         "kept, never compared", 1, partial=True)
+    assert decide(0, 3, None).partial and decide(0, 3, None).state == "failed"
+    assert decide(1, 3, found).partial  # os._exit(1): failed as before, its rows partial too
+    assert not decide(0, 3, {**counts(passed=1), "finished": True}).partial
+
+
 def test_no_outcomes_and_no_rows_after_exit_0_is_failed():
     # Regression: a benchmark that called os._exit(0) read ok with 0 rows.
     end = decide(0, 0, None)

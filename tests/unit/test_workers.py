@@ -53,6 +53,83 @@ def test_thread():
 def test_patches():
     torch.tanh = lambda x: x
 ''',
+    # what a benchmark can leave behind that a later session would call or run under
+    "test_patch_methods.py": '''import time
+
+import torch
+
+ORIGINAL = torch.Tensor.add_
+
+
+def slow_add_(self, *args, **kwargs):
+    time.sleep(0.001)
+    return ORIGINAL(self, *args, **kwargs)
+
+
+def test_patch_methods():
+    torch.Tensor.add_ = slow_add_
+    torch.nn.functional.softmax = lambda *args, **kwargs: None
+''',
+    "test_patch_dtype.py": '''import torch
+
+
+def test_patch_dtype():
+    torch.set_default_dtype(torch.float64)
+''',
+    "test_patch_flag.py": '''import torch
+
+
+def test_patch_flag():
+    torch.backends.mkldnn.enabled = False
+''',
+    "test_patch_grad.py": '''import torch
+
+
+def test_patch_grad():
+    torch.set_grad_enabled(False)
+''',
+    "test_patch_mode.py": '''from torch.overrides import TorchFunctionMode
+
+
+def test_patch_mode():
+    TorchFunctionMode().__enter__()
+''',
+    "test_patch_kernel.py": '''import torch
+
+LIB = torch.library.Library("aten", "IMPL")
+
+
+def test_patch_kernel():
+    LIB.impl("tanh", lambda x: x, "CPU")
+''',
+    "test_patch_code.py": '''import torch.nn.functional as F
+
+
+def test_patch_code():
+    F.softmax.__code__ = (lambda *args, **kwargs: None).__code__
+''',
+    "test_patch_modules.py": '''import sys
+import types
+
+
+def test_patch_modules():
+    sys.modules["torch.nn.functional"] = types.ModuleType("torch.nn.functional")
+''',
+    # a module first imported by this session's collection, patched by its test
+    "test_patch_new.py": '''import colorsys
+
+
+def test_patch_new():
+    colorsys.rgb_to_hsv = lambda *args: (0, 0, 0)
+''',
+    "test_leaks_child.py": '''import subprocess
+import sys
+
+
+def test_leaks_child():
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    print("child", child.pid, flush=True)
+''',
     "test_settles.py": '''import signal
 
 import torch
@@ -173,18 +250,48 @@ def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_on
     assert pid_of(out2) != facts1["pid"] and facts2["session"] == 1
 
 
+CHANGED = "the session changed what a later session would use: "
+
+
 @pytest.mark.parametrize(("test", "why"), [
     ("test_thread.py", "the session left threads running: leaky"),
-    ("test_patches.py", "the session replaced torch attributes: tanh"),
+    ("test_patches.py", CHANGED + "torch.tanh"),
+    ("test_patch_methods.py", CHANGED + "torch._tensor.Tensor.add_ (added), "
+                                        "torch.nn.functional.softmax"),
+    ("test_patch_dtype.py", CHANGED + "torch.Storage, torch.get_default_dtype(): "
+                                      "'torch.float32' -> 'torch.float64'"),
+    ("test_patch_flag.py", CHANGED + "torch._C._get_mkldnn_enabled(): True -> False"),
+    ("test_patch_grad.py", CHANGED + "torch.is_grad_enabled(): True -> False"),
+    ("test_patch_mode.py", CHANGED + "torch._C._len_torch_function_stack(): 0 -> 1"),
+    ("test_patch_kernel.py", CHANGED + "torch.library._impls: +aten/tanh/CPU"),
+    ("test_patch_code.py", CHANGED + "torch.nn.functional.softmax"),
+    ("test_patch_modules.py", CHANGED + "sys.modules['torch.nn.functional'] replaced"),
+    ("test_patch_new.py", CHANGED + "colorsys.rgb_to_hsv"),
 ])
 def test_a_session_that_leaves_state_behind_retires_its_worker(suite, test, why):
     # Regression: a thread a benchmark left wrote into the next operator's run.log, and a
-    # patched torch.tanh timed the next operator's reference 400 times slower, both ok.
+    # patched torch.tanh timed the next operator's reference 400 times slower, both ok; a
+    # benchmark that set torch.Tensor.add_ to a slow wrapper and replaced
+    # torch.nn.functional.softmax left its worker alive (only vars(torch) was compared), and
+    # the next operator's tanh read 0.74 ms against 0.019 ms alone.
     with WorkerHost() as host:
         rc, _, facts = run(host, suite, test)
         rc_next, out, _ = run(host, suite, "test_env.py")
     assert (rc, rc_next) == (0, 0) and facts["retired"] == why
     assert pid_of(out) != facts["pid"]
+
+
+def test_a_session_that_leaves_a_child_running_has_it_stopped_before_the_run_ends(suite):
+    # Regression: a benchmark's busy subprocess.Popen ran on with ppid 1 after its campaign;
+    # the worker said "left child processes running" and left them.
+    with WorkerHost() as host:
+        rc, out, facts = run(host, suite, "test_leaks_child.py")
+        child = int(out.split("child ", 1)[1].split()[0])
+        assert not _alive(child)  # gone once the run has read its output and its end
+        rc_next, out_next, _ = run(host, suite, "test_env.py")
+    assert (rc, rc_next) == (0, 0)
+    assert facts["retired"] == f"the session left child processes running (stopped): {child}"
+    assert pid_of(out_next) != facts["pid"]
 
 
 def test_signal_handlers_and_torch_threads_are_put_back_for_the_next_session(suite):

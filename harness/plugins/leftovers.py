@@ -1,0 +1,329 @@
+"""What a pytest session left in its process that a fresh one would not have: state and children.
+
+A worker fingerprints, before and after each session, what a later session would import or
+call: the attributes of every module it had imported (torch, torch.nn.functional, triton,
+flag_gems, ...) and of their classes (torch.Tensor's methods), each Python function's code,
+the entries of sys.modules, and global switches read through getters (torch's default dtype,
+grad mode, torch.backends flags, modes and dispatch sets left pushed, Python kernels registered
+with torch.library, module hooks, the profiler, the CPU affinity). A difference retires the
+worker, named in its log. Nothing is undone: a fingerprint cannot be fooled by a patch its undo
+would miss. The same module stops what a session or a pytest left running (its descendants).
+
+What is not a difference: a name added to a module (a submodule imported, a lazy import); a
+scalar rebound (a counter, `torch.cuda._initialized`) or a None filled in (a lazy cache); and
+what a library imported during the session set at its import, where the value is the library's
+own (a device plugin's Tensor methods): a fresh process that imports it gets the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCALARS = (bool, int, float, complex, str, bytes, type(None))
+# Modules whose rebinding is the interpreter's or the worker's own (sys.argv, sys.last_value).
+UNWATCHED_MODULES = ("__main__", "__mp_main__", "sys")
+# pytest's own: it sets and undoes its classes' attributes per session (legacypath), and runs
+# the sessions rather than being called by their benchmarks.
+UNWATCHED_PACKAGES = ("_pytest", "pytest", "pluggy", "iniconfig")
+# Names the interpreter itself adds to a class (copy and pickle cache __slotnames__).
+UNWATCHED_CLASS_NAMES = frozenset({"__slotnames__", "__annotations__", "__annotations_cache__"})
+# torch._C's getters of global switches; those a build lacks are skipped.
+TORCH_GETTERS = (
+    "_get_cudnn_enabled", "_get_cudnn_benchmark", "_get_cudnn_deterministic",
+    "_get_cudnn_allow_tf32", "_get_cublas_allow_tf32", "_get_cublas_allow_fp16_accumulation",
+    "_get_cublas_allow_fp16_reduced_precision_reduction",
+    "_get_cublas_allow_bf16_reduced_precision_reduction",
+    "_get_cpu_allow_fp16_reduced_precision_reduction", "_get_mkldnn_enabled",
+    "_get_mkldnn_deterministic", "_get_nnpack_enabled", "_get_onednn_allow_tf32",
+    "_get_flash_sdp_enabled", "_get_mem_efficient_sdp_enabled", "_get_math_sdp_enabled",
+    "_get_cudnn_sdp_enabled", "_get_fa3_sdp_enabled", "_get_overrideable_sdp_enabled",
+    "_get_math_sdp_allow_fp16_bf16_reduction", "_get_sdp_priority_order",
+    "_get_deterministic_algorithms", "_get_deterministic_algorithms_warn_only",
+    "_get_deterministic_fill_uninitialized_memory", "_get_float32_matmul_precision",
+    "_get_default_device", "_get_blas_preferred_backend", "_get_linalg_preferred_backend",
+    "_get_rocm_fa_preferred_backend", "_get_qengine", "_get_torch_function_state",
+    "_get_autograd_fallback_mode", "_get_sm_carveout_experimental", "_get_tracing_state",
+    "_len_torch_function_stack", "_len_torch_dispatch_stack",
+    "_dispatch_tls_local_include_set", "_dispatch_tls_local_exclude_set",
+)
+TORCH_CALLS = ("get_default_dtype", "is_grad_enabled", "is_inference_mode_enabled",
+               "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "get_num_threads")
+HOOKS_MODULE = "torch.nn.modules.module"  # its _global_* dicts: hooks every Module call runs
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphaned descendants are reparented to this process
+
+
+def _plain(value: object) -> object:
+    """A value that compares as the state it stands for (a set by its sorted members)."""
+    if isinstance(value, (set, frozenset)):
+        return frozenset(map(str, value))
+    return value if isinstance(value, SCALARS) else repr(value)
+
+
+def _read(getter: Callable[[], object]) -> object:
+    try:
+        return _plain(getter())
+    except Exception as exc:  # noqa: BLE001 - an unreadable switch is a state of its own
+        return f"unreadable: {type(exc).__name__}"
+
+
+def switches(torch: Any, device: str | None) -> dict[str, object]:
+    """Global switches a later session would run under, by name, read through their getters."""
+    found: dict[str, object] = {
+        "sys.getprofile()": _read(sys.getprofile), "sys.gettrace()": _read(sys.gettrace),
+        "threading profile": _read(lambda: getattr(threading, "_profile_hook", None)),
+        "threading trace": _read(lambda: getattr(threading, "_trace_hook", None)),
+        "sys.meta_path": _read(lambda: tuple(sys.meta_path)),
+        "sys.path_hooks": _read(lambda: tuple(sys.path_hooks)),
+        "sys.stdout": _read(lambda: sys.stdout), "sys.stderr": _read(lambda: sys.stderr),
+        "sys.getrecursionlimit()": sys.getrecursionlimit(),
+        "sys.getswitchinterval()": sys.getswitchinterval(),
+        "gc.isenabled()": gc.isenabled(), "gc.get_threshold()": gc.get_threshold(),
+        "os.sched_getaffinity(0)": _read(lambda: frozenset(os.sched_getaffinity(0))),
+        "os.getpriority()": _read(lambda: os.getpriority(os.PRIO_PROCESS, 0)),
+    }
+    if torch is None:
+        return found
+    for name in TORCH_CALLS:
+        if hasattr(torch, name):
+            found[f"torch.{name}()"] = _read(getattr(torch, name))
+    for name in TORCH_GETTERS:
+        if hasattr(torch._C, name):
+            found[f"torch._C.{name}()"] = _read(getattr(torch._C, name))
+    if device is not None:
+        found["torch.is_autocast_enabled()"] = _read(lambda: torch.is_autocast_enabled(device))
+    library = sys.modules.get("torch.library")
+    for name in ("_impls", "_defs"):
+        found[f"torch.library.{name}"] = _plain(set(getattr(library, name, ())))
+    hooks = sys.modules.get(HOOKS_MODULE)
+    for name, value in sorted(vars(hooks).items() if hooks else ()):
+        if name.startswith("_global_") and isinstance(value, dict):
+            found[f"{HOOKS_MODULE}.{name}"] = _plain(set(map(id, value.values())))
+    return found
+
+
+@dataclass
+class Fingerprint:
+    """The state of the watched modules at one moment (references, not copies, of values)."""
+
+    modules: dict[str, tuple[types.ModuleType, type, dict[str, Any]]] = field(
+        default_factory=dict)
+    classes: dict[int, tuple[type, str, dict[str, Any]]] = field(default_factory=dict)
+    codes: dict[int, tuple[types.FunctionType, str, Any]] = field(default_factory=dict)
+    switches: dict[str, object] = field(default_factory=dict)
+
+
+def _unwatched(module: str) -> bool:
+    return module in UNWATCHED_MODULES or module.split(".", 1)[0] in UNWATCHED_PACKAGES
+
+
+def _scan(print_: Fingerprint, label: str, namespace: dict[str, Any]) -> None:
+    for name, value in list(namespace.items()):
+        kind = type(value)
+        if kind is types.FunctionType and id(value) not in print_.codes:
+            print_.codes[id(value)] = (value, f"{label}.{name}", value.__code__)
+        elif issubclass(kind, type) and id(value) not in print_.classes \
+                and not _unwatched(str(vars(value).get("__module__"))):
+            own = dict(vars(value))
+            print_.classes[id(value)] = (value, f"{label}.{name}", own)
+            _scan(print_, f"{label}.{name}", {k: v for k, v in own.items()
+                                              if type(v) is types.FunctionType})
+
+
+def take(watched: Callable[[str], bool], torch: Any = None, device: str | None = None
+         ) -> Fingerprint:
+    """The fingerprint of every module in sys.modules that `watched` names, their classes and
+    functions, and (with `torch`) the global switches."""
+    print_ = Fingerprint()
+    for name, module in list(sys.modules.items()):
+        if _unwatched(name) or not isinstance(module, types.ModuleType) or not watched(name):
+            continue
+        namespace = dict(vars(module))
+        print_.modules[name] = (module, type(module), namespace)
+        _scan(print_, name, namespace)
+    print_.switches = switches(torch, device) if torch is not None else {}
+    return print_
+
+
+def _owner(value: object) -> str | None:
+    """The module a value comes from: a module's own name, a class's or function's
+    `__module__`, else its type's (read without calling anything the value defines)."""
+    kind = type(value)
+    if issubclass(kind, types.ModuleType):
+        return str(vars(value).get("__name__"))
+    source = value if issubclass(kind, type) else kind
+    owner = vars(source).get("__module__")
+    if kind is types.MethodType:
+        value = value.__func__  # type: ignore[attr-defined]
+        kind = type(value)
+    if kind in (types.FunctionType, types.BuiltinFunctionType):
+        owner = getattr(value, "__module__", None)
+    return owner if isinstance(owner, str) else None
+
+
+@dataclass(frozen=True)
+class _Rules:
+    imported: Callable[[str], bool]  # a library first imported since the fingerprint
+    gone: Callable[[str], bool]  # a module of the session's own, removed at its end
+    own_back: bool  # the fingerprint was taken while the session's plugins patched
+
+
+def _rebound(old: object, new: object, rules: _Rules, holder: str | None) -> bool:
+    """Whether a name's value changing from `old` to `new` is a difference (see the module);
+    `holder`: the module the name belongs to."""
+    if old is new or old is None or (isinstance(old, SCALARS) and isinstance(new, SCALARS)):
+        return False
+    if rules.own_back and (rules.gone(_owner(old) or "") or _owner(new) == holder):
+        return False  # a patch of the session's plugins undone
+    owner = _owner(new)
+    return not (owner and (rules.imported(owner) or _unwatched(owner)))
+
+
+def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
+                       rules: _Rules, added: bool, holder: str | None) -> Iterable[str]:
+    missing = object()
+    for name, old in before.items():
+        new = now.get(name, missing)
+        if new is missing:
+            if not (rules.own_back and rules.gone(_owner(old) or "")):
+                yield f"{label}.{name} (deleted)"
+        elif _rebound(old, new, rules, holder):
+            yield f"{label}.{name}"
+    if added:
+        for name in now.keys() - before.keys() - UNWATCHED_CLASS_NAMES:
+            if _rebound(object(), now[name], rules, holder):
+                yield f"{label}.{name} (added)"
+
+
+def differences(before: Fingerprint, now: dict[str, object], imported: Callable[[str], bool],
+                gone: Callable[[str], bool], own_back: bool = False) -> list[str]:
+    """What changed since `before`, by name, with `now` the switches read now.
+
+    `imported` names a library module first imported since `before` (its import may set what
+    it owns); `gone` a module the session's end removed on purpose (the tests' own, imported
+    again by the next session). `own_back`: a module's or class's own value set back is no
+    difference (`before` was taken while the session's plugins had patched them: a patch
+    undone at the session's end).
+    """
+    found: list[str] = []
+    rules = _Rules(imported, gone, own_back)
+    for name, (module, kind, namespace) in before.modules.items():
+        if gone(name):
+            continue
+        current = sys.modules.get(name)
+        if current is not module:
+            found.append(f"sys.modules[{name!r}] "
+                         + ("removed" if current is None else "replaced"))
+            continue
+        if type(module) is not kind:
+            found.append(f"{name}.__class__")
+        found += _namespace_changes(name, namespace, vars(module), rules, False, name)
+    for cls, label, own in before.classes.values():
+        holder = vars(cls).get("__module__")
+        found += _namespace_changes(label, own, dict(vars(cls)), rules, True,
+                                    holder if isinstance(holder, str) else None)
+    found += [label for fn, label, code in before.codes.values() if fn.__code__ is not code]
+    found += [_switched(name, value, now.get(name)) for name, value in before.switches.items()
+              if now.get(name) != value]
+    return sorted(set(found))
+
+
+def _switched(name: str, old: object, new: object) -> str:
+    """A switch's change: its two values, or a set's members added (+) and removed (-)."""
+    if isinstance(old, frozenset) and isinstance(new, frozenset):
+        members = [f"+{m}" for m in sorted(new - old)] + [f"-{m}" for m in sorted(old - new)]
+        shown = " ".join(members[:3]) + (f" ({len(members)} in all)" if len(members) > 3 else "")
+        return f"{name}: {shown}"
+    return f"{name}: {old!r} -> {new!r}"
+
+
+# -- processes a session left ---------------------------------------------------------------
+
+
+def become_subreaper() -> bool:
+    """Have this process adopt its orphaned descendants (Linux), so that a session's child
+    whose parent ended is still found and stopped here; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def children(pid: int) -> list[int]:
+    """A process's live children (Linux /proc; none known elsewhere)."""
+    found = []
+    for path in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(p) for p in path.read_text().split()]
+    return found
+
+
+def descendants(pid: int, skip: Iterable[int] = ()) -> list[int]:
+    """Every descendant of `pid`, parents first, less the subtrees of `skip`."""
+    found: list[int] = []
+    queue = [c for c in children(pid) if c not in set(skip)]
+    while queue:
+        child = queue.pop(0)
+        if child not in found:
+            found.append(child)
+            queue += children(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(") ", 1)[1][:1] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stop_processes(pids: list[int], grace_s: float) -> None:
+    """SIGTERM each of `pids`, SIGKILL those still running after `grace_s`, and reap the ones
+    that are this process's children (an orphan adopted included)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        for pid in pids:
+            _reap(pid)
+        time.sleep(0.05)
+    for pid in pids:
+        if _running(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        for pid in pids:  # only these: another child's exit status is its owner's to read
+            _reap(pid)
+        if not any(map(_running, pids)):
+            break
+        time.sleep(0.05)
+
+
+def stop_left_children(grace_s: float, skip: Iterable[int] = ()) -> list[int]:
+    """Stop what this process's descendants are, less the subtrees of `skip` (children that are
+    not the session's); the pids it stopped."""
+    pids = descendants(os.getpid(), skip)
+    if pids:
+        stop_processes(pids, grace_s)
+    return pids

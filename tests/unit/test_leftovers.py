@@ -1,0 +1,79 @@
+"""The fingerprint a worker compares around each session: what counts as a difference, and
+what a fresh process would have too (a lazy cache filled, a library's own import-time patch)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from harness.plugins import leftovers
+
+
+class Kernel:
+    def run(self) -> str:
+        return "run"
+
+
+@pytest.fixture
+def lib(monkeypatch):
+    """A library module holding a function, a class, a counter and a lazy cache."""
+    module = types.ModuleType("zl_fake_lib")
+    module.__dict__.update(fn=lambda: 1, Kernel=Kernel, calls=0, cache=None)
+    monkeypatch.setitem(sys.modules, "zl_fake_lib", module)
+    monkeypatch.setattr(Kernel, "run", Kernel.run)  # undone whatever the test sets
+    return module
+
+
+def changed(before: leftovers.Fingerprint, imported: set[str] = frozenset()) -> list[str]:
+    return leftovers.differences(before, {}, imported.__contains__, lambda name: False)
+
+
+def watched(name: str) -> bool:
+    return name == "zl_fake_lib"
+
+
+def test_a_function_replaced_or_a_method_shadowed_is_a_difference(lib, monkeypatch):
+    before = leftovers.take(watched)
+    lib.fn = lambda: 2
+    monkeypatch.setattr(Kernel, "run", lambda self: "slow")
+    assert changed(before) == ["zl_fake_lib.Kernel.run", "zl_fake_lib.fn"]
+
+
+def test_a_counter_a_filled_cache_and_an_added_name_are_not(lib):
+    before = leftovers.take(watched)
+    lib.calls, lib.cache, lib.submodule = 5, {"k": 1}, types.ModuleType("zl_fake_lib.sub")
+    assert changed(before) == []
+
+
+def test_a_value_of_a_library_first_imported_since_is_its_import_not_a_patch(lib):
+    before = leftovers.take(watched)
+    plugin = types.ModuleType("zl_device_plugin")
+    exec("def run(self):\n    return 'device'\n", plugin.__dict__)
+    Kernel.run = plugin.run  # as a device plugin's import sets its own methods
+    assert changed(before, {"zl_device_plugin"}) == []
+    assert changed(before) == ["zl_fake_lib.Kernel.run"]  # set by anyone else: a patch
+
+
+def test_code_swapped_in_place_and_a_module_replaced_in_sys_modules_are_differences(
+        lib, monkeypatch):
+    def original() -> int:
+        return 1
+
+    lib.original = original
+    before = leftovers.take(watched)
+    original.__code__ = (lambda: 2).__code__
+    assert changed(before) == ["zl_fake_lib.original"]
+    monkeypatch.setitem(sys.modules, "zl_fake_lib", types.ModuleType("zl_fake_lib"))
+    assert changed(before) == ["sys.modules['zl_fake_lib'] replaced", "zl_fake_lib.original"]
+
+
+def test_a_switch_names_its_two_values_and_a_set_its_members():
+    before = leftovers.Fingerprint(switches={"torch.get_default_dtype()": "torch.float32",
+                                             "torch.library._impls": frozenset({"a"})})
+    now = {"torch.get_default_dtype()": "torch.float64",
+           "torch.library._impls": frozenset({"a", "aten/tanh/CPU"})}
+    assert leftovers.differences(before, now, lambda n: False, lambda n: False) == [
+        "torch.get_default_dtype(): 'torch.float32' -> 'torch.float64'",
+        "torch.library._impls: +aten/tanh/CPU"]
