@@ -212,6 +212,11 @@ def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
     (lambda d: d["ops"]["mm"].update(rounds=None), "ops.mm.rounds is missing"),
     (lambda d: d.update(walls={"mm": "x"}), "walls.mm is 'x'; expected a number"),
     (lambda d: d["units"].__setitem__(0, "mm/r0"), "units[0] is not a JSON object"),
+    # Regression: a unit status `bogus` was accepted, and a resume reran a finished unit.
+    (lambda d: d["units"][1].update(status="bogus"),
+     "units[1].status (unit 'bad/r0') is 'bogus'; expected one of: ok, failed, error, "
+     "not_run, interrupted, timeout, crashed, skipped, submitted, running, excluded"),
+    (lambda d: d.update(state="finished"), "state is 'finished'; expected one of: planned, "),
 ])
 def test_a_bad_campaign_json_is_one_line_naming_the_field(tmp_path, edit, field):
     # Regression: `units: null` or a unit without its op was a traceback on resume.
