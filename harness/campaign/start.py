@@ -20,6 +20,7 @@ from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, 
 from harness.executors import slurm
 from harness.executors.base import Executor
 from harness.report import abjson, stats
+from harness.report.sources import AB_JSON
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
@@ -265,7 +266,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
                          "up to it")
     rounds = (abspec.resolve_ab({"axis": "-", "rounds": rounds_value}, {}).rounds
               if rounds_value else None)
-    verdicts = _verdicts(directory)
+    verdicts = _verdicts(directory, only)
     return plan.extend(campaign, rounds, only, verdicts)
 
 
@@ -334,9 +335,14 @@ def refuse_unused(flags: Mapping[str, Any]) -> None:
             "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
 
 
-def _verdicts(directory: Path) -> dict[str, str]:
-    """Each operator's verdict in the campaign's ab.json (none before one was written)."""
+def _verdicts(directory: Path, only: str | None) -> dict[str, str]:
+    """Each operator's verdict in the campaign's ab.json, which ONLY picks operators by (none
+    before a first ab.json was written); UsageError naming the file where it is corrupt."""
+    if only is None or not (directory / AB_JSON).exists():
+        return {}
     try:
         return {op: o.verdict for op, o in (abjson.read_ab(directory).operators or {}).items()}
-    except UsageError:
-        return {}
+    except UsageError as exc:
+        raise UsageError(f"ONLY={only!r} picks operators by their verdict in the campaign's "
+                         f"{AB_JSON}, which is corrupt: {exc}; a resume without ONLY "
+                         "writes it afresh") from None

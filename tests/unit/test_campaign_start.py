@@ -280,3 +280,22 @@ def test_ctrl_c_before_the_executor_takes_the_signals_is_an_interrupted_campaign
     assert any(line.startswith("AB_INTERRUPTED signal=SIGINT") and
                f"resume: harness ab --resume {tmp_path}" in line for line in lines)
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_corrupt_ab_json_with_only_is_refused_naming_the_file(tmp_path):
+    # Regression: `RESUME=<dir> ONLY=inconclusive` over a truncated ab.json read "theirs: none
+    # (no ab.json yet)", as if the campaign had never finished a look.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    (tmp_path / "ab.json").write_text('{"schema": "harness-ab/')
+    with pytest.raises(UsageError) as info:
+        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
+    message = str(info.value)
+    assert message.startswith("ONLY='inconclusive' picks operators by their verdict in the "
+                              "campaign's ab.json, which is corrupt: ")
+    assert repr(str(tmp_path / "ab.json")) in message and "no ab.json yet" not in message
+    assert "\n" not in message and (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+    (tmp_path / "ab.json").unlink()  # none at all: no verdict yet, said as before
+    with pytest.raises(UsageError, match=r"theirs: none \(no ab.json yet\)"):
+        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
