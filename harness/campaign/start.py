@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import backends
-from harness.campaign import ab, driver, ops, plan, stacks, where
+from harness.campaign import ab, checkout, driver, ops, plan, stacks, where
 from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env, side_base
@@ -278,6 +278,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
     campaign = load(directory)
     settings = _resume_settings(campaign, flags, env)
+    checkout.check_same_commit(directory, campaign, settings)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
     stored_flags = campaign.slurm.flags if campaign.slurm else {}

@@ -1,0 +1,51 @@
+"""What a resume refuses or says about the campaign it finds: a checkout moved to another
+commit, an earlier campaign of the same command cut short, a folder of campaigns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .test_ab_cli import harness
+from .test_ab_flaggems_cli import git
+from .test_ab_suite_cli import suite_args
+
+pytestmark = pytest.mark.integration
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def test_a_resume_after_flaggems_dir_moved_to_another_commit_is_refused_naming_both(tmp_path):
+    # Regression: RESUME ROUNDS=2 after `git checkout` of another FlagGems commit ran round 1
+    # there: the run identities of one comparison showed two commits and nothing said so.
+    args = suite_args(tmp_path, "tanh", 1)
+    suite = tmp_path / "suite"
+    git(suite, "init", "-q")
+    first = commit_all(suite, "first")
+    proc = harness(*args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    (directory,) = (tmp_path / "runs" / "ab").glob("*/*")
+    with open(suite / "benchmark" / "test_tanh.py", "a") as fh:
+        fh.write("# another commit\n")
+    second = commit_all(suite, "second")
+    before = (directory / "campaign.json").read_bytes()
+    resumed = harness("ab", "--resume", str(directory), "--rounds", "2")
+    assert resumed.returncode == 2, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    message = resumed.stderr.strip()
+    assert message == (
+        f"error: FLAGGEMS_DIR={str(suite)!r} is at commit {second} now, but side A's finished "
+        f"rounds ran at {first}: a resume would mix rounds of two FlagGems commits; check out "
+        f"{first} again to resume, or start a new campaign")
+    assert (directory / "campaign.json").read_bytes() == before
+    assert not (directory / "tanh" / "A" / "r1").exists()
+    git(suite, "checkout", "-q", first)  # back at the campaign's commit: it resumes
+    again = harness("ab", "--resume", str(directory), "--rounds", "2")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
+    ident = json.loads((directory / "tanh" / "B" / "r1" / "run_identity.json").read_text())
+    assert ident["versions"]["flaggems_commit"] == first
