@@ -238,7 +238,8 @@ def _unit(read: _Reader) -> UnitRecord:
     unit_id = read.value("id", str)
     return UnitRecord(
         id=unit_id, op=read.value("op", str), round=read.value("round", int),
-        status=read.choice("status", UNIT_STATES, f" (unit {unit_id!r})"), reason=read.optional("reason", str),
+        status=read.choice("status", UNIT_STATES, f" (unit {unit_id!r})"),
+        reason=read.optional("reason", str),
         rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
         device=read.optional("device", str), attempts=read.value("attempts", int),
         slurm_task=read.optional("slurm_task", str),
