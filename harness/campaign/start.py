@@ -291,7 +291,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     left_out = [op for op, info in campaign.ops.items() if info.excluded]
     if not dry_run:
         driver.check_no_driver(directory)
-    out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
+    settled = where.earlier_arrays(directory, campaign, remote)  # before anything is written
+    out(f"resuming {directory}: {len(plan.units_to_run(campaign)) - len(settled)} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
     workers = _workers(campaign.axis, flags, env)
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
@@ -305,7 +306,8 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
     return driver.drive(directory, campaign, settings, executor, out,
-                        timeout_s=where.unit_timeout(flags, env), workers=workers)
+                        timeout_s=where.unit_timeout(flags, env), workers=workers,
+                        settled=settled)
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:

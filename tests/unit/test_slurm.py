@@ -18,6 +18,7 @@ from harness.campaign.ab import Axis
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.slurm import SlurmConfig, Stage, array
+from harness.executors.slurm.files import done_path
 from harness.executors.slurm.text import TaskState
 from harness.settings import spec
 
@@ -492,3 +493,49 @@ def test_a_dry_run_notes_what_the_clusters_preflight_would_refuse_and_creates_no
     assert not out.exists()
     with pytest.raises(PreflightError, match="check=sbatch"):
         where.preflight(SlurmConfig(), out, said.append)
+
+
+# --------------------------------------------------------------------------- a resume's arrays
+
+
+def _handed(tmp_path, done_by: str | None, status: str = "ok"):
+    """A campaign whose tanh/r0 was handed to array task 7_0; its done file, written by the
+    array task `done_by` (None: none), says `status`."""
+    doc = _doc(tmp_path, rounds=1)
+    doc.unit("tanh/r0").status, doc.unit("tanh/r0").device = "submitted", "slurm:7_0"
+    if done_by is not None:
+        path = done_path(tmp_path, "tanh/r0")
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"item": "tanh/r0", "status": status, "rc": 0,
+                                    "wall_s": 1.5, "device": None, "host": "n1",
+                                    "task": done_by, "reason": None}))
+    return doc
+
+
+def test_a_done_file_of_the_units_own_array_task_is_taken_and_an_earlier_attempts_is_not(
+        tmp_path):
+    doc = _handed(tmp_path, "7_0")
+    (end,) = array.taken_over(tmp_path, {u.id: u.device for u in doc.units}).values()
+    assert (end.task, end.state, end.wall_s) == ("tanh/r0", "ok", 1.5)
+    stale = _handed(tmp_path / "b", "5_3")  # an earlier submission's: its run was set aside
+    assert array.taken_over(tmp_path / "b", {u.id: u.device for u in stale.units}) == {}
+    stopped = _handed(tmp_path / "c", "7_0", "interrupted")  # did not run to its end
+    assert array.taken_over(tmp_path / "c", {u.id: u.device for u in stopped.units}) == {}
+
+
+def test_a_local_resume_that_cannot_ask_slurm_about_its_handed_units_is_refused(
+        tmp_path, monkeypatch):
+    # A task of job 7 may still write into the campaign: with no squeue to ask, a local
+    # resume would run its unit beside it.
+    doc = _handed(tmp_path, None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(UsageError) as info:
+        where.earlier_arrays(tmp_path, doc, remote=False)
+    assert str(info.value).startswith(
+        f"RESUME={str(tmp_path)!r}: units of this campaign were handed to Slurm job(s) 7 and "
+        "Slurm cannot say whether they still run (PREFLIGHT_FAILED check=slurm")
+    assert where.earlier_arrays(tmp_path, doc, remote=True) == []  # its executor asks again
+    local = _doc(tmp_path / "local", rounds=1)  # never handed to Slurm: nothing to ask
+    assert where.earlier_arrays(tmp_path / "local", local, remote=False) == []
