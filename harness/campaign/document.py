@@ -256,13 +256,35 @@ def load(directory: Path, label: str = "RESUME") -> Campaign:
     try:
         doc = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})") from None
+        raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})"
+                         + held_campaigns(directory, label)) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON} is not JSON ({exc})") from None
     try:
         return Campaign.from_json(doc)
     except BadDocument as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON}: {exc}") from None
+
+
+def held_campaigns(folder: Path, label: str = "RESUME", shown: int = 8) -> str:
+    """What a folder of campaigns (runs/ab, or one command's runs/ab/<axis>-<op>) holds, newest
+    first with each one's state, for the message that refuses the folder; "" when none."""
+    found = sorted({p.parent for pattern in (f"*/{CAMPAIGN_JSON}", f"*/*/{CAMPAIGN_JSON}")
+                    for p in folder.glob(pattern)}, key=lambda p: (p.name, str(p)), reverse=True)
+    if not found:
+        return ""
+    listed = [f"{p} ({_state_of(p)})" for p in found[:shown]]
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    return (f"; it holds {len(found)} campaign(s), newest first: {', '.join(listed)}{more}; "
+            f"give one, e.g. {label}={str(found[0])!r}")
+
+
+def _state_of(directory: Path) -> str:
+    try:
+        state = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8")).get("state")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return "unreadable"
+    return state if state in CAMPAIGN_STATES else "unreadable"
 
 
 def walls_by_op(campaign: Campaign) -> dict[str, float]:

@@ -278,3 +278,25 @@ def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for
     spans = campaign.projection(units, {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
     assert campaign.projection(["a"], {}) is None
+
+
+def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
+    # Regression: RESUME=runs/ab/none-tanh (no timestamp) said only "not a campaign directory".
+    older = tmp_path / "none-tanh" / "20261201-100000"
+    newer = tmp_path / "none-tanh" / "20261202-090000"
+    for directory, state in ((older, "done"), (newer, "interrupted")):
+        directory.mkdir(parents=True)
+        doc = document(directory)
+        doc.state = state
+        doc.save(directory)
+    (tmp_path / "none-add" / "20261130-080000").mkdir(parents=True)  # never a campaign.json
+    for folder in (tmp_path, tmp_path / "none-tanh"):
+        with pytest.raises(UsageError) as info:
+            load(folder)
+        assert str(info.value) == (
+            f"RESUME={str(folder)!r} is not a campaign directory (no campaign.json); it holds 2 "
+            f"campaign(s), newest first: {newer} (interrupted), {older} (done); give one, e.g. "
+            f"RESUME={str(newer)!r}")
+    with pytest.raises(UsageError) as info:
+        load(tmp_path / "none-add")
+    assert str(info.value).endswith("is not a campaign directory (no campaign.json)")
