@@ -279,6 +279,21 @@ def held_campaigns(folder: Path, label: str = "RESUME", shown: int = 8) -> str:
             f"give one, e.g. {label}={str(found[0])!r}")
 
 
+def newest_alike(parent: Path, campaign: Campaign) -> tuple[Path, Campaign] | None:
+    """The newest campaign under `parent` of the same command as `campaign` (its axis, its
+    settings and its operators); None where there is none."""
+    for found in sorted((p.parent for p in parent.glob(f"*/{CAMPAIGN_JSON}")),
+                        key=lambda p: p.name, reverse=True):
+        try:
+            earlier = load(found)
+        except UsageError:  # not a campaign this harness reads: not the one to resume
+            continue
+        if (earlier.axis, earlier.argv, set(earlier.ops)) == (
+                campaign.axis, campaign.argv, set(campaign.ops)):
+            return found, earlier
+    return None
+
+
 def _state_of(directory: Path) -> str:
     try:
         state = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8")).get("state")

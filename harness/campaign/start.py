@@ -13,7 +13,13 @@ from typing import Any
 
 from harness import backends
 from harness.campaign import ab, checkout, driver, ops, plan, stacks, where
-from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
+from harness.campaign.document import (
+    Campaign,
+    ExecutorRecord,
+    load,
+    newest_alike,
+    walls_by_op,
+)
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env, side_base
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
@@ -141,6 +147,8 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.noise_floor_bands = model.to_json() if model else []
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     campaign.auto = {"min": ab_spec.auto[0], "max": ab_spec.auto[1]} if ab_spec.auto else None
+    if (note := _unfinished_note(parent, campaign)) is not None:
+        out(note)
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
         executor = _executor(settings, cfg, where_to, campaign, env, out, workers)
@@ -162,6 +170,18 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     return driver.drive(directory, campaign, settings, executor, out,
                         timeout_s=where.unit_timeout(flags, env), workers=workers)
+
+
+def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:
+    """One line where the last campaign of this same command did not finish (Ctrl-C, a killed
+    driver): a new one starts, and RESUME is what would complete that one."""
+    earlier = newest_alike(parent, campaign)
+    if earlier is None or earlier[1].state == "done":
+        return None
+    directory, found = earlier
+    return (f"note: the last campaign of this command, {directory}, is {found.state} with "
+            f"{len(plan.units_to_run(found))} of {len(found.units)} units left; this starts a "
+            f"new one; RESUME={directory} (harness ab --resume {directory}) completes that one")
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,

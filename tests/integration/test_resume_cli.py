@@ -4,13 +4,14 @@ commit, an earlier campaign of the same command cut short, a folder of campaigns
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
 
 from .test_ab_cli import harness
 from .test_ab_flaggems_cli import git
-from .test_ab_suite_cli import suite_args
+from .test_ab_suite_cli import interrupt_after_first_unit, suite_args
 
 pytestmark = pytest.mark.integration
 
@@ -49,3 +50,24 @@ def test_a_resume_after_flaggems_dir_moved_to_another_commit_is_refused_naming_b
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-2000:]
     ident = json.loads((directory / "tanh" / "B" / "r1" / "run_identity.json").read_text())
     assert ident["versions"]["flaggems_commit"] == first
+
+
+def test_the_same_command_after_ctrl_c_says_which_campaign_it_leaves_unfinished(tmp_path):
+    # Regression: `make ab ...` typed again after Ctrl-C started a new campaign and said nothing
+    # of the interrupted one, whose finished units a RESUME would have kept.
+    args = suite_args(tmp_path, "tanh,add", 1)
+    rc, output = interrupt_after_first_unit(args, signal.SIGINT)
+    assert rc == 130, output[-3000:]
+    (interrupted,) = (tmp_path / "runs" / "ab").glob("*/*")
+    note = (f"note: the last campaign of this command, {interrupted}, is interrupted with 1 of "
+            f"2 units left; this starts a new one; RESUME={interrupted} (harness ab --resume "
+            f"{interrupted}) completes that one")
+    planned = harness(*args, "--dry-run")
+    assert planned.returncode == 0, planned.stdout[-3000:] + planned.stderr[-2000:]
+    assert note in planned.stdout.splitlines()
+    other = harness(*[a if a != "tanh,add" else "tanh" for a in args], "--dry-run")
+    assert "note: the last campaign" not in other.stdout  # another command: not its campaign
+    resumed = harness("ab", "--resume", str(interrupted))
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    again = harness(*args, "--dry-run")  # the campaign is done: nothing to say
+    assert again.returncode == 0 and "note: the last campaign" not in again.stdout
