@@ -11,9 +11,9 @@ from harness.campaign.ab import Axis
 from harness.errors import UsageError
 from harness.executors.base import STATES
 from harness.fsutil import atomic_write_json
+from harness.report.sources import CAMPAIGN_JSON
 
 SCHEMA = "harness-campaign/1"
-CAMPAIGN_JSON = "campaign.json"
 PENDING = "not_run"
 EXCLUDED = "excluded"  # its operator is left out by EXCLUDE: not run unless taken back
 # A unit in one of these states is never run again; any other state is run by --resume.

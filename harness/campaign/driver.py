@@ -27,11 +27,13 @@ from harness.errors import (
 from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
+from harness.report.sources import DRIVER_LOCK
 from harness.run import artifacts
 from harness.settings import cmdline, variables
 from harness.settings.spec import Settings
 
-LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
+LOCK_FILE = DRIVER_LOCK  # held by the one driver of a campaign
+LOOK_WAIT_S = 2.0  # what a driver waits out of a look at its lock (harness summary)
 
 
 def unit_argv(directory: Path, argv: list[str], node: str, unit_id: str) -> list[str]:
@@ -94,7 +96,7 @@ def sole_driver(directory: Path) -> Iterator[None]:
     other's campaign.json."""
     with exclusive_lock(directory / LOCK_FILE, lambda: UsageError(
             f"campaign {str(directory)!r} is being run by another harness process; wait for "
-            "it, or stop it and resume")):
+            "it, or stop it and resume"), wait_s=LOOK_WAIT_S):
         yield
 
 
@@ -304,10 +306,9 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised. A full device met by the driver, a unit or the report stops
-    them too: the campaign is marked interrupted where campaign.json can still be written,
-    and errors.NoSpace raised (full_device_stops). A unit stopped at its limit is recorded
-    timeout; a resume runs it again. `settled`: ends of units a resume found (take_ended).
+    errors.Interrupted raised. A full device met by the driver, a unit or the report stops them
+    too (full_device_stops: NoSpace). A unit stopped at its limit is recorded timeout (a resume
+    runs it again). `settled`: ends of units a resume found (take_ended).
     """
     with sole_driver(directory), full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)

@@ -4,10 +4,17 @@ commit, an earlier campaign of the same command cut short, a folder of campaigns
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from harness.settings.spec import REPO_ROOT
+from tests.gate_plugin import GATE_VAR
+from tests.procs import wait_for
 
 from .test_ab_cli import harness
 from .test_ab_flaggems_cli import git
@@ -71,3 +78,29 @@ def test_the_same_command_after_ctrl_c_says_which_campaign_it_leaves_unfinished(
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
     again = harness(*args, "--dry-run")  # the campaign is done: nothing to say
     assert again.returncode == 0 and "note: the last campaign" not in again.stdout
+
+
+def test_summary_of_a_campaign_still_running_says_so(tmp_path):
+    # Regression: `make summary RUN=<campaign>` while it ran said the directory was "none of
+    # the inputs of harness summary".
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), GATE_VAR: str(gate),
+           "PYTEST_PLUGINS": "tests.gate_plugin"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli",
+                             *suite_args(tmp_path, "tanh", 1)], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (gate / "ready").exists(), 120, "the unit's pytest to start", 0.1)
+        (directory,) = (tmp_path / "runs" / "ab").glob("*/*")
+        running = harness("summary", str(directory))
+        (gate / "go").touch()
+        assert proc.wait(timeout=300) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert running.returncode == 2, running.stdout + running.stderr
+    assert running.stderr.strip() == (
+        f"error: campaign {str(directory)!r} is still running (1 running): its ab.json is "
+        "written when it ends; summarize it then")
+    assert harness("summary", str(directory)).returncode == 0  # done: its table
