@@ -104,3 +104,26 @@ def test_summary_of_a_campaign_still_running_says_so(tmp_path):
         f"error: campaign {str(directory)!r} is still running (1 running): its ab.json is "
         "written when it ends; summarize it then")
     assert harness("summary", str(directory)).returncode == 0  # done: its table
+
+
+def test_a_campaign_started_with_relative_paths_resumes_from_another_directory(tmp_path):
+    # Regression: the campaign kept FLAGGEMS_DIR=suite and SHAPE_FILE=shapes.yaml as typed, so
+    # a resume typed elsewhere read them against its own directory and refused or ran another
+    # tree.
+    args = suite_args(tmp_path, "tanh", 1)
+    relative = [str(Path(a).relative_to(tmp_path)) if a.startswith(str(tmp_path)) else a
+                for a in args]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    first = subprocess.run([sys.executable, "-m", "harness.cli", *relative], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    (directory,) = (tmp_path / "runs" / "ab").glob("*/*")
+    argv = json.loads((directory / "campaign.json").read_text())["argv"]
+    for flag, path in (("--flaggems-dir", "suite"), ("--shape-file", "shapes.yaml"),
+                       ("--out", "runs")):
+        assert argv[argv.index(flag) + 1] == str(tmp_path / path)
+    resumed = harness("ab", "--resume", str(directory), "--rounds", "2")  # typed in the checkout
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+    ident = json.loads((directory / "tanh" / "A" / "r1" / "run_identity.json").read_text())
+    assert ident["shape_file"] == str(tmp_path / "shapes.yaml")
+    assert not (REPO_ROOT / "suite").exists() and not (REPO_ROOT / "shapes.yaml").exists()
