@@ -267,10 +267,12 @@ def load(directory: Path, label: str = "RESUME") -> Campaign:
 
 
 def held_campaigns(folder: Path, label: str = "RESUME", shown: int = 8) -> str:
-    """What a folder of campaigns (runs/ab, or one command's runs/ab/<axis>-<op>) holds, newest
-    first with each one's state, for the message that refuses the folder; "" when none."""
-    found = sorted({p.parent for pattern in (f"*/{CAMPAIGN_JSON}", f"*/*/{CAMPAIGN_JSON}")
-                    for p in folder.glob(pattern)}, key=lambda p: (p.name, str(p)), reverse=True)
+    """What a folder of campaigns (OUT, runs/ab, or one command's runs/ab/<axis>-<op>) holds,
+    newest first with each one's state, for the message that refuses the folder; "" when
+    none."""
+    found = sorted({p.parent for depth in (1, 2, 3)
+                    for p in folder.glob("*/" * depth + CAMPAIGN_JSON)},
+                   key=lambda p: (p.name, str(p)), reverse=True)
     if not found:
         return ""
     listed = [f"{p} ({_state_of(p)})" for p in found[:shown]]

@@ -282,15 +282,15 @@ def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for
 
 def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
     # Regression: RESUME=runs/ab/none-tanh (no timestamp) said only "not a campaign directory".
-    older = tmp_path / "none-tanh" / "20261201-100000"
-    newer = tmp_path / "none-tanh" / "20261202-090000"
+    older = tmp_path / "ab" / "none-tanh" / "20261201-100000"
+    newer = tmp_path / "ab" / "none-tanh" / "20261202-090000"
     for directory, state in ((older, "done"), (newer, "interrupted")):
         directory.mkdir(parents=True)
         doc = document(directory)
         doc.state = state
         doc.save(directory)
-    (tmp_path / "none-add" / "20261130-080000").mkdir(parents=True)  # never a campaign.json
-    for folder in (tmp_path, tmp_path / "none-tanh"):
+    (tmp_path / "ab" / "none-add" / "20261130-080000").mkdir(parents=True)  # no campaign.json
+    for folder in (tmp_path, tmp_path / "ab", tmp_path / "ab" / "none-tanh"):
         with pytest.raises(UsageError) as info:
             load(folder)
         assert str(info.value) == (
@@ -298,5 +298,5 @@ def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
             f"campaign(s), newest first: {newer} (interrupted), {older} (done); give one, e.g. "
             f"RESUME={str(newer)!r}")
     with pytest.raises(UsageError) as info:
-        load(tmp_path / "none-add")
+        load(tmp_path / "ab" / "none-add")
     assert str(info.value).endswith("is not a campaign directory (no campaign.json)")
