@@ -170,9 +170,13 @@ def earlier_arrays(directory: Path, campaign: Campaign, remote: bool,
     """What a resume (`remote`: on Slurm) finds of the campaign's earlier job arrays: the ends
     of units that their tasks finished while no driver followed them, to record and never run
     again. UsageError where a task may still write into the campaign and this resume would
-    not follow it: run here (EXECUTOR=local) while a job is queued, or while Slurm cannot say."""
+    not follow it: run here (EXECUTOR=local) while a job is queued (any the campaign
+    submitted: one whose scancel Slurm had not carried out when the driver stopped waiting
+    too), or while Slurm cannot say of a job that holds units handed to it."""
     placed = {u.id: u.device for u in campaign.units if u.status == "submitted"}
-    jobs = sorted({job for where in placed.values() if (job := job_of(where))})
+    handed = sorted({job for where in placed.values() if (job := job_of(where))})
+    jobs = sorted({*handed, *(str(s.get("job")) for s in
+                              (campaign.slurm.submissions if campaign.slurm else ()))})
     if not jobs:
         return []
     try:
@@ -185,9 +189,9 @@ def earlier_arrays(directory: Path, campaign: Campaign, remote: bool,
             f"{where}: Slurm job(s) {', '.join(sorted(alive))} of this campaign still have "
             "tasks queued or running, which write into it; resume with EXECUTOR=slurm to "
             f"follow them, or scancel {' '.join(sorted(alive))} and resume")
-    if not remote and alive is None:
+    if not remote and alive is None and handed:
         raise UsageError(
-            f"{where}: units of this campaign were handed to Slurm job(s) {', '.join(jobs)} "
+            f"{where}: units of this campaign were handed to Slurm job(s) {', '.join(handed)} "
             f"and Slurm cannot say whether they still run ({why}); resume where squeue "
             "answers")
     if alive is None:  # followed by the resume's own executor, which asks again

@@ -15,6 +15,7 @@ from harness import backends
 from harness.campaign import driver, where
 from harness.campaign import plan as campaign
 from harness.campaign.ab import Axis
+from harness.campaign.document import ExecutorRecord
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.slurm import SlurmConfig, Stage, array
@@ -539,3 +540,19 @@ def test_a_local_resume_that_cannot_ask_slurm_about_its_handed_units_is_refused(
     assert where.earlier_arrays(tmp_path, doc, remote=True) == []  # its executor asks again
     local = _doc(tmp_path / "local", rounds=1)  # never handed to Slurm: nothing to ask
     assert where.earlier_arrays(tmp_path / "local", local, remote=False) == []
+
+
+def test_a_local_resume_is_refused_while_any_array_of_the_campaign_is_queued(tmp_path):
+    # A signal's scancel that Slurm had not carried out when the driver stopped waiting leaves
+    # units interrupted in campaign.json, while their task may still write.
+    doc = _handed(tmp_path, None)
+    doc.unit("tanh/r0").status = "interrupted"
+    doc.slurm = ExecutorRecord(submissions=[{"job": "7", "key": "s1-r0", "tasks": [["tanh/r0"]]}])
+    client = slurm.Slurm(Scripted({"squeue": [(0, "7_0|COMPLETING|None\n", "")]}))
+    with pytest.raises(UsageError, match=r"Slurm job\(s\) 7 of this campaign still have tasks"):
+        where.earlier_arrays(tmp_path, doc, remote=False, client=client)
+    gone = slurm.Slurm(Scripted({"squeue": [(1, "", "Invalid job id specified")]}))
+    assert where.earlier_arrays(tmp_path, doc, remote=False, client=gone) == []
+    silent = slurm.Slurm(Scripted({"squeue": [(1, "", "Socket timed out")]}))
+    # nothing handed to it now: a local resume need not wait for Slurm to answer
+    assert where.earlier_arrays(tmp_path, doc, remote=False, client=silent) == []
