@@ -77,8 +77,7 @@ def test_ab_requires_an_axis(tmp_path):
 def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
     # The README's first command, as a new user runs it (it builds .venv on first use).
     proc = subprocess.run(["make", "--no-print-directory", "demo", "OUT=runs/demo-test"],
-                          cwd=REPO_ROOT, env={**os.environ, "PWD": str(REPO_ROOT)},
-                          capture_output=True, text=True, timeout=1200)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     done = [line for line in proc.stdout.splitlines() if line.startswith("AB_DONE")]
     assert done and "report=" in done[0]
