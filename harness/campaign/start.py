@@ -38,8 +38,6 @@ RESUME_FIXED = ("backend", "level", "mode")
 # What a resume reads besides --resume, --only and the executor's flags: the fixed caliber
 # (refused when it differs), where units run, how many rounds, and whether to only print.
 RESUME_TAKES = ("BACKEND", "LEVEL", "MODE", "DEVICES", "ROUNDS", "DRY_RUN")
-# The settings that name a file or directory: stored absolute.
-PATH_SETTINGS = ("shape_file", "replay_from", "flaggems_dir", "out")
 # The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
 UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
     "OP", "OP_FILE", "TEST_NODE", "AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "DEVICES"))
@@ -54,10 +52,15 @@ def settings_argv(settings: Settings) -> list[str]:
     its units and a later resume run exactly the campaign's settings whatever the environment
     holds then, its paths absolute whatever directory the resume is typed in. What to run comes
     from each unit, its device from the executor."""
-    paths = {name: Path(os.path.abspath(value)) for name in PATH_SETTINGS
-             if (value := getattr(settings, name)) is not None}
-    return cmdline.to_argv(dataclasses.replace(settings, **paths), op=None, op_file=None,
-                           test_node=None, devices=(), dry_run=False)
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None else Path(os.path.abspath(path))
+
+    stored = dataclasses.replace(
+        settings, shape_file=absolute(settings.shape_file),
+        replay_from=absolute(settings.replay_from),
+        flaggems_dir=absolute(settings.flaggems_dir), out=Path(os.path.abspath(settings.out)))
+    return cmdline.to_argv(stored, op=None, op_file=None, test_node=None, devices=(),
+                           dry_run=False)
 
 
 def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
