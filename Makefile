@@ -22,6 +22,10 @@ HARNESS = PYTHONPATH=$(call quote,$(CURDIR))$${PYTHONPATH:+:$$PYTHONPATH} $(call
 GIVEN := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)))
 unexport $(GIVEN)
 override export ZL_MAKE_ARGS := $(foreach v,$(GIVEN),$(call quote,$(v)=$(value $(v))))
+# The directory make was typed in: the invoking shell's PWD, which `make -C` leaves as it was
+# (a recipe's shell resets it to the checkout); the harness resolves a relative path the user
+# gave against it.
+override export ZL_MAKE_CWD := $(or $(value PWD),$(CURDIR))
 
 .PHONY: help demo test lint preflight run backends venv ab
 

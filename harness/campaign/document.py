@@ -9,14 +9,19 @@ from typing import Any, TypeVar
 
 from harness.campaign.ab import Axis
 from harness.errors import UsageError
+from harness.executors.base import STATES
 from harness.fsutil import atomic_write_json
+from harness.report.sources import CAMPAIGN_JSON
 
 SCHEMA = "harness-campaign/1"
-CAMPAIGN_JSON = "campaign.json"
 PENDING = "not_run"
 EXCLUDED = "excluded"  # its operator is left out by EXCLUDE: not run unless taken back
 # A unit in one of these states is never run again; any other state is run by --resume.
 FINISHED = ("ok", "failed", "skipped", EXCLUDED)
+# Every state a unit may be in: an executor's end states, handed to a queue, running, excluded.
+UNIT_STATES = (*STATES, "submitted", "running", EXCLUDED)
+# A campaign's own state, from planned to done.
+CAMPAIGN_STATES = ("planned", "running", "submitted", "measured", "done", "interrupted")
 T = TypeVar("T")
 
 
@@ -149,7 +154,7 @@ class Campaign:
             walls_from=read.optional("walls_from", str),
             ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
             units=[_unit(unit) for unit in read.items("units")],
-            state=read.value("state", str),
+            state=read.choice("state", CAMPAIGN_STATES),
             noise_floor_pct=float(read.optional("noise_floor_pct", (int, float)) or 1.0),
             python=read.optional("python", str) or "python3",
             noise_from=read.optional("noise_from", str),
@@ -187,6 +192,15 @@ class _Reader:
             raise BadDocument(f"{self._name(key)} is {value!r}; expected a {names}")
         return value  # type: ignore[return-value]  # checked just above
 
+    def choice(self, key: str, accepted: tuple[str, ...], of: str = "") -> str:
+        """A string that must be one of `accepted` (`of`: whose it is, for the message): a
+        state a resume acts on, never guessed."""
+        value = self.value(key, str)
+        if value not in accepted:
+            raise BadDocument(f"{self._name(key)}{of} is {value!r}; expected one of: "
+                              f"{', '.join(accepted)}")
+        return value
+
     def optional(self, key: str, kind: type[T] | tuple[type, ...]) -> T | None:
         return None if self.doc.get(key) is None else self.value(key, kind)
 
@@ -221,9 +235,11 @@ def _op(read: _Reader) -> OpRecord:
 
 def _unit(read: _Reader) -> UnitRecord:
     wall = read.optional("wall_s", (int, float))
+    unit_id = read.value("id", str)
     return UnitRecord(
-        id=read.value("id", str), op=read.value("op", str), round=read.value("round", int),
-        status=read.value("status", str), reason=read.optional("reason", str),
+        id=unit_id, op=read.value("op", str), round=read.value("round", int),
+        status=read.choice("status", UNIT_STATES, f" (unit {unit_id!r})"),
+        reason=read.optional("reason", str),
         rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
         device=read.optional("device", str), attempts=read.value("attempts", int),
         slurm_task=read.optional("slurm_task", str),
@@ -240,13 +256,52 @@ def load(directory: Path, label: str = "RESUME") -> Campaign:
     try:
         doc = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})") from None
+        raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})"
+                         + held_campaigns(directory, label)) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON} is not JSON ({exc})") from None
     try:
         return Campaign.from_json(doc)
     except BadDocument as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON}: {exc}") from None
+
+
+def held_campaigns(folder: Path, label: str = "RESUME", shown: int = 8) -> str:
+    """What a folder of campaigns (OUT, runs/ab, or one command's runs/ab/<axis>-<op>) holds,
+    newest first with each one's state, for the message that refuses the folder; "" when
+    none."""
+    found = sorted({p.parent for depth in (1, 2, 3)
+                    for p in folder.glob("*/" * depth + CAMPAIGN_JSON)},
+                   key=lambda p: (p.name, str(p)), reverse=True)
+    if not found:
+        return ""
+    listed = [f"{p} ({_state_of(p)})" for p in found[:shown]]
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    return (f"; it holds {len(found)} campaign(s), newest first: {', '.join(listed)}{more}; "
+            f"give one, e.g. {label}={str(found[0])!r}")
+
+
+def newest_alike(parent: Path, campaign: Campaign) -> tuple[Path, Campaign] | None:
+    """The newest campaign under `parent` of the same command as `campaign` (its axis, its
+    settings and its operators); None where there is none."""
+    for found in sorted((p.parent for p in parent.glob(f"*/{CAMPAIGN_JSON}")),
+                        key=lambda p: p.name, reverse=True):
+        try:
+            earlier = load(found)
+        except UsageError:  # not a campaign this harness reads: not the one to resume
+            continue
+        if (earlier.axis, earlier.argv, set(earlier.ops)) == (
+                campaign.axis, campaign.argv, set(campaign.ops)):
+            return found, earlier
+    return None
+
+
+def _state_of(directory: Path) -> str:
+    try:
+        state = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8")).get("state")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return "unreadable"
+    return state if state in CAMPAIGN_STATES else "unreadable"
 
 
 def walls_by_op(campaign: Campaign) -> dict[str, float]:

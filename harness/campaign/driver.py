@@ -7,7 +7,7 @@ import dataclasses
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,11 +27,13 @@ from harness.errors import (
 from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
+from harness.report.sources import DRIVER_LOCK
 from harness.run import artifacts
 from harness.settings import cmdline, variables
 from harness.settings.spec import Settings
 
-LOCK_FILE = ".driver.lock"  # held by the one driver of a campaign
+LOCK_FILE = DRIVER_LOCK  # held by the one driver of a campaign
+LOOK_WAIT_S = 2.0  # what a driver waits out of a look at its lock (harness summary)
 
 
 def unit_argv(directory: Path, argv: list[str], node: str, unit_id: str) -> list[str]:
@@ -94,7 +96,7 @@ def sole_driver(directory: Path) -> Iterator[None]:
     other's campaign.json."""
     with exclusive_lock(directory / LOCK_FILE, lambda: UsageError(
             f"campaign {str(directory)!r} is being run by another harness process; wait for "
-            "it, or stop it and resume")):
+            "it, or stop it and resume"), wait_s=LOOK_WAIT_S):
         yield
 
 
@@ -283,23 +285,36 @@ def _child_full(end: Ended) -> NoSpace | None:
     return NoSpace(path or None)
 
 
+def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],
+               out: Callable[[str], None]) -> None:
+    """Record the units that ended while no driver followed them (a cluster's task finished
+    them after the driver was killed), as if they had been seen ending."""
+    if not settled:
+        return
+    out(f"{len(settled)} unit(s) finished while no driver followed them, taken as they ended: "
+        + ", ".join(end.task for end in settled))
+    events = UnitEvents(directory, campaign, len(settled), 0, out)
+    for end in settled:
+        events.ended(Task(end.task, (), unit_log(directory, end.task)), end)
+
+
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print, *, timeout_s: float | None = None,
-          workers: str = "1") -> int:
+          workers: str = "1", settled: Sequence[Ended] = ()) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
     (UNIT_TIMEOUT, see unit_tasks), then write the report.
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised. A full device met by the driver, a unit or the report stops
-    them too: the campaign is marked interrupted where campaign.json can still be written,
-    and errors.NoSpace raised (full_device_stops). A unit stopped at its limit is recorded
-    timeout; a resume runs it again.
+    errors.Interrupted raised. A full device met by the driver, a unit or the report stops them
+    too (full_device_stops: NoSpace). A unit stopped at its limit is recorded timeout (a resume
+    runs it again). `settled`: ends of units a resume found (take_ended).
     """
-    tasks = unit_tasks(directory, campaign, timeout_s, workers)
     with sole_driver(directory), full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)
+        take_ended(directory, campaign, settled, out)
+        tasks = unit_tasks(directory, campaign, timeout_s, workers)
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "
             f"{len(campaign.units)}; executor {executor.name})")
         campaign.state = "running"

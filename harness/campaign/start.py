@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
+import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness import backends
-from harness.campaign import ab, driver, ops, plan, stacks, where
-from harness.campaign.document import Campaign, ExecutorRecord, load, walls_by_op
-from harness.campaign.plan import SIDES
-from harness.campaign.unit import cache_env, side_base
+from harness.campaign import ab, checkout, driver, dryrun, ops, plan, stacks, where
+from harness.campaign.document import (
+    Campaign,
+    ExecutorRecord,
+    load,
+    newest_alike,
+)
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
-from harness.executors.base import Executor
+from harness.executors.base import Ended, Executor
 from harness.history import recording
 from harness.report import abjson, noisefloor, stats
+from harness.report.sources import AB_JSON
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
@@ -43,8 +47,16 @@ def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str |
 def settings_argv(settings: Settings) -> list[str]:
     """Every run setting, resolved, as flags (cmdline.to_argv): a campaign stores them, so that
     its units and a later resume run exactly the campaign's settings whatever the environment
-    holds then. What to run comes from each unit, its device from the executor."""
-    return cmdline.to_argv(settings, op=None, op_file=None, test_node=None, devices=(),
+    holds then, its paths absolute whatever directory the resume is typed in. What to run comes
+    from each unit, its device from the executor."""
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None else Path(os.path.abspath(path))
+
+    stored = dataclasses.replace(
+        settings, shape_file=absolute(settings.shape_file),
+        replay_from=absolute(settings.replay_from),
+        flaggems_dir=absolute(settings.flaggems_dir), out=Path(os.path.abspath(settings.out)))
+    return cmdline.to_argv(stored, op=None, op_file=None, test_node=None, devices=(),
                            dry_run=False)
 
 
@@ -107,7 +119,7 @@ def _operators(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, s
         for op, v in info.items():
             out(f"{op}: {v['reason']}")
         raise PreflightError("test_node", "no operator of OPS has a benchmark node")
-    return info, *_preflight(_with_node(settings, first), out, remote)
+    return info, *_preflight(dryrun.with_node(settings, first), out, remote)
 
 
 def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: ab.Axis,
@@ -130,7 +142,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     nodes = [v["node"] for v in info.values() if "node" in v]  # one that runs, where any does
     first = next((v["node"] for v in info.values() if "node" in v and "skipped" not in v),
                  nodes[0])
-    axis, checked = stacks.sides(_with_node(settings, first), axis, ab_spec, commits, out,
+    axis, checked = stacks.sides(dryrun.with_node(settings, first), axis, ab_spec, commits, out,
                                  checked, local=cfg is None)
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
@@ -143,11 +155,13 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     campaign.noise_floor_bands = model.to_json() if model else []
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     campaign.auto = {"min": ab_spec.auto[0], "max": ab_spec.auto[1]} if ab_spec.auto else None
+    if (note := _unfinished_note(parent, campaign)) is not None:
+        out(note)
     if settings.dry_run:
         where_to = parent / runner.utc_stamp()
         executor = _executor(settings, cfg, where_to, campaign, env, out, workers)
-        for line in [*describe(campaign, executor, where_to),
-                     *_first_unit(campaign, settings, first_plan, executor, where_to)]:
+        for line in [*dryrun.describe(campaign, executor, where_to),
+                     *dryrun.first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
         where.preflight(cfg, settings.out, out, dry_run=True)
@@ -159,7 +173,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      runner.utc_stamp())
     campaign.dir = str(directory)
-    stacks.prepare(_with_node(settings, first), axis, commits, directory, out)
+    stacks.prepare(dryrun.with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     recording.record(flags, env, settings.out, directory, out)  # an interrupted one is there too
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
@@ -170,84 +184,29 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
 def _drive_recorded(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
                     flags: Mapping[str, Any], env: Mapping[str, str],
                     out: Callable[[str], None], workers: str,
-                    timeout_s: float | None) -> int:
+                    timeout_s: float | None, settled: Sequence[Ended] = ()) -> int:
     """Drive the campaign, then record it in the history store however it ended."""
     try:
         return driver.drive(directory, campaign, settings, executor, out,
-                            timeout_s=timeout_s, workers=workers)
+                            timeout_s=timeout_s, workers=workers, settled=settled)
     finally:
         recording.record(flags, env, settings.out, directory, out)
 
 
-def describe(campaign: Campaign, executor: Executor, directory: Path,
-             state: str = "not created") -> list[str]:
-    """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
-    units and where the executor would run them."""
-    axis = campaign.axis
-    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_IMAGE: "two images (digests: A "
-            f"{axis.a.split('@')[-1]}, B {axis.b.split('@')[-1]})",
-            ab.AXIS_FLAGGEMS: f"two FlagGems commits, each side's tree in {directory / 'stacks'}"
-            }.get(
-        axis.name, axis.variable or "no variable (A/A)")
-    lines = [f"campaign: {directory} ({state})",
-             f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
-    for op, op_info in campaign.ops.items():
-        lines.append(f"operator {op}: {op_info.node or op_info.reason}"
-                     + (f" (skipped: {op_info.skipped})" if op_info.skipped else ""))
-    for side in SIDES:
-        env = {**axis.side_env(side), **cache_env(directory, side)}
-        mode = (f"{side}/r0 tunes and records" if side == "A" or axis.tune == "each"
-                else "replays A/r0 strictly")
-        if axis.python(side) or axis.image(side):
-            mode = f"runs {axis.python(side) or axis.image(side)}; {mode}"
-        lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
-                     + f" ({mode}; cache removed at the end)")
-    tasks = driver.unit_tasks(directory, campaign)
-    walls = campaign.walls or walls_by_op(campaign)
-    lines.append(f"{len(tasks)} units, round-major, longest first within a round "
-                 f"({'walls from ' + campaign.walls_from if campaign.walls_from else 'no walls'})"
-                 "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
-    if campaign.auto:
-        runnable = sum(1 for i in campaign.ops.values() if not (i.reason or i.skipped))
-        lines.append(f"ROUNDS=auto: these are MIN_ROUNDS ({campaign.auto['min']}) an operator; "
-                     "after each round, one more for each operator with a row undecided, up "
-                     f"to MAX_ROUNDS ({campaign.auto['max']}): "
-                     f"{runnable * campaign.auto['max']} units at most")
-    by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
-               if plan.parse_unit_id(t.id).op in walls}
-    projected = plan.projection([plan.parse_unit_id(t.id).op for t in tasks], walls)
-    return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
-
-
-def _first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
-                executor: Executor, directory: Path) -> list[str]:
-    """The first unit's child command line and the pytest run of its side A."""
-    tasks = driver.unit_tasks(directory, campaign)
-    if not tasks:
-        return []
-    task = tasks[0]
-    unit = plan.parse_unit_id(task.id)
-    node = campaign.ops[unit.op].node or ""
-    device = executor.place(task)
-    argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
-    step = ab.Step("A", unit.round, campaign.axis.a)
-    pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
-    pinned = side_base(pinned, campaign.axis, directory, "A")
-    run = ab.side_settings(_with_node(pinned, node), step, directory / unit.op, campaign.axis)
-    env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
-    if (python := campaign.axis.python("A")) is not None:
-        first_plan = dataclasses.replace(first_plan, python=python)
-    return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
-            *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env,
-                                     campaign.axis.image("A"))]
+def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:
+    """One line where the last campaign of this same command did not finish (Ctrl-C, a killed
+    driver): a new one starts, and RESUME is what would complete that one."""
+    earlier = newest_alike(parent, campaign)
+    if earlier is None or earlier[1].state == "done":
+        return None
+    directory, found = earlier
+    return (f"note: the last campaign of this command, {directory}, is {found.state} with "
+            f"{len(plan.units_to_run(found))} of {len(found.units)} units left; this starts a "
+            f"new one; RESUME={directory} (harness ab --resume {directory}) completes that one")
 
 
 def _err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _with_node(settings: Settings, node: str) -> Settings:
-    return dataclasses.replace(settings, op=None, op_file=None, test_node=node)
 
 
 # --------------------------------------------------------------------------- resume
@@ -290,7 +249,7 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
                          "up to it")
     rounds = (abspec.check_rounds(rounds_value, "ROUNDS", campaign.axis.name)
               if rounds_value else None)
-    verdicts = _verdicts(directory)
+    verdicts = _verdicts(directory, only)
     return plan.extend(campaign, rounds, only, verdicts)
 
 
@@ -304,6 +263,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     campaign = load(directory)
     _check_floor(directory, campaign)
     settings = _resume_settings(campaign, flags, env)
+    checkout.check_same_commit(directory, campaign, settings)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
     stored_flags = campaign.slurm.flags if campaign.slurm else {}
@@ -316,12 +276,14 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     left_out = [op for op, info in campaign.ops.items() if info.excluded]
     if not dry_run:
         driver.check_no_driver(directory)
-    out(f"resuming {directory}: {len(plan.units_to_run(campaign))} units to run "
+    settled = where.earlier_arrays(directory, campaign, remote)  # before anything is written
+    out(f"resuming {directory}: {len(plan.units_to_run(campaign)) - len(settled)} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
     workers = _workers(campaign.axis, flags, env)
     executor = _executor(settings, cfg, directory, campaign, env, out, workers)
     if dry_run:
-        for line in describe(campaign, executor, directory, "exists; nothing added to it"):
+        for line in dryrun.describe(campaign, executor, directory,
+                                   "exists; nothing added to it"):
             out(line)
         return EXIT_OK
     where.preflight(cfg, directory, out)
@@ -330,7 +292,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
     return _drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
-                           timeout_s)
+                           timeout_s, settled)
 
 
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:
@@ -361,9 +323,14 @@ def refuse_unused(flags: Mapping[str, Any]) -> None:
             "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
 
 
-def _verdicts(directory: Path) -> dict[str, str]:
-    """Each operator's verdict in the campaign's ab.json (none before one was written)."""
+def _verdicts(directory: Path, only: str | None) -> dict[str, str]:
+    """Each operator's verdict in the campaign's ab.json, which ONLY picks operators by (none
+    before a first ab.json was written); UsageError naming the file where it is corrupt."""
+    if only is None or not (directory / AB_JSON).exists():
+        return {}
     try:
         return {op: o.verdict for op, o in (abjson.read_ab(directory).operators or {}).items()}
-    except UsageError:
-        return {}
+    except UsageError as exc:
+        raise UsageError(f"ONLY={only!r} picks operators by their verdict in the campaign's "
+                         f"{AB_JSON}, which is corrupt: {exc}; a resume without ONLY "
+                         "writes it afresh") from None

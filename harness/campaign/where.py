@@ -8,13 +8,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.campaign.document import Campaign
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
-from harness.executors.base import Executor
+from harness.executors.base import Ended, Executor
 from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm import Slurm, SlurmConfig
-from harness.executors.slurm.array import SlurmExecutor
+from harness.executors.slurm.array import SlurmExecutor, alive_jobs, job_of, taken_over
 from harness.run.container import cluster_exec, cluster_mounts, mounts
 from harness.run.identity import IMAGE_DIGEST_VAR
 from harness.settings import cmdline, variables
@@ -164,3 +165,38 @@ def task_command(settings: Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
     # in the image, its own python3 runs the same arguments
     return cluster_exec(settings.runner, cfg.image, settings,
                         cluster_mounts(settings.runner, mounts), cwd, env, task[1:])
+
+
+def earlier_arrays(directory: Path, campaign: Campaign, remote: bool,
+                   client: Slurm | None = None) -> list[Ended]:
+    """What a resume (`remote`: on Slurm) finds of the campaign's earlier job arrays: the ends
+    of units that their tasks finished while no driver followed them, to record and never run
+    again. UsageError where a task may still write into the campaign and this resume would
+    not follow it: run here (EXECUTOR=local) while a job is queued (any the campaign
+    submitted: one whose scancel Slurm had not carried out when the driver stopped waiting
+    too), or while Slurm cannot say of a job that holds units handed to it."""
+    placed = {u.id: u.device for u in campaign.units if u.status == "submitted"}
+    handed = sorted({job for where in placed.values() if (job := job_of(where))})
+    jobs = sorted({*handed, *(str(s.get("job")) for s in
+                              (campaign.slurm.submissions if campaign.slurm else ()))})
+    if not jobs:
+        return []
+    try:
+        alive, why = alive_jobs(client or Slurm(), jobs), "squeue did not answer"
+    except PreflightError as exc:
+        alive, why = None, str(exc)
+    where = f"RESUME={str(directory)!r}"
+    if not remote and alive:
+        raise UsageError(
+            f"{where}: Slurm job(s) {', '.join(sorted(alive))} of this campaign still have "
+            "tasks queued or running, which write into it; resume with EXECUTOR=slurm to "
+            f"follow them, or scancel {' '.join(sorted(alive))} and resume")
+    if not remote and alive is None and handed:
+        raise UsageError(
+            f"{where}: units of this campaign were handed to Slurm job(s) {', '.join(handed)} "
+            f"and Slurm cannot say whether they still run ({why}); resume where squeue "
+            "answers")
+    if alive is None:  # followed by the resume's own executor, which asks again
+        return []
+    return list(taken_over(directory, {item: at for item, at in placed.items()
+                                       if job_of(at) not in alive}).values())

@@ -24,6 +24,8 @@ from harness.run.identity import IDENTITY_FILE, read_identity
 
 OPS_STATUS_CSV = "ops_status.csv"
 AB_JSON = "ab.json"
+CAMPAIGN_JSON = "campaign.json"  # a campaign's plan and states, written by its driver
+DRIVER_LOCK = ".driver.lock"  # held by the one driver of a campaign while it runs
 ACCEPTED = ("expected a run directory (results.jsonl), a batch directory (ops_status.csv), a "
             "campaign directory (ab.json, A/rN, B/rN) or its ab.json, a results.csv, or a "
             "FlagGems console log or record log")

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.contract.results import RESULTS_JSONL
 from harness.errors import UsageError, choice_error
+from harness.fsutil import lock_held
 from harness.report import render, stats
 from harness.report.abjson import as_report, read_ab
 from harness.report.abresult import AbReport
 from harness.report.comparison import compare
-from harness.report.sources import AB_JSON, OPS_STATUS_CSV, is_campaign, load_source, rounds_of
+from harness.report.sources import (
+    AB_JSON,
+    CAMPAIGN_JSON,
+    DRIVER_LOCK,
+    OPS_STATUS_CSV,
+    is_campaign,
+    load_source,
+    rounds_of,
+)
 
 FORMATS = ("md", "csv", "json")
 
@@ -44,6 +55,26 @@ def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
     return dataclasses.replace(report_, notes=(note, *report_.notes))
 
 
+def unfinished(path: Path) -> UsageError | None:
+    """Why a campaign directory that has no ab.json yet cannot be summarized: its driver
+    runs now (it holds the campaign's lock), or it stopped before its report. None for any
+    other path."""
+    if not (path / CAMPAIGN_JSON).is_file() or (path / AB_JSON).exists() or is_campaign(path):
+        return None
+    try:
+        doc = json.loads((path / CAMPAIGN_JSON).read_text(encoding="utf-8"))
+        states = Counter(str(u.get("status")) for u in doc.get("units") or ())
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return UsageError(f"campaign {str(path)!r} has no {AB_JSON} and its {CAMPAIGN_JSON} "
+                          "cannot be read")
+    units = ", ".join(f"{n} {state}" for state, n in sorted(states.items()) if state.isidentifier())
+    if lock_held(path / DRIVER_LOCK):
+        return UsageError(f"campaign {str(path)!r} is still running ({units or 'no units'}): "
+                          f"its {AB_JSON} is written when it ends; summarize it then")
+    return UsageError(f"campaign {str(path)!r} stopped before its report: no {AB_JSON} "
+                      f"({units or 'no units'}); harness ab --resume {path} completes it")
+
+
 def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str = "md",
               allow_mixed: bool = False, noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
               write_line: render.WriteLine = print) -> None:
@@ -57,6 +88,9 @@ def summarize(paths: Sequence[str], *, ab: Sequence[str] | None = None, fmt: str
         raise UsageError(f"--noise-floor={noise_floor_pct!r} is not accepted; expected a "
                          f"percentage from 0 to {stats.MAX_NOISE_FLOOR_PCT:g} (a larger floor "
                          "cannot mean \"the same\")")
+    for path in paths:
+        if (why := unfinished(Path(path))) is not None:
+            raise why
     campaigns = [p for p in paths if is_campaign(Path(p)) and not (
         Path(p) / RESULTS_JSONL).is_file() and not (Path(p) / OPS_STATUS_CSV).is_file()]
     if campaigns and len(paths) > 1:

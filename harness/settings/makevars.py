@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import shlex
 import textwrap
 from collections.abc import MutableMapping, Sequence
@@ -17,8 +18,14 @@ from harness.settings import variables
 # expands the values (`$(value ...)`), so every value arrives as typed: spaces, quotes, `;`, `$`,
 # backticks and newlines included.
 MAKE_ARGS_VAR = "ZL_MAKE_ARGS"
+# The directory make was typed in (its $(PWD)): `make -C CHECKOUT` runs the harness in the
+# checkout, and a relative path the user typed is theirs, not the checkout's.
+MAKE_CWD_VAR = "ZL_MAKE_CWD"
 SUMMARY_ARGS = "SUMMARY_ARGS"
 RUN = "RUN"
+# The variables that name a file or directory of the user's (a default stays the checkout's).
+USER_PATHS = frozenset({"FLAGGEMS_DIR", "OUT", "SHAPE_FILE", "REPLAY_FROM", "NOISE_FROM",
+                        "OPS_FILE", "WALLS_FROM", "RESUME", RUN})
 # Variables of make targets that are no setting of spec.VARS: (name, flag or None, help).
 MAKE_ONLY: tuple[tuple[str, str | None, str], ...] = tuple(
     (var.make, var.flag, var.make_text()) for var in variables.TABLE
@@ -85,6 +92,16 @@ def _subcommand(parser: argparse.ArgumentParser,
     return words, current
 
 
+def typed_path(name: str, value: str, typed_in: str | None) -> str:
+    """`value` as the user meant it: a relative path of USER_PATHS resolved against the
+    directory make was typed in (`typed_in`), where that is not this one (make -C)."""
+    if name not in USER_PATHS or not typed_in or os.path.isabs(value) \
+            or not os.path.isabs(typed_in) or not os.path.isdir(typed_in) \
+            or os.path.samefile(typed_in, os.getcwd()):
+        return value
+    return os.path.join(typed_in, value)
+
+
 def _flag_args(var: variables.Var, value: str) -> list[str]:
     """The arguments that give `var` its `value`: one `--flag=value`, or a switch's flag."""
     flag = var.flag_name
@@ -113,11 +130,13 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
     flags: list[str] = []
     paths: list[str] = []
     known = known_names()
+    typed_in = environ.pop(MAKE_CWD_VAR, None)
     for name, value in pairs:
         check_name(name, value, known)
         var = variables.BY_MAKE.get(name)
         if value == "" and not (var and var.refuse_empty):
             continue
+        value = typed_path(name, value, typed_in)
         if var and var.flag and var.flag in options:
             flags += _flag_args(var, value)
         elif name == RUN and takes_path:

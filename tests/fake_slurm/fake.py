@@ -114,6 +114,10 @@ def _jobcomp(doc: dict, index: int) -> None:
         fh.write(line)
 
 
+def _cancelled(job: str, index: int) -> bool:
+    return (STATE / "cancel" / f"{job}_{index}").exists()
+
+
 def simulate(job: str) -> int:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -125,7 +129,14 @@ def simulate(job: str) -> int:
         time.sleep(0.1)
     running: dict[int, subprocess.Popen] = {}
     todo = list(range(len(doc["tasks"])))
+    signalled: set[int] = set()
     while (todo or running) and not stop:
+        for i in [i for i in todo if _cancelled(job, i)]:
+            todo.remove(i)
+            _jobcomp(update(job, i, state="CANCELLED", reason="None", exit="0:15"), i)
+        for i in [i for i in running if _cancelled(job, i) and i not in signalled]:
+            signalled.add(i)
+            os.killpg(running[i].pid, signal.SIGTERM)
         while todo and len(running) < doc["parallel"]:
             i = todo.pop(0)
             if os.environ.get("FAKE_SLURM_NODE_FAIL") == str(i):
@@ -143,7 +154,8 @@ def simulate(job: str) -> int:
             rc = proc.poll()
             if rc is not None:
                 del running[i]
-                state = "COMPLETED" if rc == 0 else "FAILED"
+                state = ("CANCELLED" if i in signalled else "COMPLETED" if rc == 0
+                         else "FAILED")
                 _jobcomp(update(job, i, state=state, exit=f"{max(rc, 0)}:0"), i)
         time.sleep(0.05)
     if stop:
@@ -196,6 +208,10 @@ def scontrol(args: list[str]) -> int:
 
 def scancel(args: list[str]) -> int:
     for job in args:
+        if "_" in job:  # one task of an array
+            (STATE / "cancel").mkdir(parents=True, exist_ok=True)
+            (STATE / "cancel" / job).touch()
+            continue
         doc = load(job)
         if doc and doc.get("sim_pid"):
             try:

@@ -115,7 +115,8 @@ def makefile_variables() -> set[str]:
     text = (REPO_ROOT / "Makefile").read_text()
     read = set(re.findall(r"\$\((?:value )?([A-Z][A-Z0-9_]*)\)", text))
     assigned = set(re.findall(r"^(?:export )?([A-Z][A-Z0-9_]*)\s*:?=", text, re.MULTILINE))
-    builtin = {name for name in read if name == "CURDIR" or name.startswith("MAKE")}
+    # make's own, and the invoking shell's PWD (where make was typed, which make -C keeps)
+    builtin = {name for name in read if name in ("CURDIR", "PWD") or name.startswith("MAKE")}
     return ((read - assigned - builtin)
             | set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*\?=", text, re.MULTILINE)))
 
@@ -140,3 +141,23 @@ def test_an_exported_make_name_the_harness_does_not_read_is_warned_of(tmp_path):
             "BENCH_LEVEL (or give LEVEL=... on make's command line)") in proc.stderr
     assert "warning: ROUNDS='5' is exported but not read" in proc.stderr
     assert "  level: core" in proc.stdout and "test_tanh.py::test_tanh" in proc.stdout
+
+
+def test_a_relative_path_given_to_make_is_the_one_of_the_directory_it_was_typed_in(tmp_path):
+    # Regression: `make -C <checkout> run FLAGGEMS_DIR=suite OUT=out`, typed in ~/work, read
+    # <checkout>/suite: make ran the harness in the checkout and said nothing of ~/work.
+    import os
+    import subprocess
+    import sys
+
+    shutil.copytree(spec.EMBEDDED_SUITE, tmp_path / "suite",
+                    ignore=shutil.ignore_patterns("__pycache__", "result_*.log"))
+    proc = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO_ROOT), "run", "BACKEND=cpu", "OP=add",
+         "FLAGGEMS_DIR=suite", "OUT=out", "DRY_RUN=1", f"PYTHON={sys.executable}"],
+        cwd=tmp_path, env={**os.environ, "PWD": str(tmp_path)}, capture_output=True,
+        text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"cwd: {tmp_path / 'suite'}\n" in proc.stdout
+    assert f"run directory: {tmp_path / 'out' / 'add'}/" in proc.stdout
+    assert not (REPO_ROOT / "out").exists() and not (tmp_path / "out").exists()

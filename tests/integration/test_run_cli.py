@@ -30,8 +30,9 @@ def harness(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO_ROOT
 
 
 def make(*args: str, env: dict[str, str] | None = None):
+    """make in the checkout, typed there: PWD is the shell's, where a relative path is read."""
     return subprocess.run(["make", "--no-print-directory", *args, f"PYTHON={sys.executable}"],
-                          cwd=REPO_ROOT, env={**os.environ, **(env or {})},
+                          cwd=REPO_ROOT, env={**os.environ, "PWD": str(REPO_ROOT), **(env or {})},
                           capture_output=True, text=True, timeout=600)
 
 

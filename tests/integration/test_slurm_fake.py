@@ -3,13 +3,18 @@ tests/fake_slurm (sbatch/squeue/scontrol/scancel on PATH that run each task loca
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.settings.spec import REPO_ROOT
+from tests.gate_plugin import GATE_VAR
+from tests.procs import wait_for
 from tests.slurm import cases as slurm_cases
 from tests.slurm.cases import common_args, harness
 
@@ -174,3 +179,103 @@ def test_image_sides_under_slurm_run_each_pytest_as_a_pyxis_step_in_its_image(fa
         assert f"{tmp_path / 'suite' / 'src'}:ro" in mounts  # the checkout's flag_gems hidden
     receipt = json.loads((directory / "receipt.json").read_text())
     assert receipt["sides"]["B"]["image_digests"] == [b_image]
+
+
+def _gated_driver(fake_env: dict[str, str], tmp_path: Path, *args: str
+                  ) -> tuple[subprocess.Popen, Path]:
+    """A campaign's driver that polls once, at its submission, and the gate that holds the
+    first unit's pytest (tests/gate_plugin): the test acts while that unit surely runs."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    env = {**fake_env, "ZL_SLURM_POLL_S": "3600", GATE_VAR: str(gate),
+           "PYTEST_PLUGINS": "tests.gate_plugin", "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ab", *common_args(tmp_path),
+                             "--axis", "none", "--rounds", "1", *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: (gate / "ready").exists(), 600, "the first unit's pytest to start", 0.1)
+    return proc, gate
+
+
+def _kill_9(proc: subprocess.Popen) -> None:
+    proc.kill()  # the driver alone: the array runs on, as on a cluster
+    proc.wait(timeout=30)
+
+
+def _left_the_queue(fake_env: dict[str, str], job: str) -> bool:
+    return subprocess.run(["squeue", "--array", "--noheader", "--format=%i|%T|%r",
+                           f"--jobs={job}"], env=fake_env, capture_output=True).returncode != 0
+
+
+def _hashes(directory: Path) -> dict[str, str]:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_a_unit_that_finished_while_no_driver_followed_is_kept_by_the_resume(fake_env,
+                                                                            tmp_path):
+    # Regression: after scancel of one task and kill -9 of the driver, the resume resubmitted
+    # the unit that had finished ok (submit deleted its done file) and ran it again.
+    proc, gate = _gated_driver(fake_env, tmp_path, "--ops", "tanh,add", "--slurm-parallel", "1")
+    try:
+        directory = slurm_cases.campaign_dir(tmp_path)
+        (first,), (second,) = slurm_cases.plan_ids(
+            json.loads((directory / "slurm" / "s1-r0.plan.json").read_text()))
+        placed = slurm_cases.units(directory)
+        task = placed[second]["device"].removeprefix("slurm:")
+        subprocess.run(["scancel", task], env=fake_env, check=True)  # the one still pending
+        (gate / "go").touch()
+        done = directory / "slurm" / "done" / f"{first.replace('/', '-')}.json"
+        wait_for(done.is_file, 600, f"{first} to finish", 0.1)
+        _kill_9(proc)
+        job = task.split("_")[0]
+        wait_for(lambda: _left_the_queue(fake_env, job), 600, "the array to end", 0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    op = first.split("/")[0]
+    kept = _hashes(directory / op)
+    resumed = harness(fake_env, "ab", "--resume", str(directory))
+    assert resumed.returncode == 0, slurm_cases.says(resumed)
+    assert (f"1 unit(s) finished while no driver followed them, taken as they ended: {first}"
+            in resumed.stdout)
+    after = slurm_cases.units(directory)
+    assert (after[first]["status"], after[first]["attempts"]) == ("ok", 1)
+    assert after[first]["slurm_task"] == placed[first]["device"].removeprefix("slurm:")
+    assert (after[second]["status"], after[second]["attempts"]) == ("ok", 2)
+    plan = json.loads((directory / "slurm" / "s2-r0.plan.json").read_text())
+    assert slurm_cases.plan_ids(plan) == [[second]]  # only the cancelled one ran again
+    assert {k: v for k, v in _hashes(directory / op).items() if k in kept} == kept
+    assert harness(fake_env, "receipt", "verify", str(directory)).returncode == 0
+
+
+def test_a_local_resume_while_an_array_task_runs_is_refused_naming_the_job(fake_env,
+                                                                          tmp_path):
+    # Regression: RESUME with EXECUTOR=local while the campaign's array task still ran waited
+    # 60 s for the unit, recorded it error and wrote AB_DONE; the task then wrote its results
+    # into the finished campaign and its receipt still verified.
+    proc, gate = _gated_driver(fake_env, tmp_path, "--op", "tanh")
+    try:
+        _kill_9(proc)
+        directory = slurm_cases.campaign_dir(tmp_path)
+        job = slurm_cases.units(directory)["tanh/r0"]["device"].removeprefix("slurm:")
+        job = job.split("_")[0]
+        before = (directory / "campaign.json").read_bytes()
+        local = harness(fake_env, "ab", "--resume", str(directory), "--executor", "local")
+        assert local.returncode == 2, slurm_cases.says(local)
+        assert local.stderr.strip() == (
+            f"error: RESUME={str(directory)!r}: Slurm job(s) {job} of this campaign still have "
+            "tasks queued or running, which write into it; resume with EXECUTOR=slurm to "
+            f"follow them, or scancel {job} and resume")
+        assert (directory / "campaign.json").read_bytes() == before
+        assert not (directory / "ab.json").exists()
+        (gate / "go").touch()
+        wait_for(lambda: _left_the_queue(fake_env, job), 600, "the array to end", 0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    resumed = harness(fake_env, "ab", "--resume", str(directory), "--executor", "local")
+    assert resumed.returncode == 0, slurm_cases.says(resumed)
+    unit = slurm_cases.units(directory)["tanh/r0"]
+    assert (unit["status"], unit["attempts"]) == ("ok", 1)  # its array task's end, kept
+    assert "[start]" not in resumed.stdout
+    assert harness(fake_env, "receipt", "verify", str(directory)).returncode == 0

@@ -226,6 +226,11 @@ def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
     (lambda d: d["ops"]["mm"].update(rounds=None), "ops.mm.rounds is missing"),
     (lambda d: d.update(walls={"mm": "x"}), "walls.mm is 'x'; expected a number"),
     (lambda d: d["units"].__setitem__(0, "mm/r0"), "units[0] is not a JSON object"),
+    # Regression: a unit status `bogus` was accepted, and a resume reran a finished unit.
+    (lambda d: d["units"][1].update(status="bogus"),
+     "units[1].status (unit 'bad/r0') is 'bogus'; expected one of: ok, failed, error, "
+     "not_run, interrupted, timeout, crashed, skipped, submitted, running, excluded"),
+    (lambda d: d.update(state="finished"), "state is 'finished'; expected one of: planned, "),
 ])
 def test_a_bad_campaign_json_is_one_line_naming_the_field(tmp_path, edit, field):
     # Regression: `units: null` or a unit without its op was a traceback on resume.
@@ -287,3 +292,25 @@ def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for
     spans = campaign.projection(units, {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
     assert campaign.projection(["a"], {}) is None
+
+
+def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
+    # Regression: RESUME=runs/ab/none-tanh (no timestamp) said only "not a campaign directory".
+    older = tmp_path / "ab" / "none-tanh" / "20261201-100000"
+    newer = tmp_path / "ab" / "none-tanh" / "20261202-090000"
+    for directory, state in ((older, "done"), (newer, "interrupted")):
+        directory.mkdir(parents=True)
+        doc = document(directory)
+        doc.state = state
+        doc.save(directory)
+    (tmp_path / "ab" / "none-add" / "20261130-080000").mkdir(parents=True)  # no campaign.json
+    for folder in (tmp_path, tmp_path / "ab", tmp_path / "ab" / "none-tanh"):
+        with pytest.raises(UsageError) as info:
+            load(folder)
+        assert str(info.value) == (
+            f"RESUME={str(folder)!r} is not a campaign directory (no campaign.json); it holds 2 "
+            f"campaign(s), newest first: {newer} (interrupted), {older} (done); give one, e.g. "
+            f"RESUME={str(newer)!r}")
+    with pytest.raises(UsageError) as info:
+        load(tmp_path / "ab" / "none-add")
+    assert str(info.value).endswith("is not a campaign directory (no campaign.json)")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from harness.campaign import document, driver, ops, plan, start
+from harness.campaign import document, driver, dryrun, ops, plan, start
 from harness.campaign import finish as ab_finish
 from harness.campaign.ab import Axis
 from harness.errors import Interrupted
@@ -171,7 +171,7 @@ def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path):
     doc = _campaign(tmp_path)
     plan = Plan(node=Node("benchmark/test_add.py", "test_add", ("add",)), op="add",
                 python=sys.executable)
-    lines = start._first_unit(doc, settings(devices="1,0"), plan, LocalExecutor(["1", "0"]),
+    lines = dryrun.first_unit(doc, settings(devices="1,0"), plan, LocalExecutor(["1", "0"]),
                               tmp_path)
     assert lines[0].endswith("--devices 1")
     assert "  devices: 1" in lines and "  devices: 1,0" not in lines
@@ -320,3 +320,22 @@ def test_a_resume_of_a_campaign_that_holds_a_floor_above_25_percent_is_refused(t
         "6792.0% (rows near 0.005 ms A latency): a floor above 25% cannot mean \"the same\"; "
         "start the campaign again with NOISE_FROM an A/A whose floors are all at most that")
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+
+
+def test_a_corrupt_ab_json_with_only_is_refused_naming_the_file(tmp_path):
+    # Regression: `RESUME=<dir> ONLY=inconclusive` over a truncated ab.json read "theirs: none
+    # (no ab.json yet)", as if the campaign had never finished a look.
+    from harness.errors import UsageError
+
+    before = _stored(tmp_path)
+    (tmp_path / "ab.json").write_text('{"schema": "harness-ab/')
+    with pytest.raises(UsageError) as info:
+        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
+    message = str(info.value)
+    assert message.startswith("ONLY='inconclusive' picks operators by their verdict in the "
+                              "campaign's ab.json, which is corrupt: ")
+    assert repr(str(tmp_path / "ab.json")) in message and "no ab.json yet" not in message
+    assert "\n" not in message and (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
+    (tmp_path / "ab.json").unlink()  # none at all: no verdict yet, said as before
+    with pytest.raises(UsageError, match=r"theirs: none \(no ab.json yet\)"):
+        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)

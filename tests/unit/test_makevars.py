@@ -101,3 +101,17 @@ def test_known_names_pass_through_to_the_environment():
     argv, environ = convert(["run"], OP="mm", **names)
     assert argv == ["run", "--op=mm"]
     assert environ == names
+
+
+def test_a_relative_path_is_resolved_against_the_directory_make_was_typed_in(tmp_path,
+                                                                             monkeypatch):
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)  # where make -C ran the harness
+    assert makevars.typed_path("FLAGGEMS_DIR", "../FlagGems", str(elsewhere)) == str(
+        elsewhere / "../FlagGems")
+    assert makevars.typed_path("OUT", "runs", str(tmp_path)) == "runs"  # typed in here: as is
+    assert makevars.typed_path("OUT", "/abs/runs", str(elsewhere)) == "/abs/runs"
+    assert makevars.typed_path("OP", "add", str(elsewhere)) == "add"  # names no path
+    assert makevars.typed_path("OUT", "runs", None) == "runs"  # not run by make
+    assert makevars.typed_path("OUT", "runs", "relative/dir") == "runs"

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from harness import backends
-from harness.campaign import driver, where
+from harness.campaign import driver, dryrun, where
 from harness.campaign import plan as campaign
 from harness.campaign.ab import Axis
+from harness.campaign.document import ExecutorRecord
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.slurm import SlurmConfig, Stage, array
+from harness.executors.slurm.files import done_path
 from harness.executors.slurm.text import TaskState
 from harness.settings import spec
 
@@ -393,7 +395,7 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
     doc.unit("tanh/r0").status, doc.unit("tanh/r0").wall_s = "ok", 30.0
     executor = where.cluster(settings(), SlurmConfig(), tmp_path,
                              submissions=[{"key": "s1-r0"}, {"key": "s1-later"}])
-    lines = start.describe(doc, executor, tmp_path)
+    lines = dryrun.describe(doc, executor, tmp_path)
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-2:] == [
         "estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), longest first",
@@ -492,3 +494,65 @@ def test_a_dry_run_notes_what_the_clusters_preflight_would_refuse_and_creates_no
     assert not out.exists()
     with pytest.raises(PreflightError, match="check=sbatch"):
         where.preflight(SlurmConfig(), out, said.append)
+
+
+# --------------------------------------------------------------------------- a resume's arrays
+
+
+def _handed(tmp_path, done_by: str | None, status: str = "ok"):
+    """A campaign whose tanh/r0 was handed to array task 7_0; its done file, written by the
+    array task `done_by` (None: none), says `status`."""
+    doc = _doc(tmp_path, rounds=1)
+    doc.unit("tanh/r0").status, doc.unit("tanh/r0").device = "submitted", "slurm:7_0"
+    if done_by is not None:
+        path = done_path(tmp_path, "tanh/r0")
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"item": "tanh/r0", "status": status, "rc": 0,
+                                    "wall_s": 1.5, "device": None, "host": "n1",
+                                    "task": done_by, "reason": None}))
+    return doc
+
+
+def test_a_done_file_of_the_units_own_array_task_is_taken_and_an_earlier_attempts_is_not(
+        tmp_path):
+    doc = _handed(tmp_path, "7_0")
+    (end,) = array.taken_over(tmp_path, {u.id: u.device for u in doc.units}).values()
+    assert (end.task, end.state, end.wall_s) == ("tanh/r0", "ok", 1.5)
+    stale = _handed(tmp_path / "b", "5_3")  # an earlier submission's: its run was set aside
+    assert array.taken_over(tmp_path / "b", {u.id: u.device for u in stale.units}) == {}
+    stopped = _handed(tmp_path / "c", "7_0", "interrupted")  # did not run to its end
+    assert array.taken_over(tmp_path / "c", {u.id: u.device for u in stopped.units}) == {}
+
+
+def test_a_local_resume_that_cannot_ask_slurm_about_its_handed_units_is_refused(
+        tmp_path, monkeypatch):
+    # A task of job 7 may still write into the campaign: with no squeue to ask, a local
+    # resume would run its unit beside it.
+    doc = _handed(tmp_path, None)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(UsageError) as info:
+        where.earlier_arrays(tmp_path, doc, remote=False)
+    assert str(info.value).startswith(
+        f"RESUME={str(tmp_path)!r}: units of this campaign were handed to Slurm job(s) 7 and "
+        "Slurm cannot say whether they still run (PREFLIGHT_FAILED check=slurm")
+    assert where.earlier_arrays(tmp_path, doc, remote=True) == []  # its executor asks again
+    local = _doc(tmp_path / "local", rounds=1)  # never handed to Slurm: nothing to ask
+    assert where.earlier_arrays(tmp_path / "local", local, remote=False) == []
+
+
+def test_a_local_resume_is_refused_while_any_array_of_the_campaign_is_queued(tmp_path):
+    # A signal's scancel that Slurm had not carried out when the driver stopped waiting leaves
+    # units interrupted in campaign.json, while their task may still write.
+    doc = _handed(tmp_path, None)
+    doc.unit("tanh/r0").status = "interrupted"
+    doc.slurm = ExecutorRecord(submissions=[{"job": "7", "key": "s1-r0", "tasks": [["tanh/r0"]]}])
+    client = slurm.Slurm(Scripted({"squeue": [(0, "7_0|COMPLETING|None\n", "")]}))
+    with pytest.raises(UsageError, match=r"Slurm job\(s\) 7 of this campaign still have tasks"):
+        where.earlier_arrays(tmp_path, doc, remote=False, client=client)
+    gone = slurm.Slurm(Scripted({"squeue": [(1, "", "Invalid job id specified")]}))
+    assert where.earlier_arrays(tmp_path, doc, remote=False, client=gone) == []
+    silent = slurm.Slurm(Scripted({"squeue": [(1, "", "Socket timed out")]}))
+    # nothing handed to it now: a local resume need not wait for Slurm to answer
+    assert where.earlier_arrays(tmp_path, doc, remote=False, client=silent) == []

@@ -372,3 +372,24 @@ def test_cli_caliber_refusal_and_allow_mixed(capsys: pytest.CaptureFixture[str],
     assert "level: A='core' B='comprehensive'" in capsys.readouterr().err
     assert cli.main(["summary", "--ab", str(a), str(b), "--allow-mixed", "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith(",".join(AB_CSV_FIELDS))
+
+
+def test_a_campaign_without_ab_json_is_running_or_stopped_before_its_report(tmp_path):
+    # Regression: a campaign directory without ab.json (its driver running, or killed) was
+    # "none of the inputs of harness summary".
+    from harness.fsutil import exclusive_lock
+
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": [
+        {"status": "ok"}, {"status": "running"}, {"status": "not_run"}, {"status": "x\ny"}]}))
+    with exclusive_lock(tmp_path / ".driver.lock", RuntimeError):
+        with pytest.raises(UsageError) as info:
+            summarize([str(tmp_path)])
+    assert str(info.value) == (f"campaign {str(tmp_path)!r} is still running (1 not_run, 1 ok, "
+                               "1 running): its ab.json is written when it ends; summarize it "
+                               "then")
+    with pytest.raises(UsageError) as info:  # no driver holds it now: a kill -9, say
+        summarize([str(tmp_path)])
+    assert str(info.value) == (f"campaign {str(tmp_path)!r} stopped before its report: no "
+                               "ab.json (1 not_run, 1 ok, 1 running); harness ab --resume "
+                               f"{tmp_path} completes it")
+    assert (tmp_path / ".driver.lock").read_bytes() == b""  # only looked at

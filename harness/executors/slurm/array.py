@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.executors.base import ERROR, INTERRUPTED, TIMEOUT, Ended, Events, Outcome, Task
+from harness.executors.base import (
+    ERROR,
+    INTERRUPTED,
+    RAN_TO_END,
+    TIMEOUT,
+    Ended,
+    Events,
+    Outcome,
+    Task,
+)
 from harness.executors.procs import deferred_signals
 from harness.executors.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
 from harness.executors.slurm import text as slurm_text
@@ -21,6 +30,7 @@ from harness.fsutil import atomic_write_json, atomic_write_text
 CANCEL_WAIT_S = 120.0  # after scancel, how long to wait for the tasks to leave the queue
 HOST_RUNNER = ("--runner", "host")  # a task already runs where it should: no image again
 Script = Callable[[Path], str]  # a stage's plan file -> its batch script
+PLACE = "slurm:"  # where a task handed to an array task is: slurm:JOB_N
 
 
 def stage_tasks(items: Sequence[str], cfg: SlurmConfig) -> list[list[str]]:
@@ -44,6 +54,36 @@ def plan_stages(tasks: Sequence[Task], cfg: SlurmConfig, n: int) -> list[Stage]:
     order = list(dict.fromkeys(t.stage for t in tasks))
     return [Stage(f"s{n}-{name}" if name else f"s{n}",
                   stage_tasks([t.id for t in tasks if t.stage == name], cfg)) for name in order]
+
+
+def alive_jobs(slurm: Slurm, jobs: Sequence[str]) -> set[str] | None:
+    """The `jobs` that still have tasks queued or running; None when squeue could not answer
+    (PreflightError where it cannot be run at all)."""
+    if not jobs:
+        return set()
+    queued = slurm.queued(list(jobs))
+    return None if queued is None else {t.split("_")[0] for t in queued} & set(jobs)
+
+
+def job_of(where: str | None) -> str | None:
+    """The array job of a place written by `submit` (slurm:JOB_N); None for another place."""
+    if not where or not where.startswith(PLACE):
+        return None
+    return where[len(PLACE):].split("_")[0]
+
+
+def taken_over(directory: Path, placed: Mapping[str, str | None]) -> dict[str, Ended]:
+    """The tasks handed to an array task (`placed`: id -> slurm:JOB_N) whose done file that
+    same array task wrote says they ran to their end: a later run records these ends and never
+    runs them again (a done file of another place is an earlier attempt's)."""
+    done = read_done(directory)
+    found = {}
+    for item, where in placed.items():
+        doc = done.get(item) or {}
+        if job_of(where) and doc.get("task") == str(where)[len(PLACE):] \
+                and doc.get("status") in RAN_TO_END:
+            found[item] = ended_from_done(item, doc)
+    return found
 
 
 def estimate(stages: Sequence[Stage], walls: Mapping[str, float], cfg: SlurmConfig,
@@ -160,18 +200,15 @@ class SlurmExecutor:
             self.out(f"submitted job {after}: {len(stage.tasks)} task(s): {shlex.join(argv)}")
             for n, items in enumerate(stage.tasks):
                 for item in items:
-                    events.queued(by_id[item], f"slurm:{after}_{n}")
+                    events.queued(by_id[item], f"{PLACE}{after}_{n}")
             self.saved()
         return jobs
 
     def queued_jobs(self) -> dict[str, list[list[str]]]:
         """The recorded arrays that are still queued or running."""
         jobs = {s["job"]: s["tasks"] for s in self.submissions}
-        if not jobs:
-            return {}
-        queued = self.slurm.queued(list(jobs))
-        alive = {t.split("_")[0] for t in (queued or {})} if queued is not None else set(jobs)
-        return {job: tasks for job, tasks in jobs.items() if job in alive}
+        alive = alive_jobs(self.slurm, list(jobs))
+        return {job: tasks for job, tasks in jobs.items() if alive is None or job in alive}
 
     # ------------------------------------------------------------------ run
 

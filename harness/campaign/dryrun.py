@@ -1,0 +1,85 @@
+"""A campaign's plan in words, for DRY_RUN: its axis, operators, sides, units and first run."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from pathlib import Path
+
+from harness.campaign import ab, driver, plan
+from harness.campaign.document import Campaign, walls_by_op
+from harness.campaign.plan import SIDES
+from harness.campaign.unit import cache_env, side_base
+from harness.executors.base import Executor
+from harness.run import runner
+from harness.run.preflight import Plan
+from harness.settings import cmdline
+from harness.settings.spec import Settings
+
+
+def describe(campaign: Campaign, executor: Executor, directory: Path,
+             state: str = "not created") -> list[str]:
+    """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
+    units and where the executor would run them."""
+    axis = campaign.axis
+    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_IMAGE: "two images (digests: A "
+            f"{axis.a.split('@')[-1]}, B {axis.b.split('@')[-1]})",
+            ab.AXIS_FLAGGEMS: f"two FlagGems commits, each side's tree in {directory / 'stacks'}"
+            }.get(
+        axis.name, axis.variable or "no variable (A/A)")
+    lines = [f"campaign: {directory} ({state})",
+             f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
+    for op, op_info in campaign.ops.items():
+        lines.append(f"operator {op}: {op_info.node or op_info.reason}"
+                     + (f" (skipped: {op_info.skipped})" if op_info.skipped else ""))
+    for side in SIDES:
+        env = {**axis.side_env(side), **cache_env(directory, side)}
+        mode = (f"{side}/r0 tunes and records" if side == "A" or axis.tune == "each"
+                else "replays A/r0 strictly")
+        if axis.python(side) or axis.image(side):
+            mode = f"runs {axis.python(side) or axis.image(side)}; {mode}"
+        lines.append(f"side {side}: " + " ".join(f"{k}={v}" for k, v in env.items())
+                     + f" ({mode}; cache removed at the end)")
+    tasks = driver.unit_tasks(directory, campaign)
+    walls = campaign.walls or walls_by_op(campaign)
+    lines.append(f"{len(tasks)} units, round-major, longest first within a round "
+                 f"({'walls from ' + campaign.walls_from if campaign.walls_from else 'no walls'})"
+                 "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
+    if campaign.auto:
+        runnable = sum(1 for i in campaign.ops.values() if not (i.reason or i.skipped))
+        lines.append(f"ROUNDS=auto: these are MIN_ROUNDS ({campaign.auto['min']}) an operator; "
+                     "after each round, one more for each operator with a row undecided, up "
+                     f"to MAX_ROUNDS ({campaign.auto['max']}): "
+                     f"{runnable * campaign.auto['max']} units at most")
+    by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
+               if plan.parse_unit_id(t.id).op in walls}
+    projected = plan.projection([plan.parse_unit_id(t.id).op for t in tasks], walls)
+    return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
+
+
+def first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
+                executor: Executor, directory: Path) -> list[str]:
+    """The first unit's child command line and the pytest run of its side A."""
+    tasks = driver.unit_tasks(directory, campaign)
+    if not tasks:
+        return []
+    task = tasks[0]
+    unit = plan.parse_unit_id(task.id)
+    node = campaign.ops[unit.op].node or ""
+    device = executor.place(task)
+    argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
+    step = ab.Step("A", unit.round, campaign.axis.a)
+    pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
+    pinned = side_base(pinned, campaign.axis, directory, "A")
+    run = ab.side_settings(with_node(pinned, node), step, directory / unit.op, campaign.axis)
+    env = {**campaign.axis.side_env("A"), **cache_env(directory, "A")}
+    if (python := campaign.axis.python("A")) is not None:
+        first_plan = dataclasses.replace(first_plan, python=python)
+    return [f"first unit: {shlex.join(argv)}", "its side A, the campaign's first run:",
+            *runner.describe_dry_run(run, first_plan, directory / unit.run_rel("A"), env,
+                                     campaign.axis.image("A"))]
+
+
+def with_node(settings: Settings, node: str) -> Settings:
+    """`settings` running one benchmark node instead of OP or OP_FILE."""
+    return dataclasses.replace(settings, op=None, op_file=None, test_node=node)
