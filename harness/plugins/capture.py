@@ -135,8 +135,8 @@ def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
 
     Upstream's timer `detach_()`es those tensors before it captures. FlagGems' backward
     benchmarks time `torch.autograd.grad((out,), xs, ...)` on an `out` built before the call,
-    and on an H200 the detached leaves no longer belonged to that graph: every call after the warm-up
-    raises "One of the differentiated Tensors appears to not have been used in the graph"
+    and on an H200 the detached leaves no longer belonged to that graph: every call after the
+    warm-up raised "One of the differentiated Tensors appears to not have been used in the graph"
     (embedding_backward, in FlagGems' own `--mode cudagraph` too). `autograd.grad` never writes
     `.grad`, and the timer's reset inside its capture runs at capture time only, so dropping it
     changes no kernel that is timed.

@@ -26,8 +26,17 @@ from harness.executors import workers
 from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
-from harness.run import (artifacts, container, ending, identity, images, keeper, launch, outputs,
-                        rescue)
+from harness.run import (
+    artifacts,
+    container,
+    ending,
+    identity,
+    images,
+    keeper,
+    launch,
+    outputs,
+    rescue,
+)
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
     boundary_env,

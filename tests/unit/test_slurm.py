@@ -389,7 +389,6 @@ def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
 
 def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_walls(
         tmp_path):
-    from harness.campaign import start
 
     doc = _doc(tmp_path)
     doc.unit("tanh/r0").status, doc.unit("tanh/r0").wall_s = "ok", 30.0
