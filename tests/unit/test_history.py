@@ -205,3 +205,16 @@ def test_recording_into_a_store_that_cannot_be_written_costs_one_line(tmp_path):
     recording.record({"history": "off"}, {}, tmp_path, run, lines.append)
     recording.record({}, {}, tmp_path / "runs", run, lines.append)  # the default store
     assert len(lines) == 1 and (tmp_path / "runs" / "history.sqlite").is_file()
+
+
+def test_a_synthetic_history_claims_the_machine_its_caller_names(engine, tmp_path):
+    from harness.history import synth
+
+    machine = synth.Machine("cpu", "Example CPU")
+    rows = synth.suite(n_ops=3, n_rows=6)
+    campaign = synth.write_campaign(tmp_path / "campaign", rows, machine, rounds=1)
+    importer.import_folder(engine, campaign)
+    synth.build_year(engine, rows, machine, count=2)
+    with engine.connect() as conn:
+        seen = set(conn.exec_driver_sql("select backend, device from records").fetchall())
+    assert seen == {("cpu", "Example CPU")}
