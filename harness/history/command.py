@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.errors import EXIT_OK, UsageError
-from harness.settings import variables
+from harness.settings import usage, variables
 
 try:  # the store needs the `history` extra; `import harness.cli` must not
     from sqlalchemy import Engine
@@ -28,7 +28,8 @@ WriteLine = Callable[[str], None]
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     """Register `history` and its verbs on the CLI's subparsers."""
     p = sub.add_parser("history", help="the store of every run and campaign: "
-                       "list|show|trend|compare|changes|import")
+                       "list|show|trend|compare|changes|import", epilog=usage.epilog("history"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = p.add_subparsers(dest="history_command", required=True, parser_class=parser_class)
     v = verbs.add_parser("list", help="runs, batches and campaigns, newest first")
     v.add_argument("--kind", choices=KINDS, default=None, dest="kind")

@@ -101,3 +101,23 @@ def test_known_names_pass_through_to_the_environment():
     argv, environ = convert(["run"], OP="mm", **names)
     assert argv == ["run", "--op=mm"]
     assert environ == names
+
+
+def test_history_args_give_the_verb_and_its_arguments_each_one_word():
+    argv, _ = convert(["history"], HISTORY_ARGS="trend mm torch.float16 '[1024, 1024]'",
+                      OUT="a b", HISTORY="x y.sqlite")
+    assert argv == ["history", "trend", "mm", "torch.float16", "[1024, 1024]", "--out=a b",
+                    "--history=x y.sqlite"]
+    args = PARSER.parse_args(argv)
+    assert (args.op, args.shape, args.out, args.history) == ("mm", "[1024, 1024]", "a b",
+                                                             "x y.sqlite")
+
+
+def test_make_history_without_history_args_lists():
+    argv, _ = convert(["history"], OUT="runs")
+    assert argv == ["history", "list", "--out=runs"]
+
+
+def test_unbalanced_history_args_is_refused_naming_it():
+    with pytest.raises(UsageError, match=r"HISTORY_ARGS=\"trend 'mm\" is not accepted"):
+        convert(["history"], HISTORY_ARGS="trend 'mm")
