@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -41,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("dtype", metavar="DTYPE", nargs="?", default=None)
     v.add_argument("shape", metavar="SHAPE", nargs="?", default=None)
     v.add_argument("--png", default=None, dest="png", metavar="PATH")
+    _by(v)
     v = verbs.add_parser("compare", help="two records' shared rows: change and noise")
     v.add_argument("first", metavar="ID")
     v.add_argument("second", metavar="ID")
@@ -53,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("--op", default=None, dest="op", metavar="OP")
     v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
                    help=f"smallest step reported, in %% (default {changes_floor()})")
+    _by(v)
     v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
     v.add_argument("dirs", metavar="DIR", nargs="+")
     for verb in verbs.choices.values():
@@ -61,6 +64,12 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
         for name in ("HISTORY", "OUT"):
             variables.add_flag(verb, variables.named(name))
     p.set_defaults(func=run)
+
+
+def _by(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("--by", choices=("time", "commit"), default="time", dest="by",
+                      help="order each row's nights by time (default) or by FlagGems commit, "
+                      "each commit's nights together in the order commits were first measured")
 
 
 def changes_floor() -> float:
@@ -121,7 +130,7 @@ def _show(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> in
 
 
 def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
-    found = queries.series(engine, args.op, args.dtype, args.shape)
+    found = queries.ordered(queries.series(engine, args.op, args.dtype, args.shape), args.by)
     if not found:
         raise UsageError(f"OP={args.op!r} has no rows in the store"
                          + (f" of dtype {args.dtype!r}" if args.dtype else "")
@@ -129,12 +138,15 @@ def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> i
     rows = [{"op": k.op, "dtype": k.dtype, "shape": k.shape, "side": k.side or "-",
              "backend": k.backend, "when": p.when, "record": p.record_id,
              "latency_ms": p.latency_ms, "rounds": p.attrs["rounds"],
+             "flaggems_commit": p.attrs["flaggems_commit"] or "-",
              "stack": p.attrs["stack"]} for k, p in queries.points_of(found)]
     render.table(rows, args.format, write_line, f"trend of {args.op}")
     if args.png:
         lines = {f"{k.dtype} {k.shape} {k.side}": [(p.when, p.latency_ms) for p in pts]
                  for k, pts in found.items()}
-        written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by night")
+        written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by {args.by}",
+                                   "night, oldest first" if args.by == "time"
+                                   else "night, by FlagGems commit first measured")
         write_line(f"trend png: {written}" if written else "trend png not written: "
                    "matplotlib is not installed")
     return EXIT_OK
@@ -159,7 +171,8 @@ def _compare(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
 def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
     opts = changes.Options() if args.floor is None else changes.Options(floor_pct=args.floor)
     rows = []
-    for key, points in queries.series(engine, args.op, since=args.since).items():
+    found = queries.ordered(queries.series(engine, args.op, since=args.since), args.by)
+    for key, points in found.items():
         for c in changes.find_changes(points, opts):
             before = points[c.index - 1]
             rows.append({"op": key.op, "dtype": key.dtype, "shape": key.shape,
@@ -167,9 +180,22 @@ def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
                          "step_pct": c.step_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,
                          "p_value": c.p_value, "first_after": c.first.when,
                          "record": c.first.record_id, "stack": c.first.attrs["stack"],
-                         "stack_before": before.attrs["stack"]})
+                         "stack_before": before.attrs["stack"],
+                         "bisect": bisect_line(key, before, c.first)})
     render.table(rows, args.format, write_line, "changes")
     return EXIT_OK
+
+
+def bisect_line(key: queries.SeriesKey, before: changes.Point, after: changes.Point) -> str:
+    """The `harness bisect` command that would pin a step whose two sides ran different
+    FlagGems commits (GOOD the one before it, BAD the first after it); "-" otherwise."""
+    good, bad = before.attrs.get("flaggems_commit"), after.attrs.get("flaggems_commit")
+    if not good or not bad or good == bad:
+        return "-"
+    words = ["harness", "bisect", f"--good={good}", f"--bad={bad}", f"--op={key.op}",
+             f"--backend={key.backend}", f"--dtypes={key.dtype.removeprefix('torch.')}",
+             f"--shape={key.shape}"]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _import(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:

@@ -202,6 +202,30 @@ def verdict_counts(record: Record) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "-"
 
 
+ORDERS = ("time", "commit")
+
+
+def by_commit(points: Sequence[Point]) -> list[Point]:
+    """The points with each FlagGems commit's nights together, commits in the order each was
+    first measured (a commit measured again later, e.g. an older one re-run, joins its own);
+    a point without a commit keeps its place in time."""
+    commits = [p.attrs.get("flaggems_commit", "") for p in points]
+    first: dict[str, int] = {}
+    for i, commit in enumerate(commits):
+        first.setdefault(commit, i)
+    order = sorted(range(len(points)), key=lambda i: (first[commits[i]] if commits[i] else i, i))
+    return [points[i] for i in order]
+
+
+def ordered(found: dict[SeriesKey, list[Point]], by: str) -> dict[SeriesKey, list[Point]]:
+    """Each series by time (as stored) or by commit (by_commit)."""
+    if by == "time":
+        return found
+    if by != "commit":
+        raise UsageError(f"--by {by!r} is not accepted; expected one of: {', '.join(ORDERS)}")
+    return {key: by_commit(points) for key, points in found.items()}
+
+
 def points_of(found: dict[SeriesKey, list[Point]]) -> Sequence[tuple[SeriesKey, Point]]:
     """Every (series, point), series by series: a trend's table."""
     return [(key, p) for key in sorted(found, key=lambda k: tuple(vars(k).values()))

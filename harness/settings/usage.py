@@ -40,7 +40,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "receipt": ("harness receipt verify runs/ab/OMP_NUM_THREADS-mm/<ts>",),
     "report": ("harness report runs/ab/OMP_NUM_THREADS-mm/<ts>",),
     "history": ("harness history list",
-                "harness history trend mm --format csv",
+                "harness history trend mm --by commit --format csv",
                 "harness history changes --since 2026-11-01",
                 "harness history import runs/ab/OMP_NUM_THREADS-mm/<ts>"),
 }

@@ -151,6 +151,7 @@ def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
     assert {(c["shape"], c["side"], c["first_after"]) for c in found} == {
         ("[[64, 64]]", s, "2026-11-09T01:00:00Z") for s in ("A", "B")}
     assert all(c["step_pct"] == pytest.approx(20.0, abs=0.5) for c in found)
+    assert {c["bisect"] for c in found} == {"-"}  # one FlagGems commit on both sides of it
 
 
 def test_trend_draws_its_png(tmp_path, capsys):
@@ -218,3 +219,53 @@ def test_a_synthetic_history_claims_the_machine_its_caller_names(engine, tmp_pat
     with engine.connect() as conn:
         seen = set(conn.exec_driver_sql("select backend, device from records").fetchall())
     assert seen == {("cpu", "Example CPU")}
+
+
+def _nights(engine, commits, latencies):
+    """One batch record a night, its FlagGems commit and mm's one row at that latency."""
+    from harness.history.folders import Folder, Row
+
+    for n, (commit, ms) in enumerate(zip(commits, latencies, strict=True)):
+        path = f"/nightly/batch/night{n:02d}"
+        rows = tuple(Row("mm", "torch.float16", "[[64, 64]]", "", 0, "SUCCESS", ms * f, None,
+                         None, None, "graph", "", f"{path}/mm/r{r}")
+                     for r, f in enumerate((0.999, 1.0, 1.001)))
+        record = {"kind": "batch", "path": path, "stamp": str(n), "digest": str(n),
+                  "state": "complete", "started_utc": f"2026-11-{n + 1:02d}T01:00:00Z",
+                  "backend": "cpu", "device": "d", "timer": "graph", "stack_a": commit,
+                  "flaggems_commit": commit, "ops": 1, "verdicts": "{}"}
+        with engine.begin() as conn:
+            importer.write_folder(conn, Folder(record, rows))
+
+
+def test_trend_by_commit_puts_each_commits_nights_together(tmp_path, capsys):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    _nights(eng, ["c1", "c2", "c1", "c2", ""], [1.0, 1.1, 1.0, 1.1, 1.05])
+    eng.dispose()
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    orders = {}
+    for by in ("time", "commit"):
+        rc, out, _ = _cli(capsys, "history", "trend", "mm", "--by", by, "--format", "json",
+                          *hist)
+        assert rc == 0
+        orders[by] = [(r["flaggems_commit"], r["when"][8:10]) for r in json.loads(out)]
+    assert orders["time"] == [("c1", "01"), ("c2", "02"), ("c1", "03"), ("c2", "04"),
+                              ("-", "05")]
+    assert orders["commit"] == [("c1", "01"), ("c1", "03"), ("c2", "02"), ("c2", "04"),
+                                ("-", "05")]
+
+
+def test_a_step_between_two_commits_prints_the_bisect_command_that_would_pin_it(tmp_path,
+                                                                                 capsys):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    _nights(eng, ["aaa"] * 8 + ["bbb"] * 8, [1.0] * 8 + [1.2] * 8)
+    eng.dispose()
+    rc, out, _ = _cli(capsys, "history", "changes", "--format", "json", "--history",
+                      str(tmp_path / "h.sqlite"))
+    (found,) = json.loads(out)
+    assert rc == 0 and found["first_after"] == "2026-11-09T01:00:00Z"
+    assert found["bisect"] == ("harness bisect --good=aaa --bad=bbb --op=mm --backend=cpu "
+                               "--dtypes=float16 '--shape=[[64, 64]]'")
+    rc, out, _ = _cli(capsys, "history", "changes", "--format", "md", "--history",
+                      str(tmp_path / "h.sqlite"))
+    assert "harness bisect --good=aaa --bad=bbb" in out
