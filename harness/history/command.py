@@ -14,12 +14,12 @@ from harness.settings import usage, variables
 try:  # the store needs the `history` extra; `import harness.cli` must not
     from sqlalchemy import Engine
 
-    from harness.history import changes, importer, queries, render, store
+    from harness.history import changes, importer, queries, render, schema, store
     MISSING = ""
 except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
     MISSING = str(exc)
 
-VERBS = ("list", "show", "trend", "compare", "changes", "import")
+VERBS = ("list", "show", "trend", "compare", "changes", "import", "upgrade")
 KINDS = ("run", "batch", "campaign")
 NO_EXTRA = ("the history store needs SQLAlchemy and ruptures: pip install 'harness[history]' "
             "(PostgreSQL also 'harness[postgres]') or pip install -r requirements/cpu.txt")
@@ -29,7 +29,8 @@ WriteLine = Callable[[str], None]
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     """Register `history` and its verbs on the CLI's subparsers."""
     p = sub.add_parser("history", help="the store of every run and campaign: "
-                       "list|show|trend|compare|changes|import", epilog=usage.epilog("history"),
+                       "list|show|trend|compare|changes|import|upgrade",
+                       epilog=usage.epilog("history"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = p.add_subparsers(dest="history_command", required=True, parser_class=parser_class)
     v = verbs.add_parser("list", help="runs, batches and campaigns, newest first")
@@ -58,6 +59,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     _by(v)
     v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
     v.add_argument("dirs", metavar="DIR", nargs="+")
+    verbs.add_parser("upgrade", help="bring a store of an older schema up to this harness's, "
+                     "in place, in one transaction")
     for verb in verbs.choices.values():
         verb.add_argument("--format", choices=("md", "csv", "json"), default="md",
                           dest="format")
@@ -76,7 +79,7 @@ def changes_floor() -> float:
     return changes.FLOOR_PCT if not MISSING else 2.5
 
 
-def _engine(args: argparse.Namespace, create: bool) -> Engine:
+def _where(args: argparse.Namespace, create: bool) -> store.Where:
     environ = variables.environ()
     value, _ = variables.named("HISTORY").lookup(vars(args), environ)
     out, _ = variables.named("OUT").lookup(vars(args), environ)
@@ -87,18 +90,31 @@ def _engine(args: argparse.Namespace, create: bool) -> Engine:
     if not create and where.sqlite and not Path(where.url[len(store.SQLITE_PREFIX):]).exists():
         raise UsageError(f"HISTORY={where.label!r} does not exist yet: `harness history import "
                          "DIR...` or a run with HISTORY set creates it")
-    return store.open_store(where)
+    return where
 
 
 def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     """Run one verb of `harness history`."""
     if MISSING:
         raise UsageError(f"{NO_EXTRA} ({MISSING})")
-    engine = _engine(args, create=args.history_command == "import")
+    where = _where(args, create=args.history_command == "import")
+    if args.history_command == "upgrade":
+        return _upgrade(where, write_line)
+    engine = store.open_store(where)
     try:
         return VERB_FUNCS[args.history_command](engine, args, write_line)
     finally:
         engine.dispose()
+
+
+def _upgrade(where: store.Where, write_line: WriteLine) -> int:
+    engine, found = store.upgrade_store(where)
+    engine.dispose()
+    now = schema.SCHEMA_VERSION
+    write_line(f"history: {where.label} upgraded from schema version {found} to {now}"
+               if found is not None and found < now
+               else f"history: {where.label} is at schema version {now}: nothing to upgrade")
+    return EXIT_OK
 
 
 def _list(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:

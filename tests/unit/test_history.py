@@ -182,6 +182,29 @@ def test_a_store_of_a_newer_schema_is_refused(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1 and "schema version 99, newer" in err
 
 
+def test_a_store_of_an_older_schema_is_refused_naming_the_upgrade_that_then_opens_it(
+        tmp_path, capsys):
+    path = tmp_path / "my h.sqlite"
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0, 2.0])
+    assert _cli(capsys, "history", "import", str(run), "--history", str(path))[0] == 0
+    with sqlite3.connect(path) as db:
+        db.execute("update history_meta set value='0' where key='schema_version'")
+    before = path.read_bytes()
+    rc, _, err = _cli(capsys, "history", "list", "--history", str(path))
+    assert rc == 2 and err.count("\n") == 1 and "schema version 0, older" in err
+    assert f"harness history upgrade --history '{path}'" in err
+    assert path.read_bytes() == before  # refused before anything is written
+    lines = []
+    recording.record({"history": str(path)}, {}, tmp_path, run, lines.append)
+    assert len(lines) == 1 and "harness history upgrade" in lines[0]
+    rc, out, _ = _cli(capsys, "history", "upgrade", "--history", str(path))
+    assert rc == 0 and "upgraded from schema version 0 to 1" in out
+    rc, out, _ = _cli(capsys, "history", "list", "--format", "json", "--history", str(path))
+    assert rc == 0 and [r["kind"] for r in json.loads(out)] == ["run"]
+    rc, out, _ = _cli(capsys, "history", "upgrade", "--history", str(path))
+    assert rc == 0 and "nothing to upgrade" in out
+
+
 def test_an_unreachable_server_is_one_line_exit_3(tmp_path, capsys):
     pytest.importorskip("psycopg")
     rc, _, err = _cli(capsys, "history", "list", "--history",
