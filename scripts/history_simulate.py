@@ -6,6 +6,10 @@ Logic: harness/history/simulate.py.
 
     python scripts/history_simulate.py CAMPAIGN_DIR [--trials 400] [--seed 0]
     python scripts/history_simulate.py --classes tests/data/history/h200_noise.csv --trials 2000
+    python scripts/history_simulate.py --ab AA/ab.json [--write-classes tests/data/history/X.csv]
+
+--ab reads each row's noise from an A/A campaign's ab.json (its rows' t intervals); with
+--write-classes those few numbers are kept as a classes file, and the simulation reads it.
 """
 
 from __future__ import annotations
@@ -33,14 +37,25 @@ def main() -> int:
     parser.add_argument("campaign", type=Path, nargs="?",
                         help="a campaign folder (an A/A: AXIS=none)")
     parser.add_argument("--classes", type=Path, help="a file of noise classes instead")
+    parser.add_argument("--ab", type=Path, help="an A/A campaign's ab.json instead")
+    parser.add_argument("--write-classes", type=Path, help="with --ab: keep its rows' noise "
+                        "as a classes file")
+    parser.add_argument("--source", default="an A/A campaign", help="with --write-classes: "
+                        "where the ab.json came from, for the file's comment")
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nights", type=int, default=30)
     args = parser.parse_args()
-    if (args.campaign is None) == (args.classes is None):
-        parser.error("give a CAMPAIGN_DIR or --classes FILE")
+    if sum(x is not None for x in (args.campaign, args.classes, args.ab)) != 1:
+        parser.error("give one of CAMPAIGN_DIR, --classes FILE, --ab AB_JSON")
+    if args.ab and args.write_classes:
+        args.classes = simulate.write_classes(simulate.ab_noise(args.ab), args.write_classes,
+                                              args.source)
+        print(f"wrote {args.classes}")
     if args.classes:
         noises: list = simulate.class_noise(args.classes, args.trials, args.seed)
+    elif args.ab:
+        noises = simulate.ab_noise(args.ab)
     else:
         noises = [simulate.Noise(sd) for sd in simulate.row_noise(args.campaign)]
     sds = sorted(n.sd for n in noises)
@@ -51,7 +66,7 @@ def main() -> int:
                                      nights=args.nights)
         what = "alarmed" if step == 0 else "found"
         cells = []
-        for name, where in _groups(noises, bool(args.classes)):
+        for name, where in _groups(noises, bool(args.classes or args.ab)):
             share, n = simulate.rate(trials, what, **where)
             if n and not math.isnan(share):
                 cells.append(f"{name}: {share * 100:.1f}% of {n}")

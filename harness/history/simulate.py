@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import random
 import statistics
@@ -14,6 +15,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.history.changes import Options, Point, find_changes
 from harness.history.folders import read_folder
+from harness.report.tdist import student_t_quantile
 
 BANDS = ((0.0, 0.01), (0.01, 0.03), (0.03, 0.10), (0.10, math.inf))  # a row's round-to-round sd
 CLASS_COLUMNS = ("class", "sd_lo_pct", "sd_hi_pct", "alt_pct", "alt_p", "share")
@@ -54,9 +56,13 @@ def class_noise(path: Path, count: int, seed: int = 0) -> list[Noise]:
                          f"{','.join(CLASS_COLUMNS)}")
     rng = random.Random(seed)
     total = sum(float(c["share"]) for c in table)
+    quota = [count * float(c["share"]) / total for c in table]
+    counts = [int(q) for q in quota]  # then the largest remainders, to make `count` in all
+    for i in sorted(range(len(table)), key=lambda i: counts[i] - quota[i])[:count - sum(counts)]:
+        counts[i] += 1
     out = []
-    for c in table:
-        for _ in range(round(count * float(c["share"]) / total)):
+    for c, k in zip(table, counts, strict=True):
+        for _ in range(k):
             sd = rng.uniform(float(c["sd_lo_pct"]), float(c["sd_hi_pct"])) / 100.0
             out.append(Noise(sd, c["class"], math.log1p(float(c["alt_pct"]) / 100.0),
                              float(c["alt_p"])))
@@ -113,3 +119,38 @@ def rate(trials: Sequence[Trial], what: str, low: float = 0.0, high: float = mat
     if not chosen:
         return math.nan, 0
     return sum(getattr(t, what) for t in chosen) / len(chosen), len(chosen)
+
+
+def _latency_class(a_ms: float) -> str:
+    return "ms" if a_ms >= 0.1 else "10-100us" if a_ms >= 0.01 else "us"
+
+
+def ab_noise(path: Path) -> list[Noise]:
+    """Each row's round-to-round sd of one side's log latency, from an A/A campaign's ab.json:
+    its t interval of the mean log ratio over `rounds` gives the ratio's sd, and a ratio of
+    two sides holds two sides' noise (sd / sqrt 2 each). Labelled by A's latency class."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        rows, confidence = doc["rows"], (doc.get("method") or {}).get("confidence", 0.95)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{str(path)!r} is not an ab.json with rows: {exc}") from None
+    out = []
+    for row in rows:
+        n, lo, hi, a_ms = (row.get(k) for k in ("rounds", "ci_low_pct", "ci_high_pct", "a_ms"))
+        if not (isinstance(n, int) and n >= 2 and lo is not None and hi is not None and a_ms):
+            continue
+        half = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / 2.0
+        t = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1)
+        out.append(Noise(half * math.sqrt(n) / t / math.sqrt(2.0), _latency_class(a_ms)))
+    return out
+
+
+def write_classes(noises: Sequence[Noise], path: Path, source: str) -> Path:
+    """A classes file (CLASS_COLUMNS) of one line per row, each its own sd: the few numbers of
+    a real A/A that a simulation needs, with `source` in its comment."""
+    lines = [f"# Round-to-round sd of one side's log latency per row, {source}.",
+             "# Written by scripts/history_simulate.py --ab AB_JSON --write-classes FILE.",
+             ",".join(CLASS_COLUMNS)]
+    lines += [f"{n.label},{n.sd * 100:.4f},{n.sd * 100:.4f},0,0,1" for n in noises]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
