@@ -292,3 +292,22 @@ def test_a_step_between_two_commits_prints_the_bisect_command_that_would_pin_it(
     rc, out, _ = _cli(capsys, "history", "changes", "--format", "md", "--history",
                       str(tmp_path / "h.sqlite"))
     assert "harness bisect --good=aaa --bad=bbb" in out
+
+
+def test_each_side_of_a_flaggems_commit_campaign_is_its_own_commit(tmp_path, capsys):
+    from harness.history.folders import Folder, Row
+
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    rows = tuple(Row("mm", "torch.float16", "[[64, 64]]", side, 0, "SUCCESS", 1.0, None, None,
+                     None, "graph", "", f"/c/mm/{side}/r0") for side in ("A", "B"))
+    record = {"kind": "campaign", "path": "/c", "stamp": "1", "digest": "1", "state": "done",
+              "started_utc": "2026-11-01T01:00:00Z", "backend": "cpu", "axis": "flaggems",
+              "axis_a": "aaa", "axis_b": "bbb", "flaggems_commit": "aaa", "ops": 1,
+              "verdicts": "{}"}
+    with eng.begin() as conn:
+        importer.write_folder(conn, Folder(record, rows))
+    eng.dispose()
+    rc, out, _ = _cli(capsys, "history", "trend", "mm", "--format", "json", "--history",
+                      str(tmp_path / "h.sqlite"))
+    assert rc == 0 and {(r["side"], r["flaggems_commit"]) for r in json.loads(out)} == {
+        ("A", "aaa"), ("B", "bbb")}
