@@ -90,8 +90,8 @@ summary: ## tables of a run, batch or log: make summary RUN=<dir|log> [SUMMARY_A
 	$(HARNESS) summary
 
 .PHONY: history
-history: ## the store of every run and campaign (HISTORY): its records, newest first; other verbs: harness history show|trend|compare|changes|import
-	$(HARNESS) history list
+history: ## the store of every run and campaign (HISTORY): make history [HISTORY_ARGS="trend OP --format csv"] (default: list; verbs list|show|trend|compare|changes|import|upgrade)
+	$(HARNESS) history
 
 .PHONY: report receipt
 report: ## ab.md and ab.png of a campaign from its ab.json: make report RUN=runs/ab/<axis>-<op>/<ts>

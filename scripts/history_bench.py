@@ -3,7 +3,7 @@
 rows, 3 rounds) into SQLite, and `history trend` / `history changes` for one operator over a
 year of nightly full-suite results. Logic: harness/history/synth.py.
 
-    python scripts/history_bench.py WORKDIR [--nights 365]
+    python scripts/history_bench.py WORKDIR [--nights 365] [--backend cuda --device "NVIDIA H200"]
 """
 
 from __future__ import annotations
@@ -30,12 +30,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", type=Path)
     parser.add_argument("--nights", type=int, default=365)
+    parser.add_argument("--backend", default="cuda", help="the backend the history claims")
+    parser.add_argument("--device", default="NVIDIA H200", help="the device model it claims")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     rows = synth.suite()
+    machine = synth.Machine(args.backend, args.device)
     campaign = args.workdir / "campaign"
     if not campaign.exists():
-        _timed("write the campaign's folders", lambda: synth.write_campaign(campaign, rows))
+        _timed("write the campaign's folders",
+               lambda: synth.write_campaign(campaign, rows, machine))
     one = args.workdir / "import.sqlite"
     one.unlink(missing_ok=True)
     engine = store.open_store(store.resolve(str(one), args.workdir))
@@ -47,7 +51,8 @@ def main() -> int:
     if not year.exists():
         eng = store.open_store(store.resolve(str(year), args.workdir))
         _timed(f"build a store of {args.nights} nightly full-suite batches",
-               lambda: synth.build_year(eng, rows, args.nights, step=("op0100", 300, 5.0)))
+               lambda: synth.build_year(eng, rows, machine, args.nights,
+                                        step=("op0100", 300, 5.0)))
     eng = store.open_store(store.resolve(str(year), args.workdir))
     found = _timed("trend of one operator (query)", lambda: queries.series(eng, "op0100"))
     _timed("changes of one operator (query + search + tests)", lambda: [

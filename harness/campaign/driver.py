@@ -74,13 +74,15 @@ def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = No
 
 def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: list[Task],
                 current: list[UnitEvents], out: Callable[[str], None],
-                more_tasks: Callable[[], list[Task]]) -> Outcome:
+                more_tasks: Callable[[], list[Task]],
+                on_round: Callable[[], None] | None = None) -> Outcome:
     """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
     none does or a signal stops it. `current` gets each batch's events, the last one last."""
     with executor.session():  # each added round in the first one's workers
         while True:
             current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out,
-                                      began=current[0].began if current else None))
+                                      began=current[0].began if current else None,
+                                      on_round=on_round))
             outcome = executor.run(tasks, current[-1])
             if outcome.signal is not None or outcome.detached or campaign.auto is None:
                 return outcome
@@ -184,8 +186,10 @@ class UnitEvents:
     and a progress line with an estimate of what is left."""
 
     def __init__(self, directory: Path, campaign: Campaign, total_todo: int, workers: int,
-                 out: Callable[[str], None], began: float | None = None) -> None:
+                 out: Callable[[str], None], began: float | None = None,
+                 on_round: Callable[[], None] | None = None) -> None:
         self.directory, self.campaign, self.out = directory, campaign, out
+        self.on_round = on_round  # called once campaign.json holds a round all finished
         self.total_todo, self.workers = total_todo, workers
         self.began = time.monotonic() if began is None else began  # elapsed= counts from it
         # the count of the progress line: units finished before, and each one that ends here
@@ -257,6 +261,13 @@ class UnitEvents:
         if full is not None and self.full is None:
             self.full = full
             raise full
+        if self.on_round is not None and self.full is None and self._round_done(entry.round):
+            self.on_round()
+
+    def _round_done(self, number: int) -> bool:
+        # ended, however: a failed or timed-out unit's round is as far as the campaign gets
+        return all(u.status not in (PENDING, "submitted", "running")
+                   for u in self.campaign.units if u.round == number)
 
     def _progress(self, end: Ended) -> str:
         units = self.campaign.units
@@ -300,9 +311,10 @@ def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],
 
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print, *, timeout_s: float | None = None,
-          workers: str = "1", settled: Sequence[Ended] = ()) -> int:
+          workers: str = "1", settled: Sequence[Ended] = (),
+          on_round: Callable[[], None] | None = None) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
-    (UNIT_TIMEOUT, see unit_tasks), then write the report.
+    (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends; write the report.
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
@@ -322,8 +334,8 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         campaign.save(directory)
         current: list[UnitEvents] = []
         try:
-            outcome = _run_rounds(directory, campaign, executor, tasks, current, out,
-                                  lambda: unit_tasks(directory, campaign, timeout_s, workers))
+            outcome = _run_rounds(directory, campaign, executor, tasks, current, out, lambda:
+                                  unit_tasks(directory, campaign, timeout_s, workers), on_round)
             events = current[-1]
         except HarnessError:
             if current:

@@ -186,11 +186,14 @@ def _drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exe
                     out: Callable[[str], None], workers: str,
                     timeout_s: float | None, settled: Sequence[Ended] = ()) -> int:
     """Drive the campaign, then record it in the history store however it ended."""
-    try:
-        return driver.drive(directory, campaign, settings, executor, out,
-                            timeout_s=timeout_s, workers=workers, settled=settled)
-    finally:
+    def record() -> None:
         recording.record(flags, env, settings.out, directory, out)
+
+    try:  # each finished round too: a driver killed outright leaves those rounds recorded
+        return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
+                            workers=workers, settled=settled, on_round=record)
+    finally:
+        record()
 
 
 def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -13,12 +14,12 @@ from harness.settings import usage, variables
 try:  # the store needs the `history` extra; `import harness.cli` must not
     from sqlalchemy import Engine
 
-    from harness.history import changes, importer, queries, render, store
+    from harness.history import changes, importer, queries, render, schema, store
     MISSING = ""
 except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
     MISSING = str(exc)
 
-VERBS = ("list", "show", "trend", "compare", "changes", "import")
+VERBS = ("list", "show", "trend", "compare", "changes", "import", "upgrade")
 KINDS = ("run", "batch", "campaign")
 NO_EXTRA = ("the history store needs SQLAlchemy and ruptures: pip install 'harness[history]' "
             "(PostgreSQL also 'harness[postgres]') or pip install -r requirements/cpu.txt")
@@ -28,7 +29,8 @@ WriteLine = Callable[[str], None]
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     """Register `history` and its verbs on the CLI's subparsers."""
     p = sub.add_parser("history", help="the store of every run and campaign: "
-                       "list|show|trend|compare|changes|import", epilog=usage.epilog("history"),
+                       "list|show|trend|compare|changes|import|upgrade",
+                       epilog=usage.epilog("history"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = p.add_subparsers(dest="history_command", required=True, parser_class=parser_class)
     v = verbs.add_parser("list", help="runs, batches and campaigns, newest first")
@@ -41,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("dtype", metavar="DTYPE", nargs="?", default=None)
     v.add_argument("shape", metavar="SHAPE", nargs="?", default=None)
     v.add_argument("--png", default=None, dest="png", metavar="PATH")
+    _by(v)
     v = verbs.add_parser("compare", help="two records' shared rows: change and noise")
     v.add_argument("first", metavar="ID")
     v.add_argument("second", metavar="ID")
@@ -53,8 +56,11 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("--op", default=None, dest="op", metavar="OP")
     v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
                    help=f"smallest step reported, in %% (default {changes_floor()})")
+    _by(v)
     v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
     v.add_argument("dirs", metavar="DIR", nargs="+")
+    verbs.add_parser("upgrade", help="bring a store of an older schema up to this harness's, "
+                     "in place, in one transaction")
     for verb in verbs.choices.values():
         verb.add_argument("--format", choices=("md", "csv", "json"), default="md",
                           dest="format")
@@ -63,11 +69,17 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     p.set_defaults(func=run)
 
 
+def _by(verb: argparse.ArgumentParser) -> None:
+    verb.add_argument("--by", choices=("time", "commit"), default="time", dest="by",
+                      help="order each row's nights by time (default) or by FlagGems commit, "
+                      "each commit's nights together in the order commits were first measured")
+
+
 def changes_floor() -> float:
     return changes.FLOOR_PCT if not MISSING else 2.5
 
 
-def _engine(args: argparse.Namespace, create: bool) -> Engine:
+def _where(args: argparse.Namespace, create: bool) -> store.Where:
     environ = variables.environ()
     value, _ = variables.named("HISTORY").lookup(vars(args), environ)
     out, _ = variables.named("OUT").lookup(vars(args), environ)
@@ -78,18 +90,31 @@ def _engine(args: argparse.Namespace, create: bool) -> Engine:
     if not create and where.sqlite and not Path(where.url[len(store.SQLITE_PREFIX):]).exists():
         raise UsageError(f"HISTORY={where.label!r} does not exist yet: `harness history import "
                          "DIR...` or a run with HISTORY set creates it")
-    return store.open_store(where)
+    return where
 
 
 def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     """Run one verb of `harness history`."""
     if MISSING:
         raise UsageError(f"{NO_EXTRA} ({MISSING})")
-    engine = _engine(args, create=args.history_command == "import")
+    where = _where(args, create=args.history_command == "import")
+    if args.history_command == "upgrade":
+        return _upgrade(where, write_line)
+    engine = store.open_store(where)
     try:
         return VERB_FUNCS[args.history_command](engine, args, write_line)
     finally:
         engine.dispose()
+
+
+def _upgrade(where: store.Where, write_line: WriteLine) -> int:
+    engine, found = store.upgrade_store(where)
+    engine.dispose()
+    now = schema.SCHEMA_VERSION
+    write_line(f"history: {where.label} upgraded from schema version {found} to {now}"
+               if found is not None and found < now
+               else f"history: {where.label} is at schema version {now}: nothing to upgrade")
+    return EXIT_OK
 
 
 def _list(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
@@ -121,7 +146,7 @@ def _show(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> in
 
 
 def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
-    found = queries.series(engine, args.op, args.dtype, args.shape)
+    found = queries.ordered(queries.series(engine, args.op, args.dtype, args.shape), args.by)
     if not found:
         raise UsageError(f"OP={args.op!r} has no rows in the store"
                          + (f" of dtype {args.dtype!r}" if args.dtype else "")
@@ -129,12 +154,15 @@ def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> i
     rows = [{"op": k.op, "dtype": k.dtype, "shape": k.shape, "side": k.side or "-",
              "backend": k.backend, "when": p.when, "record": p.record_id,
              "latency_ms": p.latency_ms, "rounds": p.attrs["rounds"],
+             "flaggems_commit": p.attrs["flaggems_commit"] or "-",
              "stack": p.attrs["stack"]} for k, p in queries.points_of(found)]
     render.table(rows, args.format, write_line, f"trend of {args.op}")
     if args.png:
         lines = {f"{k.dtype} {k.shape} {k.side}": [(p.when, p.latency_ms) for p in pts]
                  for k, pts in found.items()}
-        written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by night")
+        written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by {args.by}",
+                                   "night, oldest first" if args.by == "time"
+                                   else "night, by FlagGems commit first measured")
         write_line(f"trend png: {written}" if written else "trend png not written: "
                    "matplotlib is not installed")
     return EXIT_OK
@@ -159,7 +187,8 @@ def _compare(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
 def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
     opts = changes.Options() if args.floor is None else changes.Options(floor_pct=args.floor)
     rows = []
-    for key, points in queries.series(engine, args.op, since=args.since).items():
+    found = queries.ordered(queries.series(engine, args.op, since=args.since), args.by)
+    for key, points in found.items():
         for c in changes.find_changes(points, opts):
             before = points[c.index - 1]
             rows.append({"op": key.op, "dtype": key.dtype, "shape": key.shape,
@@ -167,9 +196,22 @@ def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
                          "step_pct": c.step_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,
                          "p_value": c.p_value, "first_after": c.first.when,
                          "record": c.first.record_id, "stack": c.first.attrs["stack"],
-                         "stack_before": before.attrs["stack"]})
+                         "stack_before": before.attrs["stack"],
+                         "bisect": bisect_line(key, before, c.first)})
     render.table(rows, args.format, write_line, "changes")
     return EXIT_OK
+
+
+def bisect_line(key: queries.SeriesKey, before: changes.Point, after: changes.Point) -> str:
+    """The `harness bisect` command that would pin a step whose two sides ran different
+    FlagGems commits (GOOD the one before it, BAD the first after it); "-" otherwise."""
+    good, bad = before.attrs.get("flaggems_commit"), after.attrs.get("flaggems_commit")
+    if not good or not bad or good == bad:
+        return "-"
+    words = ["harness", "bisect", f"--good={good}", f"--bad={bad}", f"--op={key.op}",
+             f"--backend={key.backend}", f"--dtypes={key.dtype.removeprefix('torch.')}",
+             f"--shape={key.shape}"]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def _import(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:

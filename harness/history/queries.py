@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, func, select
 
@@ -16,6 +17,7 @@ from harness.errors import UsageError
 from harness.history import schema
 from harness.history.changes import Point
 from harness.history.stats import welch
+from harness.settings.abspec import FLAGGEMS_AXIS
 
 R, W = schema.records, schema.rows
 NOISE_FLOOR_PCT = 1.0  # compare: the smallest change called beyond noise, as ab's floor
@@ -140,12 +142,19 @@ def _point(when: str, record_id: int, latencies: list[float], stack: str | None,
                   "rounds": str(len(latencies))})
 
 
+def _commit(r: Any) -> str | None:
+    """The FlagGems commit a row ran: its side's, where the campaign's axis is the commit."""
+    if r.axis == FLAGGEMS_AXIS and r.side in ("A", "B"):
+        return r.axis_b if r.side == "B" else r.axis_a
+    return r.flaggems_commit
+
+
 def series(engine: Engine, op: str | None = None, dtype: str | None = None,
            shape: str | None = None, since: str | None = None) -> dict[SeriesKey, list[Point]]:
     """Every row's series of nightly points (median over rounds), oldest first."""
     query = (select(W.c.record_id, W.c.op, W.c.dtype, W.c.shape, W.c.side, W.c.latency_ms,
                     R.c.started_utc, R.c.backend, R.c.device, R.c.timer, R.c.stack_a,
-                    R.c.stack_b, R.c.flaggems_commit)
+                    R.c.stack_b, R.c.flaggems_commit, R.c.axis, R.c.axis_a, R.c.axis_b)
              .join(R, R.c.id == W.c.record_id).where(W.c.latency_ms.is_not(None))
              .order_by(R.c.started_utc, W.c.record_id))
     for column, value in ((W.c.op, op), (W.c.dtype, dtype), (W.c.shape, shape)):
@@ -160,7 +169,7 @@ def series(engine: Engine, op: str | None = None, dtype: str | None = None,
                             r.timer or "")
             night = nights[key].setdefault(r.record_id, [r.started_utc, [],
                                                          r.stack_b if r.side == "B"
-                                                         else r.stack_a, r.flaggems_commit])
+                                                         else r.stack_a, _commit(r)])
             night[1].append(r.latency_ms)
     return {key: [_point(n[0], rid, n[1], n[2], n[3]) for rid, n in by_record.items()]
             for key, by_record in nights.items()}
@@ -200,6 +209,30 @@ def verdict_counts(record: Record) -> str:
     """Its verdict (or status) counts, one short phrase."""
     counts = json.loads(record.verdicts or "{}")
     return ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "-"
+
+
+ORDERS = ("time", "commit")
+
+
+def by_commit(points: Sequence[Point]) -> list[Point]:
+    """The points with each FlagGems commit's nights together, commits in the order each was
+    first measured (a commit measured again later, e.g. an older one re-run, joins its own);
+    a point without a commit keeps its place in time."""
+    commits = [p.attrs.get("flaggems_commit", "") for p in points]
+    first: dict[str, int] = {}
+    for i, commit in enumerate(commits):
+        first.setdefault(commit, i)
+    order = sorted(range(len(points)), key=lambda i: (first[commits[i]] if commits[i] else i, i))
+    return [points[i] for i in order]
+
+
+def ordered(found: dict[SeriesKey, list[Point]], by: str) -> dict[SeriesKey, list[Point]]:
+    """Each series by time (as stored) or by commit (by_commit)."""
+    if by == "time":
+        return found
+    if by != "commit":
+        raise UsageError(f"--by {by!r} is not accepted; expected one of: {', '.join(ORDERS)}")
+    return {key: by_commit(points) for key, points in found.items()}
 
 
 def points_of(found: dict[SeriesKey, list[Point]]) -> Sequence[tuple[SeriesKey, Point]]:

@@ -51,8 +51,8 @@ def table(rows: Sequence[Mapping[str, object]], fmt: str, write_line: Callable[[
         write_line("| " + " | ".join(_cell(row[h]) for h in headers) + " |")
 
 
-def trend_png(series: Mapping[str, Sequence[tuple[str, float]]], path: Path, title: str
-              ) -> Path | None:
+def trend_png(series: Mapping[str, Sequence[tuple[str, float]]], path: Path, title: str,
+              xlabel: str = "night, oldest first") -> Path | None:
     """A line per series of latency over time, written atomically; None without matplotlib."""
     if not plot.available():
         return None
@@ -64,7 +64,7 @@ def trend_png(series: Mapping[str, Sequence[tuple[str, float]]], path: Path, tit
     ax = fig.add_subplot()
     for label, points in series.items():
         ax.plot(range(len(points)), [v for _, v in points], marker="o", label=label[:60])
-    ax.set_xlabel("night, oldest first")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("latency, ms")
     ax.set_title(title)
     if len(series) <= 10:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from harness.errors import EXIT_PREFLIGHT, HarnessError, UsageError
-from harness.history import schema
+from harness.history import migrate, schema
 
 OFF = "off"
 DEFAULT_NAME = "history.sqlite"  # under OUT
@@ -104,13 +105,27 @@ def _is_sqlite(path: Path) -> bool:
         return fh.read(16) == b"SQLite format 3\x00"
 
 
+UPGRADE = "harness history upgrade"
+
+
 def open_store(where: Where) -> Engine:
-    """An engine on the store, its tables created where missing and its version checked."""
+    """An engine on the store, its tables created where missing and its version checked: an
+    older store is refused naming UPGRADE."""
+    return _open(where, upgrade=False)[0]
+
+
+def upgrade_store(where: Where) -> tuple[Engine, int | None]:
+    """open_store, an older store upgraded in place first (one transaction); with the version
+    it was found at (None: a new store)."""
+    return _open(where, upgrade=True)
+
+
+def _open(where: Where, upgrade: bool) -> tuple[Engine, int | None]:
     engine = _sqlite_engine(where) if where.sqlite else create_engine(
         where.url, pool_pre_ping=True, connect_args={"connect_timeout": 10})
     try:
         with engine.begin() as conn:
-            _create(conn)
+            found = _create(conn, where, upgrade)
     except OperationalError as exc:
         engine.dispose()
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
@@ -123,23 +138,30 @@ def open_store(where: Where) -> Engine:
     except StoreError:
         engine.dispose()
         raise
-    return engine
+    return engine, found
 
 
-def _create(conn: Connection) -> None:
-    """Create the tables in one transaction and check the version the store was written in."""
+def _create(conn: Connection, where: Where, upgrade: bool) -> int | None:
+    """Create the tables in one transaction and check the version the store was written in
+    (upgrading an older one there when `upgrade`): that version, None for a new store."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
-    schema.metadata.create_all(conn, checkfirst=True)
+    schema.meta.create(conn, checkfirst=True)
     found = conn.execute(select(schema.meta.c.value).where(
         schema.meta.c.key == "schema_version")).scalar()
-    if found is None:
-        conn.execute(schema.meta.insert().values(key="schema_version",
-                                                 value=str(schema.SCHEMA_VERSION)))
-        return
-    version = int(found)
+    version = schema.SCHEMA_VERSION if found is None else int(found)
     if version > schema.SCHEMA_VERSION:
         raise StoreError(f"the history store is of schema version {version}, newer than this "
                          f"harness reads ({schema.SCHEMA_VERSION}); use a newer harness, or "
                          "point HISTORY at another store")
-    # An older version would be upgraded here, step by step, in this same transaction.
+    if version < schema.SCHEMA_VERSION and not upgrade:
+        raise StoreError(f"HISTORY={where.label!r} is a history store of schema version "
+                         f"{version}, older than this harness's ({schema.SCHEMA_VERSION}); "
+                         f"upgrade it in place: {UPGRADE} --history {shlex.quote(where.label)}")
+    if version < schema.SCHEMA_VERSION:
+        migrate.upgrade(conn, version)
+    schema.metadata.create_all(conn, checkfirst=True)
+    if found is None:
+        conn.execute(schema.meta.insert().values(key="schema_version",
+                                                 value=str(schema.SCHEMA_VERSION)))
+    return None if found is None else version

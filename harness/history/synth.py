@@ -6,6 +6,7 @@ import json
 import math
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,6 +16,14 @@ from harness.history.folders import Folder, Row
 from harness.history.importer import write_folder
 
 DTYPES = ("torch.float16", "torch.bfloat16", "torch.float32")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """The backend and device a synthetic history claims; the caller names them."""
+
+    backend: str
+    device: str
 
 
 def suite(n_ops: int = 1112, n_rows: int = 9000) -> list[tuple[str, str, str]]:
@@ -31,17 +40,17 @@ def _latency(op: str, shape: str) -> float:
     return 0.01 + (hash((op, shape)) % 1000) / 1000.0
 
 
-def write_campaign(directory: Path, rows: list[tuple[str, str, str]], rounds: int = 3,
-                   seed: int = 0) -> Path:
+def write_campaign(directory: Path, rows: list[tuple[str, str, str]], machine: Machine,
+                   rounds: int = 3, seed: int = 0) -> Path:
     """A finished A/B campaign folder as the harness writes it: campaign.json, ab.json and
     OP/{A,B}/rN/ with run_identity.json and results.jsonl."""
     rng = random.Random(seed)
     by_op: dict[str, list[tuple[str, str]]] = {}
     for op, dtype, shape in rows:
         by_op.setdefault(op, []).append((dtype, shape))
-    ident = {"schema": 1, "backend": "cuda", "timer": "graph", "level": "core",
-             "shape_mode": "upstream", "devices": [{"name": "NVIDIA H200"}],
-             "versions": {"torch": "2.11.0+cu130", "triton": "3.6.0"}, "state": "ok",
+    ident = {"schema": 1, "backend": machine.backend, "timer": "graph", "level": "core",
+             "shape_mode": "upstream", "devices": [{"name": machine.device}],
+             "versions": {"torch": "2.11.0", "triton": "3.6.0"}, "state": "ok",
              "status": "complete", "harness": {"commit": "0" * 40, "files": {}}}
     units = []
     for op, shapes in by_op.items():
@@ -60,7 +69,7 @@ def write_campaign(directory: Path, rows: list[tuple[str, str, str]], rounds: in
     (directory / "campaign.json").write_text(json.dumps({
         "schema": "harness-campaign/1", "dir": str(directory), "state": "done",
         "created_utc": "2026-11-01T01:00:00Z", "rounds": rounds,
-        "axis": {"name": "none", "a": "0", "b": "1"}, "caliber": {"backend": "cuda"},
+        "axis": {"name": "none", "a": "0", "b": "1"}, "caliber": {"backend": machine.backend},
         "ops": {op: {"rounds": rounds} for op in by_op}, "units": units}))
     (directory / "ab.json").write_text(json.dumps({"rows": [
         {"op": op, "dtype": d, "shape": s, "verdict": "same", "speedup_pct": 0.0,
@@ -68,7 +77,7 @@ def write_campaign(directory: Path, rows: list[tuple[str, str, str]], rounds: in
     return directory
 
 
-def nights(rows: list[tuple[str, str, str]], count: int = 365, seed: int = 0,
+def nights(rows: list[tuple[str, str, str]], machine: Machine, count: int = 365, seed: int = 0,
            step: tuple[str, int, float] | None = None) -> Iterator[Folder]:
     """A nightly full-suite batch per night, oldest first; `step` (op, night, pct) moves one
     operator's rows from that night on."""
@@ -85,16 +94,16 @@ def nights(rows: list[tuple[str, str, str]], count: int = 365, seed: int = 0,
             out.append(Row(op, dtype, shape, "", 0, "SUCCESS", ms, None, None, None, "graph",
                            "", f"{path}/{op}"))
         record = {"kind": "batch", "path": path, "stamp": f"night{n:03d}", "digest": str(n),
-                  "state": "complete", "started_utc": when, "backend": "cuda",
-                  "device": "NVIDIA H200", "timer": "graph", "level": "core",
+                  "state": "complete", "started_utc": when, "backend": machine.backend,
+                  "device": machine.device, "timer": "graph", "level": "core",
                   "shape_mode": "upstream", "stack_a": f"flaggems={n // 30}", "ops": 1112,
                   "verdicts": "{}"}
         yield Folder(record, tuple(out))
 
 
-def build_year(engine: Engine, rows: list[tuple[str, str, str]], count: int = 365,
-               step: tuple[str, int, float] | None = None) -> None:
+def build_year(engine: Engine, rows: list[tuple[str, str, str]], machine: Machine,
+               count: int = 365, step: tuple[str, int, float] | None = None) -> None:
     """Write `count` nights into the store, a transaction each."""
-    for folder in nights(rows, count, step=step):
+    for folder in nights(rows, machine, count, step=step):
         with engine.begin() as conn:
             write_folder(conn, folder)

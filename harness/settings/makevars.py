@@ -22,6 +22,8 @@ MAKE_ARGS_VAR = "ZL_MAKE_ARGS"
 # checkout, and a relative path the user typed is theirs, not the checkout's.
 MAKE_CWD_VAR = "ZL_MAKE_CWD"
 SUMMARY_ARGS = "SUMMARY_ARGS"
+HISTORY_ARGS = "HISTORY_ARGS"
+HISTORY_DEFAULT_VERB = "list"  # `make history` without HISTORY_ARGS
 RUN = "RUN"
 # The variables that name a file or directory of the user's (a default stays the checkout's).
 USER_PATHS = frozenset({"FLAGGEMS_DIR", "OUT", "SHAPE_FILE", "REPLAY_FROM", "NOISE_FROM",
@@ -112,18 +114,40 @@ def _flag_args(var: variables.Var, value: str) -> list[str]:
     return [flag] if value == "1" else []
 
 
+def _split(name: str, value: str, command: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError as exc:
+        raise UsageError(f"{name}={value!r} is not accepted ({exc}); expected arguments of "
+                         f"harness {command}, quoted as in a shell") from None
+
+
+def _history_verb(argv: Sequence[str], pairs: Sequence[tuple[str, str]]
+                  ) -> tuple[list[str], list[tuple[str, str]]]:
+    """`harness history` with HISTORY_ARGS's words (its verb first; `list` if none) appended,
+    and the pairs without it: the verb decides which flags the other variables become."""
+    if list(argv) != ["history"]:
+        return list(argv), list(pairs)
+    words = [w for name, value in pairs if name == HISTORY_ARGS
+             for w in _split(name, value, "history")]
+    return ([*argv, *(words or [HISTORY_DEFAULT_VERB])],
+            [(name, value) for name, value in pairs if name != HISTORY_ARGS])
+
+
 def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
             pairs: Sequence[tuple[str, str]], environ: MutableMapping[str, str]) -> list[str]:
     """`argv` with make's variables appended, each as exactly one argument.
 
     A variable becomes `--flag=value` where the subcommand has its flag; RUN becomes the
     subcommand's path argument (after `--`, so a value that starts with a dash stays a path);
-    SUMMARY_ARGS is split with shlex into arguments of `summary`. Any other known variable goes
-    into the environment, as make itself would have exported it (ALLOW_UNPINNED,
+    SUMMARY_ARGS is split with shlex into arguments of `summary`, HISTORY_ARGS into the verb
+    and arguments of `history` (before the flags, which the verb takes). Any other known
+    variable goes into the environment, as make itself would have exported it (ALLOW_UNPINNED,
     ZL_ENABLE_CUDAGRAPH, a setting that this subcommand does not take); a name the harness does
     not know is refused (check_name). An empty value counts as not given, except where the
     variable refuses one (A=, B=): it reaches the flag, which says so.
     """
+    argv, pairs = _history_verb(argv, pairs)
     words, sub = _subcommand(parser, argv)
     options = sub._option_string_actions
     takes_path = any(not a.option_strings for a in sub._actions)
@@ -142,11 +166,7 @@ def to_argv(parser: argparse.ArgumentParser, argv: Sequence[str],
         elif name == RUN and takes_path:
             paths.append(value)
         elif name == SUMMARY_ARGS and words == ["summary"]:
-            try:
-                flags += shlex.split(value)
-            except ValueError as exc:
-                raise UsageError(f"{SUMMARY_ARGS}={value!r} is not accepted ({exc}); expected "
-                                 "arguments of harness summary, quoted as in a shell") from None
+            flags += _split(name, value, "summary")
         else:
             environ[name] = value
     return [*argv, *flags, *(["--", *paths] if paths else [])]

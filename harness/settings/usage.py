@@ -39,7 +39,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "shell": ("harness shell --backend <backend> --devices 0",),
     "receipt": ("harness receipt verify runs/ab/OMP_NUM_THREADS-mm/<ts>",),
     "report": ("harness report runs/ab/OMP_NUM_THREADS-mm/<ts>",),
-    "history": ("harness history list", "harness history trend mm --png mm.png",
+    "history": ("harness history list",
+                "harness history trend mm --by commit --format csv",
                 "harness history changes --since 2026-11-01",
                 "harness history import runs/ab/OMP_NUM_THREADS-mm/<ts>"),
 }

@@ -311,6 +311,9 @@ TABLE: tuple[Var, ...] = (
     Var("SUMMARY_ARGS", None, None, "summary: further arguments, e.g. \"--ab A B --format "
         "csv\"; split into words as a POSIX shell would (quotes group), but no shell runs",
         commands=("summary",), group=MAKE),
+    Var("HISTORY_ARGS", None, None, "history: the verb and its arguments, e.g. \"trend mm "
+        "torch.float16 '[1024, 1024]' --format csv\" (default: list); split into words as a "
+        "POSIX shell would (quotes group), but no shell runs", commands=(), group=MAKE),
     Var("ALLOW_UNPINNED", "ALLOW_UNPINNED", None, "image: 1 builds from a base tag that has "
         "no digest yet", commands=("image",), group=MAKE),
     Var("PYTHON", None, None, "the interpreter that runs the harness and pytest (make's own; "

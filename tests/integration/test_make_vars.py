@@ -161,3 +161,26 @@ def test_a_relative_path_given_to_make_is_the_one_of_the_directory_it_was_typed_
     assert f"cwd: {tmp_path / 'suite'}\n" in proc.stdout
     assert f"run directory: {tmp_path / 'out' / 'add'}/" in proc.stdout
     assert not (REPO_ROOT / "out").exists() and not (tmp_path / "out").exists()
+
+
+def test_make_history_passes_its_verb_and_a_shape_with_spaces_as_one_argument(tmp_path):
+    pytest.importorskip("sqlalchemy")
+    from tests.historydata import make_batch
+
+    out = tmp_path / "my runs"
+    batch = make_batch(out, "20261101-010000", {"mm": [1.0, 2.0]})
+    imported = make("history", f"OUT={out}", f"HISTORY_ARGS=import '{batch}'")
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    proc = make("history", f"OUT={out}",
+                "HISTORY_ARGS=trend mm torch.float32 '[[1024, 1024]]' --format csv")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("mm,")]
+    assert len(lines) == 1 and "[[1024, 1024]]" in lines[0] and "[[64, 64]]" not in proc.stdout
+    listed = make("history", f"OUT={out}")
+    assert listed.returncode == 0 and "batch" in listed.stdout
+
+
+def test_unbalanced_history_args_is_a_one_line_error(tmp_path):
+    proc = make("history", f"OUT={tmp_path}", "HISTORY_ARGS=trend 'mm")
+    assert proc.returncode != 0 and "Error 2" in proc.stderr
+    assert "error: HISTORY_ARGS=\"trend 'mm\" is not accepted" in proc.stderr

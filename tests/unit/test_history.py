@@ -151,6 +151,7 @@ def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
     assert {(c["shape"], c["side"], c["first_after"]) for c in found} == {
         ("[[64, 64]]", s, "2026-11-09T01:00:00Z") for s in ("A", "B")}
     assert all(c["step_pct"] == pytest.approx(20.0, abs=0.5) for c in found)
+    assert {c["bisect"] for c in found} == {"-"}  # one FlagGems commit on both sides of it
 
 
 def test_trend_draws_its_png(tmp_path, capsys):
@@ -181,6 +182,29 @@ def test_a_store_of_a_newer_schema_is_refused(tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1 and "schema version 99, newer" in err
 
 
+def test_a_store_of_an_older_schema_is_refused_naming_the_upgrade_that_then_opens_it(
+        tmp_path, capsys):
+    path = tmp_path / "my h.sqlite"
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0, 2.0])
+    assert _cli(capsys, "history", "import", str(run), "--history", str(path))[0] == 0
+    with sqlite3.connect(path) as db:
+        db.execute("update history_meta set value='0' where key='schema_version'")
+    before = path.read_bytes()
+    rc, _, err = _cli(capsys, "history", "list", "--history", str(path))
+    assert rc == 2 and err.count("\n") == 1 and "schema version 0, older" in err
+    assert f"harness history upgrade --history '{path}'" in err
+    assert path.read_bytes() == before  # refused before anything is written
+    lines = []
+    recording.record({"history": str(path)}, {}, tmp_path, run, lines.append)
+    assert len(lines) == 1 and "harness history upgrade" in lines[0]
+    rc, out, _ = _cli(capsys, "history", "upgrade", "--history", str(path))
+    assert rc == 0 and "upgraded from schema version 0 to 1" in out
+    rc, out, _ = _cli(capsys, "history", "list", "--format", "json", "--history", str(path))
+    assert rc == 0 and [r["kind"] for r in json.loads(out)] == ["run"]
+    rc, out, _ = _cli(capsys, "history", "upgrade", "--history", str(path))
+    assert rc == 0 and "nothing to upgrade" in out
+
+
 def test_an_unreachable_server_is_one_line_exit_3(tmp_path, capsys):
     pytest.importorskip("psycopg")
     rc, _, err = _cli(capsys, "history", "list", "--history",
@@ -205,3 +229,85 @@ def test_recording_into_a_store_that_cannot_be_written_costs_one_line(tmp_path):
     recording.record({"history": "off"}, {}, tmp_path, run, lines.append)
     recording.record({}, {}, tmp_path / "runs", run, lines.append)  # the default store
     assert len(lines) == 1 and (tmp_path / "runs" / "history.sqlite").is_file()
+
+
+def test_a_synthetic_history_claims_the_machine_its_caller_names(engine, tmp_path):
+    from harness.history import synth
+
+    machine = synth.Machine("cpu", "Example CPU")
+    rows = synth.suite(n_ops=3, n_rows=6)
+    campaign = synth.write_campaign(tmp_path / "campaign", rows, machine, rounds=1)
+    importer.import_folder(engine, campaign)
+    synth.build_year(engine, rows, machine, count=2)
+    with engine.connect() as conn:
+        seen = set(conn.exec_driver_sql("select backend, device from records").fetchall())
+    assert seen == {("cpu", "Example CPU")}
+
+
+def _nights(engine, commits, latencies):
+    """One batch record a night, its FlagGems commit and mm's one row at that latency."""
+    from harness.history.folders import Folder, Row
+
+    for n, (commit, ms) in enumerate(zip(commits, latencies, strict=True)):
+        path = f"/nightly/batch/night{n:02d}"
+        rows = tuple(Row("mm", "torch.float16", "[[64, 64]]", "", 0, "SUCCESS", ms * f, None,
+                         None, None, "graph", "", f"{path}/mm/r{r}")
+                     for r, f in enumerate((0.999, 1.0, 1.001)))
+        record = {"kind": "batch", "path": path, "stamp": str(n), "digest": str(n),
+                  "state": "complete", "started_utc": f"2026-11-{n + 1:02d}T01:00:00Z",
+                  "backend": "cpu", "device": "d", "timer": "graph", "stack_a": commit,
+                  "flaggems_commit": commit, "ops": 1, "verdicts": "{}"}
+        with engine.begin() as conn:
+            importer.write_folder(conn, Folder(record, rows))
+
+
+def test_trend_by_commit_puts_each_commits_nights_together(tmp_path, capsys):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    _nights(eng, ["c1", "c2", "c1", "c2", ""], [1.0, 1.1, 1.0, 1.1, 1.05])
+    eng.dispose()
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    orders = {}
+    for by in ("time", "commit"):
+        rc, out, _ = _cli(capsys, "history", "trend", "mm", "--by", by, "--format", "json",
+                          *hist)
+        assert rc == 0
+        orders[by] = [(r["flaggems_commit"], r["when"][8:10]) for r in json.loads(out)]
+    assert orders["time"] == [("c1", "01"), ("c2", "02"), ("c1", "03"), ("c2", "04"),
+                              ("-", "05")]
+    assert orders["commit"] == [("c1", "01"), ("c1", "03"), ("c2", "02"), ("c2", "04"),
+                                ("-", "05")]
+
+
+def test_a_step_between_two_commits_prints_the_bisect_command_that_would_pin_it(tmp_path,
+                                                                                 capsys):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    _nights(eng, ["aaa"] * 8 + ["bbb"] * 8, [1.0] * 8 + [1.2] * 8)
+    eng.dispose()
+    rc, out, _ = _cli(capsys, "history", "changes", "--format", "json", "--history",
+                      str(tmp_path / "h.sqlite"))
+    (found,) = json.loads(out)
+    assert rc == 0 and found["first_after"] == "2026-11-09T01:00:00Z"
+    assert found["bisect"] == ("harness bisect --good=aaa --bad=bbb --op=mm --backend=cpu "
+                               "--dtypes=float16 '--shape=[[64, 64]]'")
+    rc, out, _ = _cli(capsys, "history", "changes", "--format", "md", "--history",
+                      str(tmp_path / "h.sqlite"))
+    assert "harness bisect --good=aaa --bad=bbb" in out
+
+
+def test_each_side_of_a_flaggems_commit_campaign_is_its_own_commit(tmp_path, capsys):
+    from harness.history.folders import Folder, Row
+
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    rows = tuple(Row("mm", "torch.float16", "[[64, 64]]", side, 0, "SUCCESS", 1.0, None, None,
+                     None, "graph", "", f"/c/mm/{side}/r0") for side in ("A", "B"))
+    record = {"kind": "campaign", "path": "/c", "stamp": "1", "digest": "1", "state": "done",
+              "started_utc": "2026-11-01T01:00:00Z", "backend": "cpu", "axis": "flaggems",
+              "axis_a": "aaa", "axis_b": "bbb", "flaggems_commit": "aaa", "ops": 1,
+              "verdicts": "{}"}
+    with eng.begin() as conn:
+        importer.write_folder(conn, Folder(record, rows))
+    eng.dispose()
+    rc, out, _ = _cli(capsys, "history", "trend", "mm", "--format", "json", "--history",
+                      str(tmp_path / "h.sqlite"))
+    assert rc == 0 and {(r["side"], r["flaggems_commit"]) for r in json.loads(out)} == {
+        ("A", "aaa"), ("B", "bbb")}

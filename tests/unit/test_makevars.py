@@ -115,3 +115,23 @@ def test_a_relative_path_is_resolved_against_the_directory_make_was_typed_in(tmp
     assert makevars.typed_path("OP", "add", str(elsewhere)) == "add"  # names no path
     assert makevars.typed_path("OUT", "runs", None) == "runs"  # not run by make
     assert makevars.typed_path("OUT", "runs", "relative/dir") == "runs"
+
+
+def test_history_args_give_the_verb_and_its_arguments_each_one_word():
+    argv, _ = convert(["history"], HISTORY_ARGS="trend mm torch.float16 '[1024, 1024]'",
+                      OUT="a b", HISTORY="x y.sqlite")
+    assert argv == ["history", "trend", "mm", "torch.float16", "[1024, 1024]", "--out=a b",
+                    "--history=x y.sqlite"]
+    args = PARSER.parse_args(argv)
+    assert (args.op, args.shape, args.out, args.history) == ("mm", "[1024, 1024]", "a b",
+                                                             "x y.sqlite")
+
+
+def test_make_history_without_history_args_lists():
+    argv, _ = convert(["history"], OUT="runs")
+    assert argv == ["history", "list", "--out=runs"]
+
+
+def test_unbalanced_history_args_is_refused_naming_it():
+    with pytest.raises(UsageError, match=r"HISTORY_ARGS=\"trend 'mm\" is not accepted"):
+        convert(["history"], HISTORY_ARGS="trend 'mm")
