@@ -10,7 +10,7 @@ worker, named in its log. Nothing is undone: a fingerprint cannot be fooled by a
 would miss. The same module stops what a session or a pytest left running (its descendants).
 
 What is not a difference: a name added to a module (a submodule imported, a lazy import); a
-scalar rebound (a counter, `torch.cuda._initialized`) or a None filled in (a lazy cache); and
+scalar rebound (a counter, a device module's `_initialized`) or a None filled in (a lazy cache); and
 what a library imported during the session set at its import, where the value is the library's
 own (a device plugin's Tensor methods): a fresh process that imports it gets the same.
 """
@@ -39,7 +39,8 @@ UNWATCHED_MODULES = ("__main__", "__mp_main__", "sys")
 UNWATCHED_PACKAGES = ("_pytest", "pytest", "pluggy", "iniconfig")
 # Names the interpreter itself adds to a class (copy and pickle cache __slotnames__).
 UNWATCHED_CLASS_NAMES = frozenset({"__slotnames__", "__annotations__", "__annotations_cache__"})
-# torch._C's getters of global switches; those a build lacks are skipped.
+# torch._C's getters of global switches; those a build lacks are skipped. Besides these, every
+# `_get_*_preferred_backend` a build has (BLAS, linalg, a vendor's attention).
 TORCH_GETTERS = (
     "_get_cudnn_enabled", "_get_cudnn_benchmark", "_get_cudnn_deterministic",
     "_get_cudnn_allow_tf32", "_get_cublas_allow_tf32", "_get_cublas_allow_fp16_accumulation",
@@ -52,8 +53,7 @@ TORCH_GETTERS = (
     "_get_math_sdp_allow_fp16_bf16_reduction", "_get_sdp_priority_order",
     "_get_deterministic_algorithms", "_get_deterministic_algorithms_warn_only",
     "_get_deterministic_fill_uninitialized_memory", "_get_float32_matmul_precision",
-    "_get_default_device", "_get_blas_preferred_backend", "_get_linalg_preferred_backend",
-    "_get_rocm_fa_preferred_backend", "_get_qengine", "_get_torch_function_state",
+    "_get_default_device", "_get_qengine", "_get_torch_function_state",
     "_get_autograd_fallback_mode", "_get_sm_carveout_experimental", "_get_tracing_state",
     "_len_torch_function_stack", "_len_torch_dispatch_stack",
     "_dispatch_tls_local_include_set", "_dispatch_tls_local_exclude_set",
@@ -98,7 +98,9 @@ def switches(torch: Any, device: str | None) -> dict[str, object]:
     for name in TORCH_CALLS:
         if hasattr(torch, name):
             found[f"torch.{name}()"] = _read(getattr(torch, name))
-    for name in TORCH_GETTERS:
+    preferred = [n for n in dir(torch._C) if n.startswith("_get_")
+                 and n.endswith("_preferred_backend")]
+    for name in (*TORCH_GETTERS, *preferred):
         if hasattr(torch._C, name):
             found[f"torch._C.{name}()"] = _read(getattr(torch._C, name))
     if device is not None:
