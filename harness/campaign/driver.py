@@ -318,9 +318,8 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised. A full device met by the driver, a unit or the report stops them
-    too (full_device_stops: NoSpace). A unit stopped at its limit is recorded timeout (a resume
-    runs it again). `settled`: ends of units a resume found (take_ended).
+    errors.Interrupted raised. A full device stops them too (full_device_stops: NoSpace). A unit
+    stopped at its limit is recorded timeout. `settled`: ends a resume found (take_ended).
     """
     with sole_driver(directory), full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends import Device
 from harness.contract import boundary
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
@@ -23,7 +22,6 @@ from harness.contract.warmup_share import share_text
 from harness.errors import Interrupted
 from harness.executors import procs as supervise
 from harness.executors import workers
-from harness.executors.devices import visible_devices
 from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
 from harness.run import (
@@ -36,6 +34,7 @@ from harness.run import (
     launch,
     outputs,
     rescue,
+    rundoc,
 )
 from harness.run.plugin_plan import (
     PLUGINS_VAR,
@@ -275,15 +274,6 @@ def _finish_tuning(settings: Settings, inv: Invocation, run_dir: Path
     return outcome
 
 
-def _read_runtime(run_dir: Path) -> dict[str, object]:
-    path = run_dir / boundary.RUNTIME_FILE
-    if not path.is_file():
-        return {}
-    facts = json.loads(path.read_text(encoding="utf-8"))
-    path.unlink()
-    return facts
-
-
 def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = print,
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
@@ -337,7 +327,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
     header = header_lines(settings, plan, run_dir, inv)
     if settings.replay_from:
         autotune.prepare_replay(run_dir, _flaggems_cache(inv), settings.replay_from)
-    devices_before = _visible_devices(settings)
+    devices_before = rundoc.visible(settings)
     started = time.monotonic()
     with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
@@ -354,7 +344,8 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
     end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None,
                         dtypes=[row.dtype for row in rows])
     tuning = _finish_tuning(settings, inv, run_dir)
-    doc = _identity_doc(settings, plan, inv, run_dir, devices_before, extra_env)
+    doc = rundoc.identity_doc(settings, plan, inv.command, inv.image, run_dir, devices_before,
+                              extra_env, precompile_off(settings, plan))
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
                 "results_source": source, "state": end.state, "reason": end.reason,
                 "partial": end.partial,
@@ -379,27 +370,3 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
         _log_line(run_dir, summary)  # first: a closed stdout must not cost run.log its line
         out(summary)
     return end.exit_code, run_dir
-
-
-def _identity_doc(settings: Settings, plan: Plan, inv: Invocation, run_dir: Path,
-                  devices_before: list[Device], extra_env: dict[str, str] | None
-                  ) -> dict[str, object]:
-    """run_identity.json less what the run's outcome adds."""
-    doc = identity.build_identity(
-        settings_caliber=settings.caliber(), node=plan.node.nodeid, op=plan.op,
-        backend=settings.backend.name, devices_before=devices_before,
-        devices_after=_visible_devices(settings),
-        versions={"python": plan.python_version, **plan.versions},
-        flaggems_dir=settings.flaggems_dir, runtime=_read_runtime(run_dir),
-        # an A/B side that is an image: its digest, as a run inside the image records it
-        environ={**variables.environ(), identity.IMAGE_DIGEST_VAR: inv.image}
-        if inv.image else None)
-    compiled = precompile.read_side_file(run_dir)
-    doc.update({"command": inv.command, "extra_env": extra_env or {},
-                "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
-                "precompile": compiled or {"off": precompile_off(settings, plan) or "no_report"}})
-    return doc
-
-
-def _visible_devices(settings: Settings) -> list[Device]:
-    return visible_devices(settings.backend.enumerate_devices(), settings)
