@@ -322,10 +322,12 @@ def stop_processes(pids: list[int], grace_s: float) -> None:
         time.sleep(0.05)
 
 
-def stop_left_children(grace_s: float, skip: Iterable[int] = ()) -> list[int]:
+def stop_left_children(grace_s: float, skip: Iterable[int] = (),
+                       keep: Iterable[int] = ()) -> list[int]:
     """Stop what this process's descendants are, less the subtrees of `skip` (children that are
-    not the session's); the pids it stopped."""
-    pids = descendants(os.getpid(), skip)
+    not the session's) and the processes of `keep` (there before it began); the pids stopped."""
+    kept = set(keep)
+    pids = [pid for pid in descendants(os.getpid(), skip) if pid not in kept]
     if pids:
         stop_processes(pids, grace_s)
     return pids

@@ -15,19 +15,21 @@ from harness.plugins import leftovers
 POLL_S = 0.5  # how often a quiet output checks whether pytest itself has ended
 
 
-def adopt_orphans() -> None:
+def adopt_orphans() -> tuple[int, ...]:
     """Make this process the one a pytest's orphaned descendants are reparented to, so that
-    `stop_left` finds them (a child that left pytest's process group included)."""
+    `stop_left` finds them (a child that left pytest's process group included); the
+    descendants it has already, which are not the pytest's to stop (a container's keeper)."""
     leftovers.become_subreaper()
+    return tuple(leftovers.descendants(os.getpid()))
 
 
-def stop_left(proc: Any) -> list[int]:
+def stop_left(proc: Any, keep: tuple[int, ...] = ()) -> list[int]:
     """Stop what a pytest of a process of its own left running after it ended: this
-    process's descendants (its orphans, adopted), then its process group; the pids found. A
-    worker's session is the worker's to clean (harness.plugins.worker)."""
+    process's descendants (its orphans, adopted) but those of `keep`, then its process group;
+    the pids found. A worker's session is the worker's to clean (harness.plugins.worker)."""
     if not isinstance(proc, subprocess.Popen):
         return []
-    pids = leftovers.stop_left_children(supervise.CHILD_GRACE_S, skip=(proc.pid,))
+    pids = leftovers.stop_left_children(supervise.CHILD_GRACE_S, skip=(proc.pid,), keep=keep)
     supervise.stop_children([proc], supervise.CHILD_GRACE_S)
     return pids
 
@@ -36,8 +38,8 @@ def _discard(_: bytes) -> None:
     pass
 
 
-def copy_output(proc: Any, log: IO[bytes], echo: Callable[[bytes], None]
-                ) -> tuple[int, list[int]]:
+def copy_output(proc: Any, log: IO[bytes], echo: Callable[[bytes], None],
+                keep: tuple[int, ...] = ()) -> tuple[int, list[int]]:
     """Copy pytest's output to `log` and `echo` until it ends; (its exit code, the pids of
     what it left running, stopped). A child pytest left holding the output open would keep
     the copy waiting: once pytest has ended, what it left is stopped, and the rest read."""
@@ -57,9 +59,9 @@ def copy_output(proc: Any, log: IO[bytes], echo: Callable[[bytes], None]
             except OSError:  # the terminal went away (SIGHUP): run.log still gets everything
                 echo = _discard
         elif left is None and proc.poll() is not None:
-            left, ended = stop_left(proc), time.monotonic()
+            left, ended = stop_left(proc, keep), time.monotonic()
         elif left is not None and time.monotonic() - ended > supervise.GRACE_S:
             break  # held open by what no signal of ours reaches: the run goes on without it
     proc.stdout.close()
     rc = proc.wait()
-    return rc, left if left is not None else stop_left(proc)
+    return rc, left if left is not None else stop_left(proc, keep)

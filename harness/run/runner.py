@@ -202,7 +202,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
            if k != workers.HOST_VAR}
     host = environ.get(workers.HOST_VAR) if worker else None
     with keeper.owned(*(inv.container or (None, None))):  # it ends with its run, however
-        launch.adopt_orphans()  # what pytest leaves behind is then found, and stopped with it
+        before = launch.adopt_orphans()  # what pytest leaves is then found, and stopped with it
         proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
         launches.append(facts)
         if facts.get("worker_unavailable"):
@@ -210,7 +210,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
                       "of its own\n".encode())
         stopper.watch(proc)
         try:
-            rc, left = launch.copy_output(proc, log, echo)
+            rc, left = launch.copy_output(proc, log, echo, before)
         except BaseException:
             supervise.stop_children([proc], supervise.CHILD_GRACE_S)
             raise

@@ -47,3 +47,23 @@ def test_what_a_pytest_left_running_is_stopped_with_its_run(tmp_path: Path):
     assert (f"# pytest left child processes running, stopped with it: {held}, {away}"
             in (tmp_path / "log").read_text()) or (
         f"stopped with it: {away}, {held}" in (tmp_path / "log").read_text())
+
+
+def test_a_process_that_was_there_before_the_run_is_not_the_runs_to_stop(tmp_path: Path):
+    # A container's keeper (started before pytest) or another test's leftover in this process:
+    # the run stopped every descendant of its process once pytest ended, not only pytest's.
+    import subprocess
+
+    before = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        inv = runner.Invocation(argv=[sys.executable, "-c", "print('done')"], cwd=tmp_path,
+                                env={"PATH": os.environ.get("PATH", "")}, plugins=())
+        launches: list[dict[str, object]] = []
+        with open(tmp_path / "log", "wb") as log:
+            rc = runner._stream(inv, log, lambda _: None, supervise.GroupStopper(), launches,
+                                worker=False)
+        assert rc == 0 and _running(before.pid)
+        assert "left_running" not in launches[0]
+    finally:
+        before.kill()
+        before.wait()
