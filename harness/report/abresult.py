@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from harness.report import stats
 
+# what ab.md says its numbers are: a reader saw the medians' ratio and the speedup disagree in
+# sign on a noisy row
+SPEEDUP_SAID = ("A ms and B ms are medians over rounds; speedup % is the mean of the per-round "
+                "log ratios ln(A/B) as (exp(mean) - 1) * 100, positive when B is faster.")
 Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
 
 

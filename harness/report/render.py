@@ -16,7 +16,7 @@ from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
 from harness.report import noisefloor, plot, stats
 from harness.report.abjson import AbDocument, Caliber, Liveness, as_document, as_report, caliber_of
-from harness.report.abresult import AbReport, AbRow
+from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow
 from harness.report.comparison import SELF_TUNED, sides_caliber
 from harness.report.sources import Source
 
@@ -265,7 +265,7 @@ def _method_lines(report: AbReport) -> list[str]:
             f"outside the noise band{bh}; same where the whole interval lies inside it, a factor "
             "1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
             "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
-    return ["speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
+    return [f"{SPEEDUP_SAID} Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
             "missing replay key) reads \"flagged\" whatever its numbers.", ""]
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from harness.report import render, stats
 from harness.report.abjson import AbDocument, OperatorSummary, Worst, as_report
+from harness.report.abresult import SPEEDUP_SAID
 from harness.report.render import pct
 
 
@@ -88,7 +89,7 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
     mean = (f"geometric mean speedup {pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} "
             f"paired rows, interval over rows {interval}" if ab.rows else "no paired rows")
     out += ["## Suite", "", f"**{suite_line(operators)}**; {mean}", "",
-            "speedup % = (A_ms / B_ms - 1) * 100: positive when B is faster. Method: "
+            f"{SPEEDUP_SAID} Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "
             "operator is slower if any row is, faster if any row is and none slower.", "",
             *operators_table(operators), ""]

@@ -113,6 +113,16 @@ def test_the_method_is_named_above_the_table() -> None:
             render_markdown(document(method=bad), CALIBER)
 
 
+def test_the_report_says_what_a_ms_b_ms_and_speedup_are() -> None:
+    # a reader saw the medians' ratio and the speedup disagree in sign on a noisy row: the
+    # report says the sides are medians over rounds and speedup is the mean of log ratios
+    md = render_markdown(document(), CALIBER)
+    said = md.index("A ms and B ms are medians over rounds; speedup % is the mean of the "
+                    "per-round log ratios")
+    assert said < md.index("| operator |")
+    assert "(A_ms / B_ms - 1) * 100" not in md
+
+
 def test_an_older_verdict_spelling_is_refused() -> None:
     # "same (flagged)" was an older harness's verdict: this one never wrote it.
     with pytest.raises(UsageError, match="rows\\[0\\].verdict is 'same \\(flagged\\)'"):

@@ -49,6 +49,7 @@ def test_suite_markdown_lists_regressions_first_with_each_operators_rows_folded(
     assert table == ["| add", "| bad", "| mm"]
     assert md.count("<details>") == 3 and "<summary>add: slower, 2 rows</summary>" in md
     assert "| bad | failed | - | - | 0 | 3 | 0 | boom |" in md
+    assert "A ms and B ms are medians over rounds; speedup % is the mean of the per-round " in md
 
 
 def test_a_one_operator_campaign_is_not_a_suite():
