@@ -15,6 +15,7 @@ from pathlib import Path
 from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
+from harness.contract.identity import read_identity
 from harness.errors import HarnessError, PreflightError
 from harness.executors.base import (
     ERROR,
@@ -31,7 +32,6 @@ from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.history import recording
 from harness.run import runner
-from harness.run.identity import read_identity
 from harness.run.preflight import CHECKS, collect_preflight
 from harness.run.rundir import run_dir_from_log
 from harness.settings import cmdline, spec

@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import stats
 from harness.campaign import ab, plan
 from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, round_walls
+from harness.contract import identity
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import RESULTS_JSONL
 from harness.errors import (
@@ -21,11 +23,11 @@ from harness.errors import (
     UsageError,
 )
 from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
-from harness.report import abjson, comparison, looks, noisefloor, receipt, stats, suite_report
+from harness.report import abjson, comparison, receipt, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
-from harness.run import identity
 from harness.settings.spec import REPO_ROOT, Settings
+from harness.stats import looks, noisefloor
 
 Identities = dict[str, list[Mapping[str, Any]]]
 # A unit in one of these has not ended: a resume runs it.
@@ -142,8 +144,7 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
         direct_rows=sum(1 for r in rows if any(DIRECT_MARKER in f for f in r.flags)),
         notes=tuple(dict.fromkeys(notes)), method=method,
         geomean_ci_low_pct=None if gm is None else gm.ci_low_pct,
-        geomean_ci_high_pct=None if gm is None else gm.ci_high_pct,
-        op_geomeans=tuple(op_geomeans))
+        geomean_ci_high_pct=None if gm is None else gm.ci_high_pct, op_geomeans=tuple(op_geomeans))
 
 
 def _pending(campaign: Campaign, op: str) -> bool:
@@ -323,8 +324,7 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
         auto.append(f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
                     f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
                     "undecided; its rounds and why it stopped are in the operators' table")
-    doc = abjson.document_of(result, caliber,
-                             notes=[*notes, *auto,
+    doc = abjson.document_of(result, caliber, notes=[*notes, *auto,
                                     *_walls_note(caliber["walls"], campaign.axis.tune)],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))

@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.campaign import ab, refs
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
+from harness.contract import identity
 from harness.errors import (
     EXIT_BENCHMARK_FAILED,
     HarnessError,
@@ -20,7 +21,7 @@ from harness.errors import (
 )
 from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, take_lock
-from harness.run import artifacts, identity, runner
+from harness.run import artifacts, runner
 from harness.run.checks import Environment
 from harness.run.preflight import Plan, run_preflight
 from harness.settings import variables

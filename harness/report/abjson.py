@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import stats
 from harness.contract.boundary import DIRECT_MARKER
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.report import noisefloor, stats
 from harness.report.abresult import AbReport, AbRow, Unpaired
-from harness.report.jsonfields import Fields
+from harness.report.jsonfields import Fields, check_bands
 from harness.report.sources import AB_JSON
 
 SCHEMA = "harness-ab/1"
@@ -246,7 +246,7 @@ def _caliber(f: Fields | None) -> Caliber:
         f.opt_number(key)
     f.opt_integer("rounds")
     f.opt_flag("harness_dirty")
-    noisefloor.check_bands(f.objects(noisefloor.BANDS))
+    check_bands(f)
     digests = f.opt_object("image_digests")
     if digests is not None:
         for side in digests.value:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.report import stats
+from harness import stats
 
 Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
 

@@ -33,9 +33,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import __version__
+from harness.contract import identity
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.run import identity
 from harness.settings.spec import REPO_ROOT
 
 SCHEMA = "harness-receipt/2"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.boundary import RUN_HEADER
+from harness.contract.identity import IDENTITY_FILE, read_identity
 from harness.contract.results import (
     RESULTS_CSV,
     RESULTS_JSONL,
@@ -20,7 +21,6 @@ from harness.contract.results import (
     read_results,
 )
 from harness.errors import UsageError
-from harness.run.identity import IDENTITY_FILE, read_identity
 
 OPS_STATUS_CSV = "ops_status.csv"
 AB_JSON = "ab.json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from harness.backends import Device
+from harness.contract.identity import file_hashes, git_state, harness_files
 from harness.run import identity
 
 
@@ -14,30 +15,30 @@ def test_harness_files_cover_the_package_and_skip_caches(tmp_path):
     (tmp_path / "harness" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
     (tmp_path / "Makefile").write_text("all:\n")
     (tmp_path / "README.md").write_text("docs are not code\n")
-    assert [p.as_posix() for p in identity.harness_files(tmp_path)] == ["Makefile", "harness/a.py"]
+    assert [p.as_posix() for p in harness_files(tmp_path)] == ["Makefile", "harness/a.py"]
 
 
 def test_hash_changes_with_one_byte(tmp_path):
     (tmp_path / "Makefile").write_text("all:\n")
-    before = identity.file_hashes(tmp_path)["Makefile"]
+    before = file_hashes(tmp_path)["Makefile"]
     (tmp_path / "Makefile").write_text("all: \n")
-    assert identity.file_hashes(tmp_path)["Makefile"] != before
+    assert file_hashes(tmp_path)["Makefile"] != before
 
 
 def test_git_state_commit_and_dirty(tmp_path):
-    assert identity.git_state(tmp_path) == {"commit": None, "dirty": None}
+    assert git_state(tmp_path) == {"commit": None, "dirty": None}
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     (tmp_path / "f").write_text("1")
     subprocess.run([*git, "add", "f"], check=True)
     subprocess.run([*git, "commit", "-qm", "c"], check=True)
-    state = identity.git_state(tmp_path)
+    state = git_state(tmp_path)
     assert len(state["commit"]) == 40 and state["dirty"] is False
     (tmp_path / "f").write_text("2")
-    assert identity.git_state(tmp_path)["dirty"] is True
+    assert git_state(tmp_path)["dirty"] is True
     # a checkout unpacked inside this repository is not this repository's commit
     (tmp_path / "flaggems" / "src").mkdir(parents=True)
-    assert identity.git_state(tmp_path / "flaggems") == {"commit": None, "dirty": None}
+    assert git_state(tmp_path / "flaggems") == {"commit": None, "dirty": None}
 
 
 def test_identity_document_records_clocks_before_and_after_and_image_digest():

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Generic, TypeVar
 
-from harness.report.tdist import CONFIDENCE, benjamini_hochberg, t_interval
+from harness.stats.tdist import CONFIDENCE, benjamini_hochberg, t_interval
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
 # Above this a floor cannot mean "the same": rows 25% apart are not alike, and an A/A that moved
