@@ -16,7 +16,7 @@ from pathlib import Path
 from harness import stats
 from harness.campaign import finish, plan
 from harness.campaign.document import Campaign
-from harness.executors.base import OK, SKIPPED
+from harness.contract.states import OK, SKIPPED
 
 
 def stop_reason(decided: bool, rows: int, done: int, most: int, ended_well: bool) -> str | None:

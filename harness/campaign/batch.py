@@ -16,18 +16,9 @@ from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.contract.identity import read_identity
+from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
-from harness.executors.base import (
-    ERROR,
-    FAILED,
-    NOT_RUN,
-    OK,
-    SKIPPED,
-    STATES,
-    Ended,
-    Executor,
-    Task,
-)
+from harness.executors.base import Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.history import recording
@@ -148,7 +139,7 @@ class BatchRecord:
 
     def counts(self) -> str:
         found = [s.status for s in self.table.values()]
-        return " ".join(f"{name}={found.count(name)}" for name in STATES)
+        return " ".join(f"{name}={found.count(name)}" for name in TASK_ENDS)
 
     def _save(self) -> None:
         atomic_write_text(self.csv, render_csv(self.table.values()))

@@ -8,8 +8,8 @@ from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, parse_unit_id
 from harness.campaign.unit import side_base
 from harness.contract.identity import git_state, read_identity
+from harness.contract.states import RAN_TO_END
 from harness.errors import UsageError
-from harness.executors.base import RAN_TO_END
 from harness.settings.spec import Settings
 
 

@@ -12,9 +12,10 @@ from harness import stats
 from harness.campaign import ab, plan
 from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, round_walls
-from harness.contract import identity
+from harness.contract import identity, states
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import RESULTS_JSONL
+from harness.contract.states import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
     EXIT_BENCHMARK_FAILED,
@@ -22,7 +23,6 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
 from harness.report import abjson, comparison, receipt, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
@@ -31,7 +31,6 @@ from harness.stats import looks, noisefloor
 
 Identities = dict[str, list[Mapping[str, Any]]]
 # A unit in one of these has not ended: a resume runs it.
-PENDING_STATES = ("not_run", "interrupted", "submitted", "running")
 # A unit in one of these ended and did not measure: an operator's "units failed".
 ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
 
@@ -40,7 +39,7 @@ def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
     """Rounds of `op` whose unit finished and left results on both sides, neither of them the
     partial rows of a session cut short (the runner's `partial`)."""
     return sorted(u.round for u in campaign.units if u.op == op
-                  and u.status in ("ok", "failed")
+                  and u.status in states.RAN_TO_END
                   and all(_complete(directory / op / s / f"r{u.round}") for s in SIDES))
 
 
@@ -150,7 +149,7 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
 def _pending(campaign: Campaign, op: str) -> bool:
     """No unit of `op` has ended, well or badly: each is still to run (a resume runs it)."""
     return not campaign.ops[op].reason and all(
-        u.status in PENDING_STATES for u in campaign.units if u.op == op)
+        u.status in states.UNFINISHED for u in campaign.units if u.op == op)
 
 
 def _skipped(campaign: Campaign, op: str) -> str | None:
@@ -221,14 +220,14 @@ def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identi
 def finished_units(campaign: Campaign) -> list[str]:
     """The units that ran to their end (a failing benchmark included): a partial campaign
     compares these."""
-    return [u.id for u in campaign.units if u.status in ("ok", "failed")]
+    return [u.id for u in campaign.units if u.status in states.RAN_TO_END]
 
 
 def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
                     ) -> abjson.CampaignStatus:
     """ab.json's status: complete or interrupted ({signal, step}), and what finished."""
     return abjson.CampaignStatus(
-        "complete" if stopped is None else "interrupted",
+        states.RunStatus.COMPLETE if stopped is None else states.RunStatus.INTERRUPTED,
         None if stopped is None else abjson.Interruption(stopped.get("signal"),
                                                          stopped.get("step")),
         tuple(finished_units(campaign)))
@@ -389,7 +388,7 @@ def interrupted(directory: Path, campaign: Campaign, settings: Settings, signum:
     from the units that finished, print AB_INTERRUPTED; the exception to raise."""
     name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
     finished = finished_units(campaign)
-    campaign.state = "interrupted"
+    campaign.state = states.CampaignState.INTERRUPTED
     campaign.interrupted = {"signal": name, "step": step, "finished_units": finished}
     campaign.save(directory)
     _, md, _ = write_campaign(directory, campaign, settings, {"signal": name, "step": step})

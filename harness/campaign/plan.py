@@ -15,17 +15,14 @@ from typing import Any
 from harness.campaign.ab import Axis
 from harness.campaign.document import (
     CAMPAIGN_JSON,
-    EXCLUDED,
-    FINISHED,
-    PENDING,
     Campaign,
     OpRecord,
     UnitRecord,
     load,
     walls_by_op,
 )
+from harness.contract.states import EXCLUDED, FAILED, FINISHED, PENDING, RAN_TO_END, SKIPPED
 from harness.errors import UsageError
-from harness.executors.base import SKIPPED
 from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
@@ -109,7 +106,7 @@ def add_units(campaign: Campaign, op_rounds: Mapping[str, int]) -> list[Unit]:
     new = [u for u in plan_units(op_rounds, campaign.walls) if u.id not in have]
     for unit in new:
         info = campaign.ops[unit.op]
-        status = "failed" if info.reason else SKIPPED if info.skipped else PENDING
+        status = FAILED if info.reason else SKIPPED if info.skipped else PENDING
         campaign.units.append(UnitRecord(unit.id, unit.op, unit.round, status,
                                          info.reason or info.skipped))
     for op, n in op_rounds.items():
@@ -254,7 +251,7 @@ def round_walls(campaign: Campaign) -> dict[str, float | int | None]:
     first: list[float] = []
     later: list[float] = []
     for unit in campaign.units:
-        if unit.wall_s is not None and unit.status in ("ok", "failed"):
+        if unit.wall_s is not None and unit.status in RAN_TO_END:
             (first if unit.round == 0 else later).append(unit.wall_s)
 
     def mean(walls: list[float]) -> float | None:

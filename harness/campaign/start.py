@@ -19,6 +19,7 @@ from harness.campaign.document import (
     load,
     newest_alike,
 )
+from harness.contract.states import CampaignState
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Ended, Executor
@@ -198,7 +199,7 @@ def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:
     """One line where the last campaign of this same command did not finish (Ctrl-C, a killed
     driver): a new one starts, and RESUME is what would complete that one."""
     earlier = newest_alike(parent, campaign)
-    if earlier is None or earlier[1].state == "done":
+    if earlier is None or earlier[1].state == CampaignState.DONE:
         return None
     directory, found = earlier
     return (f"note: the last campaign of this command, {directory}, is {found.state} with "

@@ -11,6 +11,7 @@ from harness.campaign import ab, refs
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.contract import identity
+from harness.contract.states import OK, SKIPPED
 from harness.errors import (
     EXIT_BENCHMARK_FAILED,
     HarnessError,
@@ -19,7 +20,6 @@ from harness.errors import (
     UsageError,
     no_space,
 )
-from harness.executors.base import OK, SKIPPED
 from harness.fsutil import atomic_write_json, take_lock
 from harness.run import artifacts, runner
 from harness.run.checks import Environment

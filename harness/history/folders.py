@@ -12,12 +12,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError
 
 RUN_IDENTITY, OPS_STATUS, CAMPAIGN_JSON, AB_JSON = (
     "run_identity.json", "ops_status.csv", "campaign.json", "ab.json")
 RESULTS_JSONL, RESULTS_CSV = "results.jsonl", "results.csv"
-RUNNING_STATES = ("planned", "running", "submitted", "measured")  # a campaign not yet ended
 SIDES = ("A", "B")
 
 
@@ -153,7 +153,7 @@ def read_run(directory: Path) -> Folder:
     """One run: its identity and its rows."""
     ident = _json(directory / RUN_IDENTITY)
     digest = _digest(directory / RUN_IDENTITY, directory / RESULTS_JSONL, directory / RESULTS_CSV)
-    state = str(ident.get("state") or ident.get("status") or "complete")
+    state = str(ident.get("state") or ident.get("status") or RunStatus.COMPLETE)
     record = {**_base("run", directory, _digest(directory / RUN_IDENTITY)[:32], digest, state,
                       _stamp_time(directory.name)), **_identity_fields(ident)}
     rows = tuple(result_rows(directory))
@@ -169,7 +169,7 @@ def read_batch(directory: Path) -> Folder:
     digest = _digest(directory / OPS_STATUS)
     running = any(s.get("status") == "pending" for s in statuses)
     record = _base("batch", directory, "batch-" + directory.name, digest,
-                   "running" if running else "complete", _stamp_time(directory.name))
+                   "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []
     for s in statuses:
         run = Path(s.get("run") or "")
@@ -197,7 +197,7 @@ def read_campaign(directory: Path) -> Folder:
     """One A/B campaign: its plan and units (campaign.json), verdicts (ab.json), side rows."""
     plan = _json(directory / CAMPAIGN_JSON)
     ab = _json(directory / AB_JSON) if (directory / AB_JSON).is_file() else {}
-    state = str(plan.get("state") or "planned")
+    state = str(plan.get("state") or CampaignState.PLANNED)
     record = _base("campaign", directory, str(plan.get("created_utc") or directory.name),
                    _digest(directory / CAMPAIGN_JSON, directory / AB_JSON), state,
                    str(plan.get("created_utc") or _stamp_time(directory.name)))
@@ -225,7 +225,7 @@ def read_campaign(directory: Path) -> Folder:
                    "status": str(u.get("status")), "wall_s": _float(u.get("wall_s")),
                    "reason": u.get("reason")} for u in plan.get("units") or [])
     done = sum(1 for u in units if u["status"] != "pending")
-    return Folder(record, rows, verdicts, units, running=state in RUNNING_STATES,
+    return Folder(record, rows, verdicts, units, running=state in NOT_ENDED,
                   progress=f"{done} of {len(units)} units finished")
 
 

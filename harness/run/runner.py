@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.backends import Device
-from harness.contract import boundary
+from harness.contract import boundary, states
 from harness.contract.identity import write_identity
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
@@ -356,10 +356,10 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
                 "results_source": source, "state": end.state, "reason": end.reason,
                 "partial": end.partial, "tests": tests,
-                "status": "complete" if stopper.signal is None else "interrupted",
+                "status": states.RunStatus.COMPLETE if stopper.signal is None
+                else states.RunStatus.INTERRUPTED,
                 "signal": None if stopper.signal is None else signal.Signals(stopper.signal).name,
-                "capture_rescue": rescued, "launch": launches,
-                "autotune_records": tuning.recorded,
+                "capture_rescue": rescued, "launch": launches, "autotune_records": tuning.recorded,
                 "autotune_replay_fallbacks": len(tuning.fallbacks),
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),
                 "compiled_kernels": tuning.compiled_kernels,
