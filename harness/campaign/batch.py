@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.contract.identity import read_identity
+from harness.contract.ops_status import OPS_STATUS_CSV, OpStatus, render_csv
 from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
 from harness.executors.base import Ended, Executor, Task
@@ -29,9 +28,6 @@ from harness.settings import cmdline, spec
 from harness.settings.spec import Settings
 from harness.settings.variables import WALL_MULTIPLE
 
-COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
-           "slurm_task", "slurm_state",  # EXECUTOR=slurm: the array task and how it ended
-           "reason")  # why an operator is not ok: pytest's skip reason, its log's last line
 # A batch takes every setting of `harness run` but these: what to run comes from OPS.
 NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 # Every child gets the batch's settings flags but these: BACKEND goes resolved, DEVICES as the
@@ -55,36 +51,6 @@ def child_argv(forwarded: Sequence[str], op: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- status
-
-
-@dataclass(frozen=True)
-class OpStatus:
-    """One line of ops_status.csv."""
-
-    op: str
-    status: str = NOT_RUN
-    node: str = ""
-    rc: int | None = None
-    rows: int | None = None
-    backend: str = ""
-    device: str = ""
-    timer: str = ""
-    wall_s: float | None = None
-    run: str = ""
-    slurm_task: str = ""
-    slurm_state: str = ""
-    reason: str = ""
-
-    def row(self) -> dict[str, str]:
-        return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
-
-
-def render_csv(statuses: Iterable[OpStatus]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(s.row() for s in statuses)
-    return buf.getvalue()
 
 
 def finished_status(end: Ended, log: Path) -> OpStatus:
@@ -124,7 +90,7 @@ class BatchRecord:
     def __init__(self, out_root: Path, ops: Sequence[str]) -> None:
         self.dir = runner.claim_run_dir(out_root, "batch", runner.utc_stamp())
         (self.dir / "logs").mkdir()
-        self.csv = self.dir / "ops_status.csv"
+        self.csv = self.dir / OPS_STATUS_CSV
         self.table = {op: OpStatus(op) for op in ops}
         self._save()
 

@@ -3,7 +3,6 @@ walls and estimates."""
 
 from __future__ import annotations
 
-import csv
 import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from harness.campaign.document import (
     load,
     walls_by_op,
 )
+from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import EXCLUDED, FAILED, FINISHED, PENDING, RAN_TO_END, SKIPPED
 from harness.errors import UsageError
 from harness.settings.variables import WALL_MULTIPLE
@@ -214,31 +214,14 @@ def walls_from(path: Path) -> dict[str, float]:
                                  f"{unit.id!r} wall_s={unit.wall_s!r}; expected seconds, a "
                                  "number not below 0")
         return walls_by_op(campaign)
-    status = path / "ops_status.csv"
-    if status.is_file():
-        label = f"WALLS_FROM={str(path)!r}"
+    if (path / OPS_STATUS_CSV).is_file():
         try:
-            with open(status, newline="", encoding="utf-8") as fh:
-                rows = list(csv.DictReader(fh))
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise UsageError(f"{label}: ops_status.csv cannot be read as CSV text "
-                             f"({exc.__class__.__name__})") from None
-        return {r["op"]: _wall(label, r["op"], r["wall_s"]) for r in rows
-                if r.get("op") and (r.get("wall_s") or "").strip()}
+            statuses = read_ops_status(path / OPS_STATUS_CSV)
+        except UsageError as exc:
+            raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted: {exc}") from None
+        return {s.op: s.wall_s for s in statuses if s.op and s.wall_s is not None}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
-                     f"directory ({CAMPAIGN_JSON}) or a batch directory (ops_status.csv)")
-
-
-def _wall(label: str, op: str, text: str) -> float:
-    """One operator's wall_s of ops_status.csv: seconds, finite and not negative."""
-    try:
-        wall = float(text)
-    except ValueError:
-        wall = math.nan
-    if not (math.isfinite(wall) and wall >= 0):
-        raise UsageError(f"{label}: ops_status.csv gives {op!r} wall_s={text!r}; expected "
-                         "seconds, a number not below 0")
-    return wall
+                     f"directory ({CAMPAIGN_JSON}) or a batch directory ({OPS_STATUS_CSV})")
 
 
 def round_walls(campaign: Campaign) -> dict[str, float | int | None]:

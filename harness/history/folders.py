@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.contract.ops_status import read_ops_status
 from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError
 
@@ -164,25 +165,23 @@ def read_run(directory: Path) -> Folder:
 
 def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
-    with open(directory / OPS_STATUS, newline="", encoding="utf-8") as fh:
-        statuses = list(csv.DictReader(fh))
+    statuses = read_ops_status(directory / OPS_STATUS)
     digest = _digest(directory / OPS_STATUS)
-    running = any(s.get("status") == "pending" for s in statuses)
+    running = any(s.status == "pending" for s in statuses)
     record = _base("batch", directory, "batch-" + directory.name, digest,
                    "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []
     for s in statuses:
-        run = Path(s.get("run") or "")
-        if s.get("run") and (run / RUN_IDENTITY).is_file():
+        run = Path(s.run)
+        if s.run and (run / RUN_IDENTITY).is_file():
             if record.get("backend") is None:
                 record.update(_identity_fields(_json(run / RUN_IDENTITY)))
             rows += result_rows(run)
     record["ops"] = len(statuses)
-    record["verdicts"] = json.dumps(dict(Counter(s.get("status") for s in statuses)),
+    record["verdicts"] = json.dumps(dict(Counter(s.status for s in statuses)),
                                     sort_keys=True)
-    units = tuple({"unit": s.get("op") or "", "op": s.get("op") or "",
-                   "status": s.get("status") or "", "wall_s": _float(s.get("wall_s")),
-                   "reason": s.get("reason") or None} for s in statuses)
+    units = tuple({"unit": s.op, "op": s.op, "status": s.status, "wall_s": s.wall_s,
+                   "reason": s.reason or None} for s in statuses)
     return Folder(record, tuple(rows), units=units, running=running)
 
 

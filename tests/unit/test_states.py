@@ -20,8 +20,8 @@ def test_a_word_is_written_and_read_back_as_its_value(vocabulary):
     for word in vocabulary:
         plain = word.value
         assert json.dumps({"state": word}) == json.dumps({"state": plain})
-        assert (str(word), f"{word}", f"{word:>12}", "%s" % word) == (
-            plain, plain, f"{plain:>12}", plain)
+        assert (str(word), f"{word}", f"{word:>12}", "-".join([word, word])) == (
+            plain, plain, f"{plain:>12}", f"{plain}-{plain}")
         out = io.StringIO()
         csv.writer(out).writerow([word])
         assert out.getvalue() == f"{plain}\r\n"
