@@ -13,7 +13,7 @@ from pathlib import Path
 from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
-from harness.contract.identity import read_identity
+from harness.contract.identity import RunIdentity, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, OpStatus, render_csv
 from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
@@ -56,30 +56,27 @@ def child_argv(forwarded: Sequence[str], op: str) -> list[str]:
 def finished_status(end: Ended, log: Path) -> OpStatus:
     """The status of a task that ended, read from its log and its run_identity.json."""
     run_dir = run_dir_from_log(log)
-    ident: dict[str, object] = (read_identity(run_dir) if run_dir is not None else None) or {}
-    rows = ident.get("rows")
+    ident = (read_identity(run_dir) if run_dir is not None else None) or RunIdentity({})
     # exit 0 is also a run whose tests pytest skipped: its identity says so, and why
-    skipped = end.state == OK and ident.get("state") == SKIPPED
+    skipped = end.state == OK and ident.state == SKIPPED
     return OpStatus(op=end.task, status=SKIPPED if skipped else end.state,
-                    node=str(ident.get("node") or ""),
-                    rc=end.rc, rows=rows if isinstance(rows, int) else None,
-                    backend=str(ident.get("backend") or ""),
+                    node=ident.node or "", rc=end.rc, rows=ident.rows,
+                    backend=ident.backend or "",
                     device="" if end.where == "-" else end.where,
-                    timer=str(ident.get("timer") or ""), wall_s=end.wall_s,
+                    timer=ident.timer or "", wall_s=end.wall_s,
                     run=str(run_dir) if run_dir else "",
                     slurm_task=end.facts.get("slurm_task", ""),
                     slurm_state=end.facts.get("slurm_state", ""),
                     reason=_reason(end, ident, skipped))
 
 
-def _reason(end: Ended, ident: Mapping[str, object], skipped: bool) -> str:
+def _reason(end: Ended, ident: RunIdentity, skipped: bool) -> str:
     """pytest's skip reason; the run's own reason where it ended as the executor saw it
     (failed, error), not its log's last line, which is the whole RUN_DONE summary; else the
     executor's (a limit, a signal, a child that never claimed a run)."""
-    why = ident.get("reason")
-    if skipped or (end.state in (FAILED, ERROR) and ident.get("state") == end.state
-                   and isinstance(why, str) and why):
-        return str(why)
+    why = ident.reason
+    if why and (skipped or end.state in (FAILED, ERROR) and ident.state == end.state):
+        return why
     return end.reason or ""
 
 

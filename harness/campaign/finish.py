@@ -45,7 +45,7 @@ def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
 
 def _complete(run_dir: Path) -> bool:
     return (run_dir / RESULTS_JSONL).is_file() \
-        and not (identity.read_identity(run_dir) or {}).get("partial")
+        and not getattr(identity.read_identity(run_dir), "partial", False)
 
 
 def op_looks(directory: Path, campaign: Campaign) -> dict[str, list[int]]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.contract.jsonfields import Fields
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json
 
@@ -15,6 +18,7 @@ from harness.fsutil import atomic_write_json
 HARNESS_GLOBS = ("harness/**/*.py", "examples/**/*", "containers/**/*", "scripts/**/*",
                  "Makefile", "pyproject.toml", "noxfile.py")
 IDENTITY_FILE = "run_identity.json"
+SCHEMA = 1
 
 
 def harness_files(root: Path) -> list[Path]:
@@ -64,9 +68,26 @@ def git_state(root: Path) -> dict[str, object]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def read_identity(run_dir: Path) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class RunIdentity:
+    """A run's run_identity.json as read: the fields its readers act on, and the document whole
+    (a receipt keeps it as it was; a report reads its caliber)."""
+
+    doc: Mapping[str, Any]
+    state: str | None = None  # how the run ended (states.UnitState's words), and why
+    reason: str | None = None
+    partial: bool = False  # the rows of a session cut short
+    rows: int | None = None
+    node: str | None = None
+    backend: str | None = None
+    timer: str | None = None
+    flaggems_commit: str | None = None
+
+
+def read_identity(run_dir: Path) -> RunIdentity | None:
     """A run directory's run_identity.json; None when the run left none. A file that is not a
-    JSON object is a UsageError naming it."""
+    JSON object, of another schema, or with a field of the wrong type is a UsageError naming
+    the file (and the field)."""
     path = Path(run_dir) / IDENTITY_FILE
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -76,9 +97,27 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
         raise UsageError(f"{str(path)!r} is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{str(path)!r} is not a JSON object")
-    return data
+    f = Fields(str(path), "", data)
+    schema = f.opt_integer("schema")
+    if schema not in (None, SCHEMA):  # None: written before the field was
+        raise f.fail("schema", f"is {schema!r}; this harness reads schema {SCHEMA}")
+    versions = f.opt_object("versions")
+    return RunIdentity(data, state=f.opt_text("state"), reason=f.opt_text("reason"),
+                       partial=bool(f.opt_flag("partial")), rows=f.opt_integer("rows"),
+                       node=f.opt_text("node"), backend=f.opt_text("backend"),
+                       timer=f.opt_text("timer"),
+                       flaggems_commit=None if versions is None
+                       else versions.opt_text("flaggems_commit"))
 
 
-def write_identity(run_dir: Path, doc: dict[str, object]) -> None:
+def write_identity(run_dir: Path, doc: Mapping[str, object]) -> None:
     """Write a run directory's run_identity.json, atomically."""
-    atomic_write_json(Path(run_dir) / IDENTITY_FILE, doc)
+    atomic_write_json(Path(run_dir) / IDENTITY_FILE, {"schema": SCHEMA, **doc})
+
+
+def update_identity(run_dir: Path, **fields: object) -> None:
+    """Add `fields` to a run's run_identity.json (what a campaign learns after the run);
+    nothing where the run left none."""
+    found = read_identity(run_dir)
+    if found is not None:
+        write_identity(run_dir, {**found.doc, **fields})

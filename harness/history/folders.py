@@ -12,12 +12,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.contract.ops_status import read_ops_status
+from harness.contract.identity import IDENTITY_FILE, read_identity
+from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError
 
 RUN_IDENTITY, OPS_STATUS, CAMPAIGN_JSON, AB_JSON = (
-    "run_identity.json", "ops_status.csv", "campaign.json", "ab.json")
+    IDENTITY_FILE, OPS_STATUS_CSV, "campaign.json", "ab.json")
 RESULTS_JSONL, RESULTS_CSV = "results.jsonl", "results.csv"
 SIDES = ("A", "B")
 
@@ -61,6 +62,14 @@ def _json(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise UsageError(f"{str(path)!r} is not a JSON object")
     return doc
+
+
+def _identity(run: Path) -> Mapping[str, Any]:
+    """A run's run_identity.json, checked as its one reader checks it."""
+    found = read_identity(run)
+    if found is None:
+        raise UsageError(f"{str(run / RUN_IDENTITY)!r} is missing")
+    return found.doc
 
 
 def _digest(*paths: Path) -> str:
@@ -152,7 +161,7 @@ def _base(kind: str, directory: Path, stamp: str, digest: str, state: str, start
 
 def read_run(directory: Path) -> Folder:
     """One run: its identity and its rows."""
-    ident = _json(directory / RUN_IDENTITY)
+    ident = _identity(directory)
     digest = _digest(directory / RUN_IDENTITY, directory / RESULTS_JSONL, directory / RESULTS_CSV)
     state = str(ident.get("state") or ident.get("status") or RunStatus.COMPLETE)
     record = {**_base("run", directory, _digest(directory / RUN_IDENTITY)[:32], digest, state,
@@ -175,7 +184,7 @@ def read_batch(directory: Path) -> Folder:
         run = Path(s.run)
         if s.run and (run / RUN_IDENTITY).is_file():
             if record.get("backend") is None:
-                record.update(_identity_fields(_json(run / RUN_IDENTITY)))
+                record.update(_identity_fields(_identity(run)))
             rows += result_rows(run)
     record["ops"] = len(statuses)
     record["verdicts"] = json.dumps(dict(Counter(s.status for s in statuses)),
@@ -204,7 +213,7 @@ def read_campaign(directory: Path) -> Folder:
     axis = plan.get("axis") or {}
     rows, first = _campaign_rows(directory)
     if first is not None:
-        record.update(_identity_fields(_json(first / RUN_IDENTITY)))
+        record.update(_identity_fields(_identity(first)))
     stacks = caliber.get("stacks") or {}
     digests = caliber.get("image_digests") or {}
     record.update({

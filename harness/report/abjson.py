@@ -10,11 +10,11 @@ from typing import Any
 
 from harness import stats
 from harness.contract.boundary import DIRECT_MARKER
+from harness.contract.jsonfields import Fields, check_bands
 from harness.contract.states import RUN_STATUSES
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
 from harness.report.abresult import AbReport, AbRow, Unpaired
-from harness.report.jsonfields import Fields, check_bands
 from harness.report.sources import AB_JSON
 
 SCHEMA = "harness-ab/1"

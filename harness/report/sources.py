@@ -58,7 +58,7 @@ def _load_run(run_dir: Path) -> Source:
     if identity is None:
         return Source(str(run_dir), "run", tuple(read_results(run_dir)),
                       notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
-    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity),))
+    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity.doc),))
 
 
 def _batch_run_dir(batch_dir: Path, cell: str) -> Path:

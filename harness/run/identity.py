@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.backends import Device
-from harness.contract.identity import file_hashes, git_state
+from harness.contract.identity import SCHEMA, file_hashes, git_state
 from harness.settings import variables
 from harness.settings.spec import REPO_ROOT
 
@@ -28,7 +28,7 @@ def build_identity(*, settings_caliber: dict[str, object], node: str, op: str,
     fg = git_state(flaggems_dir) if flaggems_dir else {"commit": None, "dirty": None}
     clocks_after = {d.index: d.sm_clock_mhz for d in devices_after}
     return {
-        "schema": 1,
+        "schema": SCHEMA,
         "backend": backend,
         "op": op,
         "node": node,

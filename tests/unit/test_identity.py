@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
+import pytest
+
 from harness.backends import Device
-from harness.contract.identity import file_hashes, git_state, harness_files
+from harness.contract.identity import (
+    file_hashes,
+    git_state,
+    harness_files,
+    read_identity,
+    update_identity,
+    write_identity,
+)
+from harness.errors import UsageError
 from harness.run import identity
 
 
@@ -55,3 +66,31 @@ def test_identity_document_records_clocks_before_and_after_and_image_digest():
     assert doc["image_digest"] == "sha256:abc" and doc["timer"] == "graph"
     assert "harness/run/identity.py" in doc["harness"]["files"]
     assert doc["versions"]["torch"] == "2.11.0" and doc["runtime"]["vendor_name"] == "nvidia"
+
+
+def test_the_run_identity_is_written_and_read_by_its_one_pair(tmp_path):
+    doc = {"schema": 1, "op": "tanh", "node": "n", "backend": "cpu", "timer": "direct",
+           "rows": 4, "state": "ok", "reason": None, "partial": True,
+           "versions": {"flaggems_commit": "abc"}}
+    write_identity(tmp_path, doc)
+    found = read_identity(tmp_path)
+    assert found is not None and found.doc == doc
+    assert (found.node, found.backend, found.timer, found.rows, found.state, found.partial,
+            found.flaggems_commit) == ("n", "cpu", "direct", 4, "ok", True, "abc")
+    update_identity(tmp_path, compiled_kernels=3)
+    assert read_identity(tmp_path).doc == {**doc, "compiled_kernels": 3}
+    assert read_identity(tmp_path / "none") is None
+
+
+@pytest.mark.parametrize(("doc", "problem"), [
+    ({"schema": 2}, "schema is 2; this harness reads schema 1"),
+    ({"schema": 1, "rows": "4"}, "rows is '4', not an integer"),
+    ({"state": 3}, "state is 3, not a string"),
+    ([], "is not a JSON object"),
+])
+def test_a_bad_run_identity_is_one_line_naming_the_file_and_the_field(tmp_path, doc, problem):
+    (tmp_path / "run_identity.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError) as exc:
+        read_identity(tmp_path)
+    assert str(tmp_path / "run_identity.json") in str(exc.value)
+    assert str(exc.value).endswith(problem)
