@@ -5,7 +5,7 @@
 Each simulated campaign has 60 operators of 5 rows (300 rows). A row's per-round log ratio is its
 effect plus noise (a row's sd log-uniform in [lo, hi]; normal, or Student t(3) scaled to that sd)
 plus a slowly drifting round effect every row shares. The campaign runs as the driver runs it:
-MIN_ROUNDS rounds, then, after each look (harness.report.looks.judge: alpha spent over each
+MIN_ROUNDS rounds, then, after each look (harness.stats.looks.judge: alpha spent over each
 operator's looks), one more round for every operator with a row inconclusive, up to MAX_ROUNDS.
 Printed: for A/A campaigns, the share with any row called faster or slower; for effects of 0, 1,
 5 and 50% at 0.5% noise, the mean rounds an operator ran and the share of rows called; for A/A
@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from harness.report import looks, stats  # noqa: E402
+from harness import stats  # noqa: E402
 from harness.settings.variables import AUTO_MAX_ROUNDS, AUTO_MIN_ROUNDS  # noqa: E402
+from harness.stats import looks  # noqa: E402
 
 PER_OP = 5
 CALLS = (stats.Verdict.FASTER, stats.Verdict.SLOWER)

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import backends
+from harness import backends, stats
 from harness.backends import Backend
 from harness.errors import UsageError
-from harness.report import abjson, noisefloor, stats
+from harness.report import abjson
 from harness.report.plot import AB_PNG, NO_PLOT
 from harness.settings.abspec import FLAGGEMS_AXIS, IMAGE_AXIS, PYTHON_AXIS
 from harness.settings.spec import Settings
+from harness.stats import noisefloor
 
 # Switches every backend spells alike; a backend adds its compiler's own (Backend.switches).
 COMMON_AXES = {"FOLDSCALE": "FLAGGEMS_MXFP4_FOLDSCALE"}

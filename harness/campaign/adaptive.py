@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from harness import stats
 from harness.campaign import finish, plan
 from harness.campaign.document import Campaign
-from harness.executors.base import OK, SKIPPED
-from harness.report import stats
+from harness.contract.states import OK, SKIPPED
 
 
 def stop_reason(decided: bool, rows: int, done: int, most: int, ended_well: bool) -> str | None:

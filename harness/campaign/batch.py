@@ -2,45 +2,32 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import shlex
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from harness import errors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
+from harness.contract.identity import RunIdentity, read_identity
+from harness.contract.ops_status import OPS_STATUS_CSV, OpStatus, render_csv
+from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
-from harness.executors.base import (
-    ERROR,
-    FAILED,
-    NOT_RUN,
-    OK,
-    SKIPPED,
-    STATES,
-    Ended,
-    Executor,
-    Task,
-)
+from harness.executors.base import Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.history import recording
 from harness.run import runner
-from harness.run.identity import read_identity
 from harness.run.preflight import CHECKS, collect_preflight
 from harness.run.rundir import run_dir_from_log
 from harness.settings import cmdline, spec
 from harness.settings.spec import Settings
 from harness.settings.variables import WALL_MULTIPLE
 
-COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
-           "slurm_task", "slurm_state",  # EXECUTOR=slurm: the array task and how it ended
-           "reason")  # why an operator is not ok: pytest's skip reason, its log's last line
 # A batch takes every setting of `harness run` but these: what to run comes from OPS.
 NOT_BATCH_VARS = ("OP", "OP_FILE", "TEST_NODE")
 # Every child gets the batch's settings flags but these: BACKEND goes resolved, DEVICES as the
@@ -66,63 +53,30 @@ def child_argv(forwarded: Sequence[str], op: str) -> list[str]:
 # --------------------------------------------------------------------------- status
 
 
-@dataclass(frozen=True)
-class OpStatus:
-    """One line of ops_status.csv."""
-
-    op: str
-    status: str = NOT_RUN
-    node: str = ""
-    rc: int | None = None
-    rows: int | None = None
-    backend: str = ""
-    device: str = ""
-    timer: str = ""
-    wall_s: float | None = None
-    run: str = ""
-    slurm_task: str = ""
-    slurm_state: str = ""
-    reason: str = ""
-
-    def row(self) -> dict[str, str]:
-        return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
-
-
-def render_csv(statuses: Iterable[OpStatus]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(s.row() for s in statuses)
-    return buf.getvalue()
-
-
 def finished_status(end: Ended, log: Path) -> OpStatus:
     """The status of a task that ended, read from its log and its run_identity.json."""
     run_dir = run_dir_from_log(log)
-    ident: dict[str, object] = (read_identity(run_dir) if run_dir is not None else None) or {}
-    rows = ident.get("rows")
+    ident = (read_identity(run_dir) if run_dir is not None else None) or RunIdentity({})
     # exit 0 is also a run whose tests pytest skipped: its identity says so, and why
-    skipped = end.state == OK and ident.get("state") == SKIPPED
+    skipped = end.state == OK and ident.state == SKIPPED
     return OpStatus(op=end.task, status=SKIPPED if skipped else end.state,
-                    node=str(ident.get("node") or ""),
-                    rc=end.rc, rows=rows if isinstance(rows, int) else None,
-                    backend=str(ident.get("backend") or ""),
+                    node=ident.node or "", rc=end.rc, rows=ident.rows,
+                    backend=ident.backend or "",
                     device="" if end.where == "-" else end.where,
-                    timer=str(ident.get("timer") or ""), wall_s=end.wall_s,
+                    timer=ident.timer or "", wall_s=end.wall_s,
                     run=str(run_dir) if run_dir else "",
                     slurm_task=end.facts.get("slurm_task", ""),
                     slurm_state=end.facts.get("slurm_state", ""),
                     reason=_reason(end, ident, skipped))
 
 
-def _reason(end: Ended, ident: Mapping[str, object], skipped: bool) -> str:
+def _reason(end: Ended, ident: RunIdentity, skipped: bool) -> str:
     """pytest's skip reason; the run's own reason where it ended as the executor saw it
     (failed, error), not its log's last line, which is the whole RUN_DONE summary; else the
     executor's (a limit, a signal, a child that never claimed a run)."""
-    why = ident.get("reason")
-    if skipped or (end.state in (FAILED, ERROR) and ident.get("state") == end.state
-                   and isinstance(why, str) and why):
-        return str(why)
+    why = ident.reason
+    if why and (skipped or end.state in (FAILED, ERROR) and ident.state == end.state):
+        return why
     return end.reason or ""
 
 
@@ -133,7 +87,7 @@ class BatchRecord:
     def __init__(self, out_root: Path, ops: Sequence[str]) -> None:
         self.dir = runner.claim_run_dir(out_root, "batch", runner.utc_stamp())
         (self.dir / "logs").mkdir()
-        self.csv = self.dir / "ops_status.csv"
+        self.csv = self.dir / OPS_STATUS_CSV
         self.table = {op: OpStatus(op) for op in ops}
         self._save()
 
@@ -148,7 +102,7 @@ class BatchRecord:
 
     def counts(self) -> str:
         found = [s.status for s in self.table.values()]
-        return " ".join(f"{name}={found.count(name)}" for name in STATES)
+        return " ".join(f"{name}={found.count(name)}" for name in TASK_ENDS)
 
     def _save(self) -> None:
         atomic_write_text(self.csv, render_csv(self.table.values()))

@@ -7,9 +7,9 @@ from pathlib import Path
 from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, parse_unit_id
 from harness.campaign.unit import side_base
+from harness.contract.identity import git_state, read_identity
+from harness.contract.states import RAN_TO_END
 from harness.errors import UsageError
-from harness.executors.base import RAN_TO_END
-from harness.run.identity import git_state, read_identity
 from harness.settings.spec import Settings
 
 
@@ -20,10 +20,9 @@ def ran_at(directory: Path, campaign: Campaign, side: str) -> set[str]:
         if entry.status not in RAN_TO_END:
             continue
         unit = parse_unit_id(entry.id)
-        ident = read_identity(directory / unit.op / side / f"r{unit.round}") or {}
-        commit = (ident.get("versions") or {}).get("flaggems_commit")
-        if isinstance(commit, str):
-            found.add(commit)
+        ident = read_identity(directory / unit.op / side / f"r{unit.round}")
+        if ident is not None and ident.flaggems_commit is not None:
+            found.add(ident.flaggems_commit)
     return found
 
 

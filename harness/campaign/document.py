@@ -8,20 +8,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.campaign.ab import Axis
+from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, CampaignState
 from harness.errors import UsageError
-from harness.executors.base import STATES
 from harness.fsutil import atomic_write_json
 from harness.report.sources import CAMPAIGN_JSON
 
 SCHEMA = "harness-campaign/1"
-PENDING = "not_run"
-EXCLUDED = "excluded"  # its operator is left out by EXCLUDE: not run unless taken back
-# A unit in one of these states is never run again; any other state is run by --resume.
-FINISHED = ("ok", "failed", "skipped", EXCLUDED)
-# Every state a unit may be in: an executor's end states, handed to a queue, running, excluded.
-UNIT_STATES = (*STATES, "submitted", "running", EXCLUDED)
-# A campaign's own state, from planned to done.
-CAMPAIGN_STATES = ("planned", "running", "submitted", "measured", "done", "interrupted")
 T = TypeVar("T")
 
 
@@ -87,7 +79,7 @@ class Campaign:
     walls_from: str | None
     ops: dict[str, OpRecord]
     units: list[UnitRecord] = field(default_factory=list)
-    state: str = "planned"
+    state: str = CampaignState.PLANNED
     noise_floor_pct: float = 1.0
     python: str = "python3"
     noise_from: str | None = None

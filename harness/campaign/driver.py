@@ -12,9 +12,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.campaign import ab, adaptive, finish, plan, refs
-from harness.campaign.document import CAMPAIGN_JSON, FINISHED, PENDING, Campaign
+from harness.campaign.document import CAMPAIGN_JSON, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import resume_hint, side_cache, skip_reason
+from harness.contract.states import (
+    FINISHED,
+    INTERRUPTED,
+    OK,
+    PENDING,
+    RUNNING,
+    SKIPPED,
+    SUBMITTED,
+    CampaignState,
+)
 from harness.errors import (
     EXIT_PREFLIGHT,
     NO_SPACE_TEXT,
@@ -24,7 +34,7 @@ from harness.errors import (
     UsageError,
     no_space,
 )
-from harness.executors.base import INTERRUPTED, OK, SKIPPED, Ended, Executor, Outcome, Task
+from harness.executors.base import Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.report.sources import DRIVER_LOCK
@@ -166,7 +176,7 @@ def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
     shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
     finished = finish.finished_units(campaign)
     step = ",".join(u.id for u in campaign.units if u.status == INTERRUPTED) or "-"
-    campaign.state = "interrupted"
+    campaign.state = CampaignState.INTERRUPTED
     campaign.interrupted = {"signal": None, "reason": "no_space", "path": str(full.path),
                             "step": step, "finished_units": finished}
     try:
@@ -217,7 +227,7 @@ class UnitEvents:
         not run, as before, so that a resume hands them over again."""
         for task_id in self.queued_ids:
             entry = self.campaign.unit(task_id)
-            if entry.status == "submitted":
+            if entry.status == SUBMITTED:
                 entry.status = PENDING
         self._save()
 
@@ -227,11 +237,11 @@ class UnitEvents:
         self._save()  # a killed driver leaves the unit to rerun
 
     def queued(self, task: Task, where: str) -> None:
-        self._begin(task, "submitted", where)
+        self._begin(task, SUBMITTED, where)
         self.queued_ids.append(task.id)
 
     def started(self, task: Task, where: str, pid: int | None = None) -> None:
-        self._begin(task, "running", where)
+        self._begin(task, RUNNING, where)
         self.running[task.id] = time.monotonic()
         unit = plan.parse_unit_id(task.id)
         self.out(f"[start] {task.id} sides={' '.join(unit.sides)} device={where} "
@@ -328,7 +338,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         tasks = unit_tasks(directory, campaign, timeout_s, workers)
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "
             f"{len(campaign.units)}; executor {executor.name})")
-        campaign.state = "running"
+        campaign.state = CampaignState.RUNNING
         campaign.interrupted = None  # a resume: the earlier stop is history
         campaign.save(directory)
         current: list[UnitEvents] = []
@@ -350,7 +360,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
             drop_side_caches(directory, campaign)
             raise
         if outcome.detached:
-            campaign.state = "submitted"
+            campaign.state = CampaignState.SUBMITTED
             campaign.save(directory)
             out(f"harness ab --resume {directory} re-attaches")
             raise Interrupted(outcome.signal or 0, "detach", directory)
@@ -363,9 +373,9 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
             with deferred_signals(lambda _signum: None):  # a second signal: finish writing
                 raise finish.interrupted(directory, campaign, settings, outcome.signal,
                                          events.stopped, out)
-        campaign.state = "measured"
+        campaign.state = CampaignState.MEASURED
         campaign.save(directory)
         rc = finish.finish(directory, campaign, settings, out)
-        campaign.state = "done"
+        campaign.state = CampaignState.DONE
         campaign.save(directory)
         return rc

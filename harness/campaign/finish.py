@@ -8,11 +8,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness import stats
 from harness.campaign import ab, plan
 from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES, round_walls
+from harness.contract import identity, states
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import RESULTS_JSONL
+from harness.contract.states import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
     EXIT_BENCHMARK_FAILED,
@@ -20,16 +23,14 @@ from harness.errors import (
     Interrupted,
     UsageError,
 )
-from harness.executors.base import CRASHED, ERROR, FAILED, OK, SKIPPED, TIMEOUT
-from harness.report import abjson, comparison, looks, noisefloor, receipt, stats, suite_report
+from harness.report import abjson, comparison, receipt, suite_report
 from harness.report import write as report
 from harness.report.sources import load_source
-from harness.run import identity
 from harness.settings.spec import REPO_ROOT, Settings
+from harness.stats import looks, noisefloor
 
 Identities = dict[str, list[Mapping[str, Any]]]
 # A unit in one of these has not ended: a resume runs it.
-PENDING_STATES = ("not_run", "interrupted", "submitted", "running")
 # A unit in one of these ended and did not measure: an operator's "units failed".
 ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
 
@@ -38,13 +39,13 @@ def done_rounds(directory: Path, campaign: Campaign, op: str) -> list[int]:
     """Rounds of `op` whose unit finished and left results on both sides, neither of them the
     partial rows of a session cut short (the runner's `partial`)."""
     return sorted(u.round for u in campaign.units if u.op == op
-                  and u.status in ("ok", "failed")
+                  and u.status in states.RAN_TO_END
                   and all(_complete(directory / op / s / f"r{u.round}") for s in SIDES))
 
 
 def _complete(run_dir: Path) -> bool:
     return (run_dir / RESULTS_JSONL).is_file() \
-        and not (identity.read_identity(run_dir) or {}).get("partial")
+        and not getattr(identity.read_identity(run_dir), "partial", False)
 
 
 def op_looks(directory: Path, campaign: Campaign) -> dict[str, list[int]]:
@@ -142,14 +143,13 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
         direct_rows=sum(1 for r in rows if any(DIRECT_MARKER in f for f in r.flags)),
         notes=tuple(dict.fromkeys(notes)), method=method,
         geomean_ci_low_pct=None if gm is None else gm.ci_low_pct,
-        geomean_ci_high_pct=None if gm is None else gm.ci_high_pct,
-        op_geomeans=tuple(op_geomeans))
+        geomean_ci_high_pct=None if gm is None else gm.ci_high_pct, op_geomeans=tuple(op_geomeans))
 
 
 def _pending(campaign: Campaign, op: str) -> bool:
     """No unit of `op` has ended, well or badly: each is still to run (a resume runs it)."""
     return not campaign.ops[op].reason and all(
-        u.status in PENDING_STATES for u in campaign.units if u.op == op)
+        u.status in states.UNFINISHED for u in campaign.units if u.op == op)
 
 
 def _skipped(campaign: Campaign, op: str) -> str | None:
@@ -220,14 +220,14 @@ def decide_liveness(result: comparison.AbReport, identities: Mapping[str, Identi
 def finished_units(campaign: Campaign) -> list[str]:
     """The units that ran to their end (a failing benchmark included): a partial campaign
     compares these."""
-    return [u.id for u in campaign.units if u.status in ("ok", "failed")]
+    return [u.id for u in campaign.units if u.status in states.RAN_TO_END]
 
 
 def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
                     ) -> abjson.CampaignStatus:
     """ab.json's status: complete or interrupted ({signal, step}), and what finished."""
     return abjson.CampaignStatus(
-        "complete" if stopped is None else "interrupted",
+        states.RunStatus.COMPLETE if stopped is None else states.RunStatus.INTERRUPTED,
         None if stopped is None else abjson.Interruption(stopped.get("signal"),
                                                          stopped.get("step")),
         tuple(finished_units(campaign)))
@@ -323,8 +323,7 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
         auto.append(f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
                     f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
                     "undecided; its rounds and why it stopped are in the operators' table")
-    doc = abjson.document_of(result, caliber,
-                             notes=[*notes, *auto,
+    doc = abjson.document_of(result, caliber, notes=[*notes, *auto,
                                     *_walls_note(caliber["walls"], campaign.axis.tune)],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))
@@ -389,7 +388,7 @@ def interrupted(directory: Path, campaign: Campaign, settings: Settings, signum:
     from the units that finished, print AB_INTERRUPTED; the exception to raise."""
     name, step = signal.Signals(signum).name, ",".join(stopped) or "-"
     finished = finished_units(campaign)
-    campaign.state = "interrupted"
+    campaign.state = states.CampaignState.INTERRUPTED
     campaign.interrupted = {"signal": name, "step": step, "finished_units": finished}
     campaign.save(directory)
     _, md, _ = write_campaign(directory, campaign, settings, {"signal": name, "step": step})

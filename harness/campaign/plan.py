@@ -3,7 +3,6 @@ walls and estimates."""
 
 from __future__ import annotations
 
-import csv
 import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,17 +14,15 @@ from typing import Any
 from harness.campaign.ab import Axis
 from harness.campaign.document import (
     CAMPAIGN_JSON,
-    EXCLUDED,
-    FINISHED,
-    PENDING,
     Campaign,
     OpRecord,
     UnitRecord,
     load,
     walls_by_op,
 )
+from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
+from harness.contract.states import EXCLUDED, FAILED, FINISHED, PENDING, RAN_TO_END, SKIPPED
 from harness.errors import UsageError
-from harness.executors.base import SKIPPED
 from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
@@ -109,7 +106,7 @@ def add_units(campaign: Campaign, op_rounds: Mapping[str, int]) -> list[Unit]:
     new = [u for u in plan_units(op_rounds, campaign.walls) if u.id not in have]
     for unit in new:
         info = campaign.ops[unit.op]
-        status = "failed" if info.reason else SKIPPED if info.skipped else PENDING
+        status = FAILED if info.reason else SKIPPED if info.skipped else PENDING
         campaign.units.append(UnitRecord(unit.id, unit.op, unit.round, status,
                                          info.reason or info.skipped))
     for op, n in op_rounds.items():
@@ -217,31 +214,14 @@ def walls_from(path: Path) -> dict[str, float]:
                                  f"{unit.id!r} wall_s={unit.wall_s!r}; expected seconds, a "
                                  "number not below 0")
         return walls_by_op(campaign)
-    status = path / "ops_status.csv"
-    if status.is_file():
-        label = f"WALLS_FROM={str(path)!r}"
+    if (path / OPS_STATUS_CSV).is_file():
         try:
-            with open(status, newline="", encoding="utf-8") as fh:
-                rows = list(csv.DictReader(fh))
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
-            raise UsageError(f"{label}: ops_status.csv cannot be read as CSV text "
-                             f"({exc.__class__.__name__})") from None
-        return {r["op"]: _wall(label, r["op"], r["wall_s"]) for r in rows
-                if r.get("op") and (r.get("wall_s") or "").strip()}
+            statuses = read_ops_status(path / OPS_STATUS_CSV)
+        except UsageError as exc:
+            raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted: {exc}") from None
+        return {s.op: s.wall_s for s in statuses if s.op and s.wall_s is not None}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
-                     f"directory ({CAMPAIGN_JSON}) or a batch directory (ops_status.csv)")
-
-
-def _wall(label: str, op: str, text: str) -> float:
-    """One operator's wall_s of ops_status.csv: seconds, finite and not negative."""
-    try:
-        wall = float(text)
-    except ValueError:
-        wall = math.nan
-    if not (math.isfinite(wall) and wall >= 0):
-        raise UsageError(f"{label}: ops_status.csv gives {op!r} wall_s={text!r}; expected "
-                         "seconds, a number not below 0")
-    return wall
+                     f"directory ({CAMPAIGN_JSON}) or a batch directory ({OPS_STATUS_CSV})")
 
 
 def round_walls(campaign: Campaign) -> dict[str, float | int | None]:
@@ -254,7 +234,7 @@ def round_walls(campaign: Campaign) -> dict[str, float | int | None]:
     first: list[float] = []
     later: list[float] = []
     for unit in campaign.units:
-        if unit.wall_s is not None and unit.status in ("ok", "failed"):
+        if unit.wall_s is not None and unit.status in RAN_TO_END:
             (first if unit.round == 0 else later).append(unit.wall_s)
 
     def mean(walls: list[float]) -> float | None:

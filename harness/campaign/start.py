@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import backends
+from harness import backends, stats
 from harness.campaign import ab, checkout, driver, dryrun, ops, plan, stacks, where
 from harness.campaign.document import (
     Campaign,
@@ -19,16 +19,18 @@ from harness.campaign.document import (
     load,
     newest_alike,
 )
+from harness.contract.states import CampaignState
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
 from harness.executors import slurm
 from harness.executors.base import Ended, Executor
 from harness.history import recording
-from harness.report import abjson, noisefloor, stats
+from harness.report import abjson
 from harness.report.sources import AB_JSON
 from harness.run import runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
 from harness.settings.spec import Settings
+from harness.stats import noisefloor
 
 # Settings a resume may not change: they decide whether the new rounds compare with the old.
 RESUME_FIXED = ("backend", "level", "mode")
@@ -200,7 +202,7 @@ def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:
     """One line where the last campaign of this same command did not finish (Ctrl-C, a killed
     driver): a new one starts, and RESUME is what would complete that one."""
     earlier = newest_alike(parent, campaign)
-    if earlier is None or earlier[1].state == "done":
+    if earlier is None or earlier[1].state == CampaignState.DONE:
         return None
     directory, found = earlier
     return (f"note: the last campaign of this command, {directory}, is {found.state} with "

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.campaign import ab, refs
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
+from harness.contract import identity
+from harness.contract.states import OK, SKIPPED
 from harness.errors import (
     EXIT_BENCHMARK_FAILED,
     HarnessError,
@@ -18,9 +19,8 @@ from harness.errors import (
     UsageError,
     no_space,
 )
-from harness.executors.base import OK, SKIPPED
-from harness.fsutil import atomic_write_json, take_lock
-from harness.run import artifacts, identity, runner
+from harness.fsutil import take_lock
+from harness.run import artifacts, runner
 from harness.run.checks import Environment
 from harness.run.preflight import Plan, run_preflight
 from harness.settings import variables
@@ -81,13 +81,8 @@ def _set_aside(run_dir: Path) -> None:
 
 def _note_cache(run_dir: Path, cache: Path, kernels: int, hashes: list[str]) -> None:
     """The run compiled into its side's campaign cache, not a private one: say what it added."""
-    path = run_dir / identity.IDENTITY_FILE
-    if not path.is_file():
-        return
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    doc.update({"tuner_cache_dir": str(cache), "compiled_kernels": kernels,
-                "compiled_artifacts": hashes})
-    atomic_write_json(path, doc)
+    identity.update_identity(run_dir, tuner_cache_dir=str(cache), compiled_kernels=kernels,
+                             compiled_artifacts=hashes)
 
 
 def side_ends(directory: Path, unit: Unit) -> dict[str, tuple[str, str | None]]:
@@ -95,9 +90,9 @@ def side_ends(directory: Path, unit: Unit) -> dict[str, tuple[str, str | None]]:
     failed, ...), for the sides that left one."""
     found = {}
     for side in unit.sides:
-        doc = identity.read_identity(directory / unit.run_rel(side)) or {}
-        if isinstance(doc.get("state"), str):
-            found[side] = (doc["state"], doc.get("reason"))
+        doc = identity.read_identity(directory / unit.run_rel(side))
+        if doc is not None and doc.state is not None:
+            found[side] = (doc.state, doc.reason)
     return found
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaign.document import Campaign
+from harness.contract.states import SUBMITTED
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.base import Ended, Executor
@@ -175,7 +176,7 @@ def earlier_arrays(directory: Path, campaign: Campaign, remote: bool,
     not follow it: run here (EXECUTOR=local) while a job is queued (any the campaign
     submitted: one whose scancel Slurm had not carried out when the driver stopped waiting
     too), or while Slurm cannot say of a job that holds units handed to it."""
-    placed = {u.id: u.device for u in campaign.units if u.status == "submitted"}
+    placed = {u.id: u.device for u in campaign.units if u.status == SUBMITTED}
     handed = sorted({job for where in placed.values() if (job := job_of(where))})
     jobs = sorted({*handed, *(str(s.get("job")) for s in
                               (campaign.slurm.submissions if campaign.slurm else ()))})

@@ -10,15 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.contract.states import CRASHED, ERROR, FAILED, INTERRUPTED, NOT_RUN, OK, TIMEOUT
 from harness.errors import UsageError
 
-# The states a task ends in. A task in a FINISHED state is never run again; RAN_TO_END are the
-# states in which a task that waits for it (`Task.after`) may start. The later states come
-# last, so that a line counting every state keeps its earlier words where they were.
-OK, FAILED, ERROR, NOT_RUN, INTERRUPTED = "ok", "failed", "error", "not_run", "interrupted"
-TIMEOUT, CRASHED, SKIPPED = "timeout", "crashed", "skipped"
-STATES = (OK, FAILED, ERROR, NOT_RUN, INTERRUPTED, TIMEOUT, CRASHED, SKIPPED)
-RAN_TO_END = (OK, FAILED)
 # A harness child exits with its own child's code, and Python's sys.exit(-N) reads 256 - N
 # to its parent: 193..255 are no code of the harness's (0-6, 128 + N for its own signal).
 _PASSED_ON = range(256 - 63, 256)

@@ -9,8 +9,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from harness.backends import Backend
+from harness.contract.states import RAN_TO_END
 from harness.executors import device_lock, procs
-from harness.executors.base import RAN_TO_END, Ended, Events, Outcome, Task, reason_for, state_for
+from harness.executors.base import Ended, Events, Outcome, Task, reason_for, state_for
 from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 from harness.executors.workers import WorkerHost
 from harness.settings import cmdline

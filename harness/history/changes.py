@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.history.stats import weighted_welch
+from harness.stats.welch import weighted_welch
 
 # A step smaller than this is never reported, however sure: on a GPU a 1-2% move comes and goes
 # with clocks and placement; the simulation (scripts/history_simulate.py) measures both sides.

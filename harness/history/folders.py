@@ -12,12 +12,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.contract.identity import IDENTITY_FILE, read_identity
+from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
+from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError
 
 RUN_IDENTITY, OPS_STATUS, CAMPAIGN_JSON, AB_JSON = (
-    "run_identity.json", "ops_status.csv", "campaign.json", "ab.json")
+    IDENTITY_FILE, OPS_STATUS_CSV, "campaign.json", "ab.json")
 RESULTS_JSONL, RESULTS_CSV = "results.jsonl", "results.csv"
-RUNNING_STATES = ("planned", "running", "submitted", "measured")  # a campaign not yet ended
 SIDES = ("A", "B")
 
 
@@ -60,6 +62,14 @@ def _json(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise UsageError(f"{str(path)!r} is not a JSON object")
     return doc
+
+
+def _identity(run: Path) -> Mapping[str, Any]:
+    """A run's run_identity.json, checked as its one reader checks it."""
+    found = read_identity(run)
+    if found is None:
+        raise UsageError(f"{str(run / RUN_IDENTITY)!r} is missing")
+    return found.doc
 
 
 def _digest(*paths: Path) -> str:
@@ -151,9 +161,9 @@ def _base(kind: str, directory: Path, stamp: str, digest: str, state: str, start
 
 def read_run(directory: Path) -> Folder:
     """One run: its identity and its rows."""
-    ident = _json(directory / RUN_IDENTITY)
+    ident = _identity(directory)
     digest = _digest(directory / RUN_IDENTITY, directory / RESULTS_JSONL, directory / RESULTS_CSV)
-    state = str(ident.get("state") or ident.get("status") or "complete")
+    state = str(ident.get("state") or ident.get("status") or RunStatus.COMPLETE)
     record = {**_base("run", directory, _digest(directory / RUN_IDENTITY)[:32], digest, state,
                       _stamp_time(directory.name)), **_identity_fields(ident)}
     rows = tuple(result_rows(directory))
@@ -164,25 +174,23 @@ def read_run(directory: Path) -> Folder:
 
 def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
-    with open(directory / OPS_STATUS, newline="", encoding="utf-8") as fh:
-        statuses = list(csv.DictReader(fh))
+    statuses = read_ops_status(directory / OPS_STATUS)
     digest = _digest(directory / OPS_STATUS)
-    running = any(s.get("status") == "pending" for s in statuses)
+    running = any(s.status == "pending" for s in statuses)
     record = _base("batch", directory, "batch-" + directory.name, digest,
-                   "running" if running else "complete", _stamp_time(directory.name))
+                   "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []
     for s in statuses:
-        run = Path(s.get("run") or "")
-        if s.get("run") and (run / RUN_IDENTITY).is_file():
+        run = Path(s.run)
+        if s.run and (run / RUN_IDENTITY).is_file():
             if record.get("backend") is None:
-                record.update(_identity_fields(_json(run / RUN_IDENTITY)))
+                record.update(_identity_fields(_identity(run)))
             rows += result_rows(run)
     record["ops"] = len(statuses)
-    record["verdicts"] = json.dumps(dict(Counter(s.get("status") for s in statuses)),
+    record["verdicts"] = json.dumps(dict(Counter(s.status for s in statuses)),
                                     sort_keys=True)
-    units = tuple({"unit": s.get("op") or "", "op": s.get("op") or "",
-                   "status": s.get("status") or "", "wall_s": _float(s.get("wall_s")),
-                   "reason": s.get("reason") or None} for s in statuses)
+    units = tuple({"unit": s.op, "op": s.op, "status": s.status, "wall_s": s.wall_s,
+                   "reason": s.reason or None} for s in statuses)
     return Folder(record, tuple(rows), units=units, running=running)
 
 
@@ -197,7 +205,7 @@ def read_campaign(directory: Path) -> Folder:
     """One A/B campaign: its plan and units (campaign.json), verdicts (ab.json), side rows."""
     plan = _json(directory / CAMPAIGN_JSON)
     ab = _json(directory / AB_JSON) if (directory / AB_JSON).is_file() else {}
-    state = str(plan.get("state") or "planned")
+    state = str(plan.get("state") or CampaignState.PLANNED)
     record = _base("campaign", directory, str(plan.get("created_utc") or directory.name),
                    _digest(directory / CAMPAIGN_JSON, directory / AB_JSON), state,
                    str(plan.get("created_utc") or _stamp_time(directory.name)))
@@ -205,7 +213,7 @@ def read_campaign(directory: Path) -> Folder:
     axis = plan.get("axis") or {}
     rows, first = _campaign_rows(directory)
     if first is not None:
-        record.update(_identity_fields(_json(first / RUN_IDENTITY)))
+        record.update(_identity_fields(_identity(first)))
     stacks = caliber.get("stacks") or {}
     digests = caliber.get("image_digests") or {}
     record.update({
@@ -225,7 +233,7 @@ def read_campaign(directory: Path) -> Folder:
                    "status": str(u.get("status")), "wall_s": _float(u.get("wall_s")),
                    "reason": u.get("reason")} for u in plan.get("units") or [])
     done = sum(1 for u in units if u["status"] != "pending")
-    return Folder(record, rows, verdicts, units, running=state in RUNNING_STATES,
+    return Folder(record, rows, verdicts, units, running=state in NOT_ENDED,
                   progress=f"{done} of {len(units)} units finished")
 
 

@@ -16,8 +16,8 @@ from sqlalchemy import Engine, func, select
 from harness.errors import UsageError
 from harness.history import schema
 from harness.history.changes import Point
-from harness.history.stats import welch
 from harness.settings.abspec import FLAGGEMS_AXIS
+from harness.stats.welch import welch
 
 R, W = schema.records, schema.rows
 NOISE_FLOOR_PCT = 1.0  # compare: the smallest change called beyond noise, as ab's floor

@@ -8,18 +8,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import stats
 from harness.contract.boundary import DIRECT_MARKER
+from harness.contract.jsonfields import Fields, check_bands
+from harness.contract.states import RUN_STATUSES
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.report import noisefloor, stats
 from harness.report.abresult import AbReport, AbRow, Unpaired
-from harness.report.jsonfields import Fields
 from harness.report.sources import AB_JSON
 
 SCHEMA = "harness-ab/1"
 SPEEDUP = "(A_ms / B_ms - 1) * 100"
 LIVENESS = ("live", "unknown", "not_live", "unchecked")
-STATES = ("complete", "interrupted")
 # Caliber fields the harness reads, checked on load; the rest (settings.caliber()'s) are shown.
 _CALIBER_NUMBERS = ("noise_floor_pct", "measured_noise_floor_pct")
 _ROW_NUMBERS = ("a_ms", "b_ms", "speedup_pct", "ci_low_pct", "ci_high_pct", "min_pct", "max_pct",
@@ -246,7 +246,7 @@ def _caliber(f: Fields | None) -> Caliber:
         f.opt_number(key)
     f.opt_integer("rounds")
     f.opt_flag("harness_dirty")
-    noisefloor.check_bands(f.objects(noisefloor.BANDS))
+    check_bands(f)
     digests = f.opt_object("image_digests")
     if digests is not None:
         for side in digests.value:
@@ -295,8 +295,8 @@ def _status(f: Fields) -> CampaignStatus | None:
     state = f.opt_text("status")
     if state is None:
         return None
-    if state not in STATES:
-        raise f.fail("status", f"is {state!r}; expected one of: {', '.join(STATES)}")
+    if state not in RUN_STATUSES:
+        raise f.fail("status", f"is {state!r}; expected one of: {', '.join(RUN_STATUSES)}")
     stop = f.opt_object("interrupted")
     return CampaignStatus(
         state, None if stop is None else Interruption(stop.opt_text("signal"),

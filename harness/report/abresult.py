@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.report import stats
+from harness import stats
 
 # what ab.md says its numbers are: a reader saw the medians' ratio and the speedup disagree in
 # sign on a noisy row

@@ -7,10 +7,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from harness import stats
 from harness.contract.boundary import DIRECT_MARKER, FLAG_MARKERS
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
-from harness.report import stats
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired
 from harness.report.sources import CALIBER_FIELDS, Source
 

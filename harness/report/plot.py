@@ -11,8 +11,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import stats
 from harness.fsutil import atomic_write_bytes
-from harness.report import stats
 from harness.report.abjson import Caliber
 from harness.report.abresult import AbReport, AbRow
 

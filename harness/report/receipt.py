@@ -33,9 +33,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness import __version__
+from harness.contract import identity
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.run import identity
 from harness.settings.spec import REPO_ROOT
 
 SCHEMA = "harness-receipt/2"
@@ -70,11 +70,12 @@ class VerifyResult:
 # ---------------------------------------------------------------- building
 
 
-def _read_identity(run_dir: Path) -> dict[str, Any] | None:
+def _read_identity(run_dir: Path) -> Mapping[str, Any] | None:
     try:
-        return identity.read_identity(run_dir)
+        found = identity.read_identity(run_dir)
     except UsageError:
         return None  # recorded as null: the receipt says the run left no usable identity
+    return None if found is None else found.doc
 
 
 def _run_entry(run: str | Path | Mapping[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness import stats
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
-from harness.report import noisefloor, plot, stats
+from harness.report import plot
 from harness.report.abjson import AbDocument, Caliber, Liveness, as_document, as_report, caliber_of
 from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow
 from harness.report.comparison import SELF_TUNED, sides_caliber
 from harness.report.sources import Source
+from harness.stats import noisefloor
 
 WriteLine = Callable[[str], None]
 REGIME = "timed under a different regime"
@@ -166,8 +168,7 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
                    ] if isinstance(stacks, dict) and axis == "python" else []
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}", *stack_lines,
             f"- level: {get('level')}", f"- timer: {get('timer')}",
-            f"- shape mode: {get('shape_mode')}",
-            f"- torch reference (BASELINE): "
+            f"- shape mode: {get('shape_mode')}", f"- torch reference (BASELINE): "
             f"{BASELINES.get(caliber.text('baseline') or '', NOT_RECORDED)}",
             f"- rounds: {get('rounds')} per side, interleaved A B B A ...",
             f"- noise floor: {shown}", f"- image digest: {_digests(caliber.image_digests)}",
@@ -220,11 +221,10 @@ def run_groups(rows: Sequence[Row]) -> list[Group]:
     groups = []
     for (op, dtype), members in by_group.items():
         speedups = [s for s in map(_speedup, members) if s is not None]
-        groups.append(Group(
-            op=op, dtype=dtype, rows=len(members),
-            failed=sum(1 for r in members if r.status != SUCCESS),
-            fallback=sum(1 for r in members if DIRECT_MARKER in r.markers),
-            geomean_speedup=stats.geometric_mean(speedups) if speedups else None))
+        groups.append(Group(op=op, dtype=dtype, rows=len(members),
+                            failed=sum(1 for r in members if r.status != SUCCESS),
+                            fallback=sum(1 for r in members if DIRECT_MARKER in r.markers),
+                            geomean_speedup=stats.geometric_mean(speedups) if speedups else None))
     return groups
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.boundary import RUN_HEADER
+from harness.contract.identity import IDENTITY_FILE, read_identity
+from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.results import (
     RESULTS_CSV,
     RESULTS_JSONL,
@@ -20,9 +21,7 @@ from harness.contract.results import (
     read_results,
 )
 from harness.errors import UsageError
-from harness.run.identity import IDENTITY_FILE, read_identity
 
-OPS_STATUS_CSV = "ops_status.csv"
 AB_JSON = "ab.json"
 CAMPAIGN_JSON = "campaign.json"  # a campaign's plan and states, written by its driver
 DRIVER_LOCK = ".driver.lock"  # held by the one driver of a campaign while it runs
@@ -59,7 +58,7 @@ def _load_run(run_dir: Path) -> Source:
     if identity is None:
         return Source(str(run_dir), "run", tuple(read_results(run_dir)),
                       notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
-    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity),))
+    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity.doc),))
 
 
 def _batch_run_dir(batch_dir: Path, cell: str) -> Path:
@@ -70,23 +69,19 @@ def _batch_run_dir(batch_dir: Path, cell: str) -> Path:
 
 
 def _load_batch(batch_dir: Path) -> Source:
-    with open(batch_dir / OPS_STATUS_CSV, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if "run" not in (reader.fieldnames or ()):
-            raise UsageError(f"{str(batch_dir / OPS_STATUS_CSV)!r} has no 'run' column")
-        entries = list(reader)
+    entries = read_ops_status(batch_dir / OPS_STATUS_CSV, required=("op", "run"))
     rows: list[Row] = []
     identities: list[tuple[Path, Mapping[str, Any]]] = []
     notes: list[str] = []
     for entry in entries:
-        cell = (entry.get("run") or "").strip()
+        cell = entry.run
         if not cell:
-            notes.append(f"op {entry.get('op')!r}: no run directory (status {entry.get('status')})")
+            notes.append(f"op {entry.op!r}: no run directory (status {entry.status})")
             continue
         try:
             run = _load_run(_batch_run_dir(batch_dir, cell))
         except UsageError as exc:
-            notes.append(f"op {entry.get('op')!r}: {exc}")
+            notes.append(f"op {entry.op!r}: {exc}")
             continue
         rows.extend(run.rows)
         identities.extend(run.identities)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.report import render, stats
+from harness import stats
+from harness.report import render
 from harness.report.abjson import AbDocument, OperatorSummary, Worst, as_report
 from harness.report.abresult import SPEEDUP_SAID
 from harness.report.render import pct

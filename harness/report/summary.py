@@ -9,10 +9,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness import stats
 from harness.contract.results import RESULTS_JSONL
 from harness.errors import UsageError, choice_error
 from harness.fsutil import lock_held
-from harness.report import render, stats
+from harness.report import render
 from harness.report.abjson import as_report, read_ab
 from harness.report.abresult import AbReport
 from harness.report.comparison import compare

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract.boundary import OUTCOMES_FILE
+from harness.contract.states import CRASHED, FAILED, OK, SKIPPED
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK
-from harness.executors.base import CRASHED, FAILED, OK, SKIPPED, reason_for, state_for
+from harness.executors.base import reason_for, state_for
 
 # A node of a module skipped as a whole reads "found no collectors" (pytest's usage error, 4),
 # a module or file that collects none of its tests "no tests collected" (5).

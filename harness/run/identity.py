@@ -2,90 +2,20 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import subprocess
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from harness import __version__
 from harness.backends import Device
-from harness.errors import UsageError
+from harness.contract.identity import SCHEMA, file_hashes, git_state
 from harness.settings import variables
 from harness.settings.spec import REPO_ROOT
 
-# The files whose bytes decide what a run does; receipts pin each one's sha256.
-HARNESS_GLOBS = ("harness/**/*.py", "examples/**/*", "containers/**/*", "scripts/**/*",
-                 "Makefile", "pyproject.toml", "noxfile.py")
 IMAGE_DIGEST_VAR = "ZL_IMAGE_DIGEST"
-IDENTITY_FILE = "run_identity.json"
-
-
-def harness_files(root: Path = REPO_ROOT) -> list[Path]:
-    """Every harness file under `root`, sorted, caches and run outputs excluded."""
-    found: set[Path] = set()
-    for pattern in HARNESS_GLOBS:
-        for path in root.glob(pattern):
-            rel = path.relative_to(root)
-            if path.is_file() and "__pycache__" not in rel.parts and rel.suffix != ".pyc":
-                found.add(rel)
-    return sorted(found)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def file_hashes(root: Path = REPO_ROOT) -> dict[str, str]:
-    """{posix relative path: sha256} of every harness file."""
-    return {p.as_posix(): sha256_file(root / p) for p in harness_files(root)}
-
-
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                              text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def git_state(root: Path) -> dict[str, object]:
-    """Commit and dirty flag of the checkout whose top is `root`; both None when `root` is not
-    the top of a git work tree. A folder inside another repository (a FlagGems archive unpacked
-    in some project) must not be given that project's commit."""
-    top = _git(root, "rev-parse", "--show-toplevel")
-    if top is None or Path(top).resolve() != Path(root).resolve():
-        return {"commit": None, "dirty": None}
-    commit = _git(root, "rev-parse", "HEAD")
-    if commit is None:
-        return {"commit": None, "dirty": None}
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
 def harness_identity(root: Path = REPO_ROOT) -> dict[str, object]:
     return {"version": __version__, **git_state(root), "files": file_hashes(root)}
-
-
-def read_identity(run_dir: Path) -> dict[str, Any] | None:
-    """A run directory's run_identity.json; None when the run left none. A file that is not a
-    JSON object is a UsageError naming it."""
-    path = Path(run_dir) / IDENTITY_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:
-        raise UsageError(f"{str(path)!r} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{str(path)!r} is not a JSON object")
-    return data
 
 
 def build_identity(*, settings_caliber: dict[str, object], node: str, op: str,
@@ -98,7 +28,7 @@ def build_identity(*, settings_caliber: dict[str, object], node: str, op: str,
     fg = git_state(flaggems_dir) if flaggems_dir else {"commit": None, "dirty": None}
     clocks_after = {d.index: d.sm_clock_mhz for d in devices_after}
     return {
-        "schema": 1,
+        "schema": SCHEMA,
         "backend": backend,
         "op": op,
         "node": node,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from harness.contract import boundary, results
+from harness.contract import boundary, identity, results
 from harness.providers.flaggems import BENCHMARK_DIR
-from harness.run import identity, rescue
+from harness.run import rescue
 from harness.settings.spec import Settings
 
 

@@ -15,20 +15,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import boundary
+from harness.contract import boundary, states
+from harness.contract.identity import write_identity
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
 from harness.errors import Interrupted
 from harness.executors import procs as supervise
 from harness.executors import workers
-from harness.fsutil import atomic_write_json
 from harness.providers.flaggems import Node
 from harness.run import (
     artifacts,
     container,
     ending,
-    identity,
     images,
     keeper,
     launch,
@@ -178,10 +177,8 @@ def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
     """What a run would do, for --dry-run (`extra_env`: an A/B side's switch and caches)."""
     inv = build_invocation(settings, plan, run_dir, extra_env, image)
     return [
-        f"run directory: {run_dir} (not created)",
-        f"cwd: {inv.cwd}",
-        f"pytest: {shlex.join(inv.command)}",
-        "plugins: " + (" ".join(inv.plugins) or "-"),
+        f"run directory: {run_dir} (not created)", f"cwd: {inv.cwd}",
+        f"pytest: {shlex.join(inv.command)}", "plugins: " + (" ".join(inv.plugins) or "-"),
         "environment:",
         *(f"  {k}={v}" for k, v in sorted(inv.env.items())),
         *(f"  {line.removeprefix('# ')}"
@@ -348,19 +345,16 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                               extra_env, precompile_off(settings, plan))
     doc.update({"pytest_exit_code": rc, "wall_s": round(wall, 3), "rows": len(rows),
                 "results_source": source, "state": end.state, "reason": end.reason,
-                "partial": end.partial,
-                "tests": tests,
-                "status": "complete" if stopper.signal is None else "interrupted",
-                "signal": None if stopper.signal is None else signal.Signals(
-                    stopper.signal).name,
-                "capture_rescue": rescued,
-                "launch": launches,
-                "autotune_records": tuning.recorded,
+                "partial": end.partial, "tests": tests,
+                "status": states.RunStatus.COMPLETE if stopper.signal is None
+                else states.RunStatus.INTERRUPTED,
+                "signal": None if stopper.signal is None else signal.Signals(stopper.signal).name,
+                "capture_rescue": rescued, "launch": launches, "autotune_records": tuning.recorded,
                 "autotune_replay_fallbacks": len(tuning.fallbacks),
                 "autotune_replay_fallback_keys": list(tuning.fallbacks),
                 "compiled_kernels": tuning.compiled_kernels,
                 "compiled_artifacts": list(tuning.artifacts)})
-    atomic_write_json(run_dir / identity.IDENTITY_FILE, doc)
+    write_identity(run_dir, doc)
     if stopper.signal is None:
         # the reason last: a batch or campaign reads why a run failed from its last line
         summary = (f"RUN_DONE op={plan.op} rc={end.exit_code} rows={len(rows)} "

@@ -31,10 +31,11 @@ from pathlib import Path
 
 from harness.contract import boundary
 from harness.contract.records import Records, merge, read_records, write_records
+from harness.contract.states import INTERRUPTED
 from harness.contract.warmup_share import share_text
 from harness.errors import UsageError
 from harness.executors import procs as supervise
-from harness.executors.base import INTERRUPTED, Ended, Task
+from harness.executors.base import Ended, Task
 from harness.executors.devices import select_devices
 from harness.executors.local import LocalExecutor
 from harness.providers import flaggems

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import stats
 from harness.campaign import plan
 from harness.campaign.ab import Axis
-from harness.report import abjson, stats
+from harness.report import abjson
 from harness.report.abresult import AbRow
 from harness.settings.spec import EMBEDDED_SUITE
 

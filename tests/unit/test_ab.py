@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends
+from harness import backends, stats
 from harness.campaign import ab
 from harness.errors import UsageError
-from harness.report import abjson, stats
+from harness.report import abjson
 from harness.report.abresult import AbRow
 from harness.settings import abspec, spec
 

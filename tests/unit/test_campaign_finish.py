@@ -62,7 +62,7 @@ def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_a
     # Alone, mm's row (p 0.04) is faster; one family with add's row (p 0.79) adjusts it to
     # 0.08, which no longer survives q=0.05. Per-operator control would let a suite of many
     # operators report a false win somewhere almost surely.
-    from harness.report import stats
+    from harness import stats
 
     mm = stats.row_stats([1.0, 1.0, 1.0], [0.9, 0.8, 0.85], noise_floor_pct=1.0)
     add = stats.row_stats([1.0, 1.0, 1.0], [1.2, 0.9, 1.0], noise_floor_pct=1.0)
@@ -144,7 +144,7 @@ def test_with_two_flaggems_commits_an_operator_compiling_only_as_side_a_did_is_u
 def test_an_aa_whose_floor_noise_from_would_refuse_says_so_where_it_says_what_it_measured():
     from dataclasses import replace
 
-    from harness.report import stats
+    from harness import stats
     from harness.report.abresult import AbRow
 
     def report(swing):

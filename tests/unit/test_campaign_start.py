@@ -304,7 +304,7 @@ def test_a_resume_to_one_round_is_refused_where_the_axis_is_a_switch(tmp_path):
 def test_a_resume_of_a_campaign_that_holds_a_floor_above_25_percent_is_refused(tmp_path):
     # A campaign started before such floors were refused would still be judged by one.
     from harness.errors import UsageError
-    from harness.report.noisefloor import Band, NoiseModel
+    from harness.stats.noisefloor import Band, NoiseModel
 
     _stored(tmp_path, Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"))
     doc = document.load(tmp_path)

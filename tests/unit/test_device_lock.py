@@ -14,9 +14,10 @@ import pytest
 from harness import backends
 from harness.backends import Device
 from harness.cli import main
+from harness.contract.states import OK
 from harness.errors import UsageError
 from harness.executors import device_lock
-from harness.executors.base import OK, Task
+from harness.executors.base import Task
 from harness.executors.device_lock import DeviceBusy
 from harness.executors.local import LocalExecutor
 from harness.settings.spec import REPO_ROOT

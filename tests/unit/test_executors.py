@@ -9,19 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.contract.states import CRASHED, ERROR, FAILED, OK, TIMEOUT
 from harness.errors import UsageError
-from harness.executors.base import (
-    CRASHED,
-    ERROR,
-    FAILED,
-    OK,
-    TIMEOUT,
-    Ended,
-    Task,
-    last_line,
-    reason_for,
-    state_for,
-)
+from harness.executors.base import Ended, Task, last_line, reason_for, state_for
 from harness.executors.local import LocalExecutor, deal
 
 # A child that prints its argv and one variable, then exits with the code it is given.

@@ -15,7 +15,7 @@ pytest.importorskip("ruptures")
 from harness import cli  # noqa: E402
 from harness.history import changes, importer, queries, recording, store  # noqa: E402
 from harness.history.changes import Point  # noqa: E402
-from harness.history.stats import welch  # noqa: E402
+from harness.stats.welch import welch  # noqa: E402
 from tests.historydata import make_batch, make_campaign, make_run  # noqa: E402
 
 

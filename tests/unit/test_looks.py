@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from harness.report import looks, stats
+from harness import stats
+from harness.stats import looks
 
 np = pytest.importorskip("numpy")
 

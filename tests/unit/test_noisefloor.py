@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from harness.report import noisefloor, stats
-from harness.report.noisefloor import Band, NoiseModel
+from harness import stats
+from harness.stats import noisefloor
+from harness.stats.noisefloor import Band, NoiseModel
 
 SMALL_MS, LARGE_MS = 0.005, 5.0
 SMALL_SD, LARGE_SD = 0.025, 0.0007  # per-side log sd: |round speedup| ~7% and ~0.2% at the 95th

@@ -347,7 +347,7 @@ def test_a_one_round_campaign_draws_no_interval(suite: bool) -> None:
 
 
 def test_operators_that_ran_to_max_rounds_are_marked(monkeypatch, tmp_path: Path) -> None:
-    from harness.report import stats
+    from harness import stats
 
     doc = suite_document(2)
     doc["operators"]["op001"]["reason"] = stats.MAX_ROUNDS_STOP.format(most=6)

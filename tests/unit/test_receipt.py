@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness import cli
+from harness.contract import identity
 from harness.report.receipt import (
     RECEIPT_JSON,
     SCHEMA,
@@ -22,7 +23,6 @@ from harness.report.receipt import (
     verify_lines,
     write_receipt,
 )
-from harness.run import identity
 
 ROW = {"op": "tanh", "dtype": "torch.float16", "shape": "[[64, 64]]", "occurrence": 1,
        "a_ms": 0.002, "b_ms": 0.001, "speedup_pct": 100.0, "ci_low_pct": 90.0,

@@ -15,13 +15,12 @@ from harness import cli
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import Row
 from harness.errors import UsageError
-from harness.report import looks
 from harness.report.abjson import SCHEMA, as_report, document_of, parse, read_ab, write_ab
 from harness.report.comparison import compare
 from harness.report.render import render_markdown, render_png
 from harness.report.sources import AB_JSON, Source
-from harness.report.stats import Verdict
 from harness.report.write import AB_MD, AB_PNG, write_report
+from harness.stats import Verdict, looks
 from tests.abdata import ab_data
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import stats
+from harness import stats
 
 pytest.importorskip("numpy")
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rounds_auto_sim.py"

@@ -1,4 +1,4 @@
-"""harness.report.stats and tdist: Student's t, intervals, BH, noise floor, verdicts."""
+"""harness.stats and its tdist: Student's t, intervals, BH, noise floor, verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from harness.report.stats import (
+from harness.stats import (
     MIN_NOISE_FLOOR_PCT,
     Method,
     Verdict,
@@ -24,7 +24,7 @@ from harness.report.stats import (
     speedup_pct,
     summarize_ab,
 )
-from harness.report.tdist import (
+from harness.stats.tdist import (
     benjamini_hochberg,
     regularized_beta,
     student_t_quantile,

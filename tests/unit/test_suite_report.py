@@ -6,7 +6,8 @@ from dataclasses import asdict
 
 import pytest
 
-from harness.report import stats, suite_report
+from harness import stats
+from harness.report import suite_report
 from harness.report.abjson import OperatorSummary, parse
 
 

@@ -26,8 +26,8 @@ from harness.report.render import (
     run_groups,
 )
 from harness.report.sources import Source, load_source
-from harness.report.stats import Verdict
 from harness.report.summary import summarize
+from harness.stats import Verdict
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 KERNEL = DATA / "h200" / "tanh_core_kernel.log"

@@ -9,17 +9,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from harness.contract.states import ERROR, INTERRUPTED, RAN_TO_END, TIMEOUT
 from harness.errors import HarnessError
-from harness.executors.base import (
-    ERROR,
-    INTERRUPTED,
-    RAN_TO_END,
-    TIMEOUT,
-    Ended,
-    Events,
-    Outcome,
-    Task,
-)
+from harness.executors.base import Ended, Events, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.executors.slurm import DONE_DIR, SLURM_DIR, Slurm, SlurmConfig, Stage, sbatch_argv
 from harness.executors.slurm import text as slurm_text

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from harness import backends
+from harness.contract.states import CRASHED, INTERRUPTED, NOT_RUN, OK, RAN_TO_END
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, UsageError
-from harness.executors.base import CRASHED, INTERRUPTED, NOT_RUN, OK, RAN_TO_END, Ended, Task
+from harness.executors.base import Ended, Task
 from harness.executors.devices import select_ids
 from harness.executors.local import LocalExecutor
 from harness.executors.slurm.files import done_path, read_done, started_path

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.errors import UsageError
+from harness.stats.noisefloor import BAND_NUMBERS, BANDS
 
 
 def is_number(value: object) -> bool:
@@ -112,3 +113,11 @@ class Fields:
         if found is None:
             return None
         return {str(k): Fields(self.file, found.name(str(k)), v) for k, v in found.value.items()}
+
+
+def check_bands(caliber: Fields) -> None:
+    """Check a caliber's noise-floor bands as any field is checked: UsageError naming it."""
+    for band in caliber.objects(BANDS):
+        for key in BAND_NUMBERS:
+            band.number(key)
+        band.integer("samples")

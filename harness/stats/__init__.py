@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Generic, TypeVar
 
-from harness.report.tdist import CONFIDENCE, benjamini_hochberg, t_interval
+from harness.stats.tdist import CONFIDENCE, benjamini_hochberg, t_interval
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
 # Above this a floor cannot mean "the same": rows 25% apart are not alike, and an A/A that moved
@@ -32,11 +32,25 @@ class Verdict(Enum):
     FLAGGED = "flagged"  # timed under another regime on a side: never faster/slower/same
 
 
-# An operator's verdict, in the order a suite report lists them: regressions first. `failed`:
-# no paired row; `flagged`: every row timed under another regime on a side.
-OP_VERDICTS = (Verdict.SLOWER.value, "failed", "pending", Verdict.INCONCLUSIVE.value,
-               Verdict.FLAGGED.value, Verdict.SAME.value, Verdict.FASTER.value, "skipped",
-               "excluded")
+class OpVerdict(str, Enum):
+    """An operator's verdict, in the order a suite report lists them: regressions first. A
+    verdict, not a state: written to JSON and compared as its value."""
+
+    SLOWER = Verdict.SLOWER.value
+    FAILED = "failed"  # no paired row
+    PENDING = "pending"  # no paired row yet, none of its units failed: a resume runs them
+    INCONCLUSIVE = Verdict.INCONCLUSIVE.value
+    FLAGGED = Verdict.FLAGGED.value  # every row timed under another regime on a side
+    SAME = Verdict.SAME.value
+    FASTER = Verdict.FASTER.value
+    SKIPPED = "skipped"  # no row: pytest skipped every unit
+    EXCLUDED = "excluded"  # left out by EXCLUDE
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+
+OP_VERDICTS = tuple(OpVerdict)
 
 
 MAX_ROUNDS_STOP = "MAX_ROUNDS ({most}) reached with rows undecided"  # ROUNDS=auto's last stop
@@ -48,24 +62,24 @@ def hit_max_rounds(reason: str | None) -> bool:
 
 
 def operator_verdict(row_verdicts: Sequence[str], failed: bool, pending: bool = False,
-                     skipped: bool = False, excluded: bool = False) -> str:
+                     skipped: bool = False, excluded: bool = False) -> OpVerdict:
     """An operator's verdict from its rows': excluded (left out by EXCLUDE) before all of
     them; skipped (no row, pytest skipped every unit), pending (no paired row yet, none of its
     units having failed: a resume runs them), failed (no paired row, or `failed`), slower (any
     row slower), faster (any faster, none slower), inconclusive (any row that more rounds would
     decide), same (any row same, the rest flagged), else flagged (every row flagged)."""
     if excluded:  # left out of the campaign by EXCLUDE: its rows are not compared
-        return "excluded"
+        return OpVerdict.EXCLUDED
     if skipped and not failed and not row_verdicts:
-        return "skipped"
+        return OpVerdict.SKIPPED
     if pending and not failed and not row_verdicts:
-        return "pending"
+        return OpVerdict.PENDING
     if failed or not row_verdicts:
-        return "failed"
+        return OpVerdict.FAILED
     for verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.INCONCLUSIVE, Verdict.SAME):
         if verdict.value in row_verdicts:
-            return verdict.value
-    return Verdict.FLAGGED.value
+            return OpVerdict(verdict.value)
+    return OpVerdict.FLAGGED
 
 
 @dataclass(frozen=True)

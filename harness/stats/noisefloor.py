@@ -7,15 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.report.jsonfields import Fields
-from harness.report.stats import AA_PERCENTILE, MIN_NOISE_FLOOR_PCT, geometric_mean, magnitude_pct
+from harness.stats import AA_PERCENTILE, MIN_NOISE_FLOOR_PCT, geometric_mean, magnitude_pct
 
 BAND_DECADES = 0.5  # a band of A latency spans half a decade (x3.16)
 # Measurements (rows x rounds) a band needs for its AA_PERCENTILE-th percentile to be more than
 # its largest value; a band with fewer joins the next slower one (the slowest, the one before).
 MIN_BAND_SAMPLES = 20
 BANDS = "noise_floor_bands"  # the caliber's key (ab.json) for a model's bands
-_BAND_NUMBERS = ("lo_ms", "hi_ms", "a_ms", "floor_pct")
+BAND_NUMBERS = ("lo_ms", "hi_ms", "a_ms", "floor_pct")  # a band's numbers; "samples" counts
 
 
 @dataclass(frozen=True)
@@ -77,14 +76,6 @@ def model_of(caliber: Mapping[str, Any]) -> NoiseModel | None:
     """The noise floor by A latency that a caliber records; None where it records one floor."""
     bands = caliber.get(BANDS)
     return NoiseModel.from_json(bands) if bands else None
-
-
-def check_bands(bands: Sequence[Fields]) -> None:
-    """Check a caliber's bands as the ab.json loader checks a field: UsageError naming it."""
-    for band in bands:
-        for key in _BAND_NUMBERS:
-            band.number(key)
-        band.integer("samples")
 
 
 def _percentile(magnitudes: Sequence[float]) -> float:

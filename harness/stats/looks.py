@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.report.stats import T_METHOD, Method, RowStats, adjust_rows, log_of_pct, pct_of_log
-from harness.report.tdist import t_interval
+from harness.stats import T_METHOD, Method, RowStats, adjust_rows, log_of_pct, pct_of_log
+from harness.stats.tdist import t_interval
 
 DEFAULT = Method()
 SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same mostly at the "

@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.report.tdist import student_t_two_sided_p
+from harness.stats.tdist import student_t_two_sided_p
 
 
 @dataclass(frozen=True)
