@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.errors import UsageError
 from harness.history.changes import Options, Point, find_changes
 from harness.history.folders import read_folder
-from harness.report.tdist import student_t_quantile
+from harness.stats.tdist import student_t_quantile
 
 BANDS = ((0.0, 0.01), (0.01, 0.03), (0.03, 0.10), (0.10, math.inf))  # a row's round-to-round sd
 CLASS_COLUMNS = ("class", "sd_lo_pct", "sd_hi_pct", "alt_pct", "alt_p", "share")

@@ -49,8 +49,8 @@ def test_an_aa_ab_json_gives_each_rows_one_side_sd_from_its_interval(tmp_path):
     import math
     import statistics
 
-    from harness.report.stats import pct_of_log
-    from harness.report.tdist import t_interval
+    from harness.stats import pct_of_log
+    from harness.stats.tdist import t_interval
 
     rows = []
     for a_ms, logs in ((0.5, [0.01, -0.02, 0.015]), (0.002, [0.06, -0.04, 0.01, -0.03])):
