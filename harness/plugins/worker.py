@@ -11,8 +11,9 @@ caller reads the output to its end and then the reply.
 Between sessions the worker puts back what a fresh process would have: the environment, the
 working directory, sys.path and sys.argv, torch's seeds, the log handlers a session added, the
 modules of the tests' own tree and of the harness's plugins (out of sys.modules and their
-packages, imported again by the next session, so no state of theirs carries over), and the device's cached memory. What it keeps is
-the point of it: imported libraries, the device context, compiled kernels in memory.
+packages, imported again by the next session, so no state of theirs carries over), and the
+device's cached memory. What it keeps is the point of it: imported libraries, the device
+context, compiled kernels in memory.
 
 A session that did not pass (rc other than 0), that left child processes (stopped before the
 reply) or threads running, that changed what a later session would import or call (a patched
