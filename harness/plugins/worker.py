@@ -10,9 +10,10 @@ caller reads the output to its end and then the reply.
 
 Between sessions the worker puts back what a fresh process would have: the environment, the
 working directory, sys.path and sys.argv, torch's seeds, the log handlers a session added, the
-modules of the tests' own tree and of the harness's plugins (imported again by the next
-session, so no state of theirs carries over), and the device's cached memory. What it keeps is
-the point of it: imported libraries, the device context, compiled kernels in memory.
+modules of the tests' own tree and of the harness's plugins (out of sys.modules and their
+packages, imported again by the next session, so no state of theirs carries over), and the
+device's cached memory. What it keeps is the point of it: imported libraries, the device
+context, compiled kernels in memory.
 
 A session that did not pass (rc other than 0), that left child processes (stopped before the
 reply) or threads running, that changed what a later session would import or call (a patched
@@ -139,6 +140,21 @@ def session_modules(roots: list[Path], plugins: set[str]) -> list[str]:
     return found
 
 
+def forget(names: list[str]) -> None:
+    """Remove the modules `names` as a fresh process never had them: from sys.modules and
+    from the attribute of their package that the import bound to each."""
+    for name in names:
+        module = sys.modules.pop(name, None)
+        parent, _, child = name.rpartition(".")
+        package = sys.modules.get(parent) if parent else None
+        # Left bound, the package's name held the old module, and the next session's import
+        # rebinding it read as a change to a module that stays (harness.plugins.timing).
+        if module is not None and package is not None \
+                and vars(package).get(child) is module:
+            with contextlib.suppress(AttributeError, TypeError):
+                delattr(package, child)
+
+
 def test_roots(args: list[str], cwd: Path) -> list[Path]:
     """The top folder of each test path among pytest's arguments, resolved under `cwd`."""
     roots = []
@@ -263,8 +279,7 @@ class Worker:
         """Put back what a fresh process has; the modules removed (the session's own)."""
         _drop_handlers(handlers)
         gone = session_modules(roots, plugins)
-        for name in gone:
-            sys.modules.pop(name, None)
+        forget(gone)
         os.environ.clear()
         os.environ.update(self.env)
         os.chdir(self.cwd)

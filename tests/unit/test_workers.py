@@ -14,6 +14,11 @@ import pytest
 from harness.contract import boundary
 from harness.executors.procs import stop_children
 from harness.executors.workers import WorkerHost, WorkerRun, start_pytest, worker_key
+from harness.providers.flaggems import Node
+from harness.run import runner
+from harness.run.plugin_plan import PLUGINS_VAR
+from harness.run.preflight import Plan
+from harness.settings import spec
 from harness.settings.spec import REPO_ROOT
 
 TESTS = {
@@ -239,6 +244,32 @@ def test_a_plugin_the_session_names_starts_afresh_as_in_a_new_process(suite):
                 for _ in range(2)]
     assert [rc for rc, _, _ in outs] == [0, 0] and outs[0][2]["pid"] == outs[1][2]["pid"]
     assert all("plugin sessions 1" in out for _, out, _ in outs), [o for _, o, _ in outs]
+
+
+def test_ordinary_sessions_of_the_cpu_suite_with_the_runs_plugins_keep_their_worker(tmp_path):
+    # Regression: every second session of an ordinary cpu campaign retired its worker with
+    # "changed what a later session would use: harness.plugins.capture, ...": the plugin
+    # modules dropped after a session stayed bound in the harness.plugins package, and the next
+    # session's import rebinding them read as a change.
+    settings = spec.resolve({"backend": "cpu", "flaggems_dir": str(REPO_ROOT / "examples"
+                             / "cpu_suite"), "runner": "host", "out": str(tmp_path)}, {})
+    plan = Plan(node=Node("benchmark/test_tanh.py", "test_tanh", ("tanh",)), op="tanh",
+                python=sys.executable, python_version="", features={})
+    facts = []
+    with WorkerHost() as host:
+        for n in range(3):
+            run_dir = tmp_path / f"r{n}"
+            run_dir.mkdir()
+            inv = runner.build_invocation(settings, plan, run_dir)
+            proc, fact = start_pytest(inv.argv, inv.cwd, env(**inv.env), host.path)
+            assert proc.stdout is not None
+            out = proc.stdout.read().decode()
+            assert proc.wait() == 0, out
+            facts.append(fact)
+    assert inv.env[PLUGINS_VAR].split(",") == list(inv.plugins) and inv.plugins
+    assert [(f["kind"], f["session"], f["retired"]) for f in facts] == [
+        ("worker", n, None) for n in (1, 2, 3)]
+    assert len({f["pid"] for f in facts}) == 1 and host.started == 1
 
 
 def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_one(suite):
