@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from harness import __version__, backends
-from harness.campaign import ab, batch, start
+from harness import __version__, axes, backends
+from harness.campaign import batch, start
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
     EXIT_OK,
@@ -145,8 +145,8 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     campaign = abspec.resolve_ab(flags)
-    axis = ab.resolve_axis(campaign.axis, settings.backend)
-    if axis.name == ab.AXIS_IMAGE:  # the driver stays here; each side's pytest runs in its image
+    axis = axes.resolve(campaign.axis, settings.backend)
+    if axis.kind.side_images:  # the driver stays here; each side's pytest runs in its image
         if settings.runner not in (*images.ENGINES, *spec.CLUSTER_RUNNERS):
             raise UsageError(f"AXIS=image runs each side's pytest in its image: it needs RUNNER "
                              f"{', '.join(images.ENGINES)} (or, with EXECUTOR=slurm, "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.axes import Axis
 from harness.campaign import plan
-from harness.campaign.ab import Axis
 from harness.campaign.document import Campaign
 
 

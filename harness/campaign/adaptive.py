@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import stats
-from harness.campaign import finish, plan
+from harness.campaign import compare, plan
 from harness.campaign.document import Campaign
 from harness.contract.states import OK, SKIPPED
 
@@ -38,15 +38,15 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     """Look at the campaign (a look for each operator), record why the operators that stop do,
     and add one round for the others; whether any round was added."""
     assert campaign.auto is not None
-    for op, seen in finish.op_looks(directory, campaign).items():
+    for op, seen in compare.op_looks(directory, campaign).items():
         campaign.ops[op].looks = seen
-    result, _, _ = finish.compare_ops(directory, campaign, campaign.noise_floor_pct)
+    result, _, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
     grow: dict[str, int] = {}
     for op, info in campaign.ops.items():
         if info.reason or info.excluded or info.stopped or info.skipped:
             continue
         rows = [r for r in result.rows if r.op == op]
-        done = len(finish.done_rounds(directory, campaign, op))
+        done = len(compare.done_rounds(directory, campaign, op))
         ended_well = all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op)
         decided = all(r.stats.verdict is not stats.Verdict.INCONCLUSIVE for r in rows)
         info.stopped = stop_reason(decided, len(rows), done, campaign.auto["max"], ended_well)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.campaign.ab import Axis
+from harness.axes import Axis
 from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, CampaignState
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import ab, adaptive, finish, plan, refs
+from harness.campaign import ab, adaptive, compare, finish, plan, refs
 from harness.campaign.document import CAMPAIGN_JSON, Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import resume_hint, side_cache, skip_reason
@@ -174,7 +174,7 @@ def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
     ab.json and ab.md are left as they were: the resume that completes the campaign writes
     them."""
     shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
-    finished = finish.finished_units(campaign)
+    finished = compare.finished_units(campaign)
     step = ",".join(u.id for u in campaign.units if u.status == INTERRUPTED) or "-"
     campaign.state = CampaignState.INTERRUPTED
     campaign.interrupted = {"signal": None, "reason": "no_space", "path": str(full.path),

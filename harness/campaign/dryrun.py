@@ -22,13 +22,9 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
     units and where the executor would run them."""
     axis = campaign.axis
-    what = {ab.AXIS_PYTHON: "two interpreters", ab.AXIS_IMAGE: "two images (digests: A "
-            f"{axis.a.split('@')[-1]}, B {axis.b.split('@')[-1]})",
-            ab.AXIS_FLAGGEMS: f"two FlagGems commits, each side's tree in {directory / 'stacks'}"
-            }.get(
-        axis.name, axis.variable or "no variable (A/A)")
     lines = [f"campaign: {directory} ({state})",
-             f"axis: {axis.name} -> {what}; A={axis.a} B={axis.b}"]
+             f"axis: {axis.name} -> {axis.kind.plan_text(axis, directory)}; A={axis.a} "
+             f"B={axis.b}"]
     for op, op_info in campaign.ops.items():
         lines.append(f"operator {op}: {op_info.node or op_info.reason}"
                      + (f" (skipped: {op_info.skipped})" if op_info.skipped else ""))

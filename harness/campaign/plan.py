@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.campaign.ab import Axis
+from harness.axes import Axis
 from harness.campaign.document import (
     CAMPAIGN_JSON,
     Campaign,

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.campaign import ab, refs
+from harness.axes import Axis
+from harness.campaign import refs
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import side_plans
 from harness.errors import HarnessError, PreflightError, UsageError
@@ -51,7 +52,7 @@ def check_imports(side: str, python: str, modules: tuple[str, ...],
         raise PreflightError("python_modules", f"{failed}: {last.strip()}")
 
 
-def check_stacks(settings: Settings, axis: ab.Axis, directory: Path,
+def check_stacks(settings: Settings, axis: Axis, directory: Path,
                  out: Callable[[str], None] = print,
                  run: Callable[..., subprocess.CompletedProcess] = subprocess.run
                  ) -> dict[str, dict[str, str]]:
@@ -71,14 +72,14 @@ def check_stacks(settings: Settings, axis: ab.Axis, directory: Path,
     return found
 
 
-def commits(settings: Settings, axis: ab.Axis, given: AbSpec, out: Callable[[str], None]
+def commits(settings: Settings, axis: Axis, given: AbSpec, out: Callable[[str], None]
             ) -> refs.Refs | None:
     """Two FlagGems commits resolved to full hashes (read from FLAGGEMS_DIR's git, never
     written); None for any other axis."""
-    if axis.name != ab.AXIS_FLAGGEMS:
+    if not axis.kind.side_commits:
         return None
     if settings.flaggems_dir is None:
-        raise UsageError("AXIS=flaggems needs FLAGGEMS_DIR: the git checkout whose commits "
+        raise UsageError(f"AXIS={axis.name} needs FLAGGEMS_DIR: the git checkout whose commits "
                          "A_REF and B_REF name")
     found = refs.resolve(settings.flaggems_dir, given.a, given.b, given.bench_ref)
     out(f"side A: FlagGems {found.a}; side B: FlagGems {found.b}; benchmark files of "
@@ -109,9 +110,9 @@ def scan_settings(settings: Settings, found: refs.Refs | None, scratch: Path) ->
         settings.flaggems_dir, found.bench, scratch, source=found.a))
 
 
-def sides(settings: Settings, axis: ab.Axis, given: AbSpec, found: refs.Refs | None,
+def sides(settings: Settings, axis: Axis, given: AbSpec, found: refs.Refs | None,
           out: Callable[[str], None], checked: PreflightResult | None, local: bool
-          ) -> tuple[ab.Axis, PreflightResult | None]:
+          ) -> tuple[Axis, PreflightResult | None]:
     """The campaign's axis with its sides' values, and a dry run's checks (`checked`) with
     the two interpreters' among them. Two interpreters are checked here where this host runs
     the units (`local`): a real run stops on the first failure, a dry run lists it."""
@@ -129,7 +130,7 @@ def sides(settings: Settings, axis: ab.Axis, given: AbSpec, found: refs.Refs | N
     return axis, checked
 
 
-def prepare(settings: Settings, axis: ab.Axis, commits: refs.Refs | None, directory: Path,
+def prepare(settings: Settings, axis: Axis, commits: refs.Refs | None, directory: Path,
             out: Callable[[str], None]) -> None:
     """Two FlagGems commits: each side's tree under the new campaign `directory`, and each
     side's preflight in it; on a failure the directory is removed, as nothing ran."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import backends, stats
+from harness.axes import Axis
 from harness.campaign import ab, checkout, driver, dryrun, ops, plan, stacks, where
 from harness.campaign.document import (
     Campaign,
@@ -69,10 +70,10 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
     return spec.resolve(flags), flags
 
 
-def _workers(axis: ab.Axis, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+def _workers(axis: Axis, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """WORKERS for the campaign: 0 where each side's pytest runs in its image (a run in a
     container is a process of its own), else as given."""
-    return "0" if axis.name == ab.AXIS_IMAGE else where.workers(flags, env)
+    return "0" if axis.kind.side_images else where.workers(flags, env)
 
 
 def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
@@ -124,7 +125,7 @@ def _operators(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, s
     return info, *_preflight(dryrun.with_node(settings, first), out, remote)
 
 
-def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: ab.Axis,
+def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: Axis,
           ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
@@ -132,7 +133,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
-    cfg = where.config(settings, flags, env, task_image=axis.name != ab.AXIS_IMAGE)
+    cfg = where.config(settings, flags, env, task_image=not axis.kind.side_images)
     workers = _workers(axis, flags, env)
     timeout_s = where.unit_timeout(flags, env)  # refused before anything is planned or made
     commits = stacks.commits(settings, axis, ab_spec, out)
@@ -273,7 +274,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
     stored_flags = campaign.slurm.flags if campaign.slurm else {}
     cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env,
-                                     task_image=campaign.axis.name != ab.AXIS_IMAGE) if remote
+                                     task_image=not campaign.axis.kind.side_images) if remote
                  else (None, {}))
     if flags.get("exclude") not in (None, ""):  # in memory: the driver writes it, under the lock
         plan.exclude(campaign, str(flags["exclude"]))

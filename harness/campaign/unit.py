@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from harness.axes import Axis
 from harness.campaign import ab, refs
 from harness.campaign.document import load
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
@@ -122,7 +123,7 @@ def unit_end(directory: Path, unit: Unit, codes: list[int]) -> tuple[int, str | 
 
 
 def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, unit: Unit,
-             axis: ab.Axis, out: Callable[[str], None] = print) -> int:
+             axis: Axis, out: Callable[[str], None] = print) -> int:
     """Run the unit's sides in its round's order, each with its side's plan (`plans`: its
     interpreter, where the sides are two stacks); exit 0 (every side ok, or every side
     skipped), or the first side's failing code, saying why on the last line."""
@@ -162,27 +163,27 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
     return rc
 
 
-def side_base(settings: Settings, axis: ab.Axis, directory: Path, side: str) -> Settings:
+def side_base(settings: Settings, axis: Axis, directory: Path, side: str) -> Settings:
     """The settings `side`'s runs start from: the campaign's, with the side's own FlagGems
     tree where the sides are two FlagGems commits (refs.compose)."""
-    if axis.name != ab.AXIS_FLAGGEMS:
+    if not axis.kind.side_commits:
         return settings
     return dataclasses.replace(settings, flaggems_dir=refs.side_tree(directory, side).resolve())
 
 
-def side_plans(settings: Settings, axis: ab.Axis, directory: Path,
+def side_plans(settings: Settings, axis: Axis, directory: Path,
                out: Callable[[str], None] = print) -> dict[str, Plan]:
     """Each side's preflight plan: one for both, or, where the sides are two stacks, each
     side's own, in its interpreter or its FlagGems tree (PreflightError naming the side that
     fails a check)."""
-    if not axis.stacks or axis.image("A"):  # an image's own stack is checked in it, by its run
+    if not axis.kind.side_preflight:  # an image's own stack is checked in it, by its run
         plan = run_preflight(settings, report=out, remote=axis.image("A") is not None)
         return {side: plan for side in SIDES}
     plans = {}
     for side in SIDES:
         python = axis.python(side)
         env = Environment(python=python) if python else Environment()
-        named = f"{side}_PYTHON={python}" if python else f"{side}_REF={axis.value(side)[:12]}"
+        named = axis.kind.side_label(axis, side)
         try:
             plans[side] = run_preflight(side_base(settings, axis, directory, side), env,
                                         report=out)

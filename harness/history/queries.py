@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select
 
+from harness import axes
 from harness.errors import UsageError
 from harness.history import schema
 from harness.history.changes import Point
-from harness.settings.abspec import FLAGGEMS_AXIS
 from harness.stats.welch import welch
 
 R, W = schema.records, schema.rows
@@ -143,8 +143,8 @@ def _point(when: str, record_id: int, latencies: list[float], stack: str | None,
 
 
 def _commit(r: Any) -> str | None:
-    """The FlagGems commit a row ran: its side's, where the campaign's axis is the commit."""
-    if r.axis == FLAGGEMS_AXIS and r.side in ("A", "B"):
+    """The FlagGems commit a row ran: its side's, where the campaign's sides are commits."""
+    if r.axis and axes.kind_of(r.axis).side_commits and r.side in ("A", "B"):
         return r.axis_b if r.side == "B" else r.axis_a
     return r.flaggems_commit
 

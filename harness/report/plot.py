@@ -11,7 +11,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import stats
+from harness import axes, stats
 from harness.fsutil import atomic_write_bytes
 from harness.report.abjson import Caliber
 from harness.report.abresult import AbReport, AbRow
@@ -240,7 +240,7 @@ def title_text(report: AbReport, caliber: Caliber) -> str:
     axis = _clip(caliber.axis or "", TITLE_VALUE_CHARS)
     a = _clip(caliber.values.get("a", report.a_label), TITLE_VALUE_CHARS)
     b = _clip(caliber.values.get("b", report.b_label), TITLE_VALUE_CHARS)
-    if axis == "none":
+    if axes.kind_of(axis).aa:
         first = f"A/A campaign on {ops} (AXIS=none): the noise floor"
     else:
         first = f"{axis or 'A/B'} on {ops}: A={a} against B={b}"

@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from harness import stats
+from harness import axes, stats
 from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
 from harness.report import plot
@@ -27,7 +27,6 @@ REGIME = "timed under a different regime"
 NOT_RECORDED = "not recorded"
 NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
-STACKS = {"python": "two stacks", "flaggems": "two FlagGems commits", "image": "two images"}
 TUNES = {"each": "each side tunes in round 0 and replays its own winners after (TUNE each)",
          "replay": "B replays A's winners, a key it lacks counted (TUNE replay)"}
 BASELINES = {"once": "once: timed in A/r0 only; FlagGems' speedup over torch comes from it",
@@ -145,10 +144,11 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
         return caliber.text(key) or NOT_RECORDED
 
     axis = get("axis")
-    if axis == "none":
+    kind = axes.kind_of(axis)
+    if kind.aa:
         axis_line = "none (an A/A campaign: both sides identical; it measures the noise floor)"
-    elif axis in STACKS:
-        axis_line = (f"{axis} ({STACKS[axis]}): A={get('a')}, B={get('b')}; "
+    elif kind.report_text:
+        axis_line = (f"{axis} ({kind.report_text}): A={get('a')}, B={get('b')}; "
                      f"{TUNES.get(get('tune'), get('tune'))}")
     else:
         var = caliber.variable
@@ -165,7 +165,7 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
     dirty = " (dirty: uncommitted changes)" if caliber.harness_dirty else ""
     stacks = caliber.values.get("stacks")
     stack_lines = [f"- stack {side}: {stacks.get(side, NOT_RECORDED)}" for side in ("A", "B")
-                   ] if isinstance(stacks, dict) and axis == "python" else []
+                   ] if isinstance(stacks, dict) and kind.shows_stacks else []
     return [f"- backend: {get('backend')}", f"- axis: {axis_line}", *stack_lines,
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}", f"- torch reference (BASELINE): "

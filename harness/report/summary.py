@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness import stats
+from harness import axes, stats
 from harness.contract.results import RESULTS_JSONL
 from harness.errors import UsageError, choice_error
 from harness.fsutil import lock_held
@@ -38,7 +38,7 @@ def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
         axis = doc.caliber.axis
         live = render.liveness_note(doc.liveness, axis)
         found = as_report(doc)
-        if axis and axis != "none":
+        if axis and not axes.kind_of(axis).aa:
             found = dataclasses.replace(found, a_label=f"{axis}={found.a_label}",
                                         b_label=f"{axis}={found.b_label}")
         return dataclasses.replace(found, notes=tuple(filter(None, (live, *found.notes))))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from harness import axes
 from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.spec import VARS_BY_MAKE, positive_int
@@ -28,55 +26,6 @@ class AbSpec:
     bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
     tune: str | None = None  # TUNE as given (None: the axis kind's default)
     auto: tuple[int, int] | None = None  # ROUNDS=auto: (MIN_ROUNDS, MAX_ROUNDS)
-
-
-PYTHON_AXIS = "python"  # AXIS=python: the sides are two interpreters, A_PYTHON and B_PYTHON
-FLAGGEMS_AXIS = "flaggems"  # AXIS=flaggems: the sides are two FlagGems commits, A_REF and B_REF
-IMAGE_AXIS = "image"  # AXIS=image: the sides are two images pinned by digest, A_IMAGE and B_IMAGE
-PINNED_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}")
-
-
-def _images(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
-    """A_IMAGE and B_IMAGE, each pinned by its digest (name@sha256:<64 hex>); UsageError naming
-    the spelling the user wrote for one missing or without a digest, or two of one digest."""
-    found = []
-    for name in ("A_IMAGE", "B_IMAGE"):
-        value, source = values[name]
-        label = VARS_BY_MAKE[name].label(source)
-        if not value:
-            raise UsageError(f"AXIS=image needs {label}: side {name[0]}'s image, "
-                             "name@sha256:<digest>")
-        if not PINNED_IMAGE.fullmatch(str(value)):
-            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an image "
-                             "pinned by its digest, name@sha256:<64 hex digits> (a tag alone "
-                             "can move)")
-        found.append(str(value))
-    if found[0].split("@")[1] == found[1].split("@")[1]:
-        raise UsageError(f"A_IMAGE and B_IMAGE have the same digest "
-                         f"({found[0].split('@')[1][:19]}): the campaign would compare an image "
-                         "with itself; AXIS=none is the A/A")
-    return found[0], found[1]
-
-
-def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
-    """A_PYTHON and B_PYTHON as absolute paths of executable files; UsageError naming the
-    spelling the user wrote for one that is missing, not a file or not executable, or for two
-    that are the same path."""
-    found = []
-    for name in ("A_PYTHON", "B_PYTHON"):
-        value, source = values[name]
-        label = VARS_BY_MAKE[name].label(source)
-        if not value:
-            raise UsageError(f"AXIS=python needs {label}: side {name[0]}'s interpreter")
-        path = shutil.which(str(value)) if os.sep not in str(value) else str(value)
-        if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
-            raise UsageError(f"{label}={str(value)!r} is not accepted; expected an "
-                             "executable interpreter (a path, or a name on PATH)")
-        found.append(os.path.abspath(path))
-    if found[0] == found[1]:
-        raise UsageError(f"A_PYTHON and B_PYTHON are the same interpreter ({found[0]!r}): the "
-                         "campaign would compare a stack with itself; AXIS=none is the A/A")
-    return found[0], found[1]
 
 
 AUTO = "auto"  # ROUNDS=auto: rounds where they decide something (campaign.adaptive)
@@ -102,7 +51,7 @@ def check_rounds(text: str, label: str, axis: str) -> int:
     One round gives no interval, so a campaign of one can call no row faster, slower or same:
     refused before it runs. An A/A (AXIS=none) calls nothing anyway; one round of it still
     measures a noise floor (its rows' spread), so it is accepted there."""
-    least = 1 if axis == "none" else 2
+    least = axes.kind_of(axis).least_rounds
     whole = re.fullmatch(r"[0-9]+", text.strip()) is not None  # not str.isdigit: "²" is one
     if least == 2 and whole and int(text) == 1:
         raise UsageError(f"{label}={text!r} is not accepted for AXIS={axis}: one round gives no "
@@ -132,32 +81,20 @@ def _fixed_rounds(text: str, source: str, flags: Mapping[str, object],
 def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None) -> AbSpec:
     """AXIS (required), A, B, ROUNDS and NOISE_FROM from flags and the environment."""
     env = variables.environ() if env is None else env
-    values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "A_PYTHON", "B_PYTHON",
-                           "A_REF", "B_REF", "BENCH_REF", "TUNE", "A_IMAGE", "B_IMAGE")}
-    axis, _ = values["AXIS"]
+    axis, _ = VARS_BY_MAKE["AXIS"].lookup(flags, env)
     if not axis:
         raise UsageError("AXIS is required: a switch of the backend (e.g. RLC_ENHANCE; "
                          "`harness backends --json` lists its axis_switches), env:NAME for "
                          "any other variable, none for an A/A campaign, python, flaggems or "
                          "image for two stacks")
+    kind = axes.kind_of(str(axis))
+    values = {name: VARS_BY_MAKE[name].lookup(flags, env)
+              for name in ("ROUNDS", "NOISE_FROM", "BENCH_REF", "TUNE", *kind.variables)}
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
     rounds = auto[0] if auto else _fixed_rounds(str(rounds_text or "3"), rounds_source, flags,
                                                 env, str(axis))
-    a, b = values["A"][0] or "0", values["B"][0] or "1"
-    if axis == PYTHON_AXIS:
-        a, b = _interpreters(values)
-    if axis == IMAGE_AXIS:
-        a, b = _images(values)
-    if axis == FLAGGEMS_AXIS:  # commits, resolved against FLAGGEMS_DIR when the campaign starts
-        a, b = str(values["A_REF"][0] or ""), str(values["B_REF"][0] or "")
-    if a == b and axis not in ("none", FLAGGEMS_AXIS):
-        labels = [VARS_BY_MAKE[name].label(values[name][1]) for name in ("A", "B")]
-        raise UsageError(f"{labels[0]}={a!r} and {labels[1]}={b!r} are equal: the campaign "
-                         "would compare AXIS="
-                         f"{axis} with itself; expected two different values (AXIS=none is "
-                         "the A/A campaign)")
+    a, b = kind.sides(values, lambda name, source: VARS_BY_MAKE[name].label(source), str(axis))
     noise = values["NOISE_FROM"][0]
     tune, tune_source = values["TUNE"]
     if tune and tune not in ("replay", "each"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import document, finish
+from harness.campaign import compare, document
 from harness.campaign.plan import SIDES, parse_unit_id
 from harness.report import abjson
 from harness.settings.spec import REPO_ROOT
@@ -156,7 +156,7 @@ def test_kill_9_of_the_driver_then_resume_runs_no_unit_twice_at_once(tmp_path):
     # it rests on the four units' run directories, never on the killed attempt's.
     doc = json.loads((directory / "ab.json").read_text())
     campaign = document.load(directory)
-    result, _, failures = finish.compare_ops(directory, campaign, campaign.noise_floor_pct)
+    result, _, failures = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
     assert not failures and doc["rows"] == [abjson.row_json(r) for r in result.rows]
     assert doc["status"] == "complete" and {r["rounds"] for r in doc["rows"]} == {2}
     assert {(u["id"], u["status"]) for u in doc["units"]} == {(uid, "ok") for uid in after}

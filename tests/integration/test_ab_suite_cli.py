@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.axes import Axis
 from harness.campaign import plan
-from harness.campaign.ab import Axis
 from harness.settings.spec import REPO_ROOT
 from tests.procs import wait_for
 

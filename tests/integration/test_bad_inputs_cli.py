@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness import stats
+from harness.axes import Axis
 from harness.campaign import plan
-from harness.campaign.ab import Axis
 from harness.report import abjson
 from harness.report.abresult import AbRow
 from harness.settings.spec import EMBEDDED_SUITE

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends, stats
+from harness import axes, backends, stats
+from harness.axes import Axis, liveness
 from harness.campaign import ab
 from harness.errors import UsageError
 from harness.report import abjson
@@ -28,15 +29,15 @@ def settings(**flags):
     ("cpu", "none", None),
 ])
 def test_axis_resolves_as_the_backend_spells_it(backend, name, variable):
-    assert ab.resolve_axis(name, backends.get(backend)).variable == variable
+    assert axes.resolve(name, backends.get(backend)).variable == variable
 
 
 def test_a_short_name_the_backend_cannot_spell_is_refused_with_the_accepted_names():
     with pytest.raises(UsageError) as info:
-        ab.resolve_axis("RLC_ENHANCE", backends.get("rocm"))
+        axes.resolve("RLC_ENHANCE", backends.get("rocm"))
     assert "AXIS='RLC_ENHANCE'" in str(info.value) and "FOLDSCALE" in str(info.value)
     with pytest.raises(UsageError):
-        ab.resolve_axis("rlc", backends.get("cuda"))
+        axes.resolve("rlc", backends.get("cuda"))
 
 
 @pytest.mark.parametrize(("backend", "given", "closest"), [
@@ -49,7 +50,7 @@ def test_a_misspelled_switch_is_refused_with_the_closest_names_not_taken_as_a_va
     # AXIS=DISABLE_PTXAS_OPTS once set a variable nothing reads: on cpu never caught, on cuda
     # only after the whole campaign (AXIS_NOT_LIVE, exit 6).
     with pytest.raises(UsageError) as info:
-        ab.resolve_axis(given, backends.get(backend))
+        axes.resolve(given, backends.get(backend))
     message = str(info.value)
     assert f"AXIS={given!r}" in message and f"did you mean {closest}" in message
     assert "env:NAME" in message and "\n" not in message
@@ -57,7 +58,7 @@ def test_a_misspelled_switch_is_refused_with_the_closest_names_not_taken_as_a_va
 
 def test_a_switch_of_another_backend_says_whose_it_is():
     with pytest.raises(UsageError) as info:
-        ab.resolve_axis("DISABLE_PTXAS_OPT", backends.get("cpu"))
+        axes.resolve("DISABLE_PTXAS_OPT", backends.get("cpu"))
     assert "DISABLE_PTXAS_OPT is a switch of BACKEND=cuda, not of cpu" in str(info.value)
 
 
@@ -67,18 +68,18 @@ def test_a_switch_of_another_backend_says_whose_it_is():
     ("rocm", "FLAGGEMS_MXFP4_FOLDSCALE", "FLAGGEMS_MXFP4_FOLDSCALE"),
 ])
 def test_a_switch_is_also_known_by_its_full_variable_name(backend, name, variable):
-    assert ab.resolve_axis(name, backends.get(backend)) == ab.Axis(name, variable)
+    assert axes.resolve(name, backends.get(backend)) == Axis(name, variable)
 
 
 def test_any_other_variable_is_an_axis_only_spelt_env_name():
-    assert ab.resolve_axis("env:MY_SWITCH", backends.get("cpu")) == ab.Axis("MY_SWITCH",
+    assert axes.resolve("env:MY_SWITCH", backends.get("cpu")) == Axis("MY_SWITCH",
                                                                              "MY_SWITCH")
     with pytest.raises(UsageError, match="is not a switch BACKEND=cpu knows"):
-        ab.resolve_axis("MY_SWITCH", backends.get("cpu"))
+        axes.resolve("MY_SWITCH", backends.get("cpu"))
     for bad in ("env:", "env:1X", "env:A-B", "env:ZL_AXIS", "env:CUDA_VISIBLE_DEVICES",
                 "env:" + "X" * 101):
         with pytest.raises(UsageError, match="expected env:NAME"):
-            ab.resolve_axis(bad, backends.get("cuda"))
+            axes.resolve(bad, backends.get("cuda"))
 
 
 def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
@@ -98,7 +99,7 @@ def test_replay_from_pins_every_run_a_r0_included_to_the_earlier_records(tmp_pat
         assert pinned.replay_from == records and pinned.replay_strict and pinned.record
 
 
-NONE = ab.Axis("none", None)
+NONE = Axis("none", None)
 
 
 @pytest.mark.parametrize("backend,variable,expected", [
@@ -115,17 +116,17 @@ NONE = ab.Axis("none", None)
 def test_auto_times_torchs_reference_once_only_where_the_axis_cannot_reach_torch(
         backend, variable, expected):
     base = spec.resolve({"backend": backend, "runner": "host"}, {}, which=lambda _: None)
-    axis = ab.Axis("none" if variable is None else "x", variable)
+    axis = Axis("none" if variable is None else "x", variable)
     assert ab.campaign_baseline(base, axis) == expected
     # two stacks may have two torches: their reference is timed in every run
-    assert ab.campaign_baseline(base, ab.Axis("python", None, "/a/python", "/b/python")) == "every"
+    assert ab.campaign_baseline(base, Axis("python", None, "/a/python", "/b/python")) == "every"
 
 
 def test_two_stacks_tune_each_side_for_itself_and_a_switch_replays_a_r0_on_b(tmp_path):
-    switch, stacks = ab.Axis("X", "SOME_SWITCH"), ab.resolve_axis("python", backends.get("cpu"))
+    switch, stacks = Axis("X", "SOME_SWITCH"), axes.resolve("python", backends.get("cpu"))
     assert (switch.tune, stacks.tune, stacks.side_env("B"), switch.python("B")) == (
         "replay", "each", {}, None)
-    stacks = ab.Axis("python", None, "/a/python", "/b/python")
+    stacks = Axis("python", None, "/a/python", "/b/python")
     assert stacks.python("B") == "/b/python"
     steps = [ab.Step("A", 0, ""), ab.Step("B", 0, ""), ab.Step("A", 1, ""), ab.Step("B", 1, "")]
     assert [ab.replay_source(settings(), s, tmp_path, "replay") for s in steps] == [
@@ -149,13 +150,15 @@ def doc(*hashes):
 
 
 def test_liveness_from_artifacts_then_from_the_compilers_own_files(tmp_path):
-    axis = ab.Axis("X", "SOME_SWITCH_NOBODY_READS")
-    live = ab.liveness({"A": [doc("a", "b")], "B": [doc("a", "c")]}, axis, sys.executable)
+    axis = Axis("X", "SOME_SWITCH_NOBODY_READS")
+    live = liveness.compiler_check({"A": [doc("a", "b")], "B": [doc("a", "c")]}, axis,
+                                   sys.executable)
     assert live[0] == "live"
     # no triton in this interpreter: the name cannot be found, so equal artifacts mean dead
-    dead = ab.liveness({"A": [doc("a", "b")], "B": [doc("a")]}, axis, sys.executable)
+    dead = liveness.compiler_check({"A": [doc("a", "b")], "B": [doc("a")]}, axis, sys.executable)
     assert dead[0] == "not_live" and dead[1].startswith("AXIS_NOT_LIVE axis=X")
-    assert ab.liveness({"A": [doc()], "B": [doc()]}, axis, sys.executable)[0] == "unchecked"
+    found = liveness.compiler_check({"A": [doc()], "B": [doc()]}, axis, sys.executable)
+    assert found[0] == "unchecked"
 
 
 def test_compiler_mentions_scans_the_installed_package(tmp_path, monkeypatch):
@@ -164,8 +167,8 @@ def test_compiler_mentions_scans_the_installed_package(tmp_path, monkeypatch):
     (package / "__init__.py").write_text("")
     (package / "knobs.py").write_text('RLC = env("FLAGTREE_RLC_ENHANCE")\n')
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert ab.compiler_mentions(sys.executable, "FLAGTREE_RLC_ENHANCE") is True
-    assert ab.compiler_mentions(sys.executable, "FLAGTREE_NOT_THERE") is False
+    assert liveness.compiler_mentions(sys.executable, "FLAGTREE_RLC_ENHANCE") is True
+    assert liveness.compiler_mentions(sys.executable, "FLAGTREE_NOT_THERE") is False
 
 
 def _aa_json(tmp_path, rows):
@@ -218,19 +221,19 @@ def test_noise_from_with_floors_of_at_most_25_percent_is_taken(tmp_path):
 
 
 def test_an_aa_campaign_says_whether_identical_sides_compiled_identical_code():
-    same = ab.aa_artifact_note({"A": [doc("x", "y"), doc("y")], "B": [doc("y", "x")]})
+    same = liveness.aa_artifact_note({"A": [doc("x", "y"), doc("y")], "B": [doc("y", "x")]})
     assert same.startswith("A/A: side B compiled nothing that side A did not (2 artifacts, all "
                            "among side A's 2)")
-    differ = ab.aa_artifact_note({"A": [doc("x", "y")], "B": [doc("x", "z")]})
+    differ = liveness.aa_artifact_note({"A": [doc("x", "y")], "B": [doc("x", "z")]})
     assert "unreliable" in differ and "(side B compiled 1 of its 2 that side A never did)" in differ
-    assert ab.aa_artifact_note({"A": [doc()], "B": [doc()]}) is None
+    assert liveness.aa_artifact_note({"A": [doc()], "B": [doc()]}) is None
 
 
 def test_an_aa_campaign_whose_side_a_also_compiled_tuning_candidates_reads_reliable():
     # Regression: on an H200 A/A suite, side A's cache held 1037 artifacts (every mm candidate
     # it tuned) and side B's 198 winners, all among A's; the note compared the sets for
     # equality and called the fingerprints unreliable, which liveness (B within A) never is.
-    note = ab.aa_artifact_note({"A": [doc("w", "c1", "c2")], "B": [doc("w")]})
+    note = liveness.aa_artifact_note({"A": [doc("w", "c1", "c2")], "B": [doc("w")]})
     assert "unreliable" not in note
     assert "(1 artifacts, all among side A's 3; side A's other 2 are its tuning candidates)" in note
 
@@ -256,9 +259,9 @@ def test_a_given_tune_overrides_the_axis_kinds_default_and_survives_campaign_jso
     from harness.campaign import plan
     from harness.campaign.document import Campaign
 
-    assert ab.Axis("python", None, "/a", "/b", "replay").tune == "replay"
-    assert ab.Axis("X", "SOME_SWITCH", given_tune="each").tune == "each"
-    for axis in (ab.Axis("python", None, "/a", "/b", "replay"), ab.Axis("python", None)):
+    assert Axis("python", None, "/a", "/b", "replay").tune == "replay"
+    assert Axis("X", "SOME_SWITCH", given_tune="each").tune == "each"
+    for axis in (Axis("python", None, "/a", "/b", "replay"), Axis("python", None)):
         campaign = plan.new_campaign(directory=tmp_path, axis=axis, caliber={}, argv=[],
                                      ops={"add": {"node": "n"}}, rounds=1, walls={},
                                      walls_from=None)

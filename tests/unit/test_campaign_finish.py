@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import finish as ab_finish
-from harness.campaign import plan
-from harness.campaign.ab import Axis
+from harness.axes import Axis, liveness
+from harness.campaign import compare, evidence, plan, result
 from harness.report import comparison
 from harness.settings import spec
 
@@ -36,25 +35,25 @@ def ids(a, b):
 def test_one_operator_whose_side_b_compiled_new_code_makes_the_axis_live():
     # across the suite both sides compiled {x, y}: only per operator does B differ from A
     identities = {"mm": ids(["x"], ["y"]), "add": ids(["y"], ["x"])}
-    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc())
+    live, _, _ = evidence.decide_liveness(empty_report(), identities, doc())
     assert live["status"] == "live" and "operators: add, mm" in live["detail"]
 
 
 def test_equal_code_everywhere_and_a_compiler_that_never_names_the_switch_is_not_live():
     identities = {"mm": ids(["x"], ["x"]), "add": ids([], [])}
-    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc(["x", "z"], ["x"]))
+    live, _, _ = evidence.decide_liveness(empty_report(), identities, doc(["x", "z"], ["x"]))
     assert live["status"] == "not_live" and live["detail"].startswith("AXIS_NOT_LIVE axis=X")
 
 
 def test_a_side_cache_that_compiled_what_the_other_never_did_is_live_when_runs_cannot_tell():
     # runs of a side share one cache, so a run may find its kernels already compiled
     identities = {"mm": ids([], []), "add": ids([], [])}
-    live, _, _ = ab_finish.decide_liveness(empty_report(), identities, doc(["x"], ["w"]))
+    live, _, _ = evidence.decide_liveness(empty_report(), identities, doc(["x"], ["w"]))
     assert live["status"] == "live"
 
 
 def test_nothing_compiled_anywhere_leaves_liveness_unchecked_with_a_note():
-    live, notes, _ = ab_finish.decide_liveness(empty_report(), {"mm": ids([], [])}, doc())
+    live, notes, _ = evidence.decide_liveness(empty_report(), {"mm": ids([], [])}, doc())
     assert live is None and notes == ["liveness not checked: this backend compiled no kernels"]
 
 
@@ -69,7 +68,7 @@ def test_false_discovery_control_spans_every_operator_of_the_campaign_not_each_a
     assert mm.verdict is stats.Verdict.FASTER and mm.p_value < 0.05
     rows = [comparison.AbRow("mm", "f32", "[8]", 1, mm, ()),
             comparison.AbRow("add", "f32", "[8]", 1, add, ())]
-    merged = ab_finish.campaign_wide(rows, [], [], 1.0, [])
+    merged = compare.campaign_wide(rows, [], [], 1.0, [])
     assert [r.stats.verdict for r in merged.rows] == [stats.Verdict.INCONCLUSIVE] * 2
     assert merged.rows[0].stats.p_adjusted == pytest.approx(2 * mm.p_value)
     assert merged.method.fdr_q == stats.FDR_Q and merged.geomean_ci_low_pct is not None
@@ -86,7 +85,7 @@ def test_an_operator_whose_rounds_paired_no_row_gives_its_units_reason(tmp_path)
     for side in plan.SIDES:
         (tmp_path / "quits" / side / "r0").mkdir(parents=True)
         (tmp_path / "quits" / side / "r0" / "results.jsonl").write_text("")
-    _, _, failures = ab_finish.compare_ops(tmp_path, campaign, 1.0)
+    _, _, failures = compare.compare_ops(tmp_path, campaign, 1.0)
     assert failures == {"quits": "no paired row (quits/r0: side A failed: 0 rows: os._exit)"}
 
 
@@ -101,7 +100,7 @@ def test_units_failed_counts_every_unit_that_ended_badly(tmp_path):
                             ("hang/r0", "timeout"), ("hang/r1", "interrupted")):
         campaign.unit(unit_id).status = status
     settings = spec.resolve({"backend": "cpu"}, {}, which=lambda _: None)
-    operators = ab_finish.build_document(tmp_path, campaign, settings).operators
+    operators = result.build_document(tmp_path, campaign, settings).operators
     assert (operators["segv"].units_failed, operators["hang"].units_failed) == (2, 1)
 
 
@@ -118,11 +117,11 @@ def stacks_campaign(tmp_path, name):
 def test_two_stacks_are_no_a_a_and_equal_code_leaves_their_liveness_unknown(tmp_path, name):
     # Regression: a two-stack axis has no variable, and was judged as an A/A (a noise floor)
     identities = {"mm": ids(["x"], ["x"]), "add": ids(["y"], ["y"])}
-    live, notes, extra = ab_finish.decide_liveness(empty_report(), identities,
+    live, notes, extra = evidence.decide_liveness(empty_report(), identities,
                                                    stacks_campaign(tmp_path, name))
     assert live["status"] == "unknown" and "same kernels for every operator" in live["detail"]
     assert notes == [] and extra == {}
-    live, _, _ = ab_finish.decide_liveness(empty_report(), {"mm": ids(["x"], ["z"])},
+    live, _, _ = evidence.decide_liveness(empty_report(), {"mm": ids(["x"], ["z"])},
                                            stacks_campaign(tmp_path, name))
     assert live["status"] == "live"
 
@@ -134,10 +133,10 @@ def test_with_two_flaggems_commits_an_operator_compiling_only_as_side_a_did_is_u
     campaign = stacks_campaign(tmp_path, "flaggems")
     identities = {"mm": ids(["k1", "k2"], ["k1"]), "add": ids(["k1"], ["k3"])}
     document = abjson.document_of(empty_report(), {})
-    found = ab_finish._operators(tmp_path, campaign, document, identities, {})
+    found = result._operators(tmp_path, campaign, document, identities, {})
     assert (found["mm"].artifacts, found["add"].artifacts) == ("unchanged", "changed")
     switch = stacks_campaign(tmp_path, "none")
-    found = ab_finish._operators(tmp_path, switch, document, identities, {})
+    found = result._operators(tmp_path, switch, document, identities, {})
     assert (found["mm"].artifacts, found["add"].artifacts) == ("equal", "differ")
 
 
@@ -153,10 +152,10 @@ def test_an_aa_whose_floor_noise_from_would_refuse_says_so_where_it_says_what_it
             noise_floor_pct=1.0), ()) for i in range(10))
         return replace(empty_report(), rows=rows)
 
-    quiet = ab_finish.aa_note(report(3.0), 3.0)
+    quiet = liveness.aa_note([r.stats for r in report(3.0).rows], 3.0)
     assert quiet.startswith("A/A campaign: measured noise floor 3.00% over every row; by A "
                             "latency 3.0% at 1 ms (pass this campaign as NOISE_FROM")
-    noisy = ab_finish.aa_note(report(40.0), 40.0)
+    noisy = liveness.aa_note([r.stats for r in report(40.0).rows], 40.0)
     assert noisy.endswith("by A latency 40.0% at 1 ms (NOISE_FROM refuses it: a floor above "
                           "25% cannot mean the same; run it with more rounds or on a quieter "
                           "device)")

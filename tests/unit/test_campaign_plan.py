@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from harness.axes import Axis
 from harness.campaign import plan as campaign
-from harness.campaign.ab import Axis
 from harness.campaign.document import Campaign, load
 from harness.campaign.driver import UnitEvents
 from harness.campaign.plan import Unit

@@ -10,9 +10,8 @@ import sys
 
 import pytest
 
-from harness.campaign import document, driver, dryrun, ops, plan, start
-from harness.campaign import finish as ab_finish
-from harness.campaign.ab import Axis
+from harness.axes import Axis
+from harness.campaign import compare, document, driver, dryrun, ops, plan, result, start
 from harness.errors import Interrupted
 from harness.executors import procs
 from harness.executors.local import LocalExecutor
@@ -155,11 +154,11 @@ def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_ca
 def test_a_finished_unit_is_never_reported_as_interrupted(tmp_path):
     doc = _campaign(tmp_path)
     doc.units[0].status = "ok"
-    assert ab_finish.finished_units(doc) == ["add/r0"]
-    status = ab_finish.campaign_status(doc, {"signal": "SIGTERM", "step": "add/r1"})
+    assert compare.finished_units(doc) == ["add/r0"]
+    status = result.campaign_status(doc, {"signal": "SIGTERM", "step": "add/r1"})
     assert status == abjson.CampaignStatus("interrupted", abjson.Interruption("SIGTERM", "add/r1"),
                                            ("add/r0",))
-    assert ab_finish.campaign_status(doc, None).state == "complete"
+    assert result.campaign_status(doc, None).state == "complete"
 
 
 def test_the_dry_run_shows_the_first_unit_on_its_own_device(tmp_path):

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from harness.axes import Axis
 from harness.campaign import document, plan, start
-from harness.campaign.ab import Axis
 from harness.errors import UsageError
 from harness.report import suite_report
 

@@ -13,9 +13,9 @@ from harness.settings.spec import PACKAGE_DIR
 
 # The folders (and flat modules) of harness/, lowest first: a module imports only from its own
 # folder or from one listed before it. Folders on one line do not import each other.
-LAYERS = (("stats", "errors"), ("fsutil", "backends", "providers"), ("contract",), ("settings",),
-          ("tuning", "report"), ("plugins", "executors"), ("run",), ("history",), ("campaign",),
-          ("cli",))
+LAYERS = (("stats", "errors"), ("fsutil", "backends", "providers"), ("contract",), ("axes",),
+          ("settings",), ("tuning", "report"), ("plugins", "executors"), ("run",), ("history",),
+          ("campaign",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from harness import cli, fsutil
+from harness.axes import Axis
 from harness.campaign import document, driver, plan
 from harness.campaign import unit as ab_unit
-from harness.campaign.ab import Axis
 from harness.errors import EXIT_PREFLIGHT, NoSpace, no_space
 from harness.executors.local import LocalExecutor
 from harness.settings import spec

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness import backends
+from harness.axes import Axis
 from harness.campaign import driver, dryrun, where
 from harness.campaign import plan as campaign
-from harness.campaign.ab import Axis
 from harness.campaign.document import ExecutorRecord
 from harness.errors import PreflightError, UsageError
 from harness.executors import slurm

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from harness.axes import Axis
 from harness.campaign import driver
 from harness.campaign import plan as campaign
-from harness.campaign.ab import Axis
 from harness.errors import UsageError
 from harness.executors.slurm import files, task
 

@@ -1,0 +1,41 @@
+"""AXIS=flaggems: the sides are two FlagGems commits, A_REF and B_REF, each run in its own tree
+(composed under the campaign from FLAGGEMS_DIR's git) with BENCH_REF's benchmark files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.axes import Axis, AxisKind, Label, SideValues, liveness, named
+from harness.backends import Backend
+
+STACKS_DIR = "stacks"  # under a campaign: one FlagGems tree a side
+
+
+def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
+    """A_REF and B_REF as given: resolved against FLAGGEMS_DIR when the campaign starts (two
+    names of one commit are refused there)."""
+    return str(values["A_REF"][0] or ""), str(values["B_REF"][0] or "")
+
+
+def plan_text(axis: Axis, directory: Path) -> str:
+    return f"two FlagGems commits, each side's tree in {directory / STACKS_DIR}"
+
+
+def reaches_torch(axis: Axis, backend: Backend) -> bool:
+    return False  # FlagGems' kernels differ; torch's own do not
+
+
+def side_label(axis: Axis, side: str) -> str:
+    return f"{side}_REF={axis.value(side)[:12]}"
+
+
+KIND = AxisKind(
+    name="flaggems", doc="two FlagGems commits", variables=("A_REF", "B_REF", "BENCH_REF"),
+    sides=sides, match=named("flaggems"), liveness=liveness.of_stacks, plan_text=plan_text,
+    reaches_torch=reaches_torch, choices=lambda backend: ("flaggems",), stacks=True,
+    side_commits=True, side_label=side_label,
+    # A key side B's commit does not have is counted and flagged, not failed.
+    strict_replay=False,
+    # An operator whose side B compiled nothing side A did not runs the same kernels (B
+    # replays A's winners): "unchanged", and its rows are expected to be same.
+    artifact_words=("unchanged", "changed"), report_text="two FlagGems commits")

@@ -1,0 +1,29 @@
+"""AXIS=none: an A/A campaign, both sides identical; its spread is the noise floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.axes import Axis, AxisKind, Label, SideValues, liveness, named
+from harness.backends import Backend
+
+
+def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
+    """A and B as given (0 and 1 by default): they set nothing, so they may be equal."""
+    return values["A"][0] or "0", values["B"][0] or "1"
+
+
+def plan_text(axis: Axis, directory: Path) -> str:
+    return "no variable (A/A)"
+
+
+def reaches_torch(axis: Axis, backend: Backend) -> bool:
+    return False  # nothing differs: timing torch's reference again would only double the work
+
+
+KIND = AxisKind(
+    name="none", doc="one stack twice: the noise floor", variables=("A", "B"), sides=sides,
+    match=named("none"), liveness=liveness.noise_floor, plan_text=plan_text,
+    reaches_torch=reaches_torch, choices=lambda backend: ("none",), aa=True,
+    # One round gives no interval, but one round of an A/A still measures a floor.
+    least_rounds=1)
