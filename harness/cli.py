@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__, axes, backends
-from harness.campaign import batch, start
+from harness.campaign import batch, resume, start
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
     EXIT_OK,
@@ -140,7 +140,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
-        return start.resume(vars(args), args.inputs.environ, out=_report)
+        return resume.resume(vars(args), args.inputs.environ, out=_report)
     start.refuse_resume_only(vars(args))
     flags = slurm.local_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)

@@ -21,7 +21,7 @@ from harness.executors.base import Ended, Executor, Task
 from harness.executors.procs import say
 from harness.fsutil import atomic_write_text
 from harness.history import recording
-from harness.run import runner
+from harness.run import rundir
 from harness.run.preflight import CHECKS, collect_preflight
 from harness.run.rundir import run_dir_from_log
 from harness.settings import cmdline, spec
@@ -85,7 +85,7 @@ class BatchRecord:
     a killed batch leaves a valid file, and one log per operator under logs/."""
 
     def __init__(self, out_root: Path, ops: Sequence[str]) -> None:
-        self.dir = runner.claim_run_dir(out_root, "batch", runner.utc_stamp())
+        self.dir = rundir.claim_run_dir(out_root, "batch", rundir.utc_stamp())
         (self.dir / "logs").mkdir()
         self.csv = self.dir / OPS_STATUS_CSV
         self.table = {op: OpStatus(op) for op in ops}
@@ -171,7 +171,7 @@ def describe_dry_run(settings: Settings, ops: Sequence[str], forwarded: Sequence
         nodes = ops_.operators(settings, ops)
     except PreflightError as exc:  # reported with the batch's failed checks
         nodes = dict.fromkeys(ops, f"<unresolved: check {exc.check} failed>")
-    where_to = settings.out / "batch" / runner.utc_stamp()
+    where_to = settings.out / "batch" / rundir.utc_stamp()
     lines = [f"batch directory: {where_to} (not created); {len(ops)} operators",
              f"backend: {settings.backend.name}; executor {executor.name}: each operator runs "
              "in its own process on the next free device"]

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import ab, adaptive, compare, finish, plan, refs
-from harness.campaign.document import CAMPAIGN_JSON, Campaign
+from harness.campaign import adaptive, finish, nospace, plan, refs
+from harness.campaign.document import Campaign
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.campaign.unit import resume_hint, side_cache, skip_reason
+from harness.campaign.unit import side_cache, skip_reason
 from harness.contract.states import (
     FINISHED,
     INTERRUPTED,
@@ -26,13 +26,10 @@ from harness.contract.states import (
     CampaignState,
 )
 from harness.errors import (
-    EXIT_PREFLIGHT,
-    NO_SPACE_TEXT,
     HarnessError,
     Interrupted,
     NoSpace,
     UsageError,
-    no_space,
 )
 from harness.executors.base import Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
@@ -142,55 +139,6 @@ def drop_side_caches(directory: Path, campaign: Campaign) -> None:
         shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
 
 
-@contextmanager
-def full_device_stops(directory: Path, campaign: Campaign, out: Callable[[str], None]
-                      ) -> Iterator[None]:
-    """A full device (or spent quota) met by any write of the block stops the campaign as a
-    signal would: recorded interrupted, caches removed, NoSpace naming the file and the resume
-    raised."""
-    try:
-        yield
-    except (NoSpace, OSError) as exc:
-        if (full := no_space(exc)) is None:
-            raise
-        raise out_of_space(directory, campaign, _first(exc, full), out) from exc
-
-
-def _first(exc: BaseException, full: NoSpace) -> NoSpace:
-    """The first NoSpace of the chain that ends in `exc`: the file that filled the device, not
-    campaign.json that the cleanup then failed to write."""
-    context = exc.__context__
-    while context is not None:
-        if isinstance(context, NoSpace):
-            full = context
-        context = context.__context__
-    return full
-
-
-def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
-                 out: Callable[[str], None]) -> NoSpace:
-    """Remove the side caches (room for what follows), mark the campaign interrupted in
-    campaign.json where it can still be written, print AB_INTERRUPTED; the error to raise.
-    ab.json and ab.md are left as they were: the resume that completes the campaign writes
-    them."""
-    shutil.rmtree(directory / CACHE_DIR, ignore_errors=True)
-    finished = compare.finished_units(campaign)
-    step = ",".join(u.id for u in campaign.units if u.status == INTERRUPTED) or "-"
-    campaign.state = CampaignState.INTERRUPTED
-    campaign.interrupted = {"signal": None, "reason": "no_space", "path": str(full.path),
-                            "step": step, "finished_units": finished}
-    try:
-        campaign.save(directory)
-        kept = ""
-    except NoSpace:
-        kept = f" ({CAMPAIGN_JSON} not updated: its units still running are rerun)"
-    out(f"{ab.INTERRUPTED_MARKER} reason=no_space path={full.path} step={step} "
-        f"finished_units={','.join(finished) or '-'} "
-        f"units_left={len(plan.units_to_run(campaign))} dir={directory}{kept} "
-        f"resume: {resume_hint(directory)}")
-    return NoSpace(full.path, resume_hint(directory))
-
-
 class UnitEvents:
     """The driver's side of the executor: each unit's state in campaign.json as it changes,
     and a progress line with an estimate of what is left."""
@@ -256,7 +204,7 @@ class UnitEvents:
         entry.reason, entry.device = end.reason, end.where
         entry.slurm_task = end.facts.get("slurm_task") or entry.slurm_task
         entry.slurm_state = end.facts.get("slurm_state") or entry.slurm_state
-        full = _child_full(end)
+        full = nospace.child_full(end)
         if full is not None:  # the unit did not finish: a resume runs it again
             entry.status = INTERRUPTED
         self.running.pop(task.id, None)
@@ -296,16 +244,6 @@ class UnitEvents:
                 + (f"\n    {end.reason}" if end.reason else ""))
 
 
-def _child_full(end: Ended) -> NoSpace | None:
-    """The unit's child stopped on a full device (its exit code and its log's last line say
-    so): the file it named."""
-    reason = end.reason or ""
-    if end.rc != EXIT_PREFLIGHT or NO_SPACE_TEXT not in reason:
-        return None
-    path = reason.split(NO_SPACE_TEXT, 1)[1].rsplit(": free space", 1)[0].strip().strip("'\"")
-    return NoSpace(path or None)
-
-
 def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],
                out: Callable[[str], None]) -> None:
     """Record the units that ended while no driver followed them (a cluster's task finished
@@ -331,7 +269,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
     errors.Interrupted raised. A full device stops them too (full_device_stops: NoSpace). A unit
     stopped at its limit is recorded timeout. `settled`: ends a resume found (take_ended).
     """
-    with sole_driver(directory), full_device_stops(directory, campaign, out):
+    with sole_driver(directory), nospace.full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)
         take_ended(directory, campaign, settled, out)

@@ -1,4 +1,4 @@
-"""`harness ab`: a new campaign planned and run, or an earlier one resumed or extended."""
+"""`harness ab`: a new campaign planned and printed (DRY_RUN) or run to its report."""
 
 from __future__ import annotations
 
@@ -11,40 +11,27 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import backends, stats
+from harness import stats
 from harness.axes import Axis
-from harness.campaign import ab, checkout, driver, dryrun, ops, plan, stacks, where
+from harness.campaign import ab, driver, dryrun, ops, plan, stacks, where
 from harness.campaign.document import (
     Campaign,
     ExecutorRecord,
-    load,
     newest_alike,
 )
 from harness.contract.states import CampaignState
-from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError, choice_error
+from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.base import Ended, Executor
 from harness.history import recording
-from harness.report import abjson
-from harness.report.sources import AB_JSON
-from harness.run import runner
+from harness.run import rundir, runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
 from harness.settings.spec import Settings
-from harness.stats import noisefloor
 
-# Settings a resume may not change: they decide whether the new rounds compare with the old.
-RESUME_FIXED = ("backend", "level", "mode")
-# What a resume reads besides --resume, --only and the executor's flags: the fixed caliber
-# (refused when it differs), where units run, how many rounds, and whether to only print.
-RESUME_TAKES = ("BACKEND", "LEVEL", "MODE", "DEVICES", "ROUNDS", "DRY_RUN")
 # The settings a unit's child gets; what to run comes from the unit (--node), DEVICES per child.
 UNIT_VARS = tuple(v.make for v in spec.VARS if v.make not in (
     "OP", "OP_FILE", "TEST_NODE", "AXIS", "A", "B", "ROUNDS", "NOISE_FROM", "DEVICES"))
-
-
-def _given(flags: Mapping[str, Any], env: Mapping[str, str], name: str) -> str | None:
-    return spec.given(name, flags, env)
 
 
 def settings_argv(settings: Settings) -> list[str]:
@@ -70,13 +57,13 @@ def settings_from_argv(argv: list[str]) -> tuple[Settings, dict[str, Any]]:
     return spec.resolve(flags), flags
 
 
-def _workers(axis: Axis, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
+def campaign_workers(axis: Axis, flags: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """WORKERS for the campaign: 0 where each side's pytest runs in its image (a run in a
     container is a process of its own), else as given."""
     return "0" if axis.kind.side_images else where.workers(flags, env)
 
 
-def _executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
+def campaign_executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
               campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None],
               workers: str) -> Executor:
     """Where the campaign's units run; a cluster's submissions are kept in campaign.json,
@@ -134,7 +121,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     cfg = where.config(settings, flags, env, task_image=not axis.kind.side_images)
-    workers = _workers(axis, flags, env)
+    workers = campaign_workers(axis, flags, env)
     timeout_s = where.unit_timeout(flags, env)  # refused before anything is planned or made
     commits = stacks.commits(settings, axis, ab_spec, out)
     with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
@@ -161,8 +148,8 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     if (note := _unfinished_note(parent, campaign)) is not None:
         out(note)
     if settings.dry_run:
-        where_to = parent / runner.utc_stamp()
-        executor = _executor(settings, cfg, where_to, campaign, env, out, workers)
+        where_to = parent / rundir.utc_stamp()
+        executor = campaign_executor(settings, cfg, where_to, campaign, env, out, workers)
         for line in [*dryrun.describe(campaign, executor, where_to),
                      *dryrun.first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
@@ -173,18 +160,18 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     where.preflight(cfg, settings.out, out)
     if cfg is not None:  # what a resume submits with, unless given otherwise then
         campaign.slurm = ExecutorRecord(slurm.given_flags(flags, env))
-    directory = runner.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
-                                     runner.utc_stamp())
+    directory = rundir.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
+                                     rundir.utc_stamp())
     campaign.dir = str(directory)
     stacks.prepare(dryrun.with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     recording.record(flags, env, settings.out, directory, out)  # an interrupted one is there too
-    executor = _executor(settings, cfg, directory, campaign, env, out, workers)
-    return _drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
+    executor = campaign_executor(settings, cfg, directory, campaign, env, out, workers)
+    return drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
                            timeout_s)
 
 
-def _drive_recorded(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
+def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
                     flags: Mapping[str, Any], env: Mapping[str, str],
                     out: Callable[[str], None], workers: str,
                     timeout_s: float | None, settled: Sequence[Ended] = ()) -> int:
@@ -215,92 +202,6 @@ def _err(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------- resume
-
-
-def _resume_settings(campaign: Campaign, flags: Mapping[str, Any], env: Mapping[str, str]
-                     ) -> Settings:
-    """The campaign's own settings; refused where BACKEND, LEVEL or MODE is given otherwise;
-    DEVICES may change."""
-    given = {}
-    for name, key in (("BACKEND", "backend"), ("LEVEL", "level"), ("MODE", "mode")):
-        if (value := _given(flags, env, name)) is not None:
-            given[key] = backends.get(value).name if key == "backend" else value
-    plan.check_caliber(campaign, given, RESUME_FIXED)
-    settings, stored = settings_from_argv(campaign.argv)
-    if (devices_value := _given(flags, env, "DEVICES")) is not None:
-        settings = spec.resolve({**stored, "devices": devices_value})
-    return settings
-
-
-def _check_floor(directory: Path, campaign: Campaign) -> None:
-    """A campaign started before a floor above 25% was refused is refused on resume: its
-    verdicts would still lean on that floor."""
-    ab.check_floor(noisefloor.NoiseModel.from_json(campaign.noise_floor_bands),
-                   f"RESUME={str(directory)!r} (NOISE_FROM={campaign.noise_from!r}) holds",
-                   "start the campaign again with NOISE_FROM an A/A whose floors are all at "
-                   "most that")
-
-
-def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
-                  env: Mapping[str, str]) -> list:
-    """The units ROUNDS and ONLY add to the campaign."""
-    only = flags.get("only")
-    if only is not None and only not in stats.OP_VERDICTS:
-        raise choice_error("ONLY", only, stats.OP_VERDICTS)
-    rounds_value = _given(flags, env, "ROUNDS")
-    if rounds_value == abspec.AUTO:
-        raise UsageError(f"ROUNDS={abspec.AUTO} is not accepted on resume: a ROUNDS=auto "
-                         "campaign goes on adding rounds by itself; give a number to add rounds "
-                         "up to it")
-    rounds = (abspec.check_rounds(rounds_value, "ROUNDS", campaign.axis.name)
-              if rounds_value else None)
-    verdicts = _verdicts(directory, only)
-    return plan.extend(campaign, rounds, only, verdicts)
-
-
-def resume(flags: Mapping[str, Any], env: Mapping[str, str],
-           out: Callable[[str], None] = print) -> int:
-    """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
-    directory = Path(str(flags["resume"]))
-    refuse_unused(flags)
-    dry_run = _given(flags, env, "DRY_RUN") == "1"  # checked before anything is read or run
-    timeout_s = where.unit_timeout(flags, env)
-    campaign = load(directory)
-    _check_floor(directory, campaign)
-    settings = _resume_settings(campaign, flags, env)
-    checkout.check_same_commit(directory, campaign, settings)
-    # A campaign resumes where it ran unless EXECUTOR says otherwise.
-    remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
-    stored_flags = campaign.slurm.flags if campaign.slurm else {}
-    cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env,
-                                     task_image=not campaign.axis.kind.side_images) if remote
-                 else (None, {}))
-    if flags.get("exclude") not in (None, ""):  # in memory: the driver writes it, under the lock
-        plan.exclude(campaign, str(flags["exclude"]))
-    new = _added_rounds(directory, campaign, flags, env)
-    left_out = [op for op, info in campaign.ops.items() if info.excluded]
-    if not dry_run:
-        driver.check_no_driver(directory)
-    settled = where.earlier_arrays(directory, campaign, remote)  # before anything is written
-    out(f"resuming {directory}: {len(plan.units_to_run(campaign)) - len(settled)} units to run "
-        f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
-    workers = _workers(campaign.axis, flags, env)
-    executor = _executor(settings, cfg, directory, campaign, env, out, workers)
-    if dry_run:
-        for line in dryrun.describe(campaign, executor, directory,
-                                   "exists; nothing added to it"):
-            out(line)
-        return EXIT_OK
-    where.preflight(cfg, directory, out)
-    if cfg is not None and campaign.slurm is not None:
-        campaign.slurm.flags = kept
-    # The added rounds reach campaign.json only from the driver, which writes it once it holds
-    # the campaign's lock: a resume refused because another driver runs changes nothing.
-    return _drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
-                           timeout_s, settled)
-
-
 def refuse_resume_only(flags: Mapping[str, Any]) -> None:
     """EXCLUDE and ONLY change an existing campaign: refused, naming them, without RESUME."""
     if flags.get("exclude") not in (None, ""):
@@ -311,32 +212,3 @@ def refuse_resume_only(flags: Mapping[str, Any]) -> None:
         raise UsageError(f"ONLY={flags['only']!r} is only valid with RESUME (it adds rounds to "
                          "an existing campaign's operators of that verdict); a new campaign "
                          "runs every operator of OP or OPS")
-
-
-def refuse_unused(flags: Mapping[str, Any]) -> None:
-    """A resume runs the campaign's own settings: a setting given with it that it would not
-    use (OP=mm, DTYPES=...) is refused rather than silently dropped."""
-    unused = [var.make for var in spec.VARS
-              if var.make not in RESUME_TAKES and flags.get(var.dest) not in (None, "")]
-    unused += [name for name, dest in (("OPS", "ops"), ("OPS_FILE", "ops_file"),
-                                       ("WALLS_FROM", "walls_from"))
-               if flags.get(dest) not in (None, "")]
-    if unused:
-        raise UsageError(
-            f"RESUME runs the campaign with its own settings; {', '.join(unused)} cannot be "
-            "given with it (a resume takes ROUNDS, ONLY, EXCLUDE, DEVICES, DRY_RUN, EXECUTOR and "
-            "the "
-            "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
-
-
-def _verdicts(directory: Path, only: str | None) -> dict[str, str]:
-    """Each operator's verdict in the campaign's ab.json, which ONLY picks operators by (none
-    before a first ab.json was written); UsageError naming the file where it is corrupt."""
-    if only is None or not (directory / AB_JSON).exists():
-        return {}
-    try:
-        return {op: o.verdict for op, o in (abjson.read_ab(directory).operators or {}).items()}
-    except UsageError as exc:
-        raise UsageError(f"ONLY={only!r} picks operators by their verdict in the campaign's "
-                         f"{AB_JSON}, which is corrupt: {exc}; a resume without ONLY "
-                         "writes it afresh") from None

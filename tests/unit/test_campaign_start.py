@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.axes import Axis
-from harness.campaign import compare, document, driver, dryrun, ops, plan, result, start
+from harness.campaign import compare, document, driver, dryrun, ops, plan, result, resume, start
 from harness.errors import Interrupted
 from harness.executors import procs
 from harness.executors.local import LocalExecutor
@@ -182,10 +182,10 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
     from harness.errors import UsageError
 
     with pytest.raises(UsageError) as info:
-        start.refuse_unused({"resume": "d", "op": "mm", "dtypes": "float32", "ops": "a,b",
+        resume.refuse_unused({"resume": "d", "op": "mm", "dtypes": "float32", "ops": "a,b",
                                 "rounds": "3"})
     assert "; OP, DTYPES, OPS cannot be given with it" in str(info.value)
-    start.refuse_unused({"resume": "d", "rounds": "5", "devices": "0,1", "dry_run": "1",
+    resume.refuse_unused({"resume": "d", "rounds": "5", "devices": "0,1", "dry_run": "1",
                             "backend": "cpu", "level": "core", "mode": "auto", "only": "same",
                             "executor": "slurm", "slurm_partition": "gpu", "op": None,
                             "dtypes": ""})
@@ -243,7 +243,7 @@ def test_a_resume_checks_dry_run_as_a_new_campaign_does(tmp_path, flags, env):
 
     before = _stored(tmp_path)
     with pytest.raises(UsageError, match="DRY_RUN.*expected one of: 0, 1"):
-        start.resume({"resume": str(tmp_path), "rounds": "3", **flags}, env, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "rounds": "3", **flags}, env, out=lambda _: None)
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
 
 
@@ -256,7 +256,7 @@ def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
     said: list[str] = []
     with driver.sole_driver(tmp_path):
         with pytest.raises(UsageError, match="is being run by another harness process"):
-            start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=said.append)
+            resume.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=said.append)
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
     assert said == []  # not "resuming ...: 7 units to run" before the refusal
 
@@ -289,13 +289,13 @@ def test_a_resume_to_one_round_is_refused_where_the_axis_is_a_switch(tmp_path):
     before = _stored(tmp_path, Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"))
     with pytest.raises(UsageError, match="^ROUNDS='1' is not accepted for AXIS=OMP_NUM_THREADS: "
                        "one round gives no interval.*expected a whole number from 2 to 100"):
-        start.resume({"resume": str(tmp_path), "rounds": "1"}, {}, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "rounds": "1"}, {}, out=lambda _: None)
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
     aa = tmp_path / "aa"
     aa.mkdir()
     _stored(aa)
     said: list[str] = []
-    assert start.resume({"resume": str(aa), "rounds": "1", "dry_run": "1"}, {},
+    assert resume.resume({"resume": str(aa), "rounds": "1", "dry_run": "1"}, {},
                         out=said.append) == 0
     assert said[0].startswith(f"resuming {aa}: ")
 
@@ -313,7 +313,7 @@ def test_a_resume_of_a_campaign_that_holds_a_floor_above_25_percent_is_refused(t
     doc.save(tmp_path)
     before = (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
     with pytest.raises(UsageError) as info:
-        start.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "rounds": "3"}, {}, out=lambda _: None)
     assert str(info.value) == (
         f"RESUME={str(tmp_path)!r} (NOISE_FROM='runs/ab/none-mm/1') holds a noise floor of "
         "6792.0% (rows near 0.005 ms A latency): a floor above 25% cannot mean \"the same\"; "
@@ -329,7 +329,7 @@ def test_a_corrupt_ab_json_with_only_is_refused_naming_the_file(tmp_path):
     before = _stored(tmp_path)
     (tmp_path / "ab.json").write_text('{"schema": "harness-ab/')
     with pytest.raises(UsageError) as info:
-        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
     message = str(info.value)
     assert message.startswith("ONLY='inconclusive' picks operators by their verdict in the "
                               "campaign's ab.json, which is corrupt: ")
@@ -337,4 +337,4 @@ def test_a_corrupt_ab_json_with_only_is_refused_naming_the_file(tmp_path):
     assert "\n" not in message and (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
     (tmp_path / "ab.json").unlink()  # none at all: no verdict yet, said as before
     with pytest.raises(UsageError, match=r"theirs: none \(no ab.json yet\)"):
-        start.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from harness.axes import Axis
-from harness.campaign import document, plan, start
+from harness.campaign import document, plan, resume, start
 from harness.errors import UsageError
 from harness.report import suite_report
 
@@ -46,7 +46,7 @@ def test_an_unknown_operator_names_the_closest_and_nothing_is_written(tmp_path):
     doc.save(tmp_path)
     before = (tmp_path / plan.CAMPAIGN_JSON).read_bytes()
     with pytest.raises(UsageError) as info:
-        start.resume({"resume": str(tmp_path), "exclude": "hang,mmm"}, {}, out=lambda _: None)
+        resume.resume({"resume": str(tmp_path), "exclude": "hang,mmm"}, {}, out=lambda _: None)
     assert str(info.value).startswith("EXCLUDE='mmm' is not an operator of this campaign; "
                                       "closest: mm")
     assert info.value.exit_code == 2
