@@ -14,7 +14,7 @@ from harness.errors import UsageError
 _VENDOR_MODULES = ("cuda", "musa", "rocm", "ascend", "cpu")
 
 
-class Verdict(enum.Enum):
+class CaptureVerdict(enum.Enum):
     """What a graph-capture failure means for the measurement."""
 
     RECOVERABLE = "recoverable"  # the op refused capture: time this shape directly
@@ -27,7 +27,7 @@ class CaptureRule:
     """A capture-failure wording (case-insensitive substring) and its verdict."""
 
     pattern: str
-    verdict: Verdict
+    verdict: CaptureVerdict
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Backend:
     # through the device interface.
     upstream_graph_bench: str | None = None
     capture_rules: tuple[CaptureRule, ...] = ()
-    unknown_capture_verdict: Verdict = Verdict.FATAL
+    unknown_capture_verdict: CaptureVerdict = CaptureVerdict.FATAL
     capture_deny_ops: frozenset[str] = frozenset()
     compat_plugins: tuple[str, ...] = ()
     python_modules: tuple[str, ...] = ("torch",)
@@ -112,23 +112,23 @@ class Backend:
                  if not n.endswith("_")]
         return {**self.switches, **{v: v for v in (*self.switches.values(), *named)}}
 
-    def _match_capture_rule(self, message: str) -> Verdict | None:
+    def _match_capture_rule(self, message: str) -> CaptureVerdict | None:
         lowered = message.lower()
         for rule in self.capture_rules:
             if rule.pattern.lower() in lowered:
                 return rule.verdict
         return None
 
-    def classify_capture_failure(self, message: str) -> Verdict:
+    def classify_capture_failure(self, message: str) -> CaptureVerdict:
         """Return the verdict for an exception message raised during capture or replay."""
         verdict = self._match_capture_rule(message)
         return self.unknown_capture_verdict if verdict is None else verdict
 
-    def classify_capture_exception(self, exc: BaseException) -> Verdict:
+    def classify_capture_exception(self, exc: BaseException) -> CaptureVerdict:
         """Return the verdict for an exception and the ones it was raised from."""
         return self.explain_capture_exception(exc)[0]
 
-    def explain_capture_exception(self, exc: BaseException) -> tuple[Verdict, str]:
+    def explain_capture_exception(self, exc: BaseException) -> tuple[CaptureVerdict, str]:
         """The verdict for an exception chain and the message that decided it.
 
         The innermost recognised cause decides, except that FATAL anywhere wins. torch's graph
@@ -143,7 +143,7 @@ class Backend:
             current = current.__cause__ or current.__context__
         matched = [(v, str(e)) for e in reversed(chain)
                    if (v := self._match_capture_rule(str(e))) is not None]
-        fatal = [m for m in matched if m[0] is Verdict.FATAL]
+        fatal = [m for m in matched if m[0] is CaptureVerdict.FATAL]
         if fatal:
             return fatal[0]
         return matched[0] if matched else (self.unknown_capture_verdict, str(exc))

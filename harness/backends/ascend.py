@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness.backends import Backend, Device, Verdict
+from harness.backends import Backend, CaptureVerdict, Device
 
 _VERSION = re.compile(r"npu-smi\s+\S+\s+Version:\s*(\S+)")
 _USED_TOTAL = re.compile(r"(\d+)\s*/\s*(\d+)")
@@ -63,7 +63,7 @@ BACKEND = Backend(
     graph_class="torch.npu.NPUGraph",
     # No NPU capture wording is recorded yet, so every capture failure re-raises.
     capture_rules=(),
-    unknown_capture_verdict=Verdict.FATAL,
+    unknown_capture_verdict=CaptureVerdict.FATAL,
     python_modules=("torch", "triton", "flag_gems", "torch_npu"),
     # Slurm sets no ASCEND_RT_VISIBLE_DEVICES for GRES: a task takes a node and sets it itself.
     slurm_unit="node",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 
-from harness.backends import Backend, CaptureRule, Device, Verdict
+from harness.backends import Backend, CaptureRule, CaptureVerdict, Device
 
 QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "clocks.sm")
 SMI_COMMAND = (
@@ -21,31 +21,31 @@ _NOT_AVAILABLE = frozenset({"", "n/a", "[n/a]", "[not supported]"})
 # in tests/unit/test_backends.py.
 CUDA_CAPTURE_RULES: tuple[CaptureRule, ...] = (
     # FATAL: the kernel itself failed on the device; its numbers would be garbage.
-    CaptureRule("an illegal memory access was encountered", Verdict.FATAL),
+    CaptureRule("an illegal memory access was encountered", CaptureVerdict.FATAL),
     # "triggered", not "device-side assert": torch appends "Compile with `TORCH_USE_CUDA_DSA`
     # to enable device-side assertions." to every CUDA error, refusals included.
-    CaptureRule("device-side assert triggered", Verdict.FATAL),
-    CaptureRule("unspecified launch failure", Verdict.FATAL),
-    CaptureRule("misaligned address", Verdict.FATAL),
-    CaptureRule("an illegal instruction was encountered", Verdict.FATAL),
+    CaptureRule("device-side assert triggered", CaptureVerdict.FATAL),
+    CaptureRule("unspecified launch failure", CaptureVerdict.FATAL),
+    CaptureRule("misaligned address", CaptureVerdict.FATAL),
+    CaptureRule("an illegal instruction was encountered", CaptureVerdict.FATAL),
     # POISONED: the capture was invalidated. Seen on an H200 after unique2 refused capture; when
     # the refusal is in the exception chain, classify_capture_exception lets the refusal decide.
-    CaptureRule("operation failed due to a previous error during capture", Verdict.POISONED),
+    CaptureRule("operation failed due to a previous error during capture", CaptureVerdict.POISONED),
     # RECOVERABLE: the runtime refused to record the op (host sync, legacy-stream work, event
     # query); nothing ran wrong, so the shape can be timed directly.
-    CaptureRule("operation not permitted when stream is capturing", Verdict.RECOVERABLE),
+    CaptureRule("operation not permitted when stream is capturing", CaptureVerdict.RECOVERABLE),
     CaptureRule("operation would make the legacy stream depend on a capturing blocking stream",
-                Verdict.RECOVERABLE),
+                CaptureVerdict.RECOVERABLE),
     CaptureRule("operation not permitted on an event last recorded in a capturing stream",
-                Verdict.RECOVERABLE),
+                CaptureVerdict.RECOVERABLE),
     # torch's own refusals (assertNotCapturing, CUDAGeneratorImpl::set_current_seed), raised
     # before anything is enqueued.
-    CaptureRule("if you need this call to be captured", Verdict.RECOVERABLE),
-    CaptureRule("can be called during stream capture only if", Verdict.RECOVERABLE),
+    CaptureRule("if you need this call to be captured", CaptureVerdict.RECOVERABLE),
+    CaptureRule("can be called during stream capture only if", CaptureVerdict.RECOVERABLE),
     # torch refuses a copy from pageable host memory while capturing (bincount, ctc_loss and
     # hadamard_transform of FlagGems ed2508bc on an H200): nothing was enqueued.
     CaptureRule("cannot copy between cpu and cuda tensors during cuda graph capture",
-                Verdict.RECOVERABLE),
+                CaptureVerdict.RECOVERABLE),
 )
 
 
@@ -112,7 +112,7 @@ BACKEND = Backend(
     graph_class="torch.cuda.CUDAGraph",
     upstream_graph_bench="triton.testing.do_bench_cudagraph",
     capture_rules=CUDA_CAPTURE_RULES,
-    unknown_capture_verdict=Verdict.FATAL,
+    unknown_capture_verdict=CaptureVerdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),
     container_device_args=gpu_container_args,
     # FlagTree's RemoveLayoutConversions switch as this stack spells it (FlagTree sources).

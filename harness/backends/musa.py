@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from harness.backends import Backend, CaptureRule, Device, Verdict
+from harness.backends import Backend, CaptureRule, CaptureVerdict, Device
 from harness.backends.cuda import CUDA_CAPTURE_RULES
 
 # mthreads-gmi prints "    mthreads-gmi:2.4.1           Driver Version:5.1.0-server".
@@ -18,9 +18,9 @@ _MEMORY = re.compile(r"(\d+)MiB\((\d+)MiB\)")
 MUSA_CAPTURE_RULES: tuple[CaptureRule, ...] = (
     # A broken capture surfaces as this generic error (seen when capturing without a dedicated
     # capture stream); the context cannot be trusted afterwards.
-    CaptureRule("musa error: unknown error", Verdict.POISONED),
+    CaptureRule("musa error: unknown error", CaptureVerdict.POISONED),
     # The generator refuses to report its seed while capturing; nothing was enqueued.
-    CaptureRule("current_seed is not callable during capture", Verdict.RECOVERABLE),
+    CaptureRule("current_seed is not callable during capture", CaptureVerdict.RECOVERABLE),
     # MUSA's runtime uses CUDA's wordings ("MUSA error: operation not permitted when stream is
     # capturing") and torch_musa keeps torch's assertNotCapturing text.
     *CUDA_CAPTURE_RULES,
@@ -73,7 +73,7 @@ BACKEND = Backend(
     parse_devices=parse_mthreads_gmi,
     graph_class="torch.musa.MUSAGraph",
     capture_rules=MUSA_CAPTURE_RULES,
-    unknown_capture_verdict=Verdict.FATAL,
+    unknown_capture_verdict=CaptureVerdict.FATAL,
     # Attempting unique2's capture breaks the MUSA context, so it is timed directly untried.
     capture_deny_ops=frozenset({"unique2"}),
     compat_plugins=("harness.plugins.compat_musa",),

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.backends import Backend, CaptureRule, Device, Verdict
+from harness.backends import Backend, CaptureRule, CaptureVerdict, Device
 from harness.backends.cuda import CUDA_CAPTURE_RULES
 
 # rocm-smi ships with every ROCm release; amd-smi (its successor) is not on older hosts. The
@@ -21,10 +21,10 @@ ROCM_CAPTURE_RULES: tuple[CaptureRule, ...] = (
     # and torch adds "Search for `hipError...'": the error names catch a message that kept
     # only the name.
     *CUDA_CAPTURE_RULES,
-    CaptureRule("hiperrorstreamcaptureinvalidated", Verdict.POISONED),
-    CaptureRule("hiperrorstreamcaptureunsupported", Verdict.RECOVERABLE),
-    CaptureRule("hiperrorstreamcaptureimplicit", Verdict.RECOVERABLE),
-    CaptureRule("hiperrorcapturedevent", Verdict.RECOVERABLE),
+    CaptureRule("hiperrorstreamcaptureinvalidated", CaptureVerdict.POISONED),
+    CaptureRule("hiperrorstreamcaptureunsupported", CaptureVerdict.RECOVERABLE),
+    CaptureRule("hiperrorstreamcaptureimplicit", CaptureVerdict.RECOVERABLE),
+    CaptureRule("hiperrorcapturedevent", CaptureVerdict.RECOVERABLE),
 )
 
 
@@ -137,7 +137,7 @@ BACKEND = Backend(
     graph_class="torch.cuda.CUDAGraph",  # hipGraph behind torch.cuda's graph API
     upstream_graph_bench="triton.testing.do_bench_cudagraph",
     capture_rules=ROCM_CAPTURE_RULES,
-    unknown_capture_verdict=Verdict.FATAL,
+    unknown_capture_verdict=CaptureVerdict.FATAL,
     python_modules=("torch", "triton", "flag_gems"),
     slurm_unit="gpu",  # Slurm sets ROCR_VISIBLE_DEVICES for a GPU GRES task
     apptainer_flags=("--rocm",),

@@ -28,7 +28,7 @@ INTERRUPTED_MARKER = "AB_INTERRUPTED"
 
 
 @dataclass(frozen=True)
-class Step:
+class SideRun:
     """One run of the campaign."""
 
     side: str  # "A" or "B"
@@ -40,7 +40,7 @@ class Step:
         return f"{self.side}/r{self.round}"
 
 
-def replay_source(settings: Settings, step: Step, campaign: Path, tune: str = "replay"
+def replay_source(settings: Settings, step: SideRun, campaign: Path, tune: str = "replay"
                   ) -> Path | None:
     """The records `step` replays: REPLAY_FROM for every run when given, else A/r0's for every
     run after A/r0 (None: A/r0 tunes and records); with `tune` each, a side replays its own
@@ -62,7 +62,7 @@ def campaign_baseline(settings: Settings, axis: Axis) -> str:
     return "every" if axis.kind.reaches_torch(axis, settings.backend) else "once"
 
 
-def side_settings(settings: Settings, step: Step, campaign: Path, axis: Axis) -> Settings:
+def side_settings(settings: Settings, step: SideRun, campaign: Path, axis: Axis) -> Settings:
     """A private cache for every run, each recording what it used; replays are strict. With
     BASELINE once, A/r0 times torch's reference and no other run does."""
     source = replay_source(settings, step, campaign, axis.tune)

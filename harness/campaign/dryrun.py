@@ -64,7 +64,7 @@ def first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
     node = campaign.ops[unit.op].node or ""
     device = executor.place(task)
     argv = [*task.argv, *cmdline.flag_args({"DEVICES": device})]
-    step = ab.Step("A", unit.round, campaign.axis.a)
+    step = ab.SideRun("A", unit.round, campaign.axis.a)
     pinned = dataclasses.replace(settings, devices=(device,)) if device else settings
     pinned = side_base(pinned, campaign.axis, directory, "A")
     run = ab.side_settings(with_node(pinned, node), step, directory / unit.op, campaign.axis)

@@ -142,6 +142,6 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
                              + list(d.get("command") or [])) for d in every),
         sides={side: tuple(str(directory / op / side / f"r{r}") for op in identities
                            for r in done_rounds(directory, campaign, op)) for side in SIDES},
-        units=tuple(abjson.UnitRecord(u.id, u.status, u.rc, u.wall_s, u.device, u.attempts,
+        units=tuple(abjson.AbUnit(u.id, u.status, u.rc, u.wall_s, u.device, u.attempts,
                                       u.reason) for u in campaign.units),
         status=campaign_status(campaign, stopped))

@@ -130,7 +130,7 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
     codes = []
     only = variables.named("WORKERS").lookup({}, variables.environ())[0]
     for side in unit.sides:
-        step = ab.Step(side, unit.round, axis.value(side))
+        step = ab.SideRun(side, unit.round, axis.value(side))
         op_dir = directory / unit.op
         run_dir = op_dir / side / f"r{unit.round}"
         _set_aside(run_dir)

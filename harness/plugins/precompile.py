@@ -29,7 +29,7 @@ READER = "the precompile plugin"
 
 
 @dataclass
-class Facts:
+class Precompiled:
     """What the plugin did in this run: the side file's contents."""
 
     workers: int
@@ -128,7 +128,7 @@ class Precompiler:
     def __init__(self, config: pytest.Config, workers: int, run_dir: Path) -> None:
         self.config = config
         self.run_dir = run_dir
-        self.facts = Facts(workers)
+        self.facts = Precompiled(workers)
         self.pool = _Pool(workers)
         self.async_compile: Any = None  # triton.runtime._async_compile, imported by install
         self.chain: PruneChain | None = None

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from harness.backends import Backend, Verdict
+from harness.backends import Backend, CaptureVerdict
 from harness.contract import boundary
 from harness.contract.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
 from harness.contract.boundary import TIMING_FILE as SIDECAR
@@ -187,9 +187,9 @@ class Timing:
     def _capture_failed(self, record: Call, exc: Exception) -> None:
         verdict, message = self.backend.explain_capture_exception(exc)
         reason = _first_line(message)
-        if verdict is Verdict.FATAL:
+        if verdict is CaptureVerdict.FATAL:
             raise exc
-        if verdict is Verdict.POISONED:
+        if verdict is CaptureVerdict.POISONED:
             self.marker(f"{POISONED_MARKER} op={record.op} reason={json.dumps(reason)}")
             record.markers.append(POISONED_MARKER)
             record.reason = reason

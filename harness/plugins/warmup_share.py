@@ -72,7 +72,7 @@ def brief_kernel_mode(base: Any) -> Iterator[None]:
         yield
 
 
-class Shard:
+class ShareGuard:
     """The share or claims this shard tunes, and the patches that keep it to them."""
 
     def __init__(self, config: pytest.Config, share: tuple[int, int] | None,
@@ -134,7 +134,7 @@ class Shard:
         self._patch.undo()
 
 
-SHARD = pytest.StashKey[Shard]()
+SHARD = pytest.StashKey[ShareGuard]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -143,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # The plan loads this plugin only in a shard, whose share the harness always sets.
     share = boundary.read(boundary.SHARD_SHARE, READER, pytest.UsageError)
     claims = boundary.read(boundary.WARMUP_CLAIMS, READER, pytest.UsageError)
-    state = Shard(config, share, Claims(claims) if claims else None)
+    state = ShareGuard(config, share, Claims(claims) if claims else None)
     if config.pluginmanager.has_plugin(AUTOTUNE_PLUGIN):
         state.install_tuners()
     config.stash[SHARD] = state

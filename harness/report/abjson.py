@@ -108,7 +108,7 @@ class OperatorSummary:
 
 
 @dataclass(frozen=True)
-class UnitRecord:
+class AbUnit:
     """One unit (an operator's round, both sides) as the campaign left it."""
 
     id: str
@@ -152,7 +152,7 @@ class AbDocument:
     operators: Mapping[str, OperatorSummary] | None = None
     commands: tuple[tuple[str, ...], ...] | None = None
     sides: Mapping[str, tuple[str, ...]] | None = None
-    units: tuple[UnitRecord, ...] | None = None
+    units: tuple[AbUnit, ...] | None = None
     status: CampaignStatus | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -284,9 +284,9 @@ def _operator(f: Fields) -> OperatorSummary:
         artifacts=f.opt_text("artifacts"))
 
 
-def _unit(f: Fields) -> UnitRecord:
+def _unit(f: Fields) -> AbUnit:
     device = f.value.get("device")
-    return UnitRecord(id=f.text("id"), status=f.text("status"), rc=f.opt_integer("rc"),
+    return AbUnit(id=f.text("id"), status=f.text("status"), rc=f.opt_integer("rc"),
                       wall_s=f.opt_number("wall_s"), device=None if device is None else str(device),
                       attempts=f.opt_integer("attempts") or 0, reason=f.opt_text("reason"))
 

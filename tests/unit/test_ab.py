@@ -84,7 +84,7 @@ def test_any_other_variable_is_an_axis_only_spelt_env_name():
 
 def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
     base = settings()
-    first, later = ab.Step("A", 0, "0"), ab.Step("B", 1, "1")
+    first, later = ab.SideRun("A", 0, "0"), ab.SideRun("B", 1, "1")
     s0 = ab.side_settings(base, first, tmp_path, NONE)
     assert s0.isolate_tuner_cache and s0.record and s0.replay_from is None
     s1 = ab.side_settings(base, later, tmp_path, NONE)
@@ -94,7 +94,7 @@ def test_a_r0_records_and_every_other_run_replays_it_strictly(tmp_path):
 def test_replay_from_pins_every_run_a_r0_included_to_the_earlier_records(tmp_path):
     records = tmp_path / "earlier"
     base = settings(replay_from=str(records))
-    for step in (ab.Step("A", 0, "0"), ab.Step("B", 0, "1"), ab.Step("B", 1, "1")):
+    for step in (ab.SideRun("A", 0, "0"), ab.SideRun("B", 0, "1"), ab.SideRun("B", 1, "1")):
         pinned = ab.side_settings(base, step, tmp_path / "campaign", NONE)
         assert pinned.replay_from == records and pinned.replay_strict and pinned.record
 
@@ -128,7 +128,7 @@ def test_two_stacks_tune_each_side_for_itself_and_a_switch_replays_a_r0_on_b(tmp
         "replay", "each", {}, None)
     stacks = Axis("python", None, "/a/python", "/b/python")
     assert stacks.python("B") == "/b/python"
-    steps = [ab.Step("A", 0, ""), ab.Step("B", 0, ""), ab.Step("A", 1, ""), ab.Step("B", 1, "")]
+    steps = [ab.SideRun(side, r, "") for r, side in ((0, "A"), (0, "B"), (1, "A"), (1, "B"))]
     assert [ab.replay_source(settings(), s, tmp_path, "replay") for s in steps] == [
         None, tmp_path / "A" / "r0", tmp_path / "A" / "r0", tmp_path / "A" / "r0"]
     assert [ab.replay_source(settings(), s, tmp_path, "each") for s in steps] == [
@@ -136,8 +136,8 @@ def test_two_stacks_tune_each_side_for_itself_and_a_switch_replays_a_r0_on_b(tmp
 
 
 def test_baseline_once_times_the_reference_in_a_r0_alone_and_a_given_value_everywhere(tmp_path):
-    steps = [ab.Step("A", 0, "0"), ab.Step("B", 0, "1"), ab.Step("B", 1, "1"),
-             ab.Step("A", 1, "0")]
+    steps = [ab.SideRun("A", 0, "0"), ab.SideRun("B", 0, "1"), ab.SideRun("B", 1, "1"),
+             ab.SideRun("A", 1, "0")]
     timed = [ab.side_settings(settings(), s, tmp_path, NONE).times_baseline for s in steps]
     assert timed == [True, False, False, False]
     for given, expected in (("every", True), ("off", False)):

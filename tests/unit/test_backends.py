@@ -15,7 +15,7 @@ import pytest
 
 import harness
 from harness import backends
-from harness.backends import Backend, Device, Registry, Verdict
+from harness.backends import Backend, CaptureVerdict, Device, Registry
 from harness.backends.ascend import parse_npu_smi_info
 from harness.backends.cuda import parse_nvidia_smi_csv
 from harness.backends.musa import parse_mthreads_gmi
@@ -367,25 +367,25 @@ H200_SEED = ("CUDAGeneratorImpl::set_current_seed can be called during stream ca
              "new seed is the same as the original seed.")
 
 CUDA_WORDINGS = [
-    (H200_INVALIDATED, Verdict.POISONED),
-    (H200_REFUSED, Verdict.RECOVERABLE),
-    (H200_DEVICE_ASSERT, Verdict.FATAL),
-    (H200_SEED, Verdict.RECOVERABLE),
+    (H200_INVALIDATED, CaptureVerdict.POISONED),
+    (H200_REFUSED, CaptureVerdict.RECOVERABLE),
+    (H200_DEVICE_ASSERT, CaptureVerdict.FATAL),
+    (H200_SEED, CaptureVerdict.RECOVERABLE),
     ("CUDA error: operation would make the legacy stream depend on a capturing blocking stream",
-     Verdict.RECOVERABLE),
+     CaptureVerdict.RECOVERABLE),
     ("CUDA error: operation not permitted on an event last recorded in a capturing stream",
-     Verdict.RECOVERABLE),
+     CaptureVerdict.RECOVERABLE),
     ("Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture. If you need this "
      "call to be captured, please file an issue. Current cudaStreamCaptureStatus: Active",
-     Verdict.RECOVERABLE),
+     CaptureVerdict.RECOVERABLE),
     # bincount, ctc_loss, hadamard_transform, fp8_fp4_mega_moe_torch_ref on an H200 (torch 2.11)
     ("Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor "
      "is pinned. Please use tensor.pin_memory() or allocate the tensor with pin_memory=True.",
-     Verdict.RECOVERABLE),
-    ("CUDA error: an illegal memory access was encountered", Verdict.FATAL),
-    ("CUDA error: unspecified launch failure", Verdict.FATAL),
-    ("CUDA error: misaligned address", Verdict.FATAL),
-    ("CUDA error: an illegal instruction was encountered", Verdict.FATAL),
+     CaptureVerdict.RECOVERABLE),
+    ("CUDA error: an illegal memory access was encountered", CaptureVerdict.FATAL),
+    ("CUDA error: unspecified launch failure", CaptureVerdict.FATAL),
+    ("CUDA error: misaligned address", CaptureVerdict.FATAL),
+    ("CUDA error: an illegal instruction was encountered", CaptureVerdict.FATAL),
 ]
 
 
@@ -404,24 +404,25 @@ def test_rocm_shares_the_cuda_wordings_under_hip_spelling(message, verdict):
 
 
 @pytest.mark.parametrize("message,verdict", [
-    ("hipErrorStreamCaptureUnsupported", Verdict.RECOVERABLE),
-    ("hipErrorStreamCaptureImplicit", Verdict.RECOVERABLE),
-    ("hipErrorCapturedEvent", Verdict.RECOVERABLE),
-    ("hipErrorStreamCaptureInvalidated", Verdict.POISONED),
+    ("hipErrorStreamCaptureUnsupported", CaptureVerdict.RECOVERABLE),
+    ("hipErrorStreamCaptureImplicit", CaptureVerdict.RECOVERABLE),
+    ("hipErrorCapturedEvent", CaptureVerdict.RECOVERABLE),
+    ("hipErrorStreamCaptureInvalidated", CaptureVerdict.POISONED),
 ])
 def test_rocm_error_names_alone(message, verdict):
     assert backends.get("rocm").classify_capture_failure(message) is verdict
 
 
 @pytest.mark.parametrize("message,verdict", [
-    ("MUSA error: unknown error", Verdict.POISONED),
-    ("current_seed is not callable during capture", Verdict.RECOVERABLE),
-    ("MUSA error: operation not permitted when stream is capturing", Verdict.RECOVERABLE),
+    ("MUSA error: unknown error", CaptureVerdict.POISONED),
+    ("current_seed is not callable during capture", CaptureVerdict.RECOVERABLE),
+    ("MUSA error: operation not permitted when stream is capturing", CaptureVerdict.RECOVERABLE),
     ("Cannot call MUSAGeneratorImpl::current_seed during MUSA graph capture. If you need this "
      "call to be captured, please file an issue. Current musaStreamCaptureStatus: Active",
-     Verdict.RECOVERABLE),
-    ("MUSA error: operation failed due to a previous error during capture", Verdict.POISONED),
-    ("MUSA error: an illegal memory access was encountered", Verdict.FATAL),
+     CaptureVerdict.RECOVERABLE),
+    ("MUSA error: operation failed due to a previous error during capture",
+     CaptureVerdict.POISONED),
+    ("MUSA error: an illegal memory access was encountered", CaptureVerdict.FATAL),
 ])
 def test_musa_capture_wordings(message, verdict):
     assert backends.get("musa").classify_capture_failure(message) is verdict
@@ -430,20 +431,21 @@ def test_musa_capture_wordings(message, verdict):
 def test_the_device_assertions_footer_alone_is_not_fatal():
     # torch appends it to every CUDA error; only the first line tells what happened.
     cuda = backends.get("cuda")
-    assert cuda.classify_capture_failure(H200_REFUSED + "\n" + _H200_TAIL) is Verdict.RECOVERABLE
+    assert cuda.classify_capture_failure(H200_REFUSED + "\n" + _H200_TAIL) \
+        is CaptureVerdict.RECOVERABLE
 
 
 def test_musa_specific_wordings_do_not_leak_into_cuda():
     cuda = backends.get("cuda")
-    assert cuda.classify_capture_failure("MUSA error: unknown error") is Verdict.FATAL
+    assert cuda.classify_capture_failure("MUSA error: unknown error") is CaptureVerdict.FATAL
     assert cuda.classify_capture_failure("current_seed is not callable during capture") \
-        is Verdict.FATAL
+        is CaptureVerdict.FATAL
 
 
 @pytest.mark.parametrize("name", sorted(ALIASES))
 def test_an_unknown_wording_is_fatal(name):
     assert backends.get(name).classify_capture_failure("something new went wrong") \
-        is Verdict.FATAL
+        is CaptureVerdict.FATAL
 
 
 def raised_from(inner: str, outer: str) -> BaseException:
@@ -461,17 +463,17 @@ def test_exception_chain_lets_the_refusal_decide_over_the_invalidated_capture():
     # Recorded on the H200: after this pair, the next eager kernel ran and gave correct results.
     exc = raised_from(H200_REFUSED, H200_INVALIDATED)
     cuda = backends.get("cuda")
-    assert cuda.classify_capture_failure(str(exc)) is Verdict.POISONED
-    assert cuda.classify_capture_exception(exc) is Verdict.RECOVERABLE
+    assert cuda.classify_capture_failure(str(exc)) is CaptureVerdict.POISONED
+    assert cuda.classify_capture_exception(exc) is CaptureVerdict.RECOVERABLE
 
 
 def test_exception_chain_fatal_anywhere_wins():
     cuda = backends.get("cuda")
     assert cuda.classify_capture_exception(
         raised_from("CUDA error: an illegal memory access was encountered", H200_REFUSED)
-    ) is Verdict.FATAL
+    ) is CaptureVerdict.FATAL
     assert cuda.classify_capture_exception(
-        raised_from(H200_REFUSED, H200_DEVICE_ASSERT)) is Verdict.FATAL
+        raised_from(H200_REFUSED, H200_DEVICE_ASSERT)) is CaptureVerdict.FATAL
 
 
 def test_exception_chain_follows_explicit_cause_and_defaults_when_nothing_matches():
@@ -479,8 +481,8 @@ def test_exception_chain_follows_explicit_cause_and_defaults_when_nothing_matche
     try:
         raise RuntimeError("wrapper") from RuntimeError(H200_REFUSED)
     except RuntimeError as exc:
-        assert cuda.classify_capture_exception(exc) is Verdict.RECOVERABLE
-    assert cuda.classify_capture_exception(raised_from("a", "b")) is Verdict.FATAL
+        assert cuda.classify_capture_exception(exc) is CaptureVerdict.RECOVERABLE
+    assert cuda.classify_capture_exception(raised_from("a", "b")) is CaptureVerdict.FATAL
 
 
 # --- no vendor above harness/backends/ -------------------------------------------------------
@@ -531,6 +533,7 @@ def test_explain_reports_the_deciding_message_of_the_chain():
         outer = exc
     # `from None` hides the cause from tracebacks but keeps __context__, as torch's does not.
     verdict, message = cuda.explain_capture_exception(outer)
-    assert verdict is Verdict.RECOVERABLE and "not permitted" in message
+    assert verdict is CaptureVerdict.RECOVERABLE and "not permitted" in message
     alone = RuntimeError("something nobody classified")
-    assert cuda.explain_capture_exception(alone) == (Verdict.FATAL, "something nobody classified")
+    assert cuda.explain_capture_exception(alone) == (CaptureVerdict.FATAL,
+                                                     "something nobody classified")
