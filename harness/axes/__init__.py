@@ -21,7 +21,8 @@ from harness import stats
 from harness.backends import Backend
 from harness.errors import UsageError
 
-# Tried in this order when an AXIS is resolved; the kinds selected by their own name first.
+# The kinds; an AXIS is resolved by those selected by their own name first, then the others
+# in this order.
 KIND_MODULES = ("none", "python", "flaggems", "image", "switch", "env")
 SWITCH = "switch"  # the kind of a stored axis whose name is no kind's own: a variable's switch
 
@@ -211,7 +212,7 @@ def resolve(name: str, backend: Backend) -> Axis:
     """The axis AXIS=`name` names on `backend`: the first kind that matches it. Anything else
     is refused with the closest names: a misspelled switch would otherwise set a variable
     nothing reads, and every row would read the same."""
-    kinds = registry().all()
+    kinds = sorted(registry().all(), key=lambda k: not k.by_name)  # named kinds first
     for kind in kinds:
         if (axis := kind.match(name, backend)) is not None:
             return axis

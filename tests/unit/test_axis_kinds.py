@@ -11,6 +11,7 @@ import pytest
 from harness import axes, backends
 from harness.axes import Axis, AxisKind
 from harness.errors import UsageError
+from harness.settings import abspec
 from harness.settings.spec import PACKAGE_DIR
 
 KIND_NAMES = set(axes.registry().by_name)  # the names AXIS selects a kind by
@@ -111,13 +112,23 @@ def test_env_resolves_to_a_switch_of_its_variable():
     assert axis.side_env("B") == {"MY_KNOB": "1"}
 
 
-def test_a_new_kind_needs_only_its_record():
-    """What a range-of-commits kind would be: a record like flaggems', and resolution finds
-    it through the registry (here a registry of its own)."""
-    bisect = AxisKind(**{**{f: getattr(axes.get("flaggems"), f)
-                            for f in AxisKind.__dataclass_fields__},
-                         "name": "bisect", "match": axes.named("bisect")})
+def test_a_new_kind_needs_only_its_record_and_its_line(monkeypatch):
+    """A range-of-commits kind, as bisection would add it: its record (here flaggems' with
+    another name) registered beside the others is resolved, validated, planned and judged
+    through the registry alone."""
+    flaggems = axes.get("flaggems")
+    bisect = AxisKind(**{**{f: getattr(flaggems, f) for f in AxisKind.__dataclass_fields__},
+                         "name": "bisect", "match": axes.named("bisect"),
+                         "choices": lambda backend: ("bisect",)})
     reg = axes.Registry()
-    reg.register(bisect)
-    assert reg.get("bisect").match("bisect", backends.get("cpu")) == Axis("bisect", None)
-    assert reg.by_name["bisect"].side_commits
+    for kind in (*axes.registry().all(), bisect):
+        reg.register(kind)
+    monkeypatch.setattr(axes, "_REGISTRY", reg)
+    cpu = backends.get("cpu")
+    axis = axes.resolve("bisect", cpu)
+    assert axis == Axis("bisect", None) and axis.kind is bisect and axis.stacks
+    assert axis.side_env("B") == {} and axis.python("B") is None
+    with pytest.raises(UsageError, match="did you mean bisect.*expected one of: none, python, "
+                                         "flaggems, image, bisect, FLAGGEMS_MXFP4"):
+        axes.resolve("bisectt", cpu)
+    assert abspec.resolve_ab({"axis": "bisect", "a_ref": "v1", "b_ref": "v2"}, {}).a == "v1"
