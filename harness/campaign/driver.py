@@ -87,7 +87,7 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
     none does or a signal stops it. `current` gets each batch's events, the last one last."""
     with executor.session():  # each added round in the first one's workers
         while True:
-            current.append(UnitEvents(directory, campaign, len(tasks), executor.workers, out,
+            current.append(UnitEvents(directory, campaign, len(tasks), executor.slots, out,
                                       began=current[0].began if current else None,
                                       on_round=on_round))
             outcome = executor.run(tasks, current[-1])
@@ -143,12 +143,12 @@ class UnitEvents:
     """The driver's side of the executor: each unit's state in campaign.json as it changes,
     and a progress line with an estimate of what is left."""
 
-    def __init__(self, directory: Path, campaign: Campaign, total_todo: int, workers: int,
+    def __init__(self, directory: Path, campaign: Campaign, total_todo: int, slots: int,
                  out: Callable[[str], None], began: float | None = None,
                  on_round: Callable[[], None] | None = None) -> None:
         self.directory, self.campaign, self.out = directory, campaign, out
         self.on_round = on_round  # called once campaign.json holds a round all finished
-        self.total_todo, self.workers = total_todo, workers
+        self.total_todo, self.slots = total_todo, slots
         self.began = time.monotonic() if began is None else began  # elapsed= counts from it
         # the count of the progress line: units finished before, and each one that ends here
         # (failed, error, crashed or timeout too: it ended, if a resume may run it again)
@@ -231,10 +231,10 @@ class UnitEvents:
         units = self.campaign.units
         done = self.done
         elapsed = time.monotonic() - self.began
-        if self.workers:
+        if self.slots:
             eta = plan.eta_from_walls(
                 self.walls, [time.monotonic() - t for t in self.running.values()],
-                self.total_todo - len(self.walls) - len(self.running), self.workers)
+                self.total_todo - len(self.walls) - len(self.running), self.slots)
         else:  # a cluster's queue decides how many run at once: only the rate is known
             eta = plan.eta_from_rate(elapsed, len(self.walls), self.total_todo - len(self.walls))
         facts = "".join(f" {k}={v}" for k, v in end.facts.items() if v)

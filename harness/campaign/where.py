@@ -116,7 +116,7 @@ def local(settings: Settings, env: Mapping[str, str] | None = None,
     if workers in ("A", "B"):
         note = (f"pytest: side {workers} in workers that stay up, side "
                 f"{'B' if workers == 'A' else 'A'} in fresh processes (WORKERS={workers})")
-    return LocalExecutor(worker_devices(settings, env), workers=workers != "0", note=note,
+    return LocalExecutor(worker_devices(settings, env), resident=workers != "0", note=note,
                          backend=settings.backend)
 
 

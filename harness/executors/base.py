@@ -142,7 +142,7 @@ class Executor(Protocol):
     """
 
     name: str
-    workers: int  # tasks at once, for an estimate; 0 where a cluster's queue decides
+    slots: int  # tasks at once, for an estimate; 0 where a cluster's queue decides
 
     def describe(self, tasks: Sequence[Task], walls: Mapping[str, float]) -> list[str]:
         """Where the tasks would run, with `walls` (seconds by task id) where known."""

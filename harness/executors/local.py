@@ -42,7 +42,7 @@ class LocalExecutor:
     DEVICES for its device (`pin`; False where each task's argv names its device), and appends
     its output to the task's log. SIGINT, SIGTERM and SIGHUP stop every running child's group;
     a task still running after its `timeout_s` has its group stopped alone, and ends timeout.
-    `workers`: the tasks' runs get their pytest from workers that stay up for the plan
+    `resident`: the tasks' runs get their pytest from workers that stay up for the plan
     (executors.workers; one per environment and device); otherwise each pytest is a process
     of its own. `note`: how a plan says so, where the caller knows better. `backend`: the
     devices are held (device_lock) from the first `run` or `session` until it ends, as one
@@ -53,14 +53,14 @@ class LocalExecutor:
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
                  grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True,
-                 workers: bool = False, note: str | None = None,
+                 resident: bool = False, note: str | None = None,
                  backend: Backend | None = None) -> None:
         self.devices = list(devices) or [None]
         self.env = dict(env) if env is not None else procs.child_env(
             drop=procs.RUN_CHILD_ENV_DROP)
         self.grace_s, self.poll_s, self.pin = grace_s, poll_s, pin
-        self.workers = len(self.devices)
-        self.resident, self.note = workers, note
+        self.slots = len(self.devices)
+        self.resident, self.note = resident, note
         self.backend = backend
         self._host: WorkerHost | None = None
         self._held: dict[str, str] | None = None  # while a session holds the devices

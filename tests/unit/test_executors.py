@@ -81,7 +81,7 @@ def test_deal_gives_the_next_task_to_the_device_that_frees_first(tmp_path):
     lines = LocalExecutor(["0", "1"]).describe(tasks, {"mm": 10, "add": 2, "tanh": 3})
     assert lines == ["device 0: mm", "device 1: tanh, add",
                      "pytest: a fresh process per run (WORKERS=0)"]
-    assert LocalExecutor(["0"], workers=True).describe(tasks, {})[-1].endswith("(WORKERS=1)")
+    assert LocalExecutor(["0"], resident=True).describe(tasks, {})[-1].endswith("(WORKERS=1)")
     many = [task(tmp_path, f"op{i:03d}", 0) for i in range(2754)]
     line = LocalExecutor(["0"]).describe(many, {})[0]  # a suite's plan stays readable
     assert line.startswith("device 0: op000, op001, ") and line.endswith(", ... (2754 in all)")

@@ -112,7 +112,7 @@ class SlurmExecutor:
     """
 
     name = "slurm"
-    workers = 0
+    slots = 0
 
     def __init__(self, slurm: Slurm, cfg: SlurmConfig, directory: Path, script: Script, *,
                  plan: Mapping[str, Any], submissions: list[dict[str, Any]] | None = None,

@@ -109,7 +109,7 @@ def run_task(plan_path: Path, env: Mapping[str, str], out: Callable[[str], None]
         devices = [*ids] if ids else [None]
     out(f"task {done.label} on {done.host}: {len(runnable)} of {len(tasks)} items over "
         f"devices {','.join(d or '-' for d in devices)}")
-    outcome = LocalExecutor(devices, workers=bool(plan.get("workers")),
+    outcome = LocalExecutor(devices, resident=bool(plan.get("workers")),
                             backend=backends.get(plan["backend"]) if plan.get("backend")
                             else None).run(runnable, done)
     if outcome.signal is not None:
