@@ -21,8 +21,8 @@ from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
 from harness.errors import Interrupted
+from harness.executors import lease
 from harness.executors import procs as supervise
-from harness.executors import workers
 from harness.providers.flaggems import Node
 from harness.run import (
     artifacts,
@@ -196,11 +196,11 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
     `launches`; `worker` False: a process of its own even where a host offers workers."""
     environ = variables.environ()
     env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
-           if k != workers.HOST_VAR}
-    host = environ.get(workers.HOST_VAR) if worker else None
+           if k != lease.HOST_VAR}
+    host = environ.get(lease.HOST_VAR) if worker else None
     with keeper.owned(*(inv.container or (None, None))):  # it ends with its run, however
         before = launch.adopt_orphans()  # what pytest leaves is then found, and stopped with it
-        proc, facts = workers.start_pytest(inv.command, inv.cwd, env, host)
+        proc, facts = lease.start_pytest(inv.command, inv.cwd, env, host)
         launches.append(facts)
         if facts.get("worker_unavailable"):
             log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.contract import boundary
+from harness.executors.lease import WorkerRun, start_pytest
 from harness.executors.procs import stop_children
-from harness.executors.workers import WorkerHost, WorkerRun, start_pytest, worker_key
+from harness.executors.workers import WorkerHost, worker_key
 from harness.providers.flaggems import Node
 from harness.run import runner
 from harness.run.plugin_plan import PLUGINS_VAR
