@@ -114,7 +114,6 @@ class AxisKind:
     None. The flags say what a side's runs are made of; the rest are its defaults and texts."""
 
     name: str
-    doc: str  # what the two sides are, in a few words
     variables: tuple[str, ...]  # the side variables (A_*/B_*) it reads
     sides: Callable[[SideValues, Label, str], tuple[str, str]]
     match: Callable[[str, Backend], Axis | None]
@@ -122,7 +121,8 @@ class AxisKind:
     plan_text: Callable[[Axis, Path], str]  # a dry run's "axis: NAME -> TEXT"
     reaches_torch: Callable[[Axis, Backend], bool]  # BASELINE=auto: every where True, else once
     by_name: bool = True  # AXIS=<name> selects it (not a switch's variable)
-    choices: Callable[[Backend], Sequence[str]] = _no_choices  # its exact spellings
+    # Its exact spellings on a backend, where they are not its own name (by_name).
+    choices: Callable[[Backend], Sequence[str]] = _no_choices
     pattern: str | None = None  # a spelling it takes besides its choices, in words
     hint: Callable[[str, Backend], str] = _no_hint  # for a refused spelling
     aa: bool = False  # both sides are the same: the campaign measures the noise floor
@@ -216,7 +216,8 @@ def resolve(name: str, backend: Backend) -> Axis:
     for kind in kinds:
         if (axis := kind.match(name, backend)) is not None:
             return axis
-    choices = [c for kind in kinds for c in kind.choices(backend)]
+    choices = [c for kind in kinds
+               for c in ((kind.name,) if kind.by_name else kind.choices(backend))]
     close = difflib.get_close_matches(name, choices, n=3)
     hint = (f"did you mean {' or '.join(close)}? " if close else "") + "".join(
         kind.hint(name, backend) for kind in kinds)

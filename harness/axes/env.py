@@ -36,7 +36,7 @@ def match(name: str, backend: Backend) -> Axis | None:
 
 
 KIND = AxisKind(
-    name="env", doc="any environment variable's two values", variables=switch.KIND.variables,
+    name="env", variables=switch.KIND.variables,
     sides=switch.sides, match=match, liveness=liveness.of_switch, plan_text=switch.plan_text,
     reaches_torch=switch.reaches_torch, by_name=False,
     pattern=f"{RAW_AXIS}NAME for any other environment variable")

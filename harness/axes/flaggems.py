@@ -30,9 +30,9 @@ def side_label(axis: Axis, side: str) -> str:
 
 
 KIND = AxisKind(
-    name="flaggems", doc="two FlagGems commits", variables=("A_REF", "B_REF", "BENCH_REF"),
+    name="flaggems", variables=("A_REF", "B_REF", "BENCH_REF"),
     sides=sides, match=named("flaggems"), liveness=liveness.of_stacks, plan_text=plan_text,
-    reaches_torch=reaches_torch, choices=lambda backend: ("flaggems",), stacks=True,
+    reaches_torch=reaches_torch, stacks=True,
     side_commits=True, side_label=side_label,
     # A key side B's commit does not have is counted and flagged, not failed.
     strict_replay=False,

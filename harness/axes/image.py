@@ -43,7 +43,7 @@ def reaches_torch(axis: Axis, backend: Backend) -> bool:
 
 
 KIND = AxisKind(
-    name="image", doc="two images", variables=("A_IMAGE", "B_IMAGE"), sides=sides,
+    name="image", variables=("A_IMAGE", "B_IMAGE"), sides=sides,
     match=named("image"), liveness=liveness.of_stacks, plan_text=plan_text,
-    reaches_torch=reaches_torch, choices=lambda backend: ("image",), stacks=True,
+    reaches_torch=reaches_torch, stacks=True,
     side_images=True, tune="each", report_text="two images")

@@ -22,8 +22,8 @@ def reaches_torch(axis: Axis, backend: Backend) -> bool:
 
 
 KIND = AxisKind(
-    name="none", doc="one stack twice: the noise floor", variables=("A", "B"), sides=sides,
+    name="none", variables=("A", "B"), sides=sides,
     match=named("none"), liveness=liveness.noise_floor, plan_text=plan_text,
-    reaches_torch=reaches_torch, choices=lambda backend: ("none",), aa=True,
+    reaches_torch=reaches_torch, aa=True,
     # One round gives no interval, but one round of an A/A still measures a floor.
     least_rounds=1)

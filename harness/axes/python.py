@@ -45,9 +45,9 @@ def side_label(axis: Axis, side: str) -> str:
 
 
 KIND = AxisKind(
-    name="python", doc="two interpreters", variables=("A_PYTHON", "B_PYTHON"), sides=sides,
+    name="python", variables=("A_PYTHON", "B_PYTHON"), sides=sides,
     match=named("python"), liveness=liveness.of_stacks, plan_text=plan_text,
-    reaches_torch=reaches_torch, choices=lambda backend: ("python",), stacks=True,
+    reaches_torch=reaches_torch, stacks=True,
     side_pythons=True, side_label=side_label,
     # Two interpreters' compilers may not share a config space, and which configs a stack's
     # tuner picks is part of what is compared: B/r0 tunes for itself.

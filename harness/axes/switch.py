@@ -57,6 +57,6 @@ def reaches_torch(axis: Axis, backend: Backend) -> bool:
 
 
 KIND = AxisKind(
-    name="switch", doc="one variable's two values", variables=("A", "B"), sides=sides,
+    name="switch", variables=("A", "B"), sides=sides,
     match=match, liveness=liveness.of_switch, plan_text=plan_text, reaches_torch=reaches_torch,
     by_name=False, choices=choices, hint=hint)

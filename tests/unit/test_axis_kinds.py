@@ -118,8 +118,7 @@ def test_a_new_kind_needs_only_its_record_and_its_line(monkeypatch):
     through the registry alone."""
     flaggems = axes.get("flaggems")
     bisect = AxisKind(**{**{f: getattr(flaggems, f) for f in AxisKind.__dataclass_fields__},
-                         "name": "bisect", "match": axes.named("bisect"),
-                         "choices": lambda backend: ("bisect",)})
+                         "name": "bisect", "match": axes.named("bisect")})
     reg = axes.Registry()
     for kind in (*axes.registry().all(), bisect):
         reg.register(kind)
