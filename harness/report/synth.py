@@ -20,10 +20,11 @@ FLOOR_PCT = 5.0
 MIX = (("same", 0.70), ("faster", 0.06), ("slower", 0.06), ("inconclusive", 0.07),
        ("flagged", 0.01), ("failed", 0.03), ("crashed", 0.02), ("timeout", 0.02),
        ("skipped", 0.03))
-NO_ROWS = {"failed": ("failed", 1, "pytest exited 1: 3 tests failed"),
-           "crashed": ("crashed", -11, "pytest died of SIGSEGV"),
-           "timeout": ("timeout", None, "unit ran past UNIT_TIMEOUT 1800 s"),
-           "skipped": ("skipped", 0, "Operator not implemented for this dtype")}
+NO_ROWS: dict[str, tuple[str, int | None, str | None]] = {
+    "failed": ("failed", 1, "pytest exited 1: 3 tests failed"),
+    "crashed": ("crashed", -11, "pytest died of SIGSEGV"),
+    "timeout": ("timeout", None, "unit ran past UNIT_TIMEOUT 1800 s"),
+    "skipped": ("skipped", 0, "Operator not implemented for this dtype")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,12 +84,12 @@ def _report(plan: Plan, kind_of: Mapping[str, str]) -> AbReport:
     rows = tuple(AbRow(op, dtype, shape, occ, s,
                        (f"B:{DIRECT_MARKER}",) if s.flagged else ())
                  for (op, dtype, shape, occ), s in result.rows)
-    mean = result.geomean
+    mean = result.geomean or stats.GeomeanStats(math.nan, None, None, 0)
     return AbReport(a_label="0", b_label="1", rows=rows, unpaired=(),
-                    geomean_speedup_pct=mean and mean.speedup_pct, noise_floor_pct=FLOOR_PCT,
+                    geomean_speedup_pct=mean.speedup_pct if rows else None,
+                    noise_floor_pct=FLOOR_PCT,
                     direct_rows=len(flagged), notes=(), method=result.method,
-                    geomean_ci_low_pct=mean and mean.ci_low_pct,
-                    geomean_ci_high_pct=mean and mean.ci_high_pct,
+                    geomean_ci_low_pct=mean.ci_low_pct, geomean_ci_high_pct=mean.ci_high_pct,
                     op_geomeans=tuple((str(op), g) for op, g in result.groups))
 
 
@@ -97,9 +98,10 @@ def _units(plan: Plan, kind_of: Mapping[str, str]) -> tuple[abjson.UnitRecord, .
     out = []
     for i, (op, kind) in enumerate(kind_of.items()):
         for r in range(plan.rounds):
-            status, rc, reason = ("ok", 0, None)
+            ended: tuple[str, int | None, str | None] = ("ok", 0, None)
             if kind in NO_ROWS and (r == plan.rounds - 1 or kind == "skipped"):
-                status, rc, reason = NO_ROWS[kind]
+                ended = NO_ROWS[kind]
+            status, rc, reason = ended
             out.append(abjson.UnitRecord(f"{op}/r{r}", status, rc, round(rng.uniform(4, 90), 1),
                                          str(i % 8), 1, reason))
     return tuple(out)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.fsutil import atomic_write_text
-from harness.report import render, suite_report
+from harness.report import plot_suite, render, suite_report
 from harness.report.abjson import AbDocument, as_report, read_ab
 from harness.report.plot import AB_PNG
 from harness.report.plot import NO_PLOT as NO_PLOT  # what the CLI says without matplotlib
@@ -46,4 +46,6 @@ def write_report(path: str | Path) -> tuple[Path, Path | None]:
     md = atomic_write_text(directory / AB_MD, text)
     write_tables(doc, directory)
     png = directory / AB_PNG
-    return md, png if render.render_png(doc, png) else None
+    summary = len(doc.operators or {}) > plot_suite.MAX_LINES
+    drawn = plot_suite.render_png(doc, png) if summary else render.render_png(doc, png)
+    return md, png if drawn else None
