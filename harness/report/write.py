@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.fsutil import atomic_write_text
-from harness.report import plot_suite, render, suite_report
+from harness.report import abhtml, plot_suite, render, suite_report
 from harness.report.abjson import AbDocument, as_report, read_ab
 from harness.report.plot import AB_PNG
 from harness.report.plot import NO_PLOT as NO_PLOT  # what the CLI says without matplotlib
@@ -34,8 +34,8 @@ def write_tables(doc: AbDocument, directory: Path) -> list[Path]:
 
 
 def write_report(path: str | Path) -> tuple[Path, Path | None]:
-    """(Re)write ab.md, ab_rows.csv (ab_operators.csv for a suite) and ab.png beside the ab.json
-    at `path`; ab.png is None without matplotlib."""
+    """(Re)write ab.md, ab_rows.csv (ab_operators.csv for a suite), ab.png and ab.html beside
+    the ab.json at `path`; ab.png is None without matplotlib."""
     target = Path(path)
     directory = target if target.is_dir() else target.parent
     doc = read_ab(target)
@@ -48,4 +48,5 @@ def write_report(path: str | Path) -> tuple[Path, Path | None]:
     png = directory / AB_PNG
     summary = len(doc.operators or {}) > plot_suite.MAX_LINES
     drawn = plot_suite.render_png(doc, png) if summary else render.render_png(doc, png)
+    abhtml.write_html(doc, directory, png if drawn else None)
     return md, png if drawn else None
