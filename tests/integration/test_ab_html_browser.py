@@ -125,7 +125,7 @@ def test_it_opens_offline_with_its_counts_and_no_console_error(campaign, browser
 
 
 def _check_shot(shot: Path, rect: dict[str, float]) -> None:
-    """The verdict counts' box lies inside the screenshot and holds dark text on white."""
+    """An element's box lies inside the screenshot and holds dark text on white."""
     from PIL import Image
 
     image = Image.open(io.BytesIO(shot.read_bytes())).convert("L")
@@ -189,3 +189,67 @@ def test_a_column_sorts_both_ways_and_a_row_expands_to_its_rounds_and_rerun(camp
     assert f"{directory}/{op}/A/r0" in detail.text and f"{directory}/{op}/B/r4" in detail.text
     row.click()
     assert browser.find_elements("css selector", "#rows tbody tr.detail") == []
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
+    """A store of 16 nightly batches (mm's first shape 20% slower from the ninth) and one
+    campaign with its report, and the site `harness publish` made of it."""
+    import random
+
+    from harness.cli import main
+    from harness.history import importer, queries, store
+    from tests.historydata import make_batch, make_campaign
+
+    root = tmp_path_factory.mktemp("history") / "runs"
+    rng = random.Random(0)
+    folders = [make_batch(root, f"202611{n + 1:02d}_010000", {
+        "mm": [(1.0 if n < 8 else 1.2) * (1 + rng.gauss(0, 0.003)), 2.0],
+        "add": [0.5 * (1 + rng.gauss(0, 0.003)), 0.7]}) for n in range(16)]
+    campaign = make_campaign(root, "20261120_010000", {"mm": [1.2, 2.0], "add": [0.5, 0.7]})
+    abjson.write_ab(campaign, synth.suite_document(synth.Plan(("mm", "add"),
+                                                               directory=str(campaign))))
+    write.write_report(campaign)
+    db = root / "history.sqlite"
+    engine = store.open_store(store.resolve(str(db), root))
+    for folder in [*folders, campaign]:
+        importer.import_folder(engine, folder)
+    series = len(queries.series(engine, "mm"))
+    engine.dispose()
+    out = root.parent / "site"
+    assert main(["publish", "--history", str(db), "--out", str(out)]) == 0
+    return out, campaign, series
+
+
+def _shown(browser: Any) -> int:
+    return int(browser.find_element("id", "shown").text.split()[0])
+
+
+def test_the_published_site_opens_offline_filters_and_links_trends_and_campaigns(site, browser,
+                                                                                  tmp_path):
+    out, campaign, series = site
+    browser.get((out / "index.html").as_uri())
+    assert browser.find_element("tag name", "h1").text == "history"
+    assert [h.text for h in browser.find_elements("tag name", "h2")] == [
+        "Records over time (17, newest first)", "Change points (1)", "Operators (2)"]
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert _shown(browser) == 17 + 1 + 2  # every record, change point and operator
+    _set(browser, "q", "campaign")
+    assert _shown(browser) == 1
+    shot = tmp_path / "site.png"
+    assert browser.save_screenshot(str(shot))
+    _check_shot(shot, browser.find_element("id", "shown").rect)  # "1 shown", drawn
+    link = browser.find_element("css selector", "#records tr.f:not([style*='none']) a")
+    assert link.get_attribute("href") == (campaign / "ab.html").as_uri()
+    _set(browser, "q", "mm")
+    assert _shown(browser) == 2  # its change point and its operator line
+    change = browser.find_element("css selector", "#changes tr.f td.up")
+    assert change.text.startswith("+") and abs(float(change.text) - 20.0) < 3.0
+    browser.find_element("link text", "mm").click()
+    assert browser.find_element("tag name", "h1").text == "history of mm"
+    assert len(browser.find_elements("css selector", "div.series svg")) == series
+    assert len(browser.find_elements("css selector", "svg line.step")) == 1
+    assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
+    browser.get((campaign / "ab.html").as_uri())  # where the index's campaign link leads
+    assert browser.find_element("id", "counts").text.startswith("suite:")
