@@ -21,7 +21,7 @@ from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
 from harness.report import render, suite_report
 from harness.report.abjson import AbDocument, Caliber, as_report
-from harness.report.abresult import SPEEDUP_SAID, AbRow
+from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow
 
 STATIC = Path(__file__).resolve().parent / "static"
 # The side's values under the make variables an A/B of that axis takes.
@@ -113,13 +113,20 @@ def page_data(doc: AbDocument) -> dict[str, Any]:
     title = doc.caliber.text("op") or ", ".join(names[:3]) or "-"
     return {
         "title": f"A/B: {doc.caliber.axis or '-'} on {title}",
-        "counts": suite_report.suite_line(operators) if operators else
-        f"{len(report.rows)} rows",
+        "counts": suite_report.suite_line(operators) if operators else _row_counts(report),
         "geomean": f"geometric mean speedup {render.pct(report.geomean_speedup_pct)}% over "
                    f"{len(report.rows)} paired rows, interval over rows {interval}",
         "said": SPEEDUP_SAID, "rerun": rerun_prefix(doc.caliber), "base": base,
         "ops": ops, "rows": [_row(r, index, gbps.get((r.op, r.dtype, r.shape, r.occurrence)))
                              for r in report.rows]}
+
+
+def _row_counts(report: AbReport) -> str:
+    """A one-operator campaign's line: how many rows got each verdict."""
+    verdicts = [r.stats.verdict.value for r in report.rows]
+    shown = [f"{verdicts.count(v)} {v}" for v in dict.fromkeys(
+        ("faster", "slower", "same", "inconclusive", "flagged", *verdicts)) if v in verdicts]
+    return f"rows: {', '.join(shown) or 'none'} of {len(verdicts)}"
 
 
 def _json_for_script(data: Any) -> str:

@@ -65,3 +65,7 @@ def test_the_report_writes_ab_html_with_its_picture_inline(tmp_path):
     page = (tmp_path / "ab.html").read_text(encoding="utf-8")
     assert ('src="data:image/png;base64,' in page) == (png is not None)
     assert "http://" not in page and "https://" not in page
+    counts = abhtml.page_data(abjson.read_ab(tmp_path))["counts"]
+    verdicts = [r.stats.verdict.value for r in doc.rows]
+    assert counts.startswith("rows: ") and counts.endswith(f" of {len(doc.rows)}")
+    assert f"{verdicts.count('same')} same" in counts
