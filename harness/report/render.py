@@ -267,7 +267,8 @@ def _method_lines(report: AbReport) -> list[str]:
             "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
     return [f"{SPEEDUP_SAID} Method: "
             f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
-            "missing replay key) reads \"flagged\" whatever its numbers.", ""]
+            "missing replay key, or timed while its GPU throttled, or the sides' SM clocks "
+            "differed by more than 5%) reads \"flagged\" whatever its numbers.", ""]
 
 
 def geomean_line(report: AbReport) -> str:
