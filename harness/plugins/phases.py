@@ -54,12 +54,13 @@ def row_phases(gaps: Sequence[float], splits: Sequence[dict[str, float]]) -> dic
 
 def throttled(reads: Sequence[dict[str, Any] | None]) -> bool:
     """Whether clocks read around a row say it was timed throttled: a throttle reason other
-    than idle in any reading, or the SM clock moving by more than CLOCK_CHANGE across them."""
+    than idle in any reading, or the SM clock moving by more than CLOCK_CHANGE of its highest
+    reading across them."""
     known = [r for r in reads if r]
     if any(r.get("throttle") for r in known):
         return True
     sm = [r["sm_mhz"] for r in known if r.get("sm_mhz")]
-    return bool(sm) and max(sm) > min(sm) * (1 + CLOCK_CHANGE)
+    return bool(sm) and max(sm) - min(sm) > CLOCK_CHANGE * max(sm)
 
 
 def open_reader(backend: Backend, ordinal: int) -> tuple[ClockReader | None, str]:
@@ -104,11 +105,12 @@ class Session:
         for row in self.rows:
             for phase, seconds in row["time"].items():
                 phases[phase] = phases.get(phase, 0.0) + seconds
+        session = dict(self.seconds)
         if self.finish_start is not None:
-            self.seconds["teardown"] = ended - self.finish_start
-        tests = self.seconds.pop("tests")
+            session["teardown"] = ended - self.finish_start
+        tests = session.pop("tests")
         phases["tests_other"] = max(0.0, tests - sum(phases.values()))
-        phases.update(self.seconds)
+        phases.update(session)
         start = self.collect_start if self.collect_start is not None else self.configured
         phases["session_other"] = max(0.0, ended - start - sum(phases.values()))
         return {"pid": os.getpid(), "configured": self.configured, "collect_start": start,

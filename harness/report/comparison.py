@@ -134,9 +134,9 @@ def sm_clock(key: Key, rounds: Sequence[dict[Key, Row]]) -> float | None:
 def clock_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]
                 ) -> list[str]:
     """CLOCKS_DIFFER where both sides read the row's SM clock and they differ by more than
-    CLOCK_CHANGE: the two sides did not run at one speed."""
+    CLOCK_CHANGE of the higher: the two sides did not run at one speed."""
     ca, cb = sm_clock(key, a), sm_clock(key, b)
-    if ca is None or cb is None or max(ca, cb) <= min(ca, cb) * (1 + CLOCK_CHANGE):
+    if ca is None or cb is None or max(ca, cb) - min(ca, cb) <= CLOCK_CHANGE * max(ca, cb):
         return []
     return [CLOCKS_DIFFER]
 
