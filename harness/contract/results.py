@@ -239,6 +239,8 @@ CSV_FIELDS: tuple[str, ...] = (
     "error",
 )
 _LIST_SEPARATOR = ";"
+# Row fields only results.jsonl carries: results.csv keeps the header older files have.
+JSONL_ONLY_FIELDS = ("clocks",)
 
 
 def flat_clocks(doc: Mapping[str, Any] | None) -> tuple[tuple[str, int | None], ...]:
