@@ -2,10 +2,11 @@
 """Where the wall of every run below DIR went, summed: phase, seconds, % of wall, and the
 fraction of wall spent in timed replays.
 
-    python3 scripts/time_breakdown.py DIR
+    python3 scripts/time_breakdown.py DIR [DIR ...]
 
-DIR is a run directory, a batch or a campaign directory (anything holding runs): every
-time_breakdown.json below it is summed (docs/formats.md describes the file).
+Each DIR is a run directory, a batch or a campaign directory (anything holding runs): every
+time_breakdown.json below them is summed, once each (docs/formats.md describes the file). A
+campaign's later rounds alone: `python3 scripts/time_breakdown.py CAMPAIGN/*/*/r[1-9]*`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from harness.report import breakdown  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dir", type=Path, help="a run, batch or campaign directory")
+    parser.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
+                        help="a run, batch or campaign directory")
     args = parser.parse_args(argv)
     try:
-        result = breakdown.total(args.dir)
+        result = breakdown.total(*args.dirs)
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

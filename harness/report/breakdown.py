@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.contract import breakdown
 from harness.errors import UsageError
@@ -28,17 +29,25 @@ class Total:
         return self.phases.get("replays", 0.0) / self.wall_s if self.wall_s > 0 else None
 
 
-def total(folder: Path) -> Total:
-    """The sum over every run below `folder` (itself included); a folder with none is an
-    error naming it."""
+def _documents(folder: Path) -> dict[Path, dict[str, Any]]:
     if not folder.is_dir():
         raise UsageError(f"{str(folder)!r} is not a directory; expected a run, batch or "
                          "campaign directory")
-    docs = [d for p in sorted(folder.rglob(breakdown.BREAKDOWN_FILE))
-            if (d := breakdown.read(p)) is not None]
+    docs = {p.resolve(): d for p in sorted(folder.rglob(breakdown.BREAKDOWN_FILE))
+            if (d := breakdown.read(p)) is not None}
     if not docs:
         raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r}; expected a "
                          "run, batch or campaign directory of runs made by this harness")
+    return docs
+
+
+def total(*folders: Path) -> Total:
+    """The sum over every run below each of `folders` (each one included, a run counted once
+    however many of them hold it); a folder with none is an error naming it."""
+    seen: dict[Path, dict[str, Any]] = {}
+    for folder in folders:
+        seen.update(_documents(folder))
+    docs = list(seen.values())
     phases = {p: 0.0 for p in breakdown.PHASES}
     for doc in docs:
         for phase, seconds in doc["phases"].items():

@@ -126,3 +126,10 @@ def test_the_script_prints_the_table_and_fails_on_an_empty_folder(tmp_path):
     failed = subprocess.run([*script, str(tmp_path / "empty")], capture_output=True, text=True,
                             timeout=60)
     assert failed.returncode == 2 and "no time_breakdown.json below" in failed.stderr
+
+
+def test_several_folders_sum_each_run_once(tmp_path):
+    root = campaign(tmp_path)
+    total = report.total(root / "A" / "r0", root / "B", root)  # the root holds both again
+    assert total.runs == 2 and total.wall_s == 20.0
+    assert report.total(root / "A" / "r0").phases["replays"] == 3.0
