@@ -265,9 +265,9 @@ def _method_lines(report: AbReport) -> list[str]:
             f"outside the noise band{bh}; same where the whole interval lies inside it, a factor "
             "1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
             "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
-    return [f"{SPEEDUP_SAID} Method: "
-            f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
-            "missing replay key) reads \"flagged\" whatever its numbers.", ""]
+    return [f"{SPEEDUP_SAID} Method: {report.method.text}. {rule} A flagged row (a side timed "
+            "directly, self-tuned a missing replay key or throttled, or the sides' SM clocks 5% "
+            "apart) reads \"flagged\" whatever its numbers.", ""]
 
 
 def geomean_line(report: AbReport) -> str:
