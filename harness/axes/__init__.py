@@ -139,6 +139,11 @@ class AxisKind:
     shows_stacks: bool = False  # ab.md lists each side's stack
 
     @property
+    def side_variables(self) -> tuple[str, str]:
+        """The variables that hold side A's and side B's values: the first two it reads."""
+        return self.variables[0], self.variables[1]
+
+    @property
     def side_preflight(self) -> bool:
         """Each side is preflighted on its own: in its interpreter or in its FlagGems tree (an
         image's stack is checked in it, by its run)."""
