@@ -5,8 +5,9 @@ plugin installs as `triton.testing.do_bench_cudagraph` while FlagGems' `--mode c
 runs: on a backend whose Triton ships one (`Backend.upstream_graph_bench`), upstream's function
 verbatim, so the numbers equal FlagGems' own; elsewhere the same algorithm with its stream,
 event, synchronize and graph class taken from
-`triton.runtime.driver.active.get_device_interface()` and the backend record. Failures are not
-handled here: they propagate to the timing plugin, which classifies them.
+`triton.runtime.driver.active.get_device_interface()` and the backend record. With
+GRAPH_TIMER=steady, a timer of the device's steady state instead (`steady_graph_bench`). Failures
+are not handled here: they propagate to the timing plugin, which classifies them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -130,6 +132,81 @@ def device_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     return bench
 
 
+# The steady timer's graph: about this much device time of calls, and never more calls than
+# this (each captured call costs the operator's host overhead, milliseconds for some).
+GRAPH_TARGET_MS = 0.5
+GRAPH_MAX_CALLS = 1000
+CAPTURE_BUDGET_MS = 100.0  # of host time for the timed graph's capture
+PROBE_CALLS = 10
+TIMED_GROUPS = 10
+MAX_GROUP_REPLAYS = 10_000
+
+
+def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
+    """Graph timing of the device's steady state, for GRAPH_TIMER=steady.
+
+    Upstream's algorithm sizes its graph by five eager calls, which for a microsecond kernel
+    measure the host's launch overhead, so its graph holds a fraction of `rep`; and it waits for
+    each timed replay to end, so each starts on a device that has just idled. On an H200 such
+    rows read 5-10% above their steady time and moved by up to 8% from one process to the next,
+    where this timer moved them by at most 0.7% (docs/timing.md has the figures and the script).
+    Here a small graph (about GRAPH_TARGET_MS of calls, sized by a short graph of up to
+    PROBE_CALLS, and no more calls than CAPTURE_BUDGET_MS of host time captures) is replayed
+    back to back for about `rep` ms, a warm-up group first, then TIMED_GROUPS groups
+    between events queued without a wait, so the device never idles while it is timed.
+    """
+
+    def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
+              quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
+        def capture(calls: int) -> Any:
+            graph = graph_cls()
+            with interface.graph(graph):
+                for _ in range(calls):
+                    for x in grad_to_none or ():
+                        x.grad = None
+                    fn()
+            interface.synchronize()
+            return graph
+
+        def queued(graph: Any, count: int) -> tuple[Any, Any]:
+            """`count` replays queued between two events, which are read once synchronized."""
+            start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+            start.record()
+            for _ in range(count):
+                graph.replay()
+            end.record()
+            return start, end
+
+        with interface.stream(interface.Stream()):
+            fn()  # warm-up, also compiles
+            start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            interface.synchronize()
+            eager_ms = start.elapsed_time(end)  # at least one call's device time
+            probe_calls = max(1, min(PROBE_CALLS, int(GRAPH_TARGET_MS / max(eager_ms, 1e-6))))
+            began = time.perf_counter()
+            probe = capture(probe_calls)
+            host_ms = max((time.perf_counter() - began) * 1000 / probe_calls, 1e-6)
+            queued(probe, 1)
+            start, end = queued(probe, 2)
+            interface.synchronize()
+            per_call = max(start.elapsed_time(end) / (2 * probe_calls), 1e-6)
+            calls = max(1, min(GRAPH_MAX_CALLS, int(GRAPH_TARGET_MS / per_call),
+                               int(CAPTURE_BUDGET_MS / host_ms)))
+            graph = capture(calls)
+            per_group = max(1, min(MAX_GROUP_REPLAYS,
+                                   round(rep / (calls * per_call) / (TIMED_GROUPS + 1))))
+            queued(graph, per_group)  # keeps the device busy up to the first timed group
+            groups = [queued(graph, per_group) for _ in range(TIMED_GROUPS)]
+            interface.synchronize()
+            times = [s.elapsed_time(e) / (per_group * calls) for s, e in groups]
+        return summarize(times, quantiles, return_mode)
+
+    return bench
+
+
 def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Reset the `grad_to_none` tensors' gradients here and pass the timer none to reset.
 
@@ -149,10 +226,13 @@ def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "grad_to_none": None}
 
 
-def graph_bench_for(backend: Backend) -> Callable[..., Any]:
-    """The graph timer of `backend`, wrapped in the RNG guard; gradients reset outside it."""
+def graph_bench_for(backend: Backend, steady: bool = False) -> Callable[..., Any]:
+    """The graph timer of `backend` (the steady one where `steady`), wrapped in the RNG guard;
+    gradients reset outside it."""
     interface = device_interface()
-    if backend.upstream_graph_bench:
+    if steady:
+        inner = steady_graph_bench(interface, graph_class(backend, interface))
+    elif backend.upstream_graph_bench:
         inner = _import_dotted(backend.upstream_graph_bench)
     else:
         inner = device_graph_bench(interface, graph_class(backend, interface))
@@ -170,4 +250,5 @@ def pytest_configure(config: pytest.Config) -> None:
     if not backend.can_capture:
         raise pytest.UsageError(f"BACKEND={backend.name} cannot capture graphs; "
                                 "harness.plugins.capture does not apply")
-    config.stash[GRAPH_BENCH] = graph_bench_for(backend)
+    algorithm = boundary.read(boundary.GRAPH_TIMER, "the capture plugin", pytest.UsageError)
+    config.stash[GRAPH_BENCH] = graph_bench_for(backend, algorithm == "steady")
