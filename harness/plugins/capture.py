@@ -140,6 +140,7 @@ CAPTURE_BUDGET_MS = 100.0  # of host time for the timed graph's capture
 PROBE_CALLS = 10
 TIMED_GROUPS = 10
 MAX_GROUP_REPLAYS = 10_000
+WARM_MS = 50.0  # of replays queued right before the timed ones
 
 
 def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
@@ -152,8 +153,8 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     where this timer moved them by at most 0.7% (docs/timing.md has the figures and the script).
     Here a small graph (about GRAPH_TARGET_MS of calls, sized by a short graph of up to
     PROBE_CALLS, and no more calls than CAPTURE_BUDGET_MS of host time captures) is replayed
-    back to back for about `rep` ms, a warm-up group first, then TIMED_GROUPS groups
-    between events queued without a wait, so the device never idles while it is timed.
+    for WARM_MS, then for about `rep` ms in TIMED_GROUPS groups between events, all queued
+    without a wait, so that the device never idles while it is timed.
     """
 
     def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
@@ -198,7 +199,10 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
             graph = capture(calls)
             per_group = max(1, min(MAX_GROUP_REPLAYS,
                                    round(rep / (calls * per_call) / (TIMED_GROUPS + 1))))
-            queued(graph, per_group)  # keeps the device busy up to the first timed group
+            # a device that idled (the host building inputs, a worker between sessions) runs
+            # slower for a while: in an A/A on an H200 the first microsecond row of a session
+            # read 1.62 us where the other sides and rounds read 1.04-1.10
+            queued(graph, max(per_group, round(WARM_MS / (calls * per_call))))
             groups = [queued(graph, per_group) for _ in range(TIMED_GROUPS)]
             interface.synchronize()
             times = [s.elapsed_time(e) / (per_group * calls) for s, e in groups]
