@@ -22,11 +22,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def fast(session: nox.Session) -> None:
-    """Unit and plugin tests, no integration test: the loop for every edit (under 2 minutes)."""
+    """Unit and plugin tests without the integration and slow ones (simulations, tests that
+    start processes; `nox -s tests` runs them): the loop for every edit. Measured on two
+    cores: FAST_FIGURE."""
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
-    session.run("pytest", "-m", "not gpu and not slurm and not integration", "tests/unit",
-                "tests/plugins", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slurm and not integration and not slow",
+                "tests/unit", "tests/plugins", *session.posargs)
 
 
 @nox.session
