@@ -122,6 +122,7 @@ def _campaign(tmp_path):
     return one_op_campaign(tmp_path)
 
 
+@pytest.mark.slow  # a unit and its sleeper, stopped by a signal
 def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_campaign(
         tmp_path, monkeypatch):
     # Regression: the driver raised a bare KeyboardInterrupt (exit 130 for every signal) and
@@ -202,6 +203,7 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
 # --------------------------------------------------------------------------- a unit's limit
 
 
+@pytest.mark.slow  # a sleeper stopped at its limit
 def test_a_unit_past_its_limit_is_recorded_timeout_and_a_resume_reruns_it(tmp_path,
                                                                            monkeypatch):
     # Regression: a hanging operator blocked its device forever: no unit had a time limit.

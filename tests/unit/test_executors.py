@@ -100,6 +100,7 @@ def test_a_task_stopped_at_its_limit_reads_timeout_whatever_its_exit_code():
     assert state_for(-15, timed_out=True) == TIMEOUT == state_for(143, timed_out=True)
 
 
+@pytest.mark.slow  # a sleeper stopped at its limit
 def test_a_task_past_its_limit_is_stopped_reads_timeout_and_the_next_task_runs(tmp_path):
     # Regression: a hanging operator held its device forever; nothing after it ran.
     hang = Task("hang", (sys.executable, "-c", "import time; time.sleep(60)"),
