@@ -23,18 +23,12 @@ def _env():  # this interpreter's path: where the history extra may live outside
 
 def test_a_run_a_batch_and_a_campaign_are_in_the_default_store_when_they_end(tmp_path):
     out = tmp_path / "runs"
-    shapes = tmp_path / "shapes.yaml"  # one small shape each: what is checked is the store
-    shapes.write_text("".join(f"{op}:\n  shapes:\n    - [8, 8]\n" for op in ("sum", "tanh",
-                                                                            "add")))
-    small = ("--shape-mode", "file", "--shape-file", str(shapes))
-    run = harness("run", "--backend", "cpu", "--op", "sum", *small, "--out", str(out),
-                  env=_env())
+    run = harness("run", "--backend", "cpu", "--op", "sum", "--out", str(out), env=_env())
     assert run.returncode == 0, run.stderr
-    batch = harness("batch", "--backend", "cpu", "--ops", "tanh", *small, "--out", str(out),
-                    env=_env())
+    batch = harness("batch", "--backend", "cpu", "--ops", "tanh", "--out", str(out), env=_env())
     assert batch.returncode == 0, batch.stderr
     ab = harness("ab", "--backend", "cpu", "--op", "add", "--axis", "none", "--rounds", "2",
-                 *small, "--out", str(out), env=_env())
+                 "--out", str(out), env=_env())
     assert ab.returncode == 0, ab.stderr
     assert (out / "history.sqlite").is_file()
     listed = harness("history", "list", "--format", "json", "--out", str(out), env=_env())
