@@ -278,6 +278,46 @@ def test_ordinary_sessions_of_the_cpu_suite_with_the_runs_plugins_keep_their_wor
     assert len({f["pid"] for f in facts}) == 1 and host.started == 1
 
 
+ENTRY_POINT_PLUGIN = """import unittest.mock
+
+AsyncMockType = unittest.mock.AsyncMock
+
+
+def _wrapped(self, *args, **kwargs):
+    return None
+
+
+def pytest_configure(config):
+    AsyncMockType.assert_zl_awaited = _wrapped
+    print("zlwrap configured")
+
+
+def pytest_unconfigure(config):
+    del AsyncMockType.assert_zl_awaited
+"""
+
+
+@SLOW
+def test_what_an_installed_pytest_plugin_sets_at_configure_and_takes_back_keeps_the_worker(
+        suite, tmp_path):
+    # On an H200 every session of FlagGems' suite retired its worker, pytest-mock's asserts
+    # among the reasons: it wraps AsyncMock's at configure and deletes them at unconfigure.
+    site = tmp_path / "site"
+    (site / "zlwrap-0.dist-info").mkdir(parents=True)
+    (site / "zlwrap.py").write_text(ENTRY_POINT_PLUGIN)
+    (site / "zlwrap-0.dist-info" / "METADATA").write_text("Name: zlwrap\nVersion: 0\n")
+    (site / "zlwrap-0.dist-info" / "entry_points.txt").write_text(
+        "[pytest11]\nzlwrap = zlwrap\n")
+    path = f"{site}{os.pathsep}{REPO_ROOT}"
+    with WorkerHost() as host:
+        outs = [run(host, suite, "test_env.py", PYTHONPATH=path) for _ in range(3)]
+    assert [rc for rc, _, _ in outs] == [0, 0, 0], [out for _, out, _ in outs]
+    assert all("zlwrap configured" in out for _, out, _ in outs)  # loaded by its entry point
+    assert [(f["session"], f["retired"]) for _, _, f in outs] == [(1, None), (2, None),
+                                                                    (3, None)]
+    assert host.started == 1
+
+
 @SLOW
 def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_one(suite):
     with WorkerHost() as host:
