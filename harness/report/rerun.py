@@ -38,9 +38,9 @@ def command(caliber: Caliber, op: str) -> str:
     flags = SIDE_FLAGS.get(caliber.axis or "none", ("--a", "--b"))
     if flags is not None:
         argv += [flags[0], caliber.text("a") or "0", flags[1], caliber.text("b") or "1"]
-    argv += ["--rounds", str(caliber.rounds or 3), "--op", op]
+    argv += ["--rounds", str(caliber.rounds or 3)]
     for flag, key, default in KEPT:
         value = caliber.text(key)
         if value is not None and value != default:
             argv += [flag, value]
-    return shlex.join(argv)
+    return shlex.join([*argv, "--op", op])
