@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -95,6 +96,22 @@ def test_status_while_it_runs_after_kill_9_of_its_driver_and_once_it_is_done(tmp
     assert sum(int(word) for word in verdicts.split(": ", 1)[1].split(";")[0].split()[::2]) == 2
     assert {line.split(":")[0].strip() for line in lines if line.startswith("  ")} >= set(
         ab["operators"])
+
+    # Mid-campaign, as the files would be with add's last round still to run: interim verdicts
+    # of tanh alone, judged from its runs.
+    copy = shutil.copytree(directory, tmp_path / "copy")
+    doc = json.loads((copy / "campaign.json").read_text())
+    doc["state"] = "running"
+    for unit in doc["units"]:
+        if unit["id"] == "add/r1":
+            unit["status"] = "not_run"
+    (copy / "campaign.json").write_text(json.dumps(doc))
+    lines = status(copy)
+    at = next(i for i, line in enumerate(lines) if line.startswith(
+        "verdicts (interim, operators whose rounds are all in): 1 "))
+    assert lines[at + 1].startswith(f"  tanh: {ab['operators']['tanh']['verdict']}, geomean ")
+    assert not any(line.startswith("  add:") for line in lines[at:])
+    assert "units: 3 done, 0 running, 1 pending, 0 failed (of 4)" in lines
 
 
 def test_status_of_a_folder_that_is_no_campaign_is_one_line_and_exit_2(tmp_path):
