@@ -8,7 +8,7 @@ from xml.etree import ElementTree as ET
 from harness.contract.states import CRASHED, ERROR, FAILED, TIMEOUT
 from harness.report.abjson import AbDocument, OperatorSummary
 from harness.report.abresult import AbRow
-from harness.report.gate import FailOn, operators_of
+from harness.report.gate import CALLS, FailOn, operators_of
 from harness.report.render import pct
 
 JUNIT_XML = "junit.xml"
@@ -57,7 +57,7 @@ def _case(doc: AbDocument, op: str, info: OperatorSummary, words: tuple[str, ...
     if not bad and (info.verdict in ("failed", "pending")):
         ET.SubElement(case, "error", type=info.verdict,
                       message=f"{op}: {info.verdict}: {info.reason or 'no paired row'}")
-    called = [w for w in words if w != "failed"]
+    called = [w for w in words if w in CALLS]  # `failed` is said by the errors above
     if called:
         ET.SubElement(case, "failure", type=info.verdict,
                       message=failure_message(op, info, tuple(called), rows))
