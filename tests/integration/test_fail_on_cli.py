@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from lxml import etree
 from harness.report import abjson, gate
 
 from .test_ab_cli import harness
-from .test_ab_suite_cli import suite_args, the_campaign
+from .test_ab_suite_cli import interrupt_after_first_unit, suite_args, the_campaign
 from .test_run_cli import make
 
 pytestmark = pytest.mark.integration
@@ -54,3 +55,15 @@ def test_fail_on_makes_ab_exit_7_and_ci_reads_junit_and_the_step_summary(tmp_pat
     assert harness("ab", "--resume", str(directory)).returncode == 1
     resumed = make("ab", f"RESUME={directory}", "FAIL_ON=failed")  # make's own exit is 2
     assert "Error 7" in resumed.stderr, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+
+
+def test_an_interrupted_campaign_keeps_its_signals_exit_and_still_writes_junit(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setenv("ZL_FAIL_ON", "failed,changed")
+    rc, output = interrupt_after_first_unit(suite_args(tmp_path, "tanh,add", 2), signal.SIGTERM)
+    assert rc == 128 + signal.SIGTERM, output[-3000:]
+    directory = the_campaign(tmp_path)
+    xml = etree.parse(str(directory / "junit.xml"))
+    SCHEMA.assertValid(xml)
+    assert {c.get("name") for c in xml.iter("testcase")} == {"tanh", "add"}
+    assert "FAIL_ON=failed,changed" in (directory / "ci-summary.md").read_text()
