@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_image_commands(sub)
     _add_receipt_report(sub)
     history.add_parser(sub, _Parser)
+    history.add_publish(sub)
     return parser
 
 

@@ -42,6 +42,37 @@ class Device:
     sm_clock_mhz: int | None = None
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """One reading of a device's clocks and power state; None where the tool has no answer.
+
+    `throttle` is the vendor's bit mask of reasons the clocks are held below their maximum,
+    with the bits that mean no throttling (idle, none) already cleared: 0 is not throttled.
+    """
+
+    sm_mhz: int | None
+    mem_mhz: int | None
+    temp_c: int | None
+    pstate: int | None
+    throttle: int | None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return {"sm_mhz": self.sm_mhz, "mem_mhz": self.mem_mhz, "temp_c": self.temp_c,
+                "pstate": self.pstate, "throttle": self.throttle}
+
+
+# A device's clock reader: given the visibility variable's value (None: unset) and the ordinal
+# of the device the process uses, a callable that reads its clocks, or the one line that says
+# why there is none (no management library, no such device).
+ClockReader = Callable[[], Clocks]
+ClockOpener = Callable[[str | None, int], "ClockReader | str"]
+
+
+def no_clocks(visible: str | None, ordinal: int) -> ClockReader | str:
+    """The opener of a backend whose devices report no clocks: none, and no line about it."""
+    return ""
+
+
 # What every Triton-based stack reads only in its compiler or in FlagGems: Triton's and
 # FlagTree's knobs (TRITON_*, FLAGTREE_*, MLIR_ENABLE_*) and FlagGems' own (FLAGGEMS_*).
 COMPILER_VARIABLES = ("TRITON_", "FLAGTREE_", "MLIR_ENABLE_", "FLAGGEMS_")
@@ -93,6 +124,9 @@ class Backend:
     # node, its units spread over its devices by the harness).
     slurm_unit: str = "gpu"
     apptainer_flags: tuple[str, ...] = ()  # `apptainer exec` flags that bring the devices in
+    # Opens a reader of a device's clocks and power state, read beside each row's timing
+    # (no_clocks: the backend has none; "" for the reason says so without a line in run.log).
+    open_clocks: ClockOpener = no_clocks
 
     @property
     def can_capture(self) -> bool:

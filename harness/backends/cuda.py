@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 
-from harness.backends import Backend, CaptureRule, Device, Verdict
+from harness.backends import Backend, CaptureRule, Device, Verdict, nvml
 
 QUERY_FIELDS = ("index", "name", "uuid", "driver_version", "memory.total", "clocks.sm")
 SMI_COMMAND = (
@@ -121,4 +121,5 @@ BACKEND = Backend(
     compiler_variables=("DISABLE_PTXAS_OPT", "DISABLE_LLVM_OPT"),
     slurm_unit="gpu",  # Slurm sets CUDA_VISIBLE_DEVICES for a GPU GRES task
     apptainer_flags=("--nv",),
+    open_clocks=nvml.open_clocks,
 )

@@ -38,6 +38,7 @@ RECORD_LOGS_FILE = "record_logs.json"  # the record logs this pytest wrote (a JS
 RECORD_LOG_GLOB = "result_*.log"  # FlagGems' --record log files
 REPLAYED_FILE = "replayed_winners.jsonl"  # the records a replaying run pins
 OUTCOMES_FILE = "outcomes.json"  # how many tests pytest ran, passed, failed, skipped, and why
+PHASES_FILE = "time_phases.jsonl"  # one line a pytest session: where its seconds went
 CLAIMS_DIR = "claims"  # under a parallel warmup's directory: one per dtype group
 
 # Marker lines the plugins print into run.log, read back by summary and report.
@@ -49,8 +50,12 @@ REPLAY_EVICTED_MARKER = "AUTOTUNE_REPLAY_EVICTED"
 COMPILE_WORKERS_OFF_MARKER = "COMPILE_WORKERS_OFF"
 COMPILE_WORKERS_DONE_MARKER = "COMPILE_WORKERS_DONE"
 RESCUED_MARKER = "BENCHMARK_CAPTURE_RESCUED"  # a row of an operator rerun without capture
+CLOCKS_THROTTLED_MARKER = "GPU_CLOCKS_THROTTLED"  # a row timed while the device throttled
+CLOCKS_UNREAD_MARKER = "GPU_CLOCKS_UNREAD"  # run.log: why no clocks are read beside the rows
+CLOCKS_DIFFER = "GPU_CLOCKS_DIFFER"  # an A/B row whose sides' SM clocks differ by > CLOCK_CHANGE
+CLOCK_CHANGE = 0.05  # a fraction of the SM clock: more across a row or between sides flags it
 # rows never called faster or slower
-FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER, RESCUED_MARKER)
+FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER, RESCUED_MARKER, CLOCKS_THROTTLED_MARKER)
 
 # A run's header in run.log: its first line, then `# <field>: <value>` with run_dir first.
 RUN_HEADER = "# harness run header"

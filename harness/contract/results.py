@@ -43,6 +43,9 @@ class Row:
     markers: tuple[str, ...] = ()
     samples: tuple[float, ...] = ()  # every timing of latency_ms (REPEAT > 1: several)
     samples_base: tuple[float, ...] = ()  # likewise of latency_base_ms
+    # the device's clocks read before and after the row's timing: ("sm_mhz_before", 1980), ...
+    # (results.jsonl only: results.csv keeps its columns)
+    clocks: tuple[tuple[str, int | None], ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -51,6 +54,13 @@ class Row:
         object.__setattr__(self, "markers", tuple(self.markers))
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
         object.__setattr__(self, "samples_base", tuple(float(s) for s in self.samples_base))
+        pairs = self.clocks.items() if isinstance(self.clocks, Mapping) else self.clocks
+        object.__setattr__(self, "clocks", tuple((str(k), None if v is None else int(v))
+                                                 for k, v in pairs))
+
+    def clock(self, name: str) -> int | None:
+        """One clock reading by its flat name (sm_mhz_before, ...); None where not read."""
+        return dict(self.clocks).get(name)
 
     def key(self) -> tuple[str, str, str]:
         """The pairing key across runs and sources: (op, dtype, shape)."""
@@ -62,6 +72,7 @@ class Row:
         data["markers"] = list(self.markers)
         data["samples"] = list(self.samples)
         data["samples_base"] = list(self.samples_base)
+        data["clocks"] = dict(self.clocks)
         return data
 
     @classmethod
@@ -228,11 +239,22 @@ CSV_FIELDS: tuple[str, ...] = (
     "error",
 )
 _LIST_SEPARATOR = ";"
+# Row fields only results.jsonl carries: results.csv keeps the header older files have.
+JSONL_ONLY_FIELDS = ("clocks",)
+
+
+def flat_clocks(doc: Mapping[str, Any] | None) -> tuple[tuple[str, int | None], ...]:
+    """The timing plugin's {"before": {...}, "after": {...}} as Row.clocks' flat pairs."""
+    if not isinstance(doc, Mapping):
+        return ()
+    return tuple((f"{name}_{when}", value) for when in ("before", "after")
+                 for name, value in (doc.get(when) or {}).items())
 
 
 def _csv_cell(value: Any) -> str:
     if value is None:
         return ""
+
     if isinstance(value, tuple):
         return _LIST_SEPARATOR.join(repr(v) if isinstance(v, float) else str(v) for v in value)
     return repr(value) if isinstance(value, float) else str(value)
@@ -325,7 +347,7 @@ def merge_timing(rows: Sequence[Row], timing: Sequence[Mapping[str, Any]],
                 speedup=latency_base / latency if latency_base and latency else None,
                 error=record.get("reason"), timer=record["timer"],
                 markers=record["markers"], samples=record["samples"],
-                samples_base=record["samples_base"]))
+                samples_base=record["samples_base"], clocks=flat_clocks(record.get("clocks"))))
         else:
             queues.setdefault((record["op"], record["dtype"], record["shape"]), []).append(record)
     merged = []
@@ -337,5 +359,6 @@ def merge_timing(rows: Sequence[Row], timing: Sequence[Mapping[str, Any]],
         record = queue.pop(0)
         merged.append(replace(row, timer=record["timer"],
                               markers=tuple(dict.fromkeys((*row.markers, *record["markers"]))),
-                              samples=record["samples"], samples_base=record["samples_base"]))
+                              samples=record["samples"], samples_base=record["samples_base"],
+                              clocks=flat_clocks(record.get("clocks"))))
     return merged + extra

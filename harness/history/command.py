@@ -14,7 +14,7 @@ from harness.settings import usage, variables
 try:  # the store needs the `history` extra; `import harness.cli` must not
     from sqlalchemy import Engine
 
-    from harness.history import changes, importer, queries, render, schema, store
+    from harness.history import changes, importer, queries, render, schema, site, store
     MISSING = ""
 except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
     MISSING = str(exc)
@@ -67,6 +67,36 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
         for name in ("HISTORY", "OUT"):
             variables.add_flag(verb, variables.named(name))
     p.set_defaults(func=run)
+
+
+def add_publish(sub: argparse._SubParsersAction) -> None:
+    """Register `publish`: the static site over the store."""
+    p = sub.add_parser("publish", help="a static site over the history store: records over "
+                       "time, each operator's trend per row, the change points found",
+                       epilog=usage.epilog("publish"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None, dest="site_out", metavar="DIR",
+                   help="the site's folder (default: OUT/site)")
+    p.add_argument("--since", default=None, dest="since", metavar="UTC",
+                   help="trends and change points of nights from then on only")
+    variables.add_flag(p, variables.named("HISTORY"))
+    p.set_defaults(func=publish)
+
+
+def publish(args: argparse.Namespace, write_line: WriteLine = print) -> int:
+    """Write the site and say where its index is."""
+    if MISSING:
+        raise UsageError(f"{NO_EXTRA} ({MISSING})")
+    where = _where(args, create=False)
+    out, _ = variables.named("OUT").lookup(vars(args), variables.environ())
+    engine = store.open_store(where)
+    try:
+        index = site.publish(engine, Path(args.site_out or Path(out or "runs") / "site"),
+                             args.since)
+    finally:
+        engine.dispose()
+    write_line(str(index))
+    return EXIT_OK
 
 
 def _by(verb: argparse.ArgumentParser) -> None:

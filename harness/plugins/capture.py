@@ -25,6 +25,21 @@ from harness.contract import boundary
 GRAPH_BENCH = pytest.StashKey[Callable[..., Any]]()
 
 
+class PhaseListener:
+    """Where the timing plugin hears a graph timer's capture begin ("capture") and end
+    ("replays"): `on_phase` is set around each timed call, None elsewhere."""
+
+    def __init__(self) -> None:
+        self.on_phase: Callable[[str], None] | None = None
+
+    def __call__(self, phase: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
+
+PHASES = pytest.StashKey[PhaseListener]()
+
+
 def _import_dotted(path: str) -> Any:
     module, _, attr = path.rpartition(".")
     return getattr(importlib.import_module(module), attr)
@@ -130,6 +145,28 @@ def device_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     return bench
 
 
+@contextlib.contextmanager
+def phases_marked(interface: Any, listener: PhaseListener) -> Iterator[None]:
+    """While a graph timer runs, its `interface.graph(...)` capture context tells `listener`
+    when the capture begins and ends (upstream's and the harness's timer both capture through
+    the device module's `graph`); the context itself is the interface's, unchanged."""
+    original = getattr(interface, "graph", None)
+    if original is None:
+        yield
+        return
+
+    @contextlib.contextmanager
+    def graph(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        listener("capture")
+        with original(*args, **kwargs) as value:
+            yield value
+        listener("replays")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(interface, "graph", graph)
+        yield
+
+
 def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Reset the `grad_to_none` tensors' gradients here and pass the timer none to reset.
 
@@ -149,8 +186,10 @@ def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "grad_to_none": None}
 
 
-def graph_bench_for(backend: Backend) -> Callable[..., Any]:
-    """The graph timer of `backend`, wrapped in the RNG guard; gradients reset outside it."""
+def graph_bench_for(backend: Backend, listener: PhaseListener | None = None
+                    ) -> Callable[..., Any]:
+    """The graph timer of `backend`, wrapped in the RNG guard; gradients reset outside it;
+    its capture's begin and end told to `listener`."""
     interface = device_interface()
     if backend.upstream_graph_bench:
         inner = _import_dotted(backend.upstream_graph_bench)
@@ -158,7 +197,7 @@ def graph_bench_for(backend: Backend) -> Callable[..., Any]:
         inner = device_graph_bench(interface, graph_class(backend, interface))
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        with rng_guard(interface):
+        with rng_guard(interface), phases_marked(interface, listener or PhaseListener()):
             return inner(*args, **grads_reset_here(kwargs))
 
     guarded.__wrapped__ = inner  # type: ignore[attr-defined]
@@ -170,4 +209,5 @@ def pytest_configure(config: pytest.Config) -> None:
     if not backend.can_capture:
         raise pytest.UsageError(f"BACKEND={backend.name} cannot capture graphs; "
                                 "harness.plugins.capture does not apply")
-    config.stash[GRAPH_BENCH] = graph_bench_for(backend)
+    listener = config.stash[PHASES] = PhaseListener()
+    config.stash[GRAPH_BENCH] = graph_bench_for(backend, listener)

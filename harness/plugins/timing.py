@@ -7,9 +7,11 @@ FlagGems runs with `--mode kernel`; for each latency this plugin either calls Fl
 `triton.testing.do_bench_cudagraph`, or under `--mode kernel` (the direct timer). A capture
 failure is classified by the backend: recoverable -> that shape is timed directly and flagged;
 fatal -> re-raised; poisoned -> the operator stops, its measured rows are kept, later tests are
-skipped. Every row's timer, markers and samples go to ZL_PLUGIN_RUN_DIR/timing.jsonl, which the
-harness merges into results. A parallel warmup's shard times nothing: the plan loads the
-warmup_share plugin there instead.
+skipped. Every row's timer, markers, samples, seconds by phase and the device's clocks read
+before and after each call go to ZL_PLUGIN_RUN_DIR/timing.jsonl, which the harness merges into
+results; a row timed while the device throttled carries CLOCKS_THROTTLED_MARKER. The session's
+seconds by phase go to time_phases.jsonl (harness.plugins.phases). A parallel warmup's shard
+times nothing: the plan loads the warmup_share plugin there instead.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import contextlib
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,10 +30,17 @@ import pytest
 
 from harness.backends import Backend, Verdict
 from harness.contract import boundary
-from harness.contract.boundary import DENIED_MARKER, DIRECT_MARKER, POISONED_MARKER
+from harness.contract.boundary import (
+    CLOCKS_THROTTLED_MARKER,
+    CLOCKS_UNREAD_MARKER,
+    DENIED_MARKER,
+    DIRECT_MARKER,
+    POISONED_MARKER,
+)
 from harness.contract.boundary import TIMING_FILE as SIDECAR
 from harness.contract.shape_text import canonical_shape
-from harness.plugins.capture import GRAPH_BENCH
+from harness.plugins import phases
+from harness.plugins.capture import GRAPH_BENCH, PHASES, PhaseListener
 from harness.plugins.markers import write_marker
 
 READER = "the timing plugin"
@@ -52,6 +62,9 @@ class Call:
     arg_dtype: str | None
     markers: list[str] = field(default_factory=list)
     reason: str | None = None
+    gap_s: float = 0.0  # since the previous call or the test's start: building its inputs
+    seconds: dict[str, float] = field(default_factory=dict)  # by phase (phases.Split)
+    clocks: list[dict[str, Any] | None] = field(default_factory=list)  # before, after
 
 
 def op_key(function_name: str) -> str:
@@ -88,6 +101,11 @@ class Timing:
         self.base: Any = None
         self.current_op = ""  # the deny-list key of the test running now (op_key)
         self._patch = pytest.MonkeyPatch()
+        self.session = phases.Session(run_dir)
+        self.idle_since = time.perf_counter()  # the last call's end, or the test's start
+        self.split = phases.Split()
+        self.clocks: Any = None  # the backend's clock reader, opened at the first call
+        self.clocks_opened = False
 
     @property
     def graph_bench(self) -> Callable[..., Any]:
@@ -153,9 +171,45 @@ class Timing:
     def _times(self, timer: str, call: Callable[[], float]) -> list[float]:
         samples = []
         for _ in range(self.repeat):
+            self.split.enter("warmup" if timer == "graph" else "direct")
             with self._graph_timer() if timer == "graph" else self._mode("KERNEL"):
                 samples.append(float(call()))
         return samples
+
+    def _read_clocks(self) -> dict[str, Any] | None:
+        if not self.clocks_opened:
+            self.clocks_opened = True
+            self.clocks, why = phases.open_reader(self.backend, self._ordinal())
+            if why:
+                self.marker(f"{CLOCKS_UNREAD_MARKER} reason={json.dumps(why)}")
+        return phases.read(self.clocks)
+
+    def _ordinal(self) -> int:
+        device: Any = getattr(sys.modules.get("torch"), self.backend.torch_device, None)
+        try:
+            return int(device.current_device())
+        except Exception:
+            return 0
+
+    @contextlib.contextmanager
+    def _phased(self, record: Call) -> Iterator[None]:
+        """Around one call: the device drained first (its inputs' work is theirs), clocks read
+        before and after, its seconds split by phase, its end drained too."""
+        self._synchronize()
+        record.gap_s = time.perf_counter() - self.idle_since
+        record.clocks.append(self._read_clocks())
+        listener = self.config.stash.get(PHASES, None) or PhaseListener()
+        self.split = phases.Split()
+        listener.on_phase = self.split.enter
+        try:
+            yield
+        finally:
+            listener.on_phase = None
+            self._synchronize()
+            self.split.enter(None)
+            record.seconds = self.split.seconds
+            record.clocks.append(self._read_clocks())
+            self.idle_since = time.perf_counter()
 
     def measure(self, original: Callable[..., float], bench: Any, op: Any,
                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
@@ -173,6 +227,13 @@ class Timing:
             if current not in self.denied:
                 self.denied.add(current)
                 self.marker(f"{DENIED_MARKER} op={current}")
+        with self._phased(record):
+            self._timed(record, call)
+        record.latency = statistics.median(record.samples)
+        self.pending.append(record)
+        return record.latency
+
+    def _timed(self, record: Call, call: Callable[[], float]) -> None:
         if record.timer == "graph":
             try:
                 record.samples = self._times("graph", call)
@@ -180,9 +241,6 @@ class Timing:
                 self._capture_failed(record, exc)
         if record.timer == "direct":
             record.samples = self._times("direct", call)
-        record.latency = statistics.median(record.samples)
-        self.pending.append(record)
-        return record.latency
 
     def _capture_failed(self, record: Call, exc: Exception) -> None:
         verdict, message = self.backend.explain_capture_exception(exc)
@@ -224,9 +282,17 @@ class Timing:
 
     def _row(self, op: str, dtype: str, shape: str, used: list[Call],
              **extra: Any) -> dict[str, Any]:
-        markers = sorted({m for c in used for m in c.markers})
+        reads = [r for c in used for r in c.clocks]
+        marked = {m for c in used for m in c.markers}
+        if phases.throttled(reads):
+            marked.add(CLOCKS_THROTTLED_MARKER)
+        markers = sorted(marked)
         timer = "graph" if used and all(c.timer == "graph" for c in used) else "direct"
+        seconds = phases.row_phases([c.gap_s for c in used], [c.seconds for c in used])
+        self.session.rows.append({"op": op, "dtype": dtype, "shape": shape, "time": seconds})
+        clocks = {"before": reads[0], "after": reads[-1]} if reads and reads[0] else None
         return {"op": op, "dtype": dtype, "shape": shape, "timer": timer, "markers": markers,
+                "time": seconds, "clocks": clocks,
                 "reason": next((c.reason for c in used if c.reason), None),
                 "samples": used[-1].samples if used else [],
                 "samples_base": used[0].samples if len(used) > 1 else [],
@@ -264,10 +330,32 @@ def pytest_configure(config: pytest.Config) -> None:
                                   boundary.read(boundary.RUN_DIR, READER, error))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session: pytest.Session) -> None:
+    session.config.stash[TIMING].session.collect_start = time.monotonic()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     # trylast: FlagGems' test modules (which import benchmark.base) are all imported by now.
-    session.config.stash[TIMING].install()
+    timing = session.config.stash[TIMING]
+    timing.install()
+    start = timing.session.collect_start
+    if start is not None:
+        timing.session.add("collection", time.monotonic() - start)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    timing = item.config.stash[TIMING]
+    started = timing.idle_since = time.perf_counter()
+    yield
+    timing.session.add("tests", time.perf_counter() - started)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[TIMING].session.finish_start = time.monotonic()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -277,7 +365,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     timing.current_op = op_key(getattr(item, "originalname", item.name))
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     timing = config.stash.get(TIMING, None)
     if timing is not None:
         timing.uninstall()
+        timing.session.write()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness import stats
-from harness.contract.boundary import DIRECT_MARKER, FLAG_MARKERS
+from harness.contract.boundary import CLOCK_CHANGE, CLOCKS_DIFFER, DIRECT_MARKER, FLAG_MARKERS
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired
@@ -119,6 +120,27 @@ def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:
                                                          if key in r)]
 
 
+def sm_clock(key: Key, rounds: Sequence[dict[Key, Row]]) -> float | None:
+    """A side's SM clock of one row: the median over its rounds of the mean of the readings
+    before and after its timing; None where no round read one."""
+    means = []
+    for row in (r[key] for r in rounds if key in r):
+        read = [v for v in (row.clock("sm_mhz_before"), row.clock("sm_mhz_after")) if v]
+        if read:
+            means.append(sum(read) / len(read))
+    return statistics.median(means) if means else None
+
+
+def clock_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]
+                ) -> list[str]:
+    """CLOCKS_DIFFER where both sides read the row's SM clock and they differ by more than
+    CLOCK_CHANGE of the higher: the two sides did not run at one speed."""
+    ca, cb = sm_clock(key, a), sm_clock(key, b)
+    if ca is None or cb is None or max(ca, cb) - min(ca, cb) <= CLOCK_CHANGE * max(ca, cb):
+        return []
+    return [CLOCKS_DIFFER]
+
+
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
             noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
             floor_at: Callable[[float], float] | None = None) -> AbReport:
@@ -129,7 +151,7 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
     ka, kb = [keyed(s.rows) for s in a], [keyed(s.rows) for s in b]
-    flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B"))
+    flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B") + clock_flags(k, ka, kb))
              for side in (ka, kb) for r in side for k in r}
     result = stats.summarize_ab(
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],

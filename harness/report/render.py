@@ -265,9 +265,9 @@ def _method_lines(report: AbReport) -> list[str]:
             f"outside the noise band{bh}; same where the whole interval lies inside it, a factor "
             "1 + floor either way (5%: -4.8..+5.0; alpha spent over looks: the equivalence "
             "interval's reach beside same); inconclusive otherwise (more rounds would decide).")
-    return [f"{SPEEDUP_SAID} Method: "
-            f"{report.method.text}. {rule} A flagged row (a side timed directly, or self-tuned a "
-            "missing replay key) reads \"flagged\" whatever its numbers.", ""]
+    return [f"{SPEEDUP_SAID} Method: {report.method.text}. {rule} A flagged row (a side timed "
+            "directly, self-tuned a missing replay key or throttled, or the sides' SM clocks 5% "
+            "apart) reads \"flagged\" whatever its numbers.", ""]
 
 
 def geomean_line(report: AbReport) -> str:
@@ -330,9 +330,9 @@ def render_markdown(source: AbReport | AbDocument | Mapping[str, Any] | Sequence
 
 
 # ---------------------------------------------------------------- csv and json
+RUN_CSV_FIELDS = ("source", "op", "dtype", "rows", "failed", "fallback", "geomean_speedup")
 
-
-def _csv(write_line: WriteLine, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def write_csv(write_line: WriteLine, header: Sequence[str], rows: Sequence[Any]) -> None:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -342,9 +342,9 @@ def _csv(write_line: WriteLine, header: Sequence[str], rows: Sequence[Sequence[A
 
 
 def render_runs_csv(sources: Sequence[Source], write_line: WriteLine) -> None:
-    _csv(write_line, ("source", "op", "dtype", "rows", "failed", "fallback", "geomean_speedup"),
-         [(s.label, g.op, g.dtype, g.rows, g.failed, g.fallback, g.geomean_speedup)
-          for s in sources for g in run_groups(s.rows)])
+    write_csv(write_line, RUN_CSV_FIELDS, [(s.label, g.op, g.dtype, g.rows, g.failed, g.fallback,
+                                            g.geomean_speedup) for s in sources
+                                           for g in run_groups(s.rows)])
 
 
 AB_CSV_FIELDS = ("op", "dtype", "shape", "occurrence", "a_ms", "b_ms", "speedup_pct", "min_pct",
@@ -360,7 +360,7 @@ def render_ab_csv(report: AbReport, write_line: WriteLine) -> None:
                r.stats.verdict.value, ";".join(r.flags), "") for r in report.rows]
     unpaired = [(u.op, u.dtype, u.shape, u.occurrence, *[None] * 9, "unpaired", "", u.reason)
                 for u in report.unpaired]
-    _csv(write_line, AB_CSV_FIELDS, [*paired, *unpaired])
+    write_csv(write_line, AB_CSV_FIELDS, [*paired, *unpaired])
 
 
 def _json(document: Any, write_line: WriteLine) -> None:

@@ -6,10 +6,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness import stats
+from harness.contract.states import CRASHED, ERROR, FAILED, TIMEOUT
 from harness.report import render
 from harness.report.abjson import AbDocument, OperatorSummary, Worst, as_report
-from harness.report.abresult import SPEEDUP_SAID
+from harness.report.abresult import SPEEDUP_SAID, AbReport
 from harness.report.render import pct
+from harness.stats import OpVerdict
+
+AB_HTML, ROWS_CSV, OPERATORS_CSV = "ab.html", "ab_rows.csv", "ab_operators.csv"
+ENDED_BADLY = (FAILED, ERROR, CRASHED, TIMEOUT)
+# A campaign with no more rows and operators keeps every operator's rows in ab.md; a larger one
+# links to the full tables (a suite's were 1.5 MB of markdown that no one scrolled).
+INLINE_ROWS, INLINE_OPERATORS = 160, 20
+TOP = 20  # regressions and improvements shown each
+MAX_BROKEN = 100
+MAX_NAMES = 60
 
 
 def geomean_pct(speedups: Sequence[float]) -> float | None:
@@ -78,9 +89,67 @@ def is_suite(doc: AbDocument) -> bool:
     return len(doc.operators or {}) > 1
 
 
+def _interval_of(report: AbReport) -> dict[str, str]:
+    return {op: render.interval(g.ci_low_pct, g.ci_high_pct) for op, g in report.op_geomeans}
+
+
+def badly_ended(doc: AbDocument) -> dict[str, list[str]]:
+    """Per operator, its units that failed, crashed or timed out, as "r4 crashed"."""
+    out: dict[str, list[str]] = {}
+    for unit in doc.units or ():
+        if unit.status in ENDED_BADLY:
+            op, _, round_id = unit.id.rpartition("/")
+            out.setdefault(op, []).append(f"{round_id} {unit.status}")
+    return out
+
+
+def _bounded(lines: list[list[str]], most: int) -> tuple[list[list[str]], str | None]:
+    """The first `most` lines, and what was left out (None: nothing)."""
+    rest = len(lines) - most
+    return lines[:most], (f"... and {rest} more: every operator is in {OPERATORS_CSV} and "
+                          f"{AB_HTML}" if rest > 0 else None)
+
+
+def attention_lines(doc: AbDocument, report: AbReport) -> list[str]:
+    """What needs a person: operators that failed, crashed or timed out, then the largest
+    regressions and improvements (TOP of each), then the undecided ones by name."""
+    operators = doc.operators or {}
+    broken = badly_ended(doc)
+    failed = [[op, info.verdict, ", ".join(broken.get(op, ())) or "-", info.reason or "-"]
+              for op, info in sorted(operators.items())
+              if info.verdict == OpVerdict.FAILED or op in broken]
+    out = ["## What needs a person", ""]
+    shown, more = _bounded(failed, MAX_BROKEN)
+    out += [f"### Failed, crashed or timed out: {len(failed)} operators", "",
+            *(render.table(("operator", "verdict", "units ended badly", "reason"), shown)
+              if shown else ["none"]), *([more] if more else []), ""]
+    intervals = _interval_of(report)
+    for verdict, title, sign in ((OpVerdict.SLOWER, "Largest regressions", 1),
+                                 (OpVerdict.FASTER, "Largest improvements", -1)):
+        mine = sorted(((op, o) for op, o in operators.items() if o.verdict == verdict),
+                      key=lambda x: (sign * (x[1].geomean_speedup_pct or 0.0), x[0]))
+        cells = [[op, pct(o.geomean_speedup_pct), intervals.get(op, "-"), _worst(o), str(o.rows)]
+                 for op, o in mine[:TOP]]
+        out += [f"### {title}: {len(cells)} of {len(mine)} {verdict} operators", "",
+                *(render.table(("operator", "geomean %", "interval %", "worst row", "rows"),
+                               cells) if cells else ["none"]), ""]
+    undecided = sorted(op for op, o in operators.items() if o.verdict == OpVerdict.INCONCLUSIVE)
+    if undecided:
+        names = ", ".join(undecided[:MAX_NAMES]) + (", ..." if len(undecided) > MAX_NAMES else "")
+        out += [f"### Inconclusive: {len(undecided)} operators (more rounds would decide)", "",
+                names, ""]
+    return out
+
+
+def _worst(info: OperatorSummary) -> str:
+    worst = info.worst
+    return "-" if not worst else f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}"
+
+
 def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
-    """ab.md of a suite campaign: caliber, notes, the suite line, operators (regressions first),
-    then each operator's rows folded under <details>."""
+    """ab.md of a suite campaign: caliber and notes, the answer (verdict counts, geometric
+    mean), what needs a person, the links to the full tables; a small campaign keeps its
+    operators' table and each operator's rows, folded, inline."""
     ab = as_report(doc)
     caliber = doc.caliber
     operators = doc.operators or {}
@@ -93,7 +162,17 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
             f"{SPEEDUP_SAID} Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "
             "operator is slower if any row is, faster if any row is and none slower.", "",
-            *operators_table(operators), ""]
+            *attention_lines(doc, ab),
+            "## Every operator and row", "",
+            f"- [{AB_HTML}]({AB_HTML}): every operator and row, sortable and filterable, each "
+            "row with its rounds, run folders and the command that reruns it",
+            f"- [{OPERATORS_CSV}]({OPERATORS_CSV}): one line per operator",
+            f"- [{ROWS_CSV}]({ROWS_CSV}): one line per row", ""]
+    if len(ab.rows) > INLINE_ROWS or len(operators) > INLINE_OPERATORS:
+        unpaired = (render.unpaired_lines(ab) if len(ab.unpaired) <= MAX_NAMES else
+                    [f"unpaired rows: {len(ab.unpaired)}, in {ROWS_CSV} (verdict unpaired)"])
+        return "\n".join([*out, *unpaired]) + "\n"
+    out += [*operators_table(operators), ""]
     for op, info in sorted(operators.items(), key=_regressions_first):
         rows = [render.row_cells(r, ab.noise_floor_pct) for r in ab.rows if r.op == op]
         out += ["<details>", f"<summary>{op}: {info.verdict}, {len(rows)} rows</summary>",
@@ -101,3 +180,22 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
                 "</details>", ""]
     out += render.unpaired_lines(ab)
     return "\n".join(out) + "\n"
+
+
+OPERATOR_FIELDS = ("op", "verdict", "rows", "rounds", "geomean_speedup_pct", "ci_low_pct",
+                   "ci_high_pct", "worst_speedup_pct", "worst_dtype", "worst_shape",
+                   "units_failed", "units_ended_badly", "reason")
+
+
+def render_operators_csv(doc: AbDocument, write_line: render.WriteLine) -> None:
+    """One line per operator of a suite campaign, regressions first."""
+    means = dict(as_report(doc).op_geomeans)
+    broken = badly_ended(doc)
+    lines = []
+    for op, o in sorted((doc.operators or {}).items(), key=_regressions_first):
+        mean, worst = means.get(op), o.worst
+        lines.append((op, o.verdict, o.rows, o.rounds, o.geomean_speedup_pct,
+                      mean and mean.ci_low_pct, mean and mean.ci_high_pct,
+                      worst and worst.speedup_pct, worst and worst.dtype, worst and worst.shape,
+                      o.units_failed, ";".join(broken.get(op, ())), o.reason))
+    render.write_csv(write_line, OPERATOR_FIELDS, lines)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import boundary, states
+from harness.contract import boundary, breakdown, states
 from harness.contract.identity import write_identity
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
@@ -336,6 +336,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                                       stopper, launches, worker)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
+    breakdown.write(run_dir, started, wall)
     rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
     tests = ending.read_outcomes(run_dir)
     end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None,

@@ -49,6 +49,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                 "harness history trend mm --by commit --format csv",
                 "harness history changes --since 2026-11-01",
                 "harness history import runs/ab/OMP_NUM_THREADS-mm/<ts>"),
+    "publish": ("harness publish --out runs/site",
+                "harness publish --history runs/history.sqlite --since 2026-11-01"),
 }
 
 

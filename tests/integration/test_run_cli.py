@@ -92,6 +92,25 @@ def test_run_directory_holds_every_promised_file(suite_run):
     assert set(shapes["measured"]) == set(SUITE_OPS) and shapes["source_sha256"]
 
 
+def test_the_time_breakdown_accounts_for_the_runs_wall(suite_run):
+    proc, out, _ = suite_run
+    run_dir = only_run_dir(out, "suite")
+    doc = json.loads((run_dir / "time_breakdown.json").read_text())
+    ident = json.loads((run_dir / "run_identity.json").read_text())
+    phases = doc["phases"]
+    assert doc["wall_s"] == pytest.approx(ident["wall_s"], abs=1e-3) and doc["sessions"] == 1
+    assert all(seconds >= 0 for seconds in phases.values()), phases
+    assert sum(phases.values()) == pytest.approx(doc["wall_s"], abs=1e-3)
+    assert phases["startup"] > 0 and phases["collection"] > 0 and phases["direct"] > 0
+    assert phases["replays"] == 0 and doc["replay_fraction"] == 0  # cpu: no graph timer
+    assert len(doc["rows"]) == ident["rows"]
+    assert not (run_dir / "time_phases.jsonl").exists()
+    table = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "time_breakdown.py"),
+                            str(out)], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and table.stdout.splitlines()[-1] == \
+        "runs: 1; fraction of wall in timed replays: 0.0%"
+
+
 def test_run_log_has_header_then_live_output(suite_run):
     proc, out, _ = suite_run
     log = (only_run_dir(out, "suite") / "run.log").read_text()

@@ -1,0 +1,80 @@
+"""time_breakdown.json: where a run's wall went, from its sessions' time_phases.jsonl lines.
+
+The timing plugin writes one line per pytest session (harness.plugins.phases); the host, which
+timed the run's wall, adds what no session sees: `startup` (the launch, the interpreter, the
+imports of torch, pytest and flag_gems, pytest's configuration, up to collection; between two
+sessions of one run, such as a capture rescue, the time from one's end to the next one's
+collection) and `unattributed` (the wall less every phase: the process's exit, the host's own
+work). Stamps are `time.monotonic()` on both sides; a startup that does not fit the wall (a
+clock not shared with the host) is left out and lands in `unattributed`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.contract import boundary
+from harness.fsutil import atomic_write_text
+
+BREAKDOWN_FILE = "time_breakdown.json"
+SCHEMA = 1
+# In the order a session spends them; every session phase of the plugin and the host's two.
+PHASES = ("startup", "collection", "inputs", "reference", "warmup", "capture", "replays",
+          "direct", "tests_other", "teardown", "session_other", "unattributed")
+
+
+def read_sessions(run_dir: Path) -> list[dict[str, Any]]:
+    """The session lines of a run; a line cut short by a killed pytest is skipped."""
+    path = run_dir / boundary.PHASES_FILE
+    if not path.is_file():
+        return []
+    sessions = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            sessions.append(json.loads(line))
+        except ValueError:
+            continue
+    return [s for s in sessions if isinstance(s, dict) and isinstance(s.get("phases"), dict)]
+
+
+def compose(sessions: Sequence[Mapping[str, Any]], started: float, wall_s: float
+            ) -> dict[str, Any]:
+    """The document of a run whose pytest sessions were `sessions`, launched at `started`
+    (monotonic) and ended `wall_s` later."""
+    totals = {p: 0.0 for p in PHASES}
+    previous_end = started
+    for session in sessions:
+        startup = float(session["collect_start"]) - previous_end
+        if 0 <= startup <= wall_s:
+            totals["startup"] += startup
+        for phase, seconds in session["phases"].items():
+            totals[phase] = totals.get(phase, 0.0) + float(seconds)
+        previous_end = float(session["ended"])
+    totals["unattributed"] = wall_s - sum(v for k, v in totals.items() if k != "unattributed")
+    return {"schema": SCHEMA, "wall_s": round(wall_s, 6), "sessions": len(sessions),
+            "phases": {k: round(v, 6) for k, v in totals.items()},
+            "replay_fraction": round(totals["replays"] / wall_s, 6) if wall_s > 0 else None,
+            "rows": [r for s in sessions for r in s.get("rows", [])]}
+
+
+def write(run_dir: Path, started: float, wall_s: float) -> Path:
+    """Fold the run's session lines into time_breakdown.json and remove them."""
+    sessions = read_sessions(run_dir)
+    path = atomic_write_text(run_dir / BREAKDOWN_FILE,
+                             json.dumps(compose(sessions, started, wall_s), indent=1) + "\n")
+    (run_dir / boundary.PHASES_FILE).unlink(missing_ok=True)
+    return path
+
+
+def read(path: Path) -> dict[str, Any] | None:
+    """A run's breakdown document; None where it is missing or not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(doc, dict) and isinstance(doc.get("phases"), dict) \
+        and isinstance(doc.get("wall_s"), int | float)
+    return doc if ok else None

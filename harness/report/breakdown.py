@@ -1,0 +1,67 @@
+"""The time breakdown of every run below a folder (a run, a batch, a campaign), summed.
+
+Each run's time_breakdown.json (harness.contract.breakdown) gives its wall by phase; the sum
+over runs says where a campaign's device time went, and the fraction of it spent in timed
+replays, which is what a measurement budget buys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.contract import breakdown
+from harness.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Total:
+    """The phases of `runs` runs summed, and their walls."""
+
+    runs: int
+    wall_s: float
+    phases: dict[str, float]
+
+    @property
+    def replay_fraction(self) -> float | None:
+        return self.phases.get("replays", 0.0) / self.wall_s if self.wall_s > 0 else None
+
+
+def _documents(folder: Path) -> dict[Path, dict[str, Any]]:
+    if not folder.is_dir():
+        raise UsageError(f"{str(folder)!r} is not a directory; expected a run, batch or "
+                         "campaign directory")
+    docs = {p.resolve(): d for p in sorted(folder.rglob(breakdown.BREAKDOWN_FILE))
+            if (d := breakdown.read(p)) is not None}
+    if not docs:
+        raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r}; expected a "
+                         "run, batch or campaign directory of runs made by this harness")
+    return docs
+
+
+def total(*folders: Path) -> Total:
+    """The sum over every run below each of `folders` (each one included, a run counted once
+    however many of them hold it); a folder with none is an error naming it."""
+    seen: dict[Path, dict[str, Any]] = {}
+    for folder in folders:
+        seen.update(_documents(folder))
+    docs = list(seen.values())
+    phases = {p: 0.0 for p in breakdown.PHASES}
+    for doc in docs:
+        for phase, seconds in doc["phases"].items():
+            phases[phase] = phases.get(phase, 0.0) + float(seconds)
+    return Total(len(docs), sum(float(d["wall_s"]) for d in docs), phases)
+
+
+def render(result: Total, write_line: Callable[[str], None]) -> None:
+    """The table: phase, seconds, % of wall; then the wall and the replays' fraction."""
+    write_line(f"{'phase':<14} {'seconds':>10} {'% of wall':>9}")
+    for phase, seconds in result.phases.items():
+        share = 100 * seconds / result.wall_s if result.wall_s > 0 else 0.0
+        write_line(f"{phase:<14} {seconds:>10.2f} {share:>9.1f}")
+    write_line(f"{'wall':<14} {result.wall_s:>10.2f} {100.0:>9.1f}")
+    fraction = result.replay_fraction
+    shown = "-" if fraction is None else f"{100 * fraction:.1f}%"
+    write_line(f"runs: {result.runs}; fraction of wall in timed replays: {shown}")

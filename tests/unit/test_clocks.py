@@ -1,0 +1,155 @@
+"""Clocks beside each row: the NVML reader through ctypes (a fake library), the throttle rule,
+the rows' clocks in results, and the A/B flag where the sides' clocks differ."""
+
+from __future__ import annotations
+
+import ctypes
+
+import pytest
+
+from harness import backends
+from harness.backends import Clocks, nvml
+from harness.contract.boundary import CLOCKS_DIFFER, CLOCKS_THROTTLED_MARKER, FLAG_MARKERS
+from harness.contract.results import Row, flat_clocks, merge_timing
+from harness.plugins import phases
+from harness.report import comparison
+from harness.report.sources import Source
+
+
+class FakeNvml:
+    """libnvidia-ml.so.1 as ctypes sees it: functions writing through their last pointer."""
+
+    def __init__(self, sm=1980, mem=2619, temp=41, pstate=0, throttle=0x1, init_rc=0,
+                 event_reasons_only=False):
+        self.values = {nvml.NVML_CLOCK_SM: sm, nvml.NVML_CLOCK_MEM: mem}
+        self.temp, self.pstate, self.reasons, self.init_rc = temp, pstate, throttle, init_rc
+        self.handles: list[object] = []
+        name = nvml.THROTTLE_FUNCTIONS[1 if event_reasons_only else 0]
+        setattr(self, name, self._throttle)
+
+    @staticmethod
+    def _put(pointer, value) -> int:
+        pointer._obj.value = value
+        return nvml.NVML_SUCCESS
+
+    def nvmlInit_v2(self):
+        return self.init_rc
+
+    def nvmlDeviceGetHandleByIndex_v2(self, index, pointer):
+        self.handles.append(index.value)
+        return self._put(pointer, 100 + index.value)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid, pointer):
+        self.handles.append(uuid)
+        return self._put(pointer, 7)
+
+    def nvmlDeviceGetClockInfo(self, handle, kind, pointer):
+        return self._put(pointer, self.values[kind])
+
+    def nvmlDeviceGetTemperature(self, handle, sensor, pointer):
+        assert sensor == nvml.NVML_TEMPERATURE_GPU
+        return self._put(pointer, self.temp)
+
+    def nvmlDeviceGetPerformanceState(self, handle, pointer):
+        return self._put(pointer, self.pstate)
+
+    def _throttle(self, handle, pointer):
+        assert isinstance(pointer._obj, ctypes.c_ulonglong)
+        return self._put(pointer, self.reasons)
+
+
+def test_reader_reads_every_field_and_clears_the_idle_bit():
+    lib = FakeNvml(throttle=0x1 | 0x4)
+    reader = nvml.open_clocks(None, 0, load=lambda name: lib)
+    assert callable(reader)
+    assert reader() == Clocks(sm_mhz=1980, mem_mhz=2619, temp_c=41, pstate=0, throttle=0x4)
+    assert FakeNvml(throttle=0x1) and nvml.open_clocks(
+        None, 0, load=lambda n: FakeNvml(throttle=0x1))().throttle == 0
+
+
+def test_the_renamed_throttle_function_is_used_where_the_old_name_is_missing():
+    lib = FakeNvml(throttle=0x20, event_reasons_only=True)
+    assert not hasattr(lib, nvml.THROTTLE_FUNCTIONS[0])
+    assert nvml.open_clocks(None, 0, load=lambda n: lib)().throttle == 0x20
+
+
+@pytest.mark.parametrize("visible, ordinal, handle", [
+    (None, 1, 1), ("3,5", 1, 5), (" 2 ", 0, 2), ("GPU-1234-abcd,4", 0, b"GPU-1234-abcd")])
+def test_the_device_is_found_by_its_visible_entry_not_the_process_ordinal(visible, ordinal,
+                                                                         handle):
+    lib = FakeNvml()
+    assert callable(nvml.open_clocks(visible, ordinal, load=lambda n: lib))
+    assert lib.handles == [handle]
+
+
+def test_without_the_library_or_the_device_the_opener_says_why():
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    assert "libnvidia-ml.so.1 not loaded" in nvml.open_clocks(None, 0, load=missing)
+    assert "nvmlInit_v2 failed" in nvml.open_clocks(None, 0, load=lambda n: FakeNvml(init_rc=9))
+    assert "'0,1'" in nvml.open_clocks("0,1", 2, load=lambda n: FakeNvml())
+
+
+def test_cpu_reads_no_clocks_and_says_nothing_while_cuda_tries_nvml():
+    assert backends.get("cpu").open_clocks(None, 0) == ""
+    assert phases.open_reader(backends.get("cpu"), 0) == (None, "")
+    assert backends.get("cuda").open_clocks is nvml.open_clocks
+
+
+def test_a_reader_that_raises_costs_the_reading_only():
+    def broken():
+        raise RuntimeError("driver went away")
+
+    assert phases.read(broken) is None and phases.read(None) is None
+
+
+def read(sm=1980, throttle=0):
+    return {"sm_mhz": sm, "mem_mhz": 2619, "temp_c": 40, "pstate": 0, "throttle": throttle}
+
+
+@pytest.mark.parametrize("reads, expected", [
+    ([read(), read()], False),
+    ([read(), read(throttle=0x4)], True),  # a software power cap at the end
+    ([read(1980), read(1881)], False),  # 5.0%: not more than the limit
+    ([read(1980), read(1870)], True),  # 5.9%
+    ([None, None], False),  # nothing read: nothing to say
+    ([read(sm=None), read(sm=None)], False),
+])
+def test_a_row_is_throttled_by_a_reason_or_a_clock_that_moved_more_than_5_percent(reads,
+                                                                                  expected):
+    assert phases.throttled(reads) is expected
+    assert CLOCKS_THROTTLED_MARKER in FLAG_MARKERS
+
+
+def test_rows_keep_their_clocks_through_results_jsonl():
+    record = {"op": "tanh", "dtype": "torch.float16", "shape": "[[64, 64]]", "timer": "graph",
+              "markers": [], "samples": [0.01], "samples_base": [0.02],
+              "clocks": {"before": read(1980), "after": read(1965)}}
+    row = Row("tanh", "torch.float16", "[[64, 64]]", "SUCCESS", 0.02, 0.01, 2.0)
+    (merged,) = merge_timing([row], [record], "graph")
+    assert merged.clock("sm_mhz_before") == 1980 and merged.clock("sm_mhz_after") == 1965
+    again = Row.from_dict(merged.to_dict())
+    assert again == merged and again.to_dict()["clocks"]["temp_c_after"] == 40
+    assert hash(again) == hash(merged)
+    assert flat_clocks(None) == () and Row.from_dict(row.to_dict()).clocks == ()
+
+
+def source(label: str, sm: int | None) -> Source:
+    clocks = {} if sm is None else {"sm_mhz_before": sm, "sm_mhz_after": sm}
+    rows = [Row("tanh", "torch.float16", "[[64, 64]]", "SUCCESS", 0.02, 0.010, 2.0,
+                timer="graph", clocks=clocks),
+            Row("tanh", "torch.float16", "[[4096]]", "SUCCESS", 0.02, 0.010, 2.0,
+                timer="graph")]
+    return Source(label=label, kind="run", rows=tuple(rows))
+
+
+def test_ab_flags_a_row_whose_sides_clocks_differ_by_more_than_5_percent():
+    report = comparison.compare([source("a", 1980)], [source("b", 1800)])
+    flags = {r.shape: r.flags for r in report.rows}
+    assert flags == {"[[64, 64]]": (CLOCKS_DIFFER,), "[[4096]]": ()}
+    assert {r.shape: r.stats.verdict.value for r in report.rows}["[[64, 64]]"] == "flagged"
+    same = comparison.compare([source("a", 1980)], [source("b", 1900)])
+    assert all(r.flags == () for r in same.rows)
+    unread = comparison.compare([source("a", 1980)], [source("b", None)])
+    assert all(r.flags == () for r in unread.rows)

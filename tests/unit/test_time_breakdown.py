@@ -1,0 +1,135 @@
+"""Where a run's wall goes: a call's split by phase, a session's line, the run's document and
+the sum over a campaign that scripts/time_breakdown.py prints."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.contract import boundary, breakdown
+from harness.errors import UsageError
+from harness.plugins import phases
+from harness.report import breakdown as report
+from harness.settings.spec import REPO_ROOT
+
+
+def test_a_split_charges_each_interval_to_the_phase_entered_before_it(monkeypatch):
+    clock = iter([10.0, 10.5, 12.5, 13.0, 20.0, 20.25])
+    monkeypatch.setattr(phases.time, "perf_counter", lambda: next(clock))
+    split = phases.Split()
+    for phase in ("warmup", "capture", "replays", None, "warmup", None):
+        split.enter(phase)
+    assert split.seconds == {"warmup": 0.75, "capture": 2.0, "replays": 0.5}
+    assert split.total() == 3.25
+
+
+def test_a_row_charges_its_first_call_to_the_reference_and_splits_the_last():
+    row = phases.row_phases([0.25, 0.01], [{"warmup": 0.1, "replays": 0.4},
+                                           {"warmup": 0.2, "capture": 0.3, "replays": 0.5}])
+    assert row == {"inputs": 0.26, "reference": 0.5, "warmup": 0.2, "capture": 0.3,
+                   "replays": 0.5}
+    assert phases.row_phases([0.1], [{"direct": 0.7}]) == {"inputs": 0.1, "direct": 0.7}
+
+
+def test_a_session_line_accounts_for_its_whole_span(tmp_path):
+    session = phases.Session(tmp_path)
+    session.collect_start = 100.0
+    session.add("collection", 2.0)
+    session.add("tests", 10.0)
+    session.rows.append({"op": "x", "dtype": "d", "shape": "s",
+                         "time": {"inputs": 1.0, "reference": 3.0, "replays": 4.0}})
+    session.finish_start = 113.0
+    doc = session.document(ended=114.5)
+    got = doc["phases"]
+    assert got["tests_other"] == 2.0 and got["teardown"] == 1.5 and got["collection"] == 2.0
+    assert got["session_other"] == 1.0  # 14.5 s of span less 13.5 s accounted
+    assert sum(got.values()) == pytest.approx(doc["ended"] - doc["collect_start"])
+    session.write()
+    (line,) = (tmp_path / boundary.PHASES_FILE).read_text().splitlines()
+    assert json.loads(line)["rows"][0]["op"] == "x"
+
+
+def session_line(collect_start, ended, **seconds):
+    return {"collect_start": collect_start, "ended": ended, "phases": seconds,
+            "rows": [{"op": "tanh", "time": seconds}]}
+
+
+def test_the_run_document_adds_startup_and_what_no_session_saw():
+    one = session_line(1003.0, 1010.0, collection=1.0, replays=4.0, teardown=2.0)
+    two = session_line(1012.0, 1015.0, direct=3.0)  # a rescue: 2 s from the first's end
+    doc = breakdown.compose([one, two], started=1000.0, wall_s=16.0)
+    assert doc["phases"]["startup"] == 5.0 and doc["sessions"] == 2
+    assert doc["phases"]["unattributed"] == 1.0
+    assert sum(doc["phases"].values()) == pytest.approx(doc["wall_s"])
+    assert doc["replay_fraction"] == 0.25 and len(doc["rows"]) == 2
+    assert list(doc["phases"]) == list(breakdown.PHASES)
+
+
+def test_a_startup_on_a_clock_the_host_does_not_share_is_left_unattributed():
+    doc = breakdown.compose([session_line(5.0, 9.0, direct=3.0)], started=1000.0, wall_s=10.0)
+    assert doc["phases"]["startup"] == 0.0 and doc["phases"]["unattributed"] == 7.0
+
+
+def test_write_folds_the_session_lines_and_a_cut_line_is_skipped(tmp_path):
+    started = time.monotonic()
+    (tmp_path / boundary.PHASES_FILE).write_text(
+        json.dumps(session_line(started + 1, started + 3, direct=2.0)) + "\n{\"phases\": {")
+    path = breakdown.write(tmp_path, started, 4.0)
+    doc = breakdown.read(path)
+    assert doc is not None and doc["phases"]["direct"] == 2.0 and doc["sessions"] == 1
+    assert not (tmp_path / boundary.PHASES_FILE).exists()
+    assert breakdown.read(tmp_path / "missing.json") is None
+
+
+def campaign(tmp_path):
+    """A campaign folder of two runs (one in a batch below it) and a stray non-breakdown."""
+    for rel, replays, wall in (("A/r0/tanh/1", 3.0, 10.0), ("B/r0/batch/tanh/1", 1.0, 10.0)):
+        run = tmp_path / rel
+        run.mkdir(parents=True)
+        doc = breakdown.compose([session_line(1001.0, 1008.0, replays=replays, warmup=2.0)],
+                                started=1000.0, wall_s=wall)
+        (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+    (tmp_path / "A" / breakdown.BREAKDOWN_FILE).write_text("[]")
+    return tmp_path
+
+
+def test_the_sum_over_a_campaign_and_its_table(tmp_path):
+    total = report.total(campaign(tmp_path))
+    assert total.runs == 2 and total.wall_s == 20.0
+    assert total.phases["replays"] == 4.0 and total.phases["startup"] == 2.0
+    assert total.replay_fraction == 0.2
+    lines: list[str] = []
+    report.render(total, lines.append)
+    assert lines[0].split() == ["phase", "seconds", "%", "of", "wall"]
+    assert lines[7].split() == ["replays", "4.00", "20.0"]
+    assert lines[-1] == "runs: 2; fraction of wall in timed replays: 20.0%"
+
+
+def test_a_folder_without_runs_is_refused_by_name(tmp_path):
+    with pytest.raises(UsageError, match=repr(str(tmp_path))):
+        report.total(tmp_path)
+    with pytest.raises(UsageError, match="is not a directory"):
+        report.total(tmp_path / "nope")
+
+
+def test_the_script_prints_the_table_and_fails_on_an_empty_folder(tmp_path):
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "time_breakdown.py")]
+    done = subprocess.run([*script, str(campaign(tmp_path / "c"))], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "fraction of wall in timed replays: 20.0%" in done.stdout
+    (tmp_path / "empty").mkdir()
+    failed = subprocess.run([*script, str(tmp_path / "empty")], capture_output=True, text=True,
+                            timeout=60)
+    assert failed.returncode == 2 and "no time_breakdown.json below" in failed.stderr
+
+
+def test_several_folders_sum_each_run_once(tmp_path):
+    root = campaign(tmp_path)
+    total = report.total(root / "A" / "r0", root / "B", root)  # the root holds both again
+    assert total.runs == 2 and total.wall_s == 20.0
+    assert report.total(root / "A" / "r0").phases["replays"] == 3.0
