@@ -65,7 +65,7 @@ def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]
     operators = operators_of(doc)
     c = doc.caliber
     mean = ("no paired rows" if doc.geomean_speedup_pct is None else
-            f"geometric mean speedup **{pct(doc.geomean_speedup_pct)}%** "
+            f"geometric mean speedup **{pct(round(doc.geomean_speedup_pct, 1) or 0.0)}%** "
             f"{interval(doc.geomean_ci_low_pct, doc.geomean_ci_high_pct)} over "
             f"{len(doc.rows)} rows")
     failed = [(op, o) for op, o in operators.items()
