@@ -47,7 +47,8 @@ class Clocks:
     """One reading of a device's clocks and power state; None where the tool has no answer.
 
     `throttle` is the vendor's bit mask of reasons the clocks are held below their maximum,
-    with the bits that mean no throttling (idle, none) already cleared: 0 is not throttled.
+    holding only the bits that slow kernels down (thermal, hardware, power brake): 0 is not
+    throttled.
     """
 
     sm_mhz: int | None

@@ -22,7 +22,12 @@ NVML_SUCCESS = 0
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
-THROTTLE_GPU_IDLE = 0x1  # nvmlClocksThrottleReasonGpuIdle: nothing runs, not a throttle
+# nvml.h's nvmlClocksThrottleReason* bits that slow a kernel down against what it would run at:
+# HwSlowdown 0x8, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
+# The rest are not kept: GpuIdle 0x1 (nothing runs), ApplicationsClocksSetting 0x2,
+# SyncBoost 0x10, DisplayClockSetting 0x100, and SwPowerCap 0x4, which an H200 reports under
+# any long kernel as its steady state (seen at 1905 MHz on a 4096x4096 tanh), on both sides.
+THROTTLE_SLOWDOWNS = 0x8 | 0x20 | 0x40 | 0x80
 THROTTLE_FUNCTIONS = ("nvmlDeviceGetCurrentClocksThrottleReasons",
                       "nvmlDeviceGetCurrentClocksEventReasons")
 
@@ -52,7 +57,7 @@ def reader_for(lib: Any, handle: Any) -> ClockReader:
                       mem_mhz=_query(lib.nvmlDeviceGetClockInfo, handle, NVML_CLOCK_MEM),
                       temp_c=_query(lib.nvmlDeviceGetTemperature, handle, NVML_TEMPERATURE_GPU),
                       pstate=_query(lib.nvmlDeviceGetPerformanceState, handle, kind=ctypes.c_int),
-                      throttle=None if throttle is None else throttle & ~THROTTLE_GPU_IDLE)
+                      throttle=None if throttle is None else throttle & THROTTLE_SLOWDOWNS)
 
     return read
 

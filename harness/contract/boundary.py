@@ -21,6 +21,7 @@ BACKEND_VAR = PREFIX + "BACKEND"
 RUN_DIR_VAR = PREFIX + "RUN_DIR"
 TIMER_VAR = PREFIX + "TIMER"
 REPEAT_VAR = PREFIX + "REPEAT"
+GRAPH_TIMER_VAR = PREFIX + "GRAPH_TIMER"  # upstream or steady: the capture plugin's algorithm
 COMPILE_WORKERS_VAR = PREFIX + "COMPILE_WORKERS"  # set only where the precompile plugin runs
 WARMUP_SHARE_VAR = PREFIX + "WARMUP_SHARE"  # I/N: a parallel warmup's shard, which times nothing
 WARMUP_CLAIMS_VAR = PREFIX + "WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
@@ -62,6 +63,7 @@ RUN_HEADER = "# harness run header"
 RUN_DIR_LINE = "# run_dir: "
 
 TIMERS = ("graph", "direct")
+GRAPH_TIMERS = ("upstream", "steady")
 T = TypeVar("T")
 
 
@@ -128,6 +130,12 @@ def _timer(text: str) -> str:
     return text
 
 
+def _graph_timer(text: str) -> str:
+    if text not in GRAPH_TIMERS:
+        raise ValueError("unknown graph timer")
+    return text
+
+
 def _positive_int(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise ValueError("not a whole number of at least 1")
@@ -157,6 +165,7 @@ def _flag(text: str) -> bool:
 BACKEND = RequiredVar(BACKEND_VAR, _backends, _backend)
 RUN_DIR = RequiredVar(RUN_DIR_VAR, "the run directory, an existing directory", _run_dir)
 TIMER = RequiredVar(TIMER_VAR, "one of: " + ", ".join(TIMERS), _timer)
+GRAPH_TIMER = OptionalVar(GRAPH_TIMER_VAR, "one of: " + ", ".join(GRAPH_TIMERS), _graph_timer)
 REPEAT = RequiredVar(REPEAT_VAR, "a whole number of at least 1", _positive_int)
 COMPILE_WORKERS = RequiredVar(COMPILE_WORKERS_VAR, "a whole number of threads of at least 1",
                               _positive_int)
@@ -166,8 +175,8 @@ WARMUP_CLAIMS = OptionalVar(WARMUP_CLAIMS_VAR, "a directory path", Path)
 REPLAY = OptionalVar(REPLAY_VAR, "an existing winners file", _file)
 REPLAY_STRICT = OptionalVar(REPLAY_STRICT_VAR, "0 or 1", _flag)
 # What plugin_plan.boundary_env writes from Settings; inherited() drops a caller's copy.
-DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, REPEAT_VAR, COMPILE_WORKERS_VAR,
-                      WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
+DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, GRAPH_TIMER_VAR, REPEAT_VAR,
+                      COMPILE_WORKERS_VAR, WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
 
 
 @overload

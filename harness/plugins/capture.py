@@ -5,8 +5,9 @@ plugin installs as `triton.testing.do_bench_cudagraph` while FlagGems' `--mode c
 runs: on a backend whose Triton ships one (`Backend.upstream_graph_bench`), upstream's function
 verbatim, so the numbers equal FlagGems' own; elsewhere the same algorithm with its stream,
 event, synchronize and graph class taken from
-`triton.runtime.driver.active.get_device_interface()` and the backend record. Failures are not
-handled here: they propagate to the timing plugin, which classifies them.
+`triton.runtime.driver.active.get_device_interface()` and the backend record. With
+GRAPH_TIMER=steady, a timer of the device's steady state instead (`steady_graph_bench`). Failures
+are not handled here: they propagate to the timing plugin, which classifies them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -167,6 +169,83 @@ def phases_marked(interface: Any, listener: PhaseListener) -> Iterator[None]:
         yield
 
 
+# The steady timer's graph: about this much device time of calls, and never more calls than
+# this (each captured call costs the operator's host overhead, milliseconds for some).
+GRAPH_TARGET_MS = 0.5
+GRAPH_MAX_CALLS = 1000
+CAPTURE_BUDGET_MS = 100.0  # of host time for the timed graph's capture
+PROBE_CALLS = 10
+TIMED_GROUPS = 10
+MAX_GROUP_REPLAYS = 10_000
+WARM_MS = 50.0  # of replays queued right before the timed ones
+
+
+def _queued(interface: Any, call: Callable[[], Any], count: int) -> tuple[Any, Any]:
+    """`count` calls (a graph's replays) queued between two events, read once synchronized."""
+    start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+    start.record()
+    for _ in range(count):
+        call()
+    end.record()
+    return start, end
+
+
+def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
+    """Graph timing of the device's steady state, for GRAPH_TIMER=steady.
+
+    Upstream's algorithm sizes its graph by five eager calls, which for a microsecond kernel
+    measure the host's launch overhead, so its graph holds a fraction of `rep`; and it waits for
+    each timed replay to end, so each starts on a device that has just idled. On an H200 such
+    rows read 5-10% above their steady time and moved by up to 8% from one process to the next,
+    where a graph replayed back to back moved them by at most 0.7% (docs/figures.md).
+    Here a small graph (about GRAPH_TARGET_MS of calls, sized by a short graph of up to
+    PROBE_CALLS, and no more calls than CAPTURE_BUDGET_MS of host time captures) is replayed
+    for WARM_MS, then for about `rep` ms in TIMED_GROUPS groups between events, all queued
+    without a wait, so that the device never idles while it is timed.
+    """
+
+    def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
+              quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
+        def capture(calls: int) -> Any:
+            graph = graph_cls()
+            with interface.graph(graph):
+                for _ in range(calls):
+                    for x in grad_to_none or ():
+                        x.grad = None
+                    fn()
+            interface.synchronize()
+            return graph
+
+        with interface.stream(interface.Stream()):
+            fn()  # warm-up, also compiles
+            start, end = _queued(interface, fn, 1)
+            interface.synchronize()
+            eager_ms = start.elapsed_time(end)  # at least one call's device time
+            probe_calls = max(1, min(PROBE_CALLS, int(GRAPH_TARGET_MS / max(eager_ms, 1e-6))))
+            began = time.perf_counter()
+            probe = capture(probe_calls)
+            host_ms = max((time.perf_counter() - began) * 1000 / probe_calls, 1e-6)
+            _queued(interface, probe.replay, 1)
+            start, end = _queued(interface, probe.replay, 2)
+            interface.synchronize()
+            per_call = max(start.elapsed_time(end) / (2 * probe_calls), 1e-6)
+            calls = max(1, min(GRAPH_MAX_CALLS, int(GRAPH_TARGET_MS / per_call),
+                               int(CAPTURE_BUDGET_MS / host_ms)))
+            graph = capture(calls)
+            per_group = max(1, min(MAX_GROUP_REPLAYS,
+                                   round(rep / (calls * per_call) / (TIMED_GROUPS + 1))))
+            # a device that idled (the host building inputs, a worker between sessions) runs
+            # slower for a while: in an A/A on an H200 the first microsecond row of a session
+            # read 1.62 us where the other sides and rounds read 1.04-1.10
+            _queued(interface, graph.replay, max(per_group, round(WARM_MS / (calls * per_call))))
+            groups = [_queued(interface, graph.replay, per_group) for _ in range(TIMED_GROUPS)]
+            interface.synchronize()
+            times = [s.elapsed_time(e) / (per_group * calls) for s, e in groups]
+        return summarize(times, quantiles, return_mode)
+
+    return bench
+
+
 def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Reset the `grad_to_none` tensors' gradients here and pass the timer none to reset.
 
@@ -186,12 +265,14 @@ def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "grad_to_none": None}
 
 
-def graph_bench_for(backend: Backend, listener: PhaseListener | None = None
-                    ) -> Callable[..., Any]:
-    """The graph timer of `backend`, wrapped in the RNG guard; gradients reset outside it;
-    its capture's begin and end told to `listener`."""
+def graph_bench_for(backend: Backend, listener: PhaseListener | None = None,
+                    steady: bool = False) -> Callable[..., Any]:
+    """The graph timer of `backend` (the steady one where `steady`), wrapped in the RNG guard;
+    gradients reset outside it; its captures' begin and end told to `listener`."""
     interface = device_interface()
-    if backend.upstream_graph_bench:
+    if steady:
+        inner = steady_graph_bench(interface, graph_class(backend, interface))
+    elif backend.upstream_graph_bench:
         inner = _import_dotted(backend.upstream_graph_bench)
     else:
         inner = device_graph_bench(interface, graph_class(backend, interface))
@@ -209,5 +290,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not backend.can_capture:
         raise pytest.UsageError(f"BACKEND={backend.name} cannot capture graphs; "
                                 "harness.plugins.capture does not apply")
+    algorithm = boundary.read(boundary.GRAPH_TIMER, "the capture plugin", pytest.UsageError)
     listener = config.stash[PHASES] = PhaseListener()
-    config.stash[GRAPH_BENCH] = graph_bench_for(backend, listener)
+    config.stash[GRAPH_BENCH] = graph_bench_for(backend, listener, algorithm == "steady")

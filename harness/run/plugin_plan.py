@@ -87,6 +87,8 @@ def boundary_env(settings: Settings, run_dir: Path, precompile: bool) -> dict[st
         boundary.TIMER_VAR: settings.timer,
         boundary.REPEAT_VAR: str(settings.repeat),
     }
+    if settings.timer == "graph" and settings.graph_timer != "upstream":
+        env[boundary.GRAPH_TIMER_VAR] = settings.graph_timer
     if precompile:
         env[boundary.COMPILE_WORKERS_VAR] = str(settings.compile_workers)
     if settings.warmup_share:

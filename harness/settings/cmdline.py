@@ -49,8 +49,8 @@ def setting_values(settings: Settings) -> dict[str, str | None]:
     return {
         "BACKEND": s.backend.name, "OP": s.op, "OP_FILE": s.op_file, "TEST_NODE": s.test_node,
         "LEVEL": s.level, "SHAPE_MODE": s.shape_mode, "SHAPE_FILE": _text(s.shape_file),
-        "DTYPES": ",".join(s.dtypes), "MODE": s.mode, "REPEAT": str(s.repeat),
-        "BASELINE": s.baseline,
+        "DTYPES": ",".join(s.dtypes), "MODE": s.mode, "GRAPH_TIMER": s.graph_timer,
+        "REPEAT": str(s.repeat), "BASELINE": s.baseline,
         "ISOLATE_TUNER_CACHE": _flag(s.isolate_tuner_cache), "RECORD": _flag(s.record),
         "REPLAY_FROM": _text(s.replay_from), "REPLAY_STRICT": _flag(s.replay_strict),
         "USE_FLAGTUNE": _flag(s.use_flagtune),

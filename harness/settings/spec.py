@@ -77,6 +77,7 @@ class Settings:
     dtypes: tuple[str, ...]  # () : the benchmark's own
     mode: str
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
+    graph_timer: str  # GRAPH_TIMER: the graph timer's algorithm, upstream or steady
     repeat: int
     baseline: str  # BASELINE as given: auto, every, once or off (see timed_baseline)
     isolate_tuner_cache: bool
@@ -112,6 +113,7 @@ class Settings:
             "shape_file": str(self.shape_file) if self.shape_file else None,
             "dtypes": ",".join(self.dtypes) or None,
             "timer": self.timer,
+            "graph_timer": self.graph_timer,
             "mode": self.mode,
             "repeat": self.repeat,
             "baseline": self.baseline,
@@ -304,6 +306,7 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         dtypes=_dtypes(VARS_BY_MAKE["DTYPES"], raw["DTYPES"], sources["DTYPES"]),
         mode=mode,
         timer=timer,
+        graph_timer=raw["GRAPH_TIMER"] or "upstream",
         repeat=positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
         baseline=raw["BASELINE"] or "auto",
         isolate_tuner_cache=isolate,

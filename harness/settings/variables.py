@@ -13,6 +13,7 @@ from harness.errors import UsageError
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
 MODES = ("auto", "graph", "direct")
+GRAPH_TIMERS = ("upstream", "steady")
 BASELINES = ("auto", "every", "once", "off")
 WORKER_CHOICES = ("0", "1", "A", "B")
 CLUSTER_RUNNERS = ("pyxis", "apptainer")  # run a Slurm task in the image; EXECUTOR=slurm only
@@ -206,6 +207,10 @@ TABLE: tuple[Var, ...] = (
         "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
     Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
         "auto", MODES),
+    Var("GRAPH_TIMER", "ZL_GRAPH_TIMER", "--graph-timer", "the graph timer's algorithm: "
+        "upstream, Triton's do_bench_cudagraph as FlagGems' own runs use it; steady, replays "
+        "queued back to back on a busy device (microsecond rows steadier, and lower than "
+        "FlagGems' own numbers)", "upstream", GRAPH_TIMERS),
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
         "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "

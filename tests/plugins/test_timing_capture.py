@@ -114,6 +114,22 @@ def test_musa_capture_times_every_row_by_graph(pytester, device):
     result.stdout.no_fnmatch_line("*BENCHMARK_*")
 
 
+def test_the_steady_graph_timer_times_every_row_by_graph(pytester, device, monkeypatch):
+    monkeypatch.setenv("ZL_PLUGIN_GRAPH_TIMER", "steady")
+    result = run(pytester, TANH)
+    result.assert_outcomes(passed=1)
+    rows = records(device)
+    assert len(rows) == 8 and {r["timer"] for r in rows} == {"graph"}
+    assert all(r["markers"] == [] for r in rows)
+
+
+def test_an_unknown_graph_timer_stops_the_session_naming_it(pytester, device, monkeypatch):
+    monkeypatch.setenv("ZL_PLUGIN_GRAPH_TIMER", "fast")
+    result = run(pytester, TANH)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*ZL_PLUGIN_GRAPH_TIMER='fast'*upstream, steady*"])
+
+
 def test_recoverable_failure_falls_back_for_that_shape_only(pytester, device, monkeypatch):
     monkeypatch.setenv("FAKE_CAPTURE_ERROR", "current_seed is not callable during capture")
     monkeypatch.setenv("FAKE_CAPTURE_FAIL_AT", "4")  # the second shape's FlagGems-side call

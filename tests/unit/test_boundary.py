@@ -142,6 +142,18 @@ def test_features_that_are_off_leave_their_variables_unset(tmp_path):
                                   boundary.TIMER_VAR, boundary.REPEAT_VAR])
 
 
+def test_the_steady_graph_timer_reaches_the_capture_plugin_only_where_graphs_time(tmp_path):
+    steady = _settings(tmp_path, graph_timer="steady")
+    graph = dataclasses.replace(steady, timer="graph")
+    env = plugin_plan.boundary_env(graph, tmp_path, precompile=False)
+    assert read(boundary.GRAPH_TIMER, "t", environ=env) == "steady"
+    assert boundary.GRAPH_TIMER_VAR not in plugin_plan.boundary_env(steady, tmp_path, False)
+    upstream = dataclasses.replace(graph, graph_timer="upstream")
+    assert boundary.GRAPH_TIMER_VAR not in plugin_plan.boundary_env(upstream, tmp_path, False)
+    with pytest.raises(BoundaryError, match="ZL_PLUGIN_GRAPH_TIMER='fast'.*upstream, steady"):
+        read(boundary.GRAPH_TIMER, "t", environ={boundary.GRAPH_TIMER_VAR: "fast"})
+
+
 def test_a_missing_required_variable_names_itself_and_who_needs_it():
     with pytest.raises(BoundaryError) as exc:
         read(boundary.BACKEND, "the timing plugin", environ={})

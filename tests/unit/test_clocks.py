@@ -58,13 +58,15 @@ class FakeNvml:
         return self._put(pointer, self.reasons)
 
 
-def test_reader_reads_every_field_and_clears_the_idle_bit():
-    lib = FakeNvml(throttle=0x1 | 0x4)
+def test_reader_reads_every_field_and_keeps_only_the_slowdown_bits():
+    lib = FakeNvml(throttle=0x1 | 0x4 | 0x40)  # idle, software power cap, hardware thermal
     reader = nvml.open_clocks(None, 0, load=lambda name: lib)
     assert callable(reader)
-    assert reader() == Clocks(sm_mhz=1980, mem_mhz=2619, temp_c=41, pstate=0, throttle=0x4)
-    assert FakeNvml(throttle=0x1) and nvml.open_clocks(
-        None, 0, load=lambda n: FakeNvml(throttle=0x1))().throttle == 0
+    assert reader() == Clocks(sm_mhz=1980, mem_mhz=2619, temp_c=41, pstate=0, throttle=0x40)
+    # an H200 under a long kernel reports its power cap: its steady state, not a throttle
+    for steady in (0x1, 0x4, 0x1 | 0x4 | 0x2):
+        assert nvml.open_clocks(None, 0, load=lambda n, m=steady: FakeNvml(throttle=m))(
+            ).throttle == 0
 
 
 def test_the_renamed_throttle_function_is_used_where_the_old_name_is_missing():
