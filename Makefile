@@ -97,6 +97,10 @@ history: ## the store of every run and campaign (HISTORY): make history [HISTORY
 report: ## ab.md and ab.png of a campaign from its ab.json: make report RUN=runs/ab/<axis>-<op>/<ts>
 	$(HARNESS) report
 
+.PHONY: status
+status: ## a campaign while it runs or after, writing nothing: make status RUN=runs/ab/<axis>-<op>/<ts>
+	$(HARNESS) status
+
 receipt: ## check a receipt against this checkout: make receipt RUN=<campaign dir|receipt.json>
 	$(HARNESS) receipt verify
 

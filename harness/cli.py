@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__, axes, backends
-from harness.campaign import batch, resume, start
+from harness.campaign import batch, resume, start, watch
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
     EXIT_OK,
@@ -27,7 +27,7 @@ from harness.executors.devices import select_devices
 from harness.executors.slurm import task
 from harness.history import command as history
 from harness.history import recording
-from harness.report import receipt
+from harness.report import ci, gate, receipt
 from harness.report import write as report
 from harness.report.summary import FORMATS, summarize
 from harness.run import container, images, runner, warmup
@@ -139,6 +139,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
+    gate.from_settings(vars(args), args.inputs.environ)  # a bad FAIL_ON: before anything runs
     if args.resume:
         return resume.resume(vars(args), args.inputs.environ, out=_report)
     start.refuse_resume_only(vars(args))
@@ -257,10 +258,11 @@ def _cmd_receipt_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    fail_on = gate.from_settings(vars(args), args.inputs.environ)
     md, png = report.write_report(args.path)
     print(md)
     print(png if png else f"{report.AB_PNG} not written: {report.NO_PLOT}")
-    return EXIT_OK
+    return ci.conclude(Path(md).parent, EXIT_OK, fail_on, args.inputs.environ, _report)
 
 
 def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
@@ -273,7 +275,18 @@ def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=_cmd_receipt_verify)
     p = _command(sub, "report", "ab.md and ab.png of a campaign, from its ab.json")
     p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")
+    variables.add_arguments(p, "report")
     p.set_defaults(func=_cmd_report)
+    p = _command(sub, "status", "a campaign (or batch) while it runs or after: units, driver, "
+                 "ETA, verdicts so far; writes nothing")
+    p.add_argument("path", metavar="DIR", help="the campaign directory (or a batch directory)")
+    p.set_defaults(func=_cmd_status)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    for line in watch.status_lines(Path(args.path)):
+        print(line)
+    return EXIT_OK
 
 
 def _cmd_vars(args: argparse.Namespace) -> int:

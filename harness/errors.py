@@ -11,6 +11,7 @@ EXIT_BENCHMARK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PREFLIGHT = 3
 EXIT_AXIS_NOT_LIVE = 6
+EXIT_FAIL_ON = 7  # the campaign held a verdict that FAIL_ON names
 EXIT_SIGNAL_BASE = 128  # a run stopped by signal N exits 128 + N, as a shell reports it
 
 

@@ -39,9 +39,11 @@ def interrupt_driver(source: str, tmp_path: Path, signum: int, what: str
     proc = subprocess.Popen([sys.executable, str(driver), str(tmp_path / "runs"), str(pids)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 30, what)
+        # Generous limits: what is awaited happens in seconds or never (the driver's children
+        # sleep 300 s), and a limit is only spent when the test fails anyway.
+        wait_for(lambda: pids.is_file() and len(pids.read_text().splitlines()) == 2, 120, what)
         proc.send_signal(signum)
-        output, _ = proc.communicate(timeout=30)
+        output, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import socket
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,11 +35,12 @@ class UnitRecord:
     attempts: int = 0
     slurm_task: str | None = None
     slurm_state: str | None = None
+    started_utc: str | None = None  # when it last started (harness status: for how long)
 
     def to_json(self) -> dict[str, Any]:
         """The unit's keys as campaign.json has them: an executor's facts only where known."""
         doc = asdict(self)
-        for key in ("slurm_task", "slurm_state"):
+        for key in ("slurm_task", "slurm_state", "started_utc"):
             if doc[key] is None:
                 del doc[key]
         return doc
@@ -55,6 +59,25 @@ class OpRecord:
     looks: list[int] = field(default_factory=list)
     stopped: str | None = None  # ROUNDS=auto: why it runs no more rounds
     skipped: str | None = None  # why it never runs: it exists on one side only
+
+
+def utc_now() -> str:
+    """This instant in UTC as campaign.json writes times: 2026-12-03T08:41:56+00:00."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class DriverRecord:
+    """The process that drives the campaign now or did last: harness status asks whether it
+    still runs."""
+
+    pid: int
+    host: str
+    since: str
+
+    @classmethod
+    def this_process(cls) -> DriverRecord:
+        return cls(os.getpid(), socket.gethostname(), utc_now())
 
 
 @dataclass
@@ -90,6 +113,7 @@ class Campaign:
     side_artifacts: dict[str, list[str]] = field(default_factory=dict)
     interrupted: dict[str, Any] | None = None
     auto: dict[str, int] | None = None  # ROUNDS=auto: {"min": MIN_ROUNDS, "max": MAX_ROUNDS}
+    driver: DriverRecord | None = None  # None: never driven, or by an older harness
 
     def unit(self, unit_id: str) -> UnitRecord:
         """The unit of that id; UsageError listing the campaign's units otherwise."""
@@ -106,7 +130,7 @@ class Campaign:
         doc: dict[str, Any] = {"schema": SCHEMA}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("slurm", "interrupted", "auto") and value is None:
+            if f.name in ("slurm", "interrupted", "auto", "driver") and value is None:
                 continue
             if f.name == "noise_floor_bands" and not value:  # one floor: as before
                 continue
@@ -120,7 +144,7 @@ class Campaign:
                          for op, info in value.items()}
             elif f.name == "units":
                 value = [u.to_json() for u in value]
-            elif f.name == "slurm":
+            elif f.name in ("slurm", "driver"):
                 value = asdict(value)
             doc[f.name] = value
         return doc
@@ -137,6 +161,7 @@ class Campaign:
             raise BadDocument(f"schema is {doc.get('schema')!r}; expected {SCHEMA!r}")
         axis = read.child("axis")
         slurm = read.optional("slurm", dict)
+        driver = None if read.optional("driver", dict) is None else read.child("driver")
         return cls(
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
@@ -156,7 +181,9 @@ class Campaign:
             side_artifacts={k: list(v) for k, v in
                             (read.optional("side_artifacts", dict) or {}).items()},
             interrupted=read.optional("interrupted", dict),
-            auto=read.optional("auto", dict))
+            auto=read.optional("auto", dict),
+            driver=None if driver is None else DriverRecord(
+                driver.value("pid", int), driver.value("host", str), driver.value("since", str)))
 
 
 class BadDocument(UsageError):
@@ -235,7 +262,8 @@ def _unit(read: _Reader) -> UnitRecord:
         rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
         device=read.optional("device", str), attempts=read.value("attempts", int),
         slurm_task=read.optional("slurm_task", str),
-        slurm_state=read.optional("slurm_state", str))
+        slurm_state=read.optional("slurm_state", str),
+        started_utc=read.optional("started_utc", str))
 
 
 def load(directory: Path, label: str = "RESUME") -> Campaign:

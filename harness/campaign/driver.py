@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.campaign import adaptive, finish, nospace, plan, refs
-from harness.campaign.document import Campaign
+from harness.campaign.document import Campaign, DriverRecord, utc_now
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
 from harness.campaign.unit import side_cache, skip_reason
 from harness.contract.states import (
@@ -182,6 +182,7 @@ class UnitEvents:
     def _begin(self, task: Task, status: str, where: str) -> None:
         entry = self.campaign.unit(task.id)
         entry.status, entry.device, entry.attempts = status, where, entry.attempts + 1
+        entry.started_utc = utc_now()
         self._save()  # a killed driver leaves the unit to rerun
 
     def queued(self, task: Task, where: str) -> None:
@@ -277,7 +278,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         out(f"campaign directory: {directory} ({len(tasks)} units to run of "
             f"{len(campaign.units)}; executor {executor.name})")
         campaign.state = CampaignState.RUNNING
-        campaign.interrupted = None  # a resume: the earlier stop is history
+        campaign.interrupted, campaign.driver = None, DriverRecord.this_process()
         campaign.save(directory)
         current: list[UnitEvents] = []
         try:

@@ -20,10 +20,11 @@ from harness.campaign.document import (
     newest_alike,
 )
 from harness.contract.states import CampaignState
-from harness.errors import EXIT_OK, EXIT_PREFLIGHT, PreflightError, UsageError
+from harness.errors import EXIT_OK, EXIT_PREFLIGHT, Interrupted, PreflightError, UsageError
 from harness.executors import slurm
 from harness.executors.base import Ended, Executor
 from harness.history import recording
+from harness.report import ci, gate
 from harness.run import rundir, runner
 from harness.run.preflight import Plan, PreflightResult, collect_preflight, run_preflight
 from harness.settings import abspec, cmdline, spec
@@ -175,15 +176,22 @@ def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exec
                     flags: Mapping[str, Any], env: Mapping[str, str],
                     out: Callable[[str], None], workers: str,
                     timeout_s: float | None, settled: Sequence[Ended] = ()) -> int:
-    """Drive the campaign, then record it in the history store however it ended."""
+    """Drive the campaign, then record it in the history store however it ended; write what
+    CI reads, and exit 7 where FAIL_ON names a verdict the campaign holds (ci.conclude)."""
     def record() -> None:
         recording.record(flags, env, settings.out, directory, out)
 
+    fail_on = gate.from_settings(flags, env)
     try:  # each finished round too: a driver killed outright leaves those rounds recorded
-        return driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
-                            workers=workers, settled=settled, on_round=record)
+        rc = driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
+                          workers=workers, settled=settled, on_round=record)
+    except Interrupted:  # the signal's exit stands; CI still gets what finished
+        if campaign.state == CampaignState.INTERRUPTED:  # not a detached array: no ab.json
+            ci.conclude(directory, EXIT_OK, fail_on, env, out)
+        raise
     finally:
         record()
+    return ci.conclude(directory, rc, fail_on, env, out)
 
 
 def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:

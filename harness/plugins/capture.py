@@ -197,7 +197,7 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     measure the host's launch overhead, so its graph holds a fraction of `rep`; and it waits for
     each timed replay to end, so each starts on a device that has just idled. On an H200 such
     rows read 5-10% above their steady time and moved by up to 8% from one process to the next,
-    where this timer moved them by at most 0.7% (docs/timing.md has the figures and the script).
+    where a graph replayed back to back moved them by at most 0.7% (docs/figures.md).
     Here a small graph (about GRAPH_TARGET_MS of calls, sized by a short graph of up to
     PROBE_CALLS, and no more calls than CAPTURE_BUDGET_MS of host time captures) is replayed
     for WARM_MS, then for about `rep` ms in TIMED_GROUPS groups between events, all queued

@@ -10,9 +10,14 @@ worker, named in its log. Nothing is undone: a fingerprint cannot be fooled by a
 would miss. The same module stops what a session or a pytest left running (its descendants).
 
 What is not a difference: a name added to a module (a submodule imported, a lazy import); a
-scalar rebound (a counter, a device module's `_initialized`) or a None filled in (a lazy cache); and
-what a library imported during the session set at its import, where the value is the library's
-own (a device plugin's Tensor methods): a fresh process that imports it gets the same.
+scalar rebound (a counter, a device module's `_initialized`), a None or an empty container filled
+in (a lazy cache; the device generators a device's first use creates) or a None deleted (a flag a
+context sets on entry and deletes on exit: FlagGems' `current_work_registrar`); an operator newly
+defined with torch.library, and its kernels (torch registers its sparse Triton kernels at first
+use), where a kernel registered for an operator that was defined before stays a difference; what
+a library imported during the session set at its import, where the value is the library's own (a
+device plugin's Tensor methods): a fresh process that imports it gets the same; and what a pytest
+plugin set at the session's configure and took back at its end (pytest-mock's wrapped asserts).
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ TORCH_CALLS = ("get_default_dtype", "is_grad_enabled", "is_inference_mode_enable
                "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "get_num_threads")
 HOOKS_MODULE = "torch.nn.modules.module"  # its _global_* dicts: hooks every Module call runs
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphaned descendants are reparented to this process
+CONTAINERS = (tuple, list, dict, set, frozenset)
+LIBRARY_DEFS, LIBRARY_IMPLS = "torch.library._defs", "torch.library._impls"
 
 
 def _plain(value: object) -> object:
@@ -186,6 +193,8 @@ def _rebound(old: object, new: object, rules: _Rules, holder: str | None) -> boo
     `holder`: the module the name belongs to."""
     if old is new or old is None or (isinstance(old, SCALARS) and isinstance(new, SCALARS)):
         return False
+    if type(old) in CONTAINERS and not old and type(new) is type(old):
+        return False  # an empty one filled in
     if rules.own_back and (rules.gone(_owner(old) or "") or _owner(new) == holder):
         return False  # a patch of the session's plugins undone
     owner = _owner(new)
@@ -198,7 +207,7 @@ def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
     for name, old in before.items():
         new = now.get(name, missing)
         if new is missing:
-            if not (rules.own_back and rules.gone(_owner(old) or "")):
+            if old is not None and not (rules.own_back and rules.gone(_owner(old) or "")):
                 yield f"{label}.{name} (deleted)"
         elif _rebound(old, new, rules, holder):
             yield f"{label}.{name}"
@@ -236,9 +245,27 @@ def differences(before: Fingerprint, now: dict[str, object], imported: Callable[
         found += _namespace_changes(label, own, dict(vars(cls)), rules, True,
                                     holder if isinstance(holder, str) else None)
     found += [label for fn, label, code in before.codes.values() if fn.__code__ is not code]
-    found += [_switched(name, value, now.get(name)) for name, value in before.switches.items()
-              if now.get(name) != value]
+    defined = _added(before.switches.get(LIBRARY_DEFS), now.get(LIBRARY_DEFS))
+    for name, value in before.switches.items():
+        new = now.get(name)
+        if name in (LIBRARY_DEFS, LIBRARY_IMPLS) and isinstance(value, frozenset) \
+                and isinstance(new, frozenset) and value <= new:
+            new = value | {m for m in new - value if name == LIBRARY_IMPLS
+                           and _impl_op(m) not in defined}
+        if new != value:
+            found.append(_switched(name, value, new))
     return sorted(set(found))
+
+
+def _added(old: object, new: object) -> frozenset[str]:
+    both = isinstance(old, frozenset) and isinstance(new, frozenset)
+    return frozenset(new - old) if both else frozenset()  # type: ignore[operator]
+
+
+def _impl_op(key: str) -> str:
+    """The operator of a torch.library._impls key, `ns/name/DispatchKey`, as _defs spells it."""
+    namespace, _, rest = key.partition("/")
+    return f"{namespace}::{rest.rpartition('/')[0]}"
 
 
 def _switched(name: str, old: object, new: object) -> str:

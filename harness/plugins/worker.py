@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import traceback
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,11 +186,15 @@ class Probe:
     def __init__(self, known: set[str], roots: list[Path], plugins: set[str]) -> None:
         self.known, self.roots, self.plugins = known, roots, plugins
         self.collected: leftovers.Fingerprint | None = None
+        self.plugin_modules: set[str] = set()  # the session's pytest plugins, as modules
 
     @pytest.hookimpl(trylast=True)  # trylast: after every other plugin's collection hooks
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         ours = set(session_modules(self.roots, self.plugins))
         self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
+        self.plugin_modules = {str(vars(p).get("__name__"))
+                               for p in session.config.pluginmanager.get_plugins()
+                               if isinstance(p, types.ModuleType)}
 
 
 class Worker:
@@ -239,7 +244,8 @@ class Worker:
                 traceback.print_exc()
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
         gone = set(self._restore(handlers, roots, plugins))
-        self.left = self.left_behind(threads, before, probe.collected, gone, device)
+        self.left = self.left_behind(threads, before, probe.collected, gone, device,
+                                     probe.plugin_modules)
         return rc
 
     def _device(self, env: dict[str, str]) -> str | None:
@@ -249,11 +255,14 @@ class Worker:
 
     def left_behind(self, threads: set[threading.Thread], before: leftovers.Fingerprint,
                     collected: leftovers.Fingerprint | None, gone: set[str],
-                    device: str | None) -> str | None:
+                    device: str | None, plugin_modules: frozenset[str] | set[str] = frozenset()
+                    ) -> str | None:
         """What a session left that the next one would inherit and a fresh process would
         not: child processes (stopped first: they may hold the session's output open),
         threads still running, state that differs from `before` (or, for the modules its
-        collection imported, from `collected`). None: nothing."""
+        collection imported, from `collected`, taken after the session's pytest plugins
+        `plugin_modules` had configured: what they set then and took back is no difference).
+        None: nothing."""
         if stopped := leftovers.stop_left_children(CHILD_GRACE_S):
             return ("the session left child processes running (stopped): "
                     + ", ".join(map(str, stopped)))
@@ -266,7 +275,8 @@ class Worker:
         if collected is not None:
             late = imported - set(collected.modules)
             changed += leftovers.differences(collected, {}, late.__contains__,
-                                             gone.__contains__, own_back=True)
+                                             (gone | plugin_modules).__contains__,
+                                             own_back=True)
         if changed:
             shown = ", ".join(changed[:SHOWN_CHANGES])
             more = f" and {len(changed) - SHOWN_CHANGES} more" \

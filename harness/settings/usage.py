@@ -29,7 +29,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
            "harness ab --backend <backend> --axis none --op tanh --runner host   # an A/A: the "
            "noise floor",
            "harness ab --backend <backend> --axis env:MY_SWITCH --ops tanh,mm --runner host",
-           "harness ab --resume runs/ab/OMP_NUM_THREADS-mm/<ts> --rounds 5"),
+           "harness ab --resume runs/ab/OMP_NUM_THREADS-mm/<ts> --rounds 5",
+           "harness ab --backend cpu --ops tanh,mm --axis OMP_NUM_THREADS --a 1 --b 2 "
+           "--fail-on slower,failed   # CI: exit 7 on a regression"),
     "batch": ("harness batch --backend cpu --ops tanh,add,mm",
               "harness batch --backend <backend> --ops-file ops.txt --devices 0,1 --runner host"),
     "summary": ("harness summary runs/mm/<ts>",
@@ -38,7 +40,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "pin": ("harness pin --backend <backend> --dry-run",),
     "shell": ("harness shell --backend <backend> --devices 0",),
     "receipt": ("harness receipt verify runs/ab/OMP_NUM_THREADS-mm/<ts>",),
-    "report": ("harness report runs/ab/OMP_NUM_THREADS-mm/<ts>",),
+    "report": ("harness report runs/ab/OMP_NUM_THREADS-mm/<ts>",
+               "harness report runs/ab/OMP_NUM_THREADS-mm/<ts> --fail-on slower,failed"),
+    "status": ("harness status runs/ab/OMP_NUM_THREADS-suite/<ts>   # from another terminal, "
+               "at any moment",
+               "make status RUN=runs/ab/OMP_NUM_THREADS-suite/<ts>"),
     "history": ("harness history list",
                 "harness history trend mm --by commit --format csv",
                 "harness history changes --since 2026-11-01",

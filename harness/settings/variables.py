@@ -37,7 +37,7 @@ WALL_MULTIPLE = 5  # a unit of a known wall may take this many times it before i
 ONE_NODE = ("preflight", "run", "ab", "ab-unit", "shell")
 RUNS = (*ONE_NODE, "batch")
 UNITS = ("ab", "batch")  # many units, on this host's devices or a Slurm array
-COMMANDS = (*RUNS, "image", "pin", "summary", "report", "receipt verify")
+COMMANDS = (*RUNS, "image", "pin", "summary", "report", "receipt verify", "status")
 
 # Argument groups of a subcommand's help, by title.
 SETTINGS = "settings (each also read from its environment variable)"
@@ -308,11 +308,14 @@ TABLE: tuple[Var, ...] = (
         commands=("ab",), group=OPERATORS, metavar="OPS",
         make_help="ab with RESUME: finish the campaign without these operators, e.g. one that "
         "hangs (later resumes keep them out; EXCLUDE=none takes them back)"),
+    Var("FAIL_ON", "ZL_FAIL_ON", "--fail-on", "ab, report: verdicts that make the command exit "
+        "7, comma-separated: slower, faster, any-called, changed, failed (docs/ci.md)",
+        commands=("ab", "report"), group=OPERATORS, metavar="VERDICTS"),
     # make's own: no flag.
-    Var("RUN", None, None, "summary, report, receipt: the run, batch, campaign or log to read "
-        "(one path)", commands=("summary", "report", "receipt verify"), group=MAKE,
-        make_help="summary, report, receipt: the run, batch, campaign or log to read (one "
-        "path)"),
+    Var("RUN", None, None, "summary, report, receipt, status: the run, batch, campaign or log "
+        "to read (one path)", commands=("summary", "report", "receipt verify", "status"),
+        group=MAKE, make_help="summary, report, receipt, status: the run, batch, campaign or "
+        "log to read (one path)"),
     Var("SUMMARY_ARGS", None, None, "summary: further arguments, e.g. \"--ab A B --format "
         "csv\"; split into words as a POSIX shell would (quotes group), but no shell runs",
         commands=("summary",), group=MAKE),

@@ -331,3 +331,6 @@ def install(pytester, extra_tests: dict[str, str] | None = None,
     (pytester.path / "fake_di.py").write_text(FAKE_DI)
     for name, body in (extra_tests or {}).items():
         (pytester.path / "benchmark" / name).write_text(textwrap.dedent(body))
+    # an in-process run imports the fake triton and fake_di from here, as `python -m pytest`
+    # run in this directory would
+    pytester.syspathinsert()

@@ -57,7 +57,7 @@ def run(pytester, monkeypatch, run_dir, sizes, replay=None, strict=False, share=
     if share:  # a parallel warmup's shard, as the plan loads it
         monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", share)
         plugins += ["-p", "harness.plugins.warmup_share"]
-    result = pytester.runpytest_subprocess("test_kernels.py", "-s", *plugins)
+    result = pytester.runpytest("test_kernels.py", "-s", *plugins)
     outcome = finish_run(run_dir, run_dir / "no-libtuner", record=True)
     return result, outcome
 
@@ -171,7 +171,7 @@ def test_a_replayed_config_that_fails_to_compile_is_evicted_then_retuned(
     suite.makepyfile(kernels=FAILING, test_retry=RETRY)
     monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path))
     monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(records_path(tmp_path / "a")))
-    result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
+    result = suite.runpytest("test_retry.py", "-s", "-p", "harness.plugins.autotune")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "*AUTOTUNE_REPLAY_EVICTED stage=resources kernel=kernels:_scale key=*8*",
@@ -187,7 +187,7 @@ def test_a_cache_that_cannot_delete_says_so_and_claims_no_fallback(suite, monkey
                        '"kind": "winner", "source": "flaggems"}\n')
     monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path))
     monkeypatch.setenv("ZL_PLUGIN_AUTOTUNE_REPLAY", str(records))
-    result = suite.runpytest_subprocess("test_retry.py", "-s", "-p", "harness.plugins.autotune")
+    result = suite.runpytest("test_retry.py", "-s", "-p", "harness.plugins.autotune")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*compile_resources_no_evict kernel=scale_table key=*8*"])
     result.stdout.no_fnmatch_line("*AUTOTUNE_REPLAY_FALLBACK*")
@@ -211,8 +211,8 @@ def test_each_share_sweeps_its_part_of_the_configs_and_records_its_winners_time(
 def test_a_share_splits_only_the_sweeps_the_autotune_plugin_watches(suite, monkeypatch):
     monkeypatch.setenv("ZL_PLUGIN_WARMUP_SHARE", "0/2")
     suite.makepyfile(test_kernels=TEST.format(sizes=(8,)))
-    result = suite.runpytest_subprocess("test_kernels.py", "-s", "-p",
-                                        "harness.plugins.warmup_share")
+    result = suite.runpytest("test_kernels.py", "-s", "-p",
+                             "harness.plugins.warmup_share")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*BENCHED=16,32,64"])  # no autotune plugin: the whole sweep
 

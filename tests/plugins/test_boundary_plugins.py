@@ -25,7 +25,7 @@ def valid(pytester, monkeypatch, tmp_path):
 def run(pytester, monkeypatch, plugin, env):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    return pytester.runpytest_subprocess("-p", f"harness.plugins.{plugin}")
+    return pytester.runpytest("-p", f"harness.plugins.{plugin}")
 
 
 def assert_one_line(result, pattern):

@@ -18,7 +18,7 @@ def fake_flag_gems(pytester, vendor):
 def test_mismatch_is_a_usage_error_naming_both_vendors(pytester, monkeypatch):
     fake_flag_gems(pytester, "mthreads")
     monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
-    result = pytester.runpytest_subprocess("-p", "harness.plugins.device_setup")
+    result = pytester.runpytest("-p", "harness.plugins.device_setup")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*vendor_name is 'mthreads' but BACKEND=cuda expects 'nvidia'*"])
 
@@ -27,7 +27,7 @@ def test_matching_vendor_runs_and_writes_runtime_facts(pytester, monkeypatch, tm
     fake_flag_gems(pytester, "cpu-vendor")
     monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cpu")  # no expected vendor: any flag_gems passes
     monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path))
-    result = pytester.runpytest_subprocess("-p", "harness.plugins.device_setup")
+    result = pytester.runpytest("-p", "harness.plugins.device_setup")
     result.assert_outcomes(passed=1)
     facts = json.loads((tmp_path / "runtime.json").read_text())
     assert facts["vendor_name"] == "cpu-vendor" and facts["flag_gems"] == "9.9"

@@ -9,11 +9,14 @@ import pytest
 from harness.contract.boundary import OUTCOMES_FILE
 
 
-def outcomes(pytester, monkeypatch, tmp_path, *args: str) -> dict:
+def outcomes(pytester, monkeypatch, tmp_path, *args: str, leaves: bool = False) -> dict:
+    """The run's outcomes file; `leaves`: its test ends the process, so pytest runs in one of
+    its own (in this one it would end the test session)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(run_dir))
-    pytester.runpytest_subprocess("-p", "harness.plugins.outcomes", *args)
+    run = pytester.runpytest_subprocess if leaves else pytester.runpytest
+    run("-p", "harness.plugins.outcomes", *args)
     path = run_dir / OUTCOMES_FILE
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -57,7 +60,7 @@ def test_a_process_that_leaves_with_os_exit_says_it_did_not_finish_and_where(
     # rows it had; its file now says the session never finished, and in which test.
     pytester.makepyfile(test_x="import os\ndef test_a():\n    pass\n"
                                "def test_x():\n    os._exit(0)\n")
-    found = outcomes(pytester, monkeypatch, tmp_path)
+    found = outcomes(pytester, monkeypatch, tmp_path, leaves=True)
     assert (found["finished"], found["running"], found["passed"], found["collected"]) == (
         False, "test_x.py::test_x", 1, 2)
 
@@ -65,7 +68,7 @@ def test_a_process_that_leaves_with_os_exit_says_it_did_not_finish_and_where(
 def test_a_process_that_leaves_before_collection_ends_writes_no_file(pytester, monkeypatch,
                                                                      tmp_path):
     pytester.makepyfile(test_x="import os\nos._exit(0)\n")
-    assert outcomes(pytester, monkeypatch, tmp_path) == {}
+    assert outcomes(pytester, monkeypatch, tmp_path, leaves=True) == {}
 
 
 @pytest.mark.parametrize(("text", "why"), [

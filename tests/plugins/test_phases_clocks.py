@@ -31,6 +31,11 @@ FAKE_CLOCKS = """
 """
 
 
+# the timing tests' budgets of a few milliseconds: what is checked here is clocks and
+# markers, and the suite's default budgets made each run take half a minute
+BRIEF = ("--warmup", "1", "--iter", "2")
+
+
 def session_lines(run_dir):
     return [json.loads(line) for line in (run_dir / PHASES_FILE).read_text().splitlines()]
 
@@ -63,11 +68,12 @@ def test_a_failed_capture_charges_the_direct_timer_and_keeps_the_phases(
     assert fallback["time"]["direct"] > 0 and "replays" not in fallback["time"]
 
 
+@pytest.mark.slow  # two pytest processes: fake_clocks changes the registry of its process
 def test_clocks_are_read_beside_each_row_and_a_throttled_row_is_flagged(
         pytester, device, monkeypatch):
     pytester.makepyfile(fake_clocks=textwrap.dedent(FAKE_CLOCKS))
     result = pytester.runpytest_subprocess(
-        TANH, "--level", "core", "--mode", "kernel", "-s", "-p", "fake_clocks",
+        TANH, "--level", "core", "--mode", "kernel", *BRIEF, "-s", "-p", "fake_clocks",
         "-p", "harness.plugins.capture", "-p", "harness.plugins.timing")
     result.assert_outcomes(passed=1)
     rows = records(device)
@@ -77,16 +83,17 @@ def test_clocks_are_read_beside_each_row_and_a_throttled_row_is_flagged(
     (device / "timing.jsonl").unlink()
     monkeypatch.setenv("FAKE_THROTTLE", "4")  # a software power cap
     pytester.runpytest_subprocess(
-        TANH, "--level", "core", "--mode", "kernel", "-s", "-p", "fake_clocks",
+        TANH, "--level", "core", "--mode", "kernel", *BRIEF, "-s", "-p", "fake_clocks",
         "-p", "harness.plugins.capture", "-p", "harness.plugins.timing").assert_outcomes(passed=1)
     assert all(r["markers"] == [CLOCKS_THROTTLED_MARKER] for r in records(device))
 
 
+@pytest.mark.slow  # a pytest process
 def test_without_the_management_library_cuda_says_so_once_and_times_as_before(
         pytester, device, monkeypatch):
     monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
-    result = pytester.runpytest_subprocess(TANH, "--level", "core", "--mode", "kernel", "-s",
-                                           "-p", "harness.plugins.capture",
+    result = pytester.runpytest_subprocess(TANH, "--level", "core", "--mode", "kernel", *BRIEF,
+                                           "-s", "-p", "harness.plugins.capture",
                                            "-p", "harness.plugins.timing")
     result.assert_outcomes(passed=1)
     lines = [x for x in result.stdout.lines if x.startswith(CLOCKS_UNREAD_MARKER)]

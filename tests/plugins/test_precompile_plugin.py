@@ -67,7 +67,7 @@ def run(pytester, monkeypatch, tmp_path, workers, sizes=(8,), async_mode=True, p
         monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, str(workers))
         args += ["-p", "harness.plugins.precompile"]
     pytester.makepyfile(test_kernels=test.format(sizes=sizes))
-    result = pytester.runpytest_subprocess(*args)
+    result = pytester.runpytest(*args)
     log_file = run_dir / "log.json"
     return result, json.loads(log_file.read_text()) if log_file.exists() else None, run_dir
 
@@ -334,7 +334,7 @@ def test_the_plugin_without_a_thread_count_is_a_usage_error(suite, monkeypatch, 
     (suite.path / "triton" / "runtime" / "_async_compile.py").write_text(fakedev.FAKE_ASYNC_COMPILE)
     monkeypatch.setenv(boundary.COMPILE_WORKERS_VAR, value)
     suite.makepyfile(test_kernels="def test_nothing():\n    pass\n")
-    result = suite.runpytest_subprocess("test_kernels.py", "-p", "harness.plugins.precompile")
+    result = suite.runpytest("test_kernels.py", "-p", "harness.plugins.precompile")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{boundary.COMPILE_WORKERS_VAR}={value!r}: the precompile "
                                  "plugin needs a whole number of threads of at least 1"])

@@ -160,7 +160,7 @@ def test_a_shard_replaying_with_compile_workers_runs_the_three_filters_in_order_
     monkeypatch.delenv(boundary.WARMUP_CLAIMS_VAR, raising=False)
     shard = (plugin_plan.WARMUP_SHARE, plugin_plan.AUTOTUNE, plugin_plan.PRECOMPILE)  # plan order
     plugins = [a for p in shard for a in ("-p", p)]
-    result = pytester.runpytest_subprocess("test_kernels.py", "-s", *plugins)
+    result = pytester.runpytest("test_kernels.py", "-s", *plugins)
     result.assert_outcomes(passed=1)
     log = json.loads((tmp_path / "log").read_text())
     assert log["active"] == ["precompile", "pin", "share"]

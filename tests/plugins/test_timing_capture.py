@@ -72,11 +72,23 @@ TANH_BACKWARD = """
 """
 
 
+# The cpu suite's core shapes, made small (the first holds 1024 * 1024 elements there): these
+# tests check which timer times each row and what it records, not how long a row takes, and
+# the suite's own shapes made each run a few seconds of tanh on two cores.
+SMALL_SHAPES = """
+UnaryPointwiseBenchmark:
+  shapes: [[4096], [64, 64], [96, 96], [4, 32, 32]]
+Benchmark:
+  shapes: [[4096], [64, 64], [96, 96], [4, 32, 32]]
+"""
+
+
 @pytest.fixture
 def device(pytester, monkeypatch, tmp_path):
     """A simulated MUSA host: fake triton, device interface, and flag_gems on mthreads."""
     fakedev.install(pytester, {"test_unique.py": UNIQUE2, "test_tune_only.py": TUNE_ONLY,
                               "test_tanh_backward.py": TANH_BACKWARD})
+    (pytester.path / "benchmark" / "core_shapes.yaml").write_text(SMALL_SHAPES)
     pytester.makepyfile(flag_gems="vendor_name = 'mthreads'\n__version__ = '0'\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -92,8 +104,8 @@ def device(pytester, monkeypatch, tmp_path):
 def run(pytester, *nodes, backend="musa", timer="graph", share=False):
     plan = plan_plugins(backends.get(backend), timer, share=share)
     plugins = [a for p in plan for a in ("-p", p)]
-    return pytester.runpytest_subprocess(*nodes, "--level", "core", "--mode", "kernel",
-                                         "--warmup", "1", "--iter", "2", "-s", *plugins)
+    return pytester.runpytest(*nodes, "--level", "core", "--mode", "kernel",
+                              "--warmup", "1", "--iter", "2", "-s", *plugins)
 
 
 def records(run_dir):
@@ -178,7 +190,7 @@ def test_poisoned_capture_stops_the_operator_and_keeps_measured_rows(
     result.assert_outcomes(failed=1, skipped=1)  # add never runs in a dead context
     result.stdout.fnmatch_lines(['BENCHMARK_CAPTURE_POISONED op=tanh reason="MUSA error*'])
     rows = records(device)
-    assert [(r["shape"], r["status"]) for r in rows] == [("[[1048576]]", "SUCCESS"),
+    assert [(r["shape"], r["status"]) for r in rows] == [("[[4096]]", "SUCCESS"),
                                                          ("[[64, 64]]", "FAILED")]
     assert rows[0]["latency_base_ms"] > 0 and rows[0]["timer"] == "graph"
     assert rows[1]["markers"] == ["BENCHMARK_CAPTURE_POISONED"] and rows[0]["partial"]
@@ -209,8 +221,8 @@ def test_repeat_keeps_every_sample_and_reports_the_median(pytester, device, monk
 def test_cuda_uses_upstream_graph_bench_verbatim(pytester, device, monkeypatch):
     monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
     plugins = ["-p", "harness.plugins.capture", "-p", "harness.plugins.timing"]
-    result = pytester.runpytest_subprocess(TANH, "--level", "core", "--mode", "kernel", "-s",
-                                           *plugins)
+    result = pytester.runpytest(TANH, "--level", "core", "--mode", "kernel", "-s",
+                                *plugins)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["SUCCESS *0.125000 *0.125000 *1.000*"])  # the stand-in's value
 
@@ -221,8 +233,8 @@ def test_a_backward_benchmark_is_graph_timed_without_the_timer_detaching_its_inp
     # timer detach_()es grad_to_none, and autograd.grad on the out built before then raises.
     monkeypatch.setenv("ZL_PLUGIN_BACKEND", "cuda")
     plugins = ["-p", "harness.plugins.capture", "-p", "harness.plugins.timing"]
-    result = pytester.runpytest_subprocess("benchmark/test_tanh_backward.py", "--level", "core",
-                                           "--mode", "kernel", "-s", *plugins)
+    result = pytester.runpytest("benchmark/test_tanh_backward.py", "--level", "core",
+                                "--mode", "kernel", "-s", *plugins)
     result.assert_outcomes(passed=1)
     rows = records(device)
     assert rows and {r["timer"] for r in rows} == {"graph"}
@@ -243,7 +255,7 @@ def test_grads_are_reset_outside_the_timer_which_gets_none_to_detach():
 def test_without_the_harness_plugins_cudagraph_mode_is_refused_on_cpu(pytester):
     fakedev.install(pytester)
     (pytester.path / "triton").rename(pytester.path / "not_triton")
-    result = pytester.runpytest_subprocess(TANH, "--level", "core", "--mode", "cudagraph", "-s")
+    result = pytester.runpytest(TANH, "--level", "core", "--mode", "cudagraph", "-s")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CPU has no graph capture*"])
 

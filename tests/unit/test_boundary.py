@@ -208,6 +208,7 @@ def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_host_modules_that_name_the_boundary_import_no_pytest():
     code = ("import sys, harness.cli, harness.contract.boundary, harness.run.runner, "
             "harness.report.summary, harness.report.write; "
@@ -222,6 +223,7 @@ def test_the_pytest_blocker_really_blocks():
     assert proc.returncode != 0 and "No module named 'pytest'" in proc.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_summary_of_a_flaggems_log_works_without_pytest():
     code = NO_PYTEST + "from harness.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     proc = _python(code, "summary", str(KERNEL_LOG))

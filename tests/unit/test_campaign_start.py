@@ -96,7 +96,14 @@ def test_a_campaign_stores_every_setting_as_flags_so_a_resume_repeats_them(monke
     assert child[-4:] == ["--node", "benchmark/test_mm.py::test_mm", "--devices", "3"]
 
 
-def test_a_second_driver_of_one_campaign_is_refused(tmp_path):
+@pytest.fixture
+def no_lock_wait(monkeypatch):
+    """A refused driver refuses at once: this test holds the lock throughout, so waiting
+    LOOK_WAIT_S for it would change nothing but the time the test takes."""
+    monkeypatch.setattr(driver, "LOOK_WAIT_S", 0.0)
+
+
+def test_a_second_driver_of_one_campaign_is_refused(tmp_path, no_lock_wait):
     from harness.errors import UsageError
 
     with driver.sole_driver(tmp_path):
@@ -114,6 +121,7 @@ def _campaign(tmp_path):
     return one_op_campaign(tmp_path)
 
 
+@pytest.mark.slow  # a unit and its sleeper, stopped by a signal
 def test_a_signal_stops_the_running_unit_starts_no_other_and_writes_a_partial_campaign(
         tmp_path, monkeypatch):
     # Regression: the driver raised a bare KeyboardInterrupt (exit 130 for every signal) and
@@ -194,6 +202,7 @@ def test_a_resume_refuses_settings_it_would_silently_drop():
 # --------------------------------------------------------------------------- a unit's limit
 
 
+@pytest.mark.slow  # a sleeper stopped at its limit
 def test_a_unit_past_its_limit_is_recorded_timeout_and_a_resume_reruns_it(tmp_path,
                                                                            monkeypatch):
     # Regression: a hanging operator blocked its device forever: no unit had a time limit.
@@ -247,7 +256,7 @@ def test_a_resume_checks_dry_run_as_a_new_campaign_does(tmp_path, flags, env):
     assert (tmp_path / plan.CAMPAIGN_JSON).read_bytes() == before
 
 
-def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path):
+def test_a_refused_concurrent_resume_leaves_campaign_json_as_it_was(tmp_path, no_lock_wait):
     # Regression: a second `RESUME=<dir> ROUNDS=3` while a driver held the campaign was
     # refused, but had already written its added rounds into campaign.json.
     from harness.errors import UsageError

@@ -249,6 +249,7 @@ def _run_suite(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a pytest process
 def test_bare_run_prints_the_table_and_writes_only_the_record_log(suite, tmp_path):
     shape_file = tmp_path / "shapes.yaml"
     shape_file.write_text("UnaryPointwiseBenchmark: {shapes: [[64, 64], [8, 8, 8]]}\n")

@@ -114,6 +114,7 @@ def _folders(root: Path) -> list[Path]:
         make_batch(root, "20261104-010000", {"tanh": [1.0, 2.0], "add": [3.0, 4.0]})]
 
 
+@pytest.mark.slow  # two writer processes
 def test_two_writers_at_once_lose_nothing_and_duplicate_nothing(url, tmp_path):
     folders = _folders(tmp_path / "runs")
     ready = tmp_path / "unused"
@@ -125,6 +126,7 @@ def test_two_writers_at_once_lose_nothing_and_duplicate_nothing(url, tmp_path):
                             "units": 3 * 40 * 3 + 2}
 
 
+@pytest.mark.slow  # a writer process, killed
 def test_a_writer_killed_mid_write_leaves_the_store_as_it_was(url, tmp_path):
     folders = _folders(tmp_path / "runs")
     done = _writer(url, "import", tmp_path / "unused", folders[:1])

@@ -77,3 +77,52 @@ def test_a_switch_names_its_two_values_and_a_set_its_members():
     assert leftovers.differences(before, now, lambda n: False, lambda n: False) == [
         "torch.get_default_dtype(): 'torch.float32' -> 'torch.float64'",
         "torch.library._impls: +aten/tanh/CPU"]
+
+
+def test_an_empty_container_filled_and_a_none_deleted_are_lazy_state_not_a_difference(lib):
+    # torch.cuda.default_generators is () until the device's first use; FlagGems' use_gems()
+    # sets current_work_registrar on entry and deletes it on exit (None at import)
+    lib.generators, lib.registrar = (), None
+    before = leftovers.take(watched)
+    lib.generators = ("generator of device 0",)
+    del lib.registrar
+    assert changed(before) == []
+
+
+def test_a_container_that_held_something_replaced_and_a_value_deleted_still_are(lib):
+    lib.hooks, lib.handler = ("a hook",), lambda: 1
+    before = leftovers.take(watched)
+    lib.hooks = ("another hook",)
+    del lib.handler
+    assert changed(before) == ["zl_fake_lib.handler (deleted)", "zl_fake_lib.hooks"]
+
+
+def test_new_operators_and_their_kernels_are_not_a_difference_a_kernel_of_an_old_one_is():
+    defs, impls = frozenset({"aten::tanh"}), frozenset({"aten/tanh/CPU"})
+    before = leftovers.Fingerprint(switches={leftovers.LIBRARY_DEFS: defs,
+                                             leftovers.LIBRARY_IMPLS: impls})
+    # what torch registers at the first use of its sparse Triton kernels, seen on an H200
+    lazy = {leftovers.LIBRARY_DEFS: defs | {"triton::_triton_bsr_dense_mm_out"},
+            leftovers.LIBRARY_IMPLS: impls | {"triton/_triton_bsr_dense_mm_out/SparseCsrCUDA"}}
+    assert leftovers.differences(before, lazy, lambda n: False, lambda n: False) == []
+    patched = {**lazy, leftovers.LIBRARY_IMPLS: lazy[leftovers.LIBRARY_IMPLS]
+               | {"aten/tanh/CUDA"}}  # a kernel for an operator defined before: a patch
+    assert leftovers.differences(before, patched, lambda n: False, lambda n: False) == [
+        "torch.library._impls: +aten/tanh/CUDA"]
+    gone = {**lazy, leftovers.LIBRARY_DEFS: frozenset({"triton::_triton_bsr_dense_mm_out"})}
+    assert leftovers.differences(before, gone, lambda n: False, lambda n: False) == [
+        "torch.library._defs: +triton::_triton_bsr_dense_mm_out -aten::tanh"]
+
+
+def test_what_a_pytest_plugin_set_at_configure_and_took_back_is_no_difference(lib):
+    # pytest-mock wraps AsyncMock's asserts at configure and deletes them at unconfigure; the
+    # fingerprint of the modules a session imported is taken after configure
+    plugin = types.ModuleType("zl_pytest_plugin")
+    exec("def wrapped(self):\n    return 'wrapped'\n", plugin.__dict__)
+    Kernel.assert_run = plugin.wrapped
+    collected = leftovers.take(watched)
+    del Kernel.assert_run
+    assert leftovers.differences(collected, {}, lambda n: False,
+                                 {"zl_pytest_plugin"}.__contains__, own_back=True) == []
+    assert leftovers.differences(collected, {}, lambda n: False, lambda n: False,
+                                 own_back=True) == ["zl_fake_lib.Kernel.assert_run (deleted)"]

@@ -54,6 +54,7 @@ def _rates(seed: int, heavy: bool) -> tuple[float, float, float]:
     return float(first), float(fixed), float(spent)
 
 
+@pytest.mark.slow  # 120 simulated campaigns
 def test_extending_inconclusive_rows_inflates_the_fixed_sample_rate_not_the_spent_one():
     # A/A, normal noise, 120 campaigns, seed 1: any call at look 1 0.050; after extending,
     # today's fixed-sample method 0.108 (above q = 0.05: the issue), alpha spent 0.042.
@@ -64,6 +65,7 @@ def test_extending_inconclusive_rows_inflates_the_fixed_sample_rate_not_the_spen
     assert spent <= stats.FDR_Q
 
 
+@pytest.mark.slow  # 120 simulated campaigns
 def test_heavy_tailed_noise_keeps_the_spent_rate_at_q():
     # Student t(3) rounds, seed 1: today's method 0.075 after extending, alpha spent 0.042.
     _, fixed, spent = _rates(1, heavy=True)

@@ -117,7 +117,9 @@ def test_deferred_signals_turn_sigint_into_a_flag_and_restore_the_handler():
     before = signal.getsignal(signal.SIGINT)
     with procs.deferred_signals(seen.append):
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the handler runs between bytecodes of the main thread
+        # the handler runs between bytecodes of the main thread once the signal is taken,
+        # which a loaded machine may delay past any fixed sleep: wait for it
+        wait_for(lambda: seen, 60, "the handler to see SIGINT", poll=0.01)
     assert seen == [signal.SIGINT]
     assert signal.getsignal(signal.SIGINT) is before
 
@@ -172,7 +174,7 @@ def test_group_stopper_stops_a_child_the_signal_arrived_before():
     child = _sleeper()
     stopper.watch(child)
     stopper.join()
-    assert child.wait(timeout=5) == -signal.SIGTERM
+    assert child.wait(timeout=50) == -signal.SIGTERM
     assert stopper.signal == signal.SIGTERM  # the first signal names the interrupt
 
 
@@ -184,10 +186,10 @@ def test_group_stopper_kills_a_group_that_ignores_sigterm():
     child.stdout.readline()  # SIGTERM is ignored from here on
     stopper = procs.GroupStopper(grace_s=0.5)
     stopper.watch(child)
-    started = time.monotonic()
     stopper.request_stop(signal.SIGHUP)
     stopper.join()
-    assert child.wait(timeout=5) == -signal.SIGKILL and time.monotonic() - started < 5
+    # SIGKILL, not the child's own end after its 60 s sleep: any wait below it shows the kill
+    assert child.wait(timeout=50) == -signal.SIGKILL
     child.stdout.close()
 
 
@@ -201,8 +203,8 @@ def test_group_stopper_stops_a_child_watched_after_it_stopped_another():
     stopper.watch(second)
     stopper.request_stop(signal.SIGINT)  # a second signal starts nothing more
     stopper.join()
-    assert first.wait(timeout=5) == -signal.SIGTERM
-    assert second.wait(timeout=5) == -signal.SIGTERM
+    assert first.wait(timeout=50) == -signal.SIGTERM
+    assert second.wait(timeout=50) == -signal.SIGTERM
 
 
 def test_group_stopper_without_a_child_is_only_a_flag():
@@ -260,7 +262,7 @@ def test_a_child_does_not_outlive_a_parent_killed_by_sigkill(tmp_path):
         assert alive(child)
         driver.kill()
         driver.wait()
-        wait_for(lambda: not alive(child), 10, "the orphaned child gone")
+        wait_for(lambda: not alive(child), 50, "the orphaned child gone")
     finally:
         if driver.poll() is None:
             driver.kill()

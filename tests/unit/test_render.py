@@ -110,6 +110,7 @@ def test_no_module_but_stats_computes_a_geometric_mean() -> None:
     assert found == {}
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_renderers_import_neither_pytest_nor_matplotlib() -> None:
     # The PNG renderer draws with matplotlib: importing it must wait until a chart is drawn.
     code = ("import sys, harness.cli, harness.report.render, harness.report.comparison, "

@@ -11,6 +11,7 @@ import pytest
 from harness import stats
 
 pytest.importorskip("numpy")
+pytestmark = pytest.mark.slow  # simulations: about 12 s together on two cores
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rounds_auto_sim.py"
 
 

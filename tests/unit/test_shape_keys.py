@@ -93,6 +93,7 @@ for nodeid in sys.argv[2:]:
 """
 
 
+@pytest.mark.slow  # a fresh interpreter importing torch
 def test_cpu_suite_dtypes_match_what_each_benchmark_is_constructed_with():
     """The dtypes read statically are those each suite benchmark is really built with."""
     pytest.importorskip("torch")

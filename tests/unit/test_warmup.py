@@ -341,6 +341,7 @@ print("not interrupted", flush=True)
 
 
 
+@pytest.mark.slow  # a driver, two shards and their grandchildren
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads process states from /proc")
 def test_ctrl_c_stops_and_reaps_every_shard_and_grandchild_before_it_propagates(tmp_path):
     rc, output, started = interrupt_driver(_DRIVER, tmp_path, signal.SIGINT,
