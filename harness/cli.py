@@ -20,6 +20,7 @@ from harness.errors import (
     Interrupted,
     PreflightError,
     UsageError,
+    bad_path,
     no_space,
 )
 from harness.executors import device_lock, slurm
@@ -346,11 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         _error_line(f"error: {exc}")
         return exc.exit_code
-    except OSError as exc:  # a full device anywhere: one line, not a traceback
-        if (full := no_space(exc)) is None:
+    except OSError as exc:  # a full device or an impossible path anywhere: one line
+        if (known := no_space(exc) or bad_path(exc)) is None:
             raise
-        _error_line(f"error: {full}")
-        return full.exit_code
+        _error_line(f"error: {known}")
+        return known.exit_code
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

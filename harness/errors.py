@@ -74,6 +74,24 @@ def no_space(exc: BaseException) -> NoSpace | None:
     return None
 
 
+# A path no file system can open, or one the user may not: the value is at fault, not the host.
+BAD_PATH_ERRNOS = {errno.ENAMETOOLONG: "a path whose every component is at most 255 bytes and "
+                   "whole at most 4095", errno.ELOOP: "a path without a loop of symbolic links",
+                   errno.EACCES: "a path this user may read (and write, for an output)",
+                   errno.EPERM: "a path this user may read (and write, for an output)"}
+
+
+def bad_path(exc: BaseException) -> UsageError | None:
+    """`exc` as a UsageError naming its path, where it is an OSError of a name too long, a
+    symbolic link loop or a permission refused; None for anything else."""
+    if not isinstance(exc, OSError) or exc.errno not in BAD_PATH_ERRNOS:
+        return None
+    where = "-" if exc.filename is None else os.fsdecode(exc.filename)
+    shown = f"{where[:120]!r}..." if len(where) > 120 else repr(where)
+    return UsageError(f"{shown} is not accepted: {exc.strerror}; expected "
+                      f"{BAD_PATH_ERRNOS[exc.errno]}")
+
+
 class Interrupted(KeyboardInterrupt):
     """A run or campaign stopped by a signal after it stopped its children and kept what they
     wrote; the CLI prints the message and exits 128 + the signal's number."""

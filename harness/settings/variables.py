@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from harness.errors import UsageError
+from harness.settings import paths
 
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
@@ -116,12 +117,16 @@ class Var:
             return "1", "flag"
         self._not_empty(value, "flag")
         if value not in (None, "", False):
-            return self._one_line(str(value), "flag"), "flag"
+            return self._fits(self._one_line(str(value), "flag"), "flag"), "flag"
         value = env.get(self.env) if self.env else None
         self._not_empty(value, "env")
         if value not in (None, ""):
-            return self._one_line(str(value), "env"), "env"
+            return self._fits(self._one_line(str(value), "env"), "env"), "env"
         return self.default, "default"
+
+    def _fits(self, value: str, source: str) -> str:
+        """`value`, refused where it names a path no file system opens (paths.fits)."""
+        return paths.fits(self.make, self.label(source), value)
 
     def _not_empty(self, value: object, source: str) -> None:
         """UsageError for an empty value of a variable that refuses one: `A=` silently ran
