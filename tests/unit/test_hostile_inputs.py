@@ -6,7 +6,7 @@ import pytest
 
 from harness import cli
 from harness.errors import EXIT_USAGE, UsageError
-from harness.settings import spec, variables
+from harness.settings import abspec, spec, variables
 
 LONG = "n" * 300  # one component past NAME_MAX (255 bytes): no file system opens it
 
@@ -43,3 +43,26 @@ def test_a_symbolic_link_loop_read_as_a_run_prints_one_line(tmp_path, capsys):
     assert cli.main(["receipt", "verify", str(tmp_path / "a")]) == EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(tmp_path / "a") in err, err
+
+
+# A side variable the axis does not read was silently ignored: A_PYTHON beside a switch, A_IMAGE
+# with AXIS=flaggems, A with an A/A.
+@pytest.mark.parametrize(("axis", "given", "reads"), [
+    ("OMP_NUM_THREADS", {"a_python": "/usr/bin/python3"}, "which reads A, B; unset it"),
+    ("OMP_NUM_THREADS", {"bench_ref": "HEAD"}, "which reads A, B; unset it"),
+    ("flaggems", {"a_ref": "x", "b_ref": "y", "a_image": "i@sha256:" + "0" * 64},
+     "which reads A_REF, B_REF, BENCH_REF; unset it"),
+    ("none", {"a": "3"}, "which runs one setting on both sides; unset it"),
+    ("python", {"a_python": "/bin/sh", "b_python": "/bin/ls", "b": "2"},
+     "which reads A_PYTHON, B_PYTHON; unset it"),
+])
+def test_a_side_variable_the_axis_does_not_read_is_refused_naming_what_it_reads(axis, given,
+                                                                                 reads):
+    with pytest.raises(UsageError, match=f"is not read with AXIS={axis}, {reads}"):
+        abspec.resolve_ab({"axis": axis, **given}, {})
+
+
+def test_a_side_variable_from_the_environment_is_named_by_its_environment_name():
+    with pytest.raises(UsageError, match="ZL_A_IMAGE='i' is not read with AXIS=none"):
+        abspec.resolve_ab({"axis": "none"}, {"ZL_A_IMAGE": "i"})
+    assert abspec.resolve_ab({"axis": "X_Y"}, {"ZL_A": "2", "ZL_B": "3"}).b == "3"

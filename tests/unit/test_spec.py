@@ -186,7 +186,7 @@ def test_a_equal_to_b_is_refused_unless_the_campaign_is_aa():
         abspec.resolve_ab({"axis": "RLC_ENHANCE", "a": "1"}, {})
     with pytest.raises(UsageError, match="ZL_A='x' and ZL_B='x' are equal"):
         abspec.resolve_ab({"axis": "RLC_ENHANCE"}, {"ZL_A": "x", "ZL_B": "x"})
-    assert abspec.resolve_ab({"axis": "none", "a": "1"}, {}).a == "1"
+    assert abspec.resolve_ab({"axis": "none"}, {}).a == "0"  # an A/A's sides are one setting
 
 
 # --------------------------------------------------------------------------- help
