@@ -82,6 +82,24 @@ def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError]
         raise error(not_json.format(path=str(target), exc=exc)) from None
 
 
+def read_jsonl(path: str | os.PathLike[str], error: type[HarnessError],
+               what: str) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of the JSON-lines file at `path`; a line
+    that is not UTF-8 JSON (binary, cut short) raises `error` naming the file and the line, as
+    "<file> line N is not `what`"."""
+    rows = []
+    with open(path, "rb") as fh:
+        data = fh.read()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+            if line.strip():
+                rows.append((number, json.loads(line)))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise error(f"{str(path)!r} line {number} is not {what}: {exc}") from None
+    return rows
+
+
 def take_lock(path: Path, busy: Callable[[], Exception], wait_s: float = 0.0,
               poll_s: float = 0.2) -> int:
     """An exclusive lock on `path` (created where missing), waiting up to `wait_s` for another

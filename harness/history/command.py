@@ -100,6 +100,8 @@ def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     where = _where(args, create=args.history_command == "import")
     if args.history_command == "upgrade":
         return _upgrade(where, write_line)
+    if args.history_command == "import":  # read first: a corrupt folder creates no store
+        args.folders = importer.read_paths(Path(d) for d in args.dirs)
     engine = store.open_store(where)
     try:
         return VERB_FUNCS[args.history_command](engine, args, write_line)
@@ -215,8 +217,7 @@ def bisect_line(key: queries.SeriesKey, before: changes.Point, after: changes.Po
 
 
 def _import(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
-    paths = [Path(d) for d in args.dirs]
-    done = importer.import_paths(engine, paths)
+    done = [importer.write_read(engine, folder) for folder in args.folders]
     if args.format == "md":
         for item in done:
             write_line(item.line())

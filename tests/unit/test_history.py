@@ -311,3 +311,25 @@ def test_each_side_of_a_flaggems_commit_campaign_is_its_own_commit(tmp_path, cap
                       str(tmp_path / "h.sqlite"))
     assert rc == 0 and {(r["side"], r["flaggems_commit"]) for r in json.loads(out)} == {
         ("A", "aaa"), ("B", "bbb")}
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\xff\xfe\n", b'{"op": "tanh", "dtype": "flo',
+                                     b"[1, 2]\n"])
+def test_a_corrupt_results_jsonl_is_one_line_naming_its_line_and_creates_no_store(
+        tmp_path, capsys, monkeypatch, content):
+    # Regression: a binary or cut-short results.jsonl was a traceback, after the store existed.
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    (run / "results.jsonl").write_bytes(content)
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    assert cli.main(["history", "import", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{str(run / 'results.jsonl')!r} line 1 is not a result row" \
+        in err, err
+    assert not (tmp_path / "h.sqlite").exists()
+
+
+def test_a_folder_that_is_no_run_creates_no_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    assert cli.main(["history", "import", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "h.sqlite").exists()

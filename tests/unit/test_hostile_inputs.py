@@ -66,3 +66,18 @@ def test_a_side_variable_from_the_environment_is_named_by_its_environment_name()
     with pytest.raises(UsageError, match="ZL_A_IMAGE='i' is not read with AXIS=none"):
         abspec.resolve_ab({"axis": "none"}, {"ZL_A_IMAGE": "i"})
     assert abspec.resolve_ab({"axis": "X_Y"}, {"ZL_A": "2", "ZL_B": "3"}).b == "3"
+
+
+@pytest.mark.parametrize(("content", "line", "why"), [
+    (b"\x89PNG\xff\xfe\n", 1, "'utf-8' codec can't decode"),
+    (b'{"op": "tanh"}\n{"op": "ta', 2, "Unterminated string"),
+    (b'\n\n\x00\x00\n', 3, "Expecting value"),
+])
+def test_summary_of_a_run_whose_results_jsonl_is_corrupt_names_the_file_and_line(
+        tmp_path, capsys, content, line, why):
+    # Regression: a binary results.jsonl was a UnicodeDecodeError traceback.
+    (tmp_path / "results.jsonl").write_bytes(content)
+    assert cli.main(["summary", str(tmp_path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"{str(tmp_path / 'results.jsonl')!r} line {line} is not a result row: {why}" in err
