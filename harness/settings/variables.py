@@ -211,7 +211,7 @@ TABLE: tuple[Var, ...] = (
         "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
     Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
         "auto", MODES),
-    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
+    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1"),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
         "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "
         "once in a campaign whose axis cannot change torch's kernels (none, or a compiler "

@@ -81,3 +81,24 @@ def test_summary_of_a_run_whose_results_jsonl_is_corrupt_names_the_file_and_line
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert f"{str(tmp_path / 'results.jsonl')!r} line {line} is not a result row: {why}" in err
+
+
+def test_a_repeat_past_the_cap_is_refused():
+    # Regression: REPEAT=99999999999999999999 was accepted and timed one shape until killed.
+    with pytest.raises(UsageError, match=r"REPEAT \(--repeat\)='99999999999999999999' is not "
+                                         "accepted; expected a whole number from 1 to 1000"):
+        spec.resolve({"backend": "cpu", "repeat": "99999999999999999999"}, {},
+                     which=lambda _: None)
+    assert spec.resolve({"backend": "cpu", "repeat": "1000"}, {},
+                        which=lambda _: None).repeat == 1000
+
+
+def test_summary_of_an_interrupted_run_says_so(tmp_path, capsys):
+    # Regression: a run stopped by SIGTERM before any row read as an empty table, no word.
+    (tmp_path / "results.jsonl").write_text("")
+    (tmp_path / "run_identity.json").write_text(
+        '{"schema": 1, "status": "interrupted", '
+        '"reason": "killed by SIGTERM"}\n')
+    assert cli.main(["summary", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"- note: {tmp_path}: the run is interrupted (killed by SIGTERM)" in out, out
