@@ -102,3 +102,32 @@ def test_summary_of_an_interrupted_run_says_so(tmp_path, capsys):
     assert cli.main(["summary", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert f"- note: {tmp_path}: the run is interrupted (killed by SIGTERM)" in out, out
+
+
+@pytest.mark.parametrize(("path", "value", "needle"), [
+    (("rounds",), -3, "rounds is -3; expected a number from 1 to 100"),
+    (("ops", "tanh", "rounds"), 1000, "ops.tanh.rounds is 1000; expected a number from 0 to 100"),
+    (("noise_floor_pct",), 500.0, "noise_floor_pct is 500.0; expected a number from 0 to 25.0"),
+    (("noise_floor_pct",), float("nan"), "noise_floor_pct is nan; expected a number from 0"),
+])
+def test_a_campaign_json_with_a_number_out_of_range_is_refused_naming_the_field(
+        tmp_path, path, value, needle):
+    # Regression: rounds=-3 resumed as if nothing were wrong, and a noise floor of 500% in a
+    # hand-edited campaign.json would read every slowdown "same".
+    import json
+
+    from harness.campaign import document, plan
+    from harness.campaign.ab import Axis
+
+    earlier = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                argv=[], ops={"tanh": {"node": "n"}}, rounds=2, walls={},
+                                walls_from=None)
+    earlier.save(tmp_path)
+    doc = json.loads((tmp_path / "campaign.json").read_text())
+    here = doc
+    for key in path[:-1]:
+        here = here[key]
+    here[path[-1]] = value
+    (tmp_path / "campaign.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="campaign.json: " + needle.replace("(", r"\(")):
+        document.load(tmp_path)
