@@ -333,3 +333,17 @@ def test_a_folder_that_is_no_run_creates_no_store(tmp_path, capsys, monkeypatch)
     assert cli.main(["history", "import", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "h.sqlite").exists()
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "99999999999999999999"])
+def test_history_list_refuses_a_limit_out_of_range_in_one_line(tmp_path, capsys, monkeypatch,
+                                                               limit):
+    # Regression: --limit -1 listed everything and a huge one was an OverflowError traceback.
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path)).dispose()
+    with pytest.raises(SystemExit) as info:
+        cli.main(["history", "list", "--limit", limit])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--limit: {limit!r} is not accepted; expected a whole number from 1 to" in err
+    assert "Traceback" not in err
