@@ -131,3 +131,22 @@ def test_a_campaign_json_with_a_number_out_of_range_is_refused_naming_the_field(
     (tmp_path / "campaign.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="campaign.json: " + needle.replace("(", r"\(")):
         document.load(tmp_path)
+
+
+def test_a_permission_refused_anywhere_is_one_line_naming_the_path(tmp_path, capsys,
+                                                                   monkeypatch):
+    # As root no mode bit refuses a read; the error is raised where a user's read would be.
+    import errno
+    import os
+
+    from harness.report import summary
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(tmp_path / "ab.json"))
+
+    monkeypatch.setattr(summary, "load_source", refused)
+    (tmp_path / "results.jsonl").write_text("")
+    assert cli.main(["summary", str(tmp_path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (f"error: {str(tmp_path / 'ab.json')!r} is not accepted: Permission denied; "
+                   "expected a path this user may read (and write, for an output)\n")
