@@ -137,8 +137,8 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
     """Run every operator of `record` as a task of `executor`, each for at most `timeout_s`
     (UNIT_TIMEOUT; more for an operator of a known wall, plan.unit_limit); exit code 0 when
     every operator is ok or skipped, 1 otherwise; on a signal record the batch and raise
-    KeyboardInterrupt. A plan the executor refuses before anything ran (a cluster's sbatch)
-    leaves no batch directory."""
+    Interrupted (the CLI exits 128 + the signal). A plan the executor refuses before anything
+    ran (a cluster's sbatch) leaves no batch directory."""
     build = command or (lambda op: child_argv(forwarded, op))
     walls = walls or {}
     tasks = [Task(op, tuple(build(op)), record.log(op),
@@ -157,7 +157,7 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
         out(f"BATCH_INTERRUPTED signal={signal.Signals(outcome.signal).name} "
             f"{record.counts()} status={record.csv}"
             + (" (the tasks keep running)" if outcome.detached else ""))
-        raise KeyboardInterrupt
+        raise errors.Interrupted(outcome.signal, "batch", record.dir)
     out(f"BATCH_DONE {record.counts()} status={record.csv}")
     all_ok = all(s.status in (OK, SKIPPED) for s in record.table.values())
     return errors.EXIT_OK if all_ok else errors.EXIT_BENCHMARK_FAILED

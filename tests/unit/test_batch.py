@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -323,3 +324,32 @@ def test_batch_with_an_out_where_nothing_can_be_made_claims_nothing(tmp_path):
     with pytest.raises(PreflightError) as info:
         batch.main(settings, {"ops": "tanh"}, {}, out=lambda _: None)
     assert info.value.check == "out"
+
+
+class _StoppedBy:
+    """An executor whose run a signal stopped before any task began."""
+
+    name = "local"
+
+    def __init__(self, signum):
+        self.signum = signum
+
+    def run(self, tasks, events):
+        from harness.executors.base import Outcome
+
+        return Outcome(signal=self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_batch_stopped_by_a_signal_exits_128_plus_that_signal(tmp_path, signum):
+    # Regression: every signal was a bare KeyboardInterrupt, so SIGTERM exited 130, not 143.
+    from harness.errors import Interrupted
+
+    settings = _settings(tmp_path)
+    lines: list[str] = []
+    with pytest.raises(Interrupted) as info:
+        batch.run_batch(batch.BatchRecord(settings.out, ["tanh"]), ["tanh"], [],
+                        _StoppedBy(signum), out=lines.append)
+    assert info.value.exit_code == 128 + signum
+    assert f"interrupted by {signal.Signals(signum).name} during batch" in str(info.value)
+    assert lines[-1].startswith(f"BATCH_INTERRUPTED signal={signal.Signals(signum).name} ")
