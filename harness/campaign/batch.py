@@ -15,7 +15,7 @@ from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.contract.identity import RunIdentity, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, OpStatus, render_csv
-from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
+from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, RUNNING, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
 from harness.executors.base import Ended, Executor, Task
 from harness.executors.procs import say
@@ -98,7 +98,13 @@ class BatchRecord:
         """Record an operator's outcome; return how many operators have one now."""
         self.table[status.op] = status
         self._save()
-        return sum(s.status != NOT_RUN for s in self.table.values())
+        return sum(s.status not in (NOT_RUN, RUNNING) for s in self.table.values())
+
+    def mark_running(self, op: str, device: str) -> None:
+        """Record that `op` began (on `device`); its end replaces this."""
+        if op in self.table:
+            self.table[op] = replace(self.table[op], status=RUNNING, device=device)
+            self._save()
 
     def counts(self) -> str:
         found = [s.status for s in self.table.values()]
@@ -118,6 +124,9 @@ class _Events:
         """Nothing to record: the operator stays not_run until it ends."""
 
     def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        """Record the operator running: a batch whose driver is killed outright leaves it
+        running in ops_status.csv, not not_run, as if it had never begun."""
+        self.record.mark_running(task.id, "" if where == "-" else where)
         self.out(f"[start] {task.id} device={where} pid={pid or '-'} log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:

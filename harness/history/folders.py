@@ -181,7 +181,7 @@ def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
     statuses = read_ops_status(directory / OPS_STATUS)
     digest = _digest(directory / OPS_STATUS)
-    running = any(s.status == "pending" for s in statuses)
+    running = any(s.status in ("pending", "running") for s in statuses)
     record = _base("batch", directory, "batch-" + directory.name, digest,
                    "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []

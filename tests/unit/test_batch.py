@@ -353,3 +353,18 @@ def test_a_batch_stopped_by_a_signal_exits_128_plus_that_signal(tmp_path, signum
     assert info.value.exit_code == 128 + signum
     assert f"interrupted by {signal.Signals(signum).name} during batch" in str(info.value)
     assert lines[-1].startswith(f"BATCH_INTERRUPTED signal={signal.Signals(signum).name} ")
+
+
+def test_an_operator_that_began_reads_running_until_it_ends(tmp_path):
+    # Regression: a batch whose driver was killed outright left every operator not_run,
+    # the one it was running included.
+    from harness.contract.ops_status import read_ops_status
+    from harness.executors.base import Task
+
+    settings = _settings(tmp_path)
+    record = batch.BatchRecord(settings.out, ["tanh", "add"])
+    events = batch._Events(record, lambda _: None)
+    events.started(Task("tanh", ("x",), record.log("tanh")), "0", pid=1)
+    found = {s.op: (s.status, s.device) for s in read_ops_status(record.csv)}
+    assert found == {"tanh": ("running", "0"), "add": ("not_run", "")}
+    assert record.counts().startswith("ok=0 failed=0 error=0 not_run=1 ")
