@@ -20,7 +20,7 @@ from harness.contract.identity import write_identity
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
-from harness.errors import Interrupted
+from harness.errors import Interrupted, NoSpace, no_space
 from harness.executors import procs as supervise
 from harness.executors import workers
 from harness.providers.flaggems import Node
@@ -328,8 +328,14 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
     started = time.monotonic()
     with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
-        log.write(text.encode())
-        log.flush()  # a run killed outright still says what it was
+        try:  # past the buffer: a run killed outright still says what it was, and a full
+            data = text.encode()  # device leaves nothing buffered for close to retry
+            while data:
+                data = data[os.write(log.fileno(), data):]
+        except OSError as exc:  # a file descriptor's error names no file: name run.log
+            if no_space(exc) is None:
+                raise
+            raise NoSpace(run_dir / "run.log") from None
         out(text.rstrip("\n"))
         launches: list[dict[str, object]] = []
         rc, rescued = _stream_rescued(settings, plan, run_dir, inv, extra_env, log, echo, out,

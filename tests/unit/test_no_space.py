@@ -217,3 +217,19 @@ def test_a_report_the_device_refuses_is_written_by_the_resume(tmp_path, monkeypa
     _drive(tmp_path, again, lines)  # the resume: nothing to run, the report written
     assert _saved(tmp_path)["state"] == "done" and (tmp_path / "ab.json").is_file()
     assert "interrupted" not in _saved(tmp_path)  # the stop is history
+
+
+def test_a_run_whose_run_log_cannot_be_written_names_run_log(tmp_path, monkeypatch, capsys):
+    # Regression: a write to the open run.log named no file: "writing '-'".
+    real = os.write
+
+    def write(fd, data):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == "run.log":
+            raise _full()
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    assert cli.main(["run", "--backend", "cpu", "--op", "tanh", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no space left on device writing '{tmp_path}/tanh/")
+    assert err.endswith("/run.log': free space, then run it again\n"), err
