@@ -47,9 +47,11 @@ def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...]
                       f"{', '.join(accepted)}{tail}")
 
 
-# A write refused for want of room: the device is full, or the user's quota is spent.
-NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# A write refused for want of room: the device is full, the user's quota is spent, or a file
+# reached the process's size limit (ulimit -f; Python ignores SIGXFSZ, so the write fails).
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 NO_SPACE_TEXT = "no space left on device writing"  # how a child's log says it, for its parent
+NO_SPACE_LIMIT = " (a file past this process's size limit, ulimit -f)"  # after the path
 
 
 class NoSpace(HarnessError):
@@ -58,10 +60,13 @@ class NoSpace(HarnessError):
 
     exit_code = EXIT_PREFLIGHT
 
-    def __init__(self, path: str | os.PathLike[str] | None, then: str = "run it again") -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, then: str = "run it again",
+                 limit: bool = False) -> None:
         where = "-" if path is None else str(path)
-        super().__init__(f"{NO_SPACE_TEXT} {where!r}: free space, then {then}")
-        self.path, self.then = path, then
+        why = (f"{NO_SPACE_LIMIT}: raise the limit or free space" if limit
+               else ": free space")
+        super().__init__(f"{NO_SPACE_TEXT} {where!r}{why}, then {then}")
+        self.path, self.then, self.limit = path, then, limit
 
 
 def no_space(exc: BaseException) -> NoSpace | None:
@@ -70,7 +75,7 @@ def no_space(exc: BaseException) -> NoSpace | None:
     if isinstance(exc, NoSpace):
         return exc
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
-        return NoSpace(exc.filename)
+        return NoSpace(exc.filename, limit=exc.errno == errno.EFBIG)
     return None
 
 

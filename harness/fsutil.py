@@ -35,8 +35,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:  # a full device may refuse even the empty file (no inode left)
-        if no_space(exc) is not None:
-            raise NoSpace(target) from exc
+        if (full := no_space(exc)) is not None:
+            raise NoSpace(target, limit=full.limit) from exc
         raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())
@@ -45,8 +45,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         os.replace(tmp, target)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)  # a failed write leaves no temporary file behind
-        if no_space(exc) is not None:  # name the file meant, not the temporary one
-            raise NoSpace(target) from exc
+        if (full := no_space(exc)) is not None:  # name the file meant, not the temporary one
+            raise NoSpace(target, limit=full.limit) from exc
         raise
     return target
 

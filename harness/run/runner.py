@@ -333,9 +333,9 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
             while data:
                 data = data[os.write(log.fileno(), data):]
         except OSError as exc:  # a file descriptor's error names no file: name run.log
-            if no_space(exc) is None:
+            if (full := no_space(exc)) is None:
                 raise
-            raise NoSpace(run_dir / "run.log") from None
+            raise NoSpace(run_dir / "run.log", limit=full.limit) from None
         out(text.rstrip("\n"))
         launches: list[dict[str, object]] = []
         rc, rescued = _stream_rescued(settings, plan, run_dir, inv, extra_env, log, echo, out,
