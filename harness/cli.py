@@ -30,7 +30,7 @@ from harness.history import command as history
 from harness.history import recording
 from harness.report import receipt
 from harness.report import write as report
-from harness.report.summary import FORMATS, summarize
+from harness.report.summary import FORMATS, summarize, unfinished
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.run.rundir import utc_stamp
@@ -247,6 +247,8 @@ def _add_image_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_receipt_verify(args: argparse.Namespace) -> int:
+    if (why := unfinished(Path(args.path))) is not None:  # not "no receipt": still running
+        raise why
     root = args.root or spec.checkout_root()
     if root is None:
         raise UsageError("receipt verify: this harness is installed, not run from a checkout; "
@@ -258,6 +260,8 @@ def _cmd_receipt_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if (why := unfinished(Path(args.path))) is not None:  # not "give a campaign directory"
+        raise why
     md, png = report.write_report(args.path)
     print(md)
     print(png if png else f"{report.AB_PNG} not written: {report.NO_PLOT}")

@@ -150,3 +150,19 @@ def test_a_permission_refused_anywhere_is_one_line_naming_the_path(tmp_path, cap
     err = capsys.readouterr().err
     assert err == (f"error: {str(tmp_path / 'ab.json')!r} is not accepted: Permission denied; "
                    "expected a path this user may read (and write, for an output)\n")
+
+
+@pytest.mark.parametrize("argv", [["report"], ["receipt", "verify"]])
+def test_report_and_receipt_of_a_campaign_without_ab_json_say_why(tmp_path, capsys, argv):
+    # Regression: report said "no ab.json ...: give a campaign directory" and receipt verify
+    # "no receipt" of a campaign still running or stopped before its report.
+    from harness.campaign import plan
+    from harness.campaign.ab import Axis
+
+    plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
+                      ops={"tanh": {"node": "n"}}, rounds=2, walls={},
+                      walls_from=None).save(tmp_path)
+    assert cli.main([*argv, str(tmp_path)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (f"error: campaign {str(tmp_path)!r} stopped before its report: no ab.json "
+                   f"(2 not_run); harness ab --resume {tmp_path} completes it\n")
