@@ -39,6 +39,8 @@ from harness.settings import abspec, inputs, makevars, spec, usage, variables
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
+        for name in usage.INTERNAL:  # a subcommand's choices: the internal ones are no choice
+            message = message.replace(f", '{name}'", "")
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 

@@ -166,3 +166,13 @@ def test_report_and_receipt_of_a_campaign_without_ab_json_say_why(tmp_path, caps
     err = capsys.readouterr().err
     assert err == (f"error: campaign {str(tmp_path)!r} stopped before its report: no ab.json "
                    f"(2 not_run); harness ab --resume {tmp_path} completes it\n")
+
+
+def test_an_unknown_subcommand_lists_only_the_users_commands(capsys):
+    # Regression: the choices named the internal ab-unit and slurm-task.
+    with pytest.raises(SystemExit) as info:
+        cli.main(["nosuchcommand"])
+    err = capsys.readouterr().err
+    assert info.value.code == EXIT_USAGE and err.count("\n") == 1
+    assert "'nosuchcommand' (choose from 'backends'," in err
+    assert "ab-unit" not in err and "slurm-task" not in err and "'history')" in err
