@@ -196,7 +196,9 @@ def read_batch(directory: Path) -> Folder:
                                     sort_keys=True)
     units = tuple({"unit": s.op, "op": s.op, "status": s.status, "wall_s": s.wall_s,
                    "reason": s.reason or None} for s in statuses)
-    return Folder(record, tuple(rows), units=units, running=running)
+    ended = sum(s.status not in ("pending", "running", "not_run") for s in statuses)
+    return Folder(record, tuple(rows), units=units, running=running,
+                  progress=f"{ended} of {len(statuses)} operators ended")
 
 
 def _side_runs(directory: Path) -> Iterator[tuple[str, int, Path]]:

@@ -347,3 +347,13 @@ def test_history_list_refuses_a_limit_out_of_range_in_one_line(tmp_path, capsys,
     err = capsys.readouterr().err
     assert f"--limit: {limit!r} is not accepted; expected a whole number from 1 to" in err
     assert "Traceback" not in err
+
+
+def test_a_batch_with_an_operator_running_is_imported_as_running_with_its_progress(engine,
+                                                                                  tmp_path):
+    # A batch records an operator running when it begins; the import said "still running ()".
+    batch = make_batch(tmp_path / "runs", "20261101-010000", {"tanh": [1.0]})
+    status = batch / "ops_status.csv"
+    status.write_text(status.read_text() + "add,,running,,,,,,,,,,\n")
+    found = importer.import_folder(engine, batch)
+    assert found.running and found.progress == "1 of 2 operators ended"
