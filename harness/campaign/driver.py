@@ -27,6 +27,7 @@ from harness.contract.states import (
 )
 from harness.errors import (
     EXIT_PREFLIGHT,
+    NO_SPACE_LIMIT,
     NO_SPACE_TEXT,
     HarnessError,
     Interrupted,
@@ -188,7 +189,7 @@ def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
         f"finished_units={','.join(finished) or '-'} "
         f"units_left={len(plan.units_to_run(campaign))} dir={directory}{kept} "
         f"resume: {resume_hint(directory)}")
-    return NoSpace(full.path, resume_hint(directory))
+    return NoSpace(full.path, resume_hint(directory), full.limit)
 
 
 class UnitEvents:
@@ -303,8 +304,10 @@ def _child_full(end: Ended) -> NoSpace | None:
     reason = end.reason or ""
     if end.rc != EXIT_PREFLIGHT or NO_SPACE_TEXT not in reason:
         return None
-    path = reason.split(NO_SPACE_TEXT, 1)[1].rsplit(": free space", 1)[0].strip().strip("'\"")
-    return NoSpace(path or None)
+    said = reason.split(NO_SPACE_TEXT, 1)[1]
+    limit = NO_SPACE_LIMIT in said
+    path = said.rsplit(NO_SPACE_LIMIT if limit else ": free space", 1)[0].strip().strip("'\"")
+    return NoSpace(path or None, limit=limit)
 
 
 def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],

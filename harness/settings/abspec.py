@@ -79,6 +79,24 @@ def _interpreters(values: Mapping[str, tuple[Any, str]]) -> tuple[str, str]:
     return found[0], found[1]
 
 
+# The side variables each kind of axis reads; a switch (or env:NAME) reads A and B.
+SIDE_VARS = ("A", "B", "A_PYTHON", "B_PYTHON", "A_REF", "B_REF", "BENCH_REF", "A_IMAGE", "B_IMAGE")
+AXIS_READS = {"none": (), PYTHON_AXIS: ("A_PYTHON", "B_PYTHON"),
+              FLAGGEMS_AXIS: ("A_REF", "B_REF", "BENCH_REF"), IMAGE_AXIS: ("A_IMAGE", "B_IMAGE")}
+
+
+def _unread_sides(axis: str, values: Mapping[str, tuple[Any, str]]) -> None:
+    """UsageError for a side variable given that AXIS does not read (A_PYTHON with a switch,
+    A_IMAGE with AXIS=flaggems, A with an A/A): it was silently ignored."""
+    reads = AXIS_READS.get(axis, ("A", "B"))
+    for name in SIDE_VARS:
+        value, source = values[name]
+        if source != "default" and name not in reads:
+            what = f"reads {', '.join(reads)}" if reads else "runs one setting on both sides"
+            raise UsageError(f"{VARS_BY_MAKE[name].label(source)}={str(value)!r} is not read "
+                             f"with AXIS={axis}, which {what}; unset it")
+
+
 AUTO = "auto"  # ROUNDS=auto: rounds where they decide something (campaign.adaptive)
 
 
@@ -141,6 +159,7 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "`harness backends --json` lists its axis_switches), env:NAME for "
                          "any other variable, none for an A/A campaign, python, flaggems or "
                          "image for two stacks")
+    _unread_sides(str(axis), values)
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
     rounds = auto[0] if auto else _fixed_rounds(str(rounds_text or "3"), rounds_source, flags,
