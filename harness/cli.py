@@ -20,6 +20,7 @@ from harness.errors import (
     Interrupted,
     PreflightError,
     UsageError,
+    bad_path,
     no_space,
 )
 from harness.executors import device_lock, slurm
@@ -29,7 +30,7 @@ from harness.history import command as history
 from harness.history import recording
 from harness.report import ci, gate, receipt
 from harness.report import write as report
-from harness.report.summary import FORMATS, summarize
+from harness.report.summary import FORMATS, summarize, unfinished
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.run.rundir import utc_stamp
@@ -38,6 +39,8 @@ from harness.settings import abspec, inputs, makevars, spec, usage, variables
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
+        for name in usage.INTERNAL:  # a subcommand's choices: the internal ones are no choice
+            message = message.replace(f", '{name}'", "")
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
 
@@ -247,6 +250,8 @@ def _add_image_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_receipt_verify(args: argparse.Namespace) -> int:
+    if (why := unfinished(Path(args.path))) is not None:  # not "no receipt": still running
+        raise why
     root = args.root or spec.checkout_root()
     if root is None:
         raise UsageError("receipt verify: this harness is installed, not run from a checkout; "
@@ -259,6 +264,8 @@ def _cmd_receipt_verify(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     fail_on = gate.from_settings(vars(args), args.inputs.environ)
+    if (why := unfinished(Path(args.path))) is not None:  # not "give a campaign directory"
+        raise why
     md, png = report.write_report(args.path)
     print(md)
     print(png if png else f"{report.AB_PNG} not written: {report.NO_PLOT}")
@@ -360,11 +367,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         _error_line(f"error: {exc}")
         return exc.exit_code
-    except OSError as exc:  # a full device anywhere: one line, not a traceback
-        if (full := no_space(exc)) is None:
+    except OSError as exc:  # a full device or an impossible path anywhere: one line
+        if (known := no_space(exc) or bad_path(exc)) is None:
             raise
-        _error_line(f"error: {full}")
-        return full.exit_code
+        _error_line(f"error: {known}")
+        return known.exit_code
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code

@@ -48,9 +48,11 @@ def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...]
                       f"{', '.join(accepted)}{tail}")
 
 
-# A write refused for want of room: the device is full, or the user's quota is spent.
-NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# A write refused for want of room: the device is full, the user's quota is spent, or a file
+# reached the process's size limit (ulimit -f; Python ignores SIGXFSZ, so the write fails).
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 NO_SPACE_TEXT = "no space left on device writing"  # how a child's log says it, for its parent
+NO_SPACE_LIMIT = " (a file past this process's size limit, ulimit -f)"  # after the path
 
 
 class NoSpace(HarnessError):
@@ -59,10 +61,13 @@ class NoSpace(HarnessError):
 
     exit_code = EXIT_PREFLIGHT
 
-    def __init__(self, path: str | os.PathLike[str] | None, then: str = "run it again") -> None:
+    def __init__(self, path: str | os.PathLike[str] | None, then: str = "run it again",
+                 limit: bool = False) -> None:
         where = "-" if path is None else str(path)
-        super().__init__(f"{NO_SPACE_TEXT} {where!r}: free space, then {then}")
-        self.path, self.then = path, then
+        why = (f"{NO_SPACE_LIMIT}: raise the limit or free space" if limit
+               else ": free space")
+        super().__init__(f"{NO_SPACE_TEXT} {where!r}{why}, then {then}")
+        self.path, self.then, self.limit = path, then, limit
 
 
 def no_space(exc: BaseException) -> NoSpace | None:
@@ -71,8 +76,26 @@ def no_space(exc: BaseException) -> NoSpace | None:
     if isinstance(exc, NoSpace):
         return exc
     if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
-        return NoSpace(exc.filename)
+        return NoSpace(exc.filename, limit=exc.errno == errno.EFBIG)
     return None
+
+
+# A path no file system can open, or one the user may not: the value is at fault, not the host.
+BAD_PATH_ERRNOS = {errno.ENAMETOOLONG: "a path whose every component is at most 255 bytes and "
+                   "whole at most 4095", errno.ELOOP: "a path without a loop of symbolic links",
+                   errno.EACCES: "a path this user may read (and write, for an output)",
+                   errno.EPERM: "a path this user may read (and write, for an output)"}
+
+
+def bad_path(exc: BaseException) -> UsageError | None:
+    """`exc` as a UsageError naming its path, where it is an OSError of a name too long, a
+    symbolic link loop or a permission refused; None for anything else."""
+    if not isinstance(exc, OSError) or exc.errno not in BAD_PATH_ERRNOS:
+        return None
+    where = "-" if exc.filename is None else os.fsdecode(exc.filename)
+    shown = f"{where[:120]!r}..." if len(where) > 120 else repr(where)
+    return UsageError(f"{shown} is not accepted: {exc.strerror}; expected "
+                      f"{BAD_PATH_ERRNOS[exc.errno]}")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -35,8 +35,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:  # a full device may refuse even the empty file (no inode left)
-        if no_space(exc) is not None:
-            raise NoSpace(target) from exc
+        if (full := no_space(exc)) is not None:
+            raise NoSpace(target, limit=full.limit) from exc
         raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())
@@ -45,8 +45,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         os.replace(tmp, target)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)  # a failed write leaves no temporary file behind
-        if no_space(exc) is not None:  # name the file meant, not the temporary one
-            raise NoSpace(target) from exc
+        if (full := no_space(exc)) is not None:  # name the file meant, not the temporary one
+            raise NoSpace(target, limit=full.limit) from exc
         raise
     return target
 
@@ -80,6 +80,24 @@ def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError]
         raise error(missing.format(path=str(target))) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise error(not_json.format(path=str(target), exc=exc)) from None
+
+
+def read_jsonl(path: str | os.PathLike[str], error: type[HarnessError],
+               what: str) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of the JSON-lines file at `path`; a line
+    that is not UTF-8 JSON (binary, cut short) raises `error` naming the file and the line, as
+    "<file> line N is not `what`"."""
+    rows = []
+    with open(path, "rb") as fh:
+        data = fh.read()
+    for number, raw in enumerate(data.splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+            if line.strip():
+                rows.append((number, json.loads(line)))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise error(f"{str(path)!r} line {number} is not {what}: {exc}") from None
+    return rows
 
 
 def take_lock(path: Path, busy: Callable[[], Exception], wait_s: float = 0.0,

@@ -9,8 +9,8 @@ from harness.backends import Backend
 
 
 def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
-    """A and B as given (0 and 1 by default): they set nothing, so they may be equal."""
-    return values["A"][0] or "0", values["B"][0] or "1"
+    """0 and 1: an A/A reads no side variable (one given is refused), its sides set nothing."""
+    return "0", "1"
 
 
 def plan_text(axis: Axis, directory: Path) -> str:
@@ -22,7 +22,7 @@ def reaches_torch(axis: Axis, backend: Backend) -> bool:
 
 
 KIND = AxisKind(
-    name="none", variables=("A", "B"), sides=sides,
+    name="none", variables=(), sides=sides,
     match=named("none"), liveness=liveness.noise_floor, plan_text=plan_text,
     reaches_torch=reaches_torch, aa=True,
     # One round gives no interval, but one round of an A/A still measures a floor.

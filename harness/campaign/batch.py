@@ -15,7 +15,7 @@ from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.contract.identity import RunIdentity, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, OpStatus, render_csv
-from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, SKIPPED, TASK_ENDS
+from harness.contract.states import ERROR, FAILED, NOT_RUN, OK, RUNNING, SKIPPED, TASK_ENDS
 from harness.errors import HarnessError, PreflightError
 from harness.executors.base import Ended, Executor, Task
 from harness.executors.procs import say
@@ -98,7 +98,13 @@ class BatchRecord:
         """Record an operator's outcome; return how many operators have one now."""
         self.table[status.op] = status
         self._save()
-        return sum(s.status != NOT_RUN for s in self.table.values())
+        return sum(s.status not in (NOT_RUN, RUNNING) for s in self.table.values())
+
+    def mark_running(self, op: str, device: str) -> None:
+        """Record that `op` began (on `device`); its end replaces this."""
+        if op in self.table:
+            self.table[op] = replace(self.table[op], status=RUNNING, device=device)
+            self._save()
 
     def counts(self) -> str:
         found = [s.status for s in self.table.values()]
@@ -118,6 +124,9 @@ class _Events:
         """Nothing to record: the operator stays not_run until it ends."""
 
     def started(self, task: Task, where: str, pid: int | None = None) -> None:
+        """Record the operator running: a batch whose driver is killed outright leaves it
+        running in ops_status.csv, not not_run, as if it had never begun."""
+        self.record.mark_running(task.id, "" if where == "-" else where)
         self.out(f"[start] {task.id} device={where} pid={pid or '-'} log={task.log}")
 
     def ended(self, task: Task, end: Ended) -> None:
@@ -137,8 +146,8 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
     """Run every operator of `record` as a task of `executor`, each for at most `timeout_s`
     (UNIT_TIMEOUT; more for an operator of a known wall, plan.unit_limit); exit code 0 when
     every operator is ok or skipped, 1 otherwise; on a signal record the batch and raise
-    KeyboardInterrupt. A plan the executor refuses before anything ran (a cluster's sbatch)
-    leaves no batch directory."""
+    Interrupted (the CLI exits 128 + the signal). A plan the executor refuses before anything
+    ran (a cluster's sbatch) leaves no batch directory."""
     build = command or (lambda op: child_argv(forwarded, op))
     walls = walls or {}
     tasks = [Task(op, tuple(build(op)), record.log(op),
@@ -157,7 +166,7 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
         out(f"BATCH_INTERRUPTED signal={signal.Signals(outcome.signal).name} "
             f"{record.counts()} status={record.csv}"
             + (" (the tasks keep running)" if outcome.detached else ""))
-        raise KeyboardInterrupt
+        raise errors.Interrupted(outcome.signal, "batch", record.dir)
     out(f"BATCH_DONE {record.counts()} status={record.csv}")
     all_ok = all(s.status in (OK, SKIPPED) for s in record.table.values())
     return errors.EXIT_OK if all_ok else errors.EXIT_BENCHMARK_FAILED

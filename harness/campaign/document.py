@@ -15,6 +15,8 @@ from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, Campa
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json
 from harness.report.sources import CAMPAIGN_JSON
+from harness.settings.variables import MAX_ROUNDS
+from harness.stats import MAX_NOISE_FLOOR_PCT
 
 SCHEMA = "harness-campaign/1"
 T = TypeVar("T")
@@ -167,12 +169,13 @@ class Campaign:
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
                       axis.value("a", str), axis.value("b", str), axis.optional("tune", str)),
             caliber=read.value("caliber", dict), argv=read.strings("argv"),
-            rounds=read.value("rounds", int), walls=read.numbers("walls"),
+            rounds=read.within("rounds", 1, MAX_ROUNDS), walls=read.numbers("walls"),
             walls_from=read.optional("walls_from", str),
             ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
             units=[_unit(unit) for unit in read.items("units")],
             state=read.choice("state", CAMPAIGN_STATES),
-            noise_floor_pct=float(read.optional("noise_floor_pct", (int, float)) or 1.0),
+            noise_floor_pct=float(read.within("noise_floor_pct", 0, MAX_NOISE_FLOOR_PCT, 1.0)
+                                  or 1.0),
             python=read.optional("python", str) or "python3",
             noise_from=read.optional("noise_from", str),
             noise_floor_bands=list(read.optional("noise_floor_bands", list) or []),
@@ -220,6 +223,20 @@ class _Reader:
                               f"{', '.join(accepted)}")
         return value
 
+    def within(self, key: str, least: float, most: float, default: float | None = None
+               ) -> Any:
+        """A number from `least` to `most` (an int where both are): a hand-edited rounds=-3
+        or a noise floor of 500% (which reads every slowdown same) is refused, not used; a
+        missing one is `default` where there is one."""
+        if default is not None and self.doc.get(key) is None:
+            return default
+        whole = isinstance(least, int) and isinstance(most, int)
+        value = self.value(key, int if whole else (int, float))
+        if not least <= value <= most:  # NaN is never within
+            raise BadDocument(f"{self._name(key)} is {value!r}; expected a number from "
+                              f"{least} to {most}")
+        return value
+
     def optional(self, key: str, kind: type[T] | tuple[type, ...]) -> T | None:
         return None if self.doc.get(key) is None else self.value(key, kind)
 
@@ -247,7 +264,7 @@ class _Reader:
 
 def _op(read: _Reader) -> OpRecord:
     return OpRecord(read.optional("node", str), read.optional("reason", str),
-                    read.value("rounds", int), read.optional("excluded", str),
+                    int(read.within("rounds", 0, MAX_ROUNDS)), read.optional("excluded", str),
                     [int(n) for n in read.optional("looks", list) or []],
                     read.optional("stopped", str), read.optional("skipped", str))
 

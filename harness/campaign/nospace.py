@@ -13,7 +13,7 @@ from harness.campaign.document import CAMPAIGN_JSON, Campaign
 from harness.campaign.plan import CACHE_DIR
 from harness.campaign.unit import resume_hint
 from harness.contract.states import INTERRUPTED, CampaignState
-from harness.errors import EXIT_PREFLIGHT, NO_SPACE_TEXT, NoSpace, no_space
+from harness.errors import EXIT_PREFLIGHT, NO_SPACE_LIMIT, NO_SPACE_TEXT, NoSpace, no_space
 from harness.executors.base import Ended
 
 
@@ -63,7 +63,7 @@ def out_of_space(directory: Path, campaign: Campaign, full: NoSpace,
         f"finished_units={','.join(finished) or '-'} "
         f"units_left={len(plan.units_to_run(campaign))} dir={directory}{kept} "
         f"resume: {resume_hint(directory)}")
-    return NoSpace(full.path, resume_hint(directory))
+    return NoSpace(full.path, resume_hint(directory), full.limit)
 
 
 def child_full(end: Ended) -> NoSpace | None:
@@ -72,5 +72,7 @@ def child_full(end: Ended) -> NoSpace | None:
     reason = end.reason or ""
     if end.rc != EXIT_PREFLIGHT or NO_SPACE_TEXT not in reason:
         return None
-    path = reason.split(NO_SPACE_TEXT, 1)[1].rsplit(": free space", 1)[0].strip().strip("'\"")
-    return NoSpace(path or None)
+    said = reason.split(NO_SPACE_TEXT, 1)[1]
+    limit = NO_SPACE_LIMIT in said
+    path = said.rsplit(NO_SPACE_LIMIT if limit else ": free space", 1)[0].strip().strip("'\"")
+    return NoSpace(path or None, limit=limit)

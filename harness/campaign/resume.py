@@ -13,7 +13,7 @@ from harness.errors import EXIT_OK, UsageError, choice_error
 from harness.executors import slurm
 from harness.report import abjson
 from harness.report.sources import AB_JSON
-from harness.settings import abspec, spec
+from harness.settings import abspec, spec, variables
 from harness.settings.spec import Settings
 from harness.stats import noisefloor
 
@@ -69,7 +69,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
            out: Callable[[str], None] = print) -> int:
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""
     directory = Path(str(flags["resume"]))
-    refuse_unused(flags)
+    refuse_unused(flags, env)
     dry_run = spec.given("DRY_RUN", flags, env) == "1"  # checked before anything is read or run
     timeout_s = where.unit_timeout(flags, env)
     campaign = load(directory)
@@ -107,20 +107,23 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
                            timeout_s, settled)
 
 
-def refuse_unused(flags: Mapping[str, Any]) -> None:
+def refuse_unused(flags: Mapping[str, Any], env: Mapping[str, str] | None = None) -> None:
     """A resume runs the campaign's own settings: a setting given with it that it would not
-    use (OP=mm, DTYPES=...) is refused rather than silently dropped."""
-    unused = [var.make for var in spec.VARS
-              if var.make not in RESUME_TAKES and flags.get(var.dest) not in (None, "")]
-    unused += [name for name, dest in (("OPS", "ops"), ("OPS_FILE", "ops_file"),
-                                       ("WALLS_FROM", "walls_from"))
-               if flags.get(dest) not in (None, "")]
+    use (OP=mm, DTYPES=...), by flag or exported, is refused rather than silently dropped."""
+    env = {} if env is None else env
+    by_make = {var.make: var for var in variables.TABLE}
+    names = [v.make for v in spec.VARS if v.make not in RESUME_TAKES]
+    unused = []
+    for name in [*names, "OPS", "OPS_FILE", "WALLS_FROM"]:
+        value, source = by_make[name].lookup(flags, env)
+        if source != "default":  # named as the user wrote it: OP, or ZL_DTYPES exported
+            unused.append(name if source == "flag" else by_make[name].label(source))
     if unused:
         raise UsageError(
             f"RESUME runs the campaign with its own settings; {', '.join(unused)} cannot be "
             "given with it (a resume takes ROUNDS, ONLY, EXCLUDE, DEVICES, DRY_RUN, EXECUTOR and "
-            "the "
-            "SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them)")
+            "the SLURM_ settings, and BACKEND, LEVEL, MODE only as the campaign has them; unset "
+            "an exported one)")
 
 
 def _verdicts(directory: Path, only: str | None) -> dict[str, str]:

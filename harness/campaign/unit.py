@@ -221,4 +221,4 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     except (NoSpace, OSError) as exc:
         if (full := no_space(exc)) is None:
             raise
-        raise NoSpace(full.path, resume_hint(directory)) from exc
+        raise NoSpace(full.path, resume_hint(directory), full.limit) from exc

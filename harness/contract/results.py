@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from harness import fsutil
 from harness.contract.shape_text import NOT_AVAILABLE, canonical_shape, canonical_shape_text
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
@@ -285,15 +286,13 @@ def read_results(run_dir: Path) -> list[Row]:
     """Rows from a run directory's results.jsonl; a missing or malformed file is a UsageError."""
     path = Path(run_dir) / RESULTS_JSONL
     try:
-        text = path.read_text(encoding="utf-8")
+        found = fsutil.read_jsonl(path, UsageError, "a result row")
     except FileNotFoundError:
         raise UsageError(f"no {RESULTS_JSONL} in {str(run_dir)!r}") from None
     rows: list[Row] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, value in found:
         try:
-            rows.append(Row.from_dict(json.loads(line)))
+            rows.append(Row.from_dict(value))
         except (ValueError, TypeError, AttributeError) as exc:
             raise UsageError(f"{str(path)!r} line {number} is not a result row: {exc}") from None
     return rows

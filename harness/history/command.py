@@ -26,6 +26,18 @@ NO_EXTRA = ("the history store needs SQLAlchemy and ruptures: pip install 'harne
 WriteLine = Callable[[str], None]
 
 
+MAX_LIMIT = 1_000_000  # records a list shows at most: past SQLite's integer, a traceback
+
+
+def _limit(text: str) -> int:
+    """--limit: a whole number from 1 to MAX_LIMIT (-1 listed everything, a huge one was an
+    OverflowError)."""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_LIMIT):
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected a whole number "
+                                         f"from 1 to {MAX_LIMIT}")
+    return int(text)
+
+
 def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     """Register `history` and its verbs on the CLI's subparsers."""
     p = sub.add_parser("history", help="the store of every run and campaign: "
@@ -35,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     verbs = p.add_subparsers(dest="history_command", required=True, parser_class=parser_class)
     v = verbs.add_parser("list", help="runs, batches and campaigns, newest first")
     v.add_argument("--kind", choices=KINDS, default=None, dest="kind")
-    v.add_argument("--limit", type=int, default=50, dest="limit")
+    v.add_argument("--limit", type=_limit, default=50, dest="limit",
+                   help=f"at most this many records, 1 to {MAX_LIMIT} (default 50)")
     v = verbs.add_parser("show", help="one record: identity, stacks, units")
     v.add_argument("ident", metavar="ID", help="an id of `history list`, or an imported folder")
     v = verbs.add_parser("trend", help="a row's latency night by night (and --png)")
@@ -130,6 +143,8 @@ def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     where = _where(args, create=args.history_command == "import")
     if args.history_command == "upgrade":
         return _upgrade(where, write_line)
+    if args.history_command == "import":  # read first: a corrupt folder creates no store
+        args.folders = importer.read_paths(Path(d) for d in args.dirs)
     engine = store.open_store(where)
     try:
         return VERB_FUNCS[args.history_command](engine, args, write_line)
@@ -245,8 +260,7 @@ def bisect_line(key: queries.SeriesKey, before: changes.Point, after: changes.Po
 
 
 def _import(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
-    paths = [Path(d) for d in args.dirs]
-    done = importer.import_paths(engine, paths)
+    done = [importer.write_read(engine, folder) for folder in args.folders]
     if args.format == "md":
         for item in done:
             write_line(item.line())

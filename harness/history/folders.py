@@ -16,6 +16,7 @@ from harness.contract.identity import IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError
+from harness.fsutil import read_jsonl
 
 RUN_IDENTITY, OPS_STATUS, CAMPAIGN_JSON, AB_JSON = (
     IDENTITY_FILE, OPS_STATUS_CSV, "campaign.json", "ab.json")
@@ -101,8 +102,12 @@ def _float(value: object) -> float | None:
 def result_rows(run: Path, side: str = "", round_: int = 0) -> Iterator[Row]:
     """The rows of one run directory: results.jsonl where written, else results.csv."""
     if (run / RESULTS_JSONL).is_file():
-        lines = (run / RESULTS_JSONL).read_text(encoding="utf-8").splitlines()
-        found: list[dict[str, Any]] = [json.loads(line) for line in lines if line.strip()]
+        found: list[dict[str, Any]] = []
+        for number, value in read_jsonl(run / RESULTS_JSONL, UsageError, "a result row"):
+            if not isinstance(value, dict):
+                raise UsageError(f"{str(run / RESULTS_JSONL)!r} line {number} is not a result "
+                                 f"row: {value!r} is not an object")
+            found.append(value)
     elif (run / RESULTS_CSV).is_file():
         with open(run / RESULTS_CSV, newline="", encoding="utf-8") as fh:
             found = list(csv.DictReader(fh))
@@ -176,7 +181,7 @@ def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
     statuses = read_ops_status(directory / OPS_STATUS)
     digest = _digest(directory / OPS_STATUS)
-    running = any(s.status == "pending" for s in statuses)
+    running = any(s.status in ("pending", "running") for s in statuses)
     record = _base("batch", directory, "batch-" + directory.name, digest,
                    "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []
@@ -191,7 +196,9 @@ def read_batch(directory: Path) -> Folder:
                                     sort_keys=True)
     units = tuple({"unit": s.op, "op": s.op, "status": s.status, "wall_s": s.wall_s,
                    "reason": s.reason or None} for s in statuses)
-    return Folder(record, tuple(rows), units=units, running=running)
+    ended = sum(s.status not in ("pending", "running", "not_run") for s in statuses)
+    return Folder(record, tuple(rows), units=units, running=running,
+                  progress=f"{ended} of {len(statuses)} operators ended")
 
 
 def _side_runs(directory: Path) -> Iterator[tuple[str, int, Path]]:

@@ -104,20 +104,31 @@ def _children(conn: Connection, record_id: int, folder: Folder) -> None:
 
 def import_folder(engine: Engine, directory: Path) -> Imported:
     """Read `directory` and write it in one transaction: killed midway, the store is as before."""
-    folder = read_folder(directory)
+    return write_read(engine, read_folder(directory))
+
+
+def write_read(engine: Engine, folder: Folder) -> Imported:
+    """Write a folder already read, in one transaction."""
     with engine.begin() as conn:
         outcome, record_id = write_folder(conn, folder)
     return Imported(folder.record["path"], folder.record["kind"], outcome, len(folder.rows),
                     record_id, folder.running, folder.progress)
 
 
-def import_paths(engine: Engine, paths: Iterable[Path]) -> list[Imported]:
-    """Import each folder in turn, each its own transaction, once every one of them is known
-    to be a run, batch or campaign (UsageError naming the first that is not: nothing written)."""
+def read_paths(paths: Iterable[Path]) -> list[Folder]:
+    """Every folder of `paths` read, before any store is opened: a corrupt one (a results.jsonl
+    cut short) is a UsageError naming its file, and no store is created or written."""
     paths = [Path(p) for p in paths]
     for path in paths:
         kind_of(path)
-    return [import_folder(engine, p) for p in paths]
+    return [read_folder(p) for p in paths]
+
+
+def import_paths(engine: Engine, paths: Iterable[Path]) -> list[Imported]:
+    """Import each folder in turn, each its own transaction, once every one of them is known
+    to be a run, batch or campaign and has been read (UsageError naming the first that is
+    not: nothing written)."""
+    return [write_read(engine, folder) for folder in read_paths(paths)]
 
 
 def record(history: str | None, out: Path, directory: Path,

@@ -7,7 +7,6 @@ import io
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +28,10 @@ NO_PLOT = ("matplotlib is not installed; pip install -r requirements/cpu.txt ins
            "(or pip install 'matplotlib>=3.5,<4')")
 # The x axis is logarithmic in A_ms / B_ms, so a 2x change reads as far from 0 either way
 # (+100% and -50%, +900% and -90%): on a percent axis a 100x slowdown (-99%) would sit beside
-# -70%. Within +-10%, where real effects sit, it is stretched at least MIN_STRETCH times, and
-# more where outliers would leave that band under LINEAR_SHARE of the width.
+# -70%. It is one scale throughout, read off its ticks alone: a scale stretched within +-10% put
+# ticks at -99, -90, -75, -10, -5, 0, +5, +10, +900 and needed a legend of its breakpoints.
 LINEAR_PCT = 10.0
-MIN_STRETCH = 3.0
-LINEAR_SHARE = 0.35
-_T = math.log(1 + LINEAR_PCT / 100)
+_T = math.log(1 + LINEAR_PCT / 100)  # the axis unit: ln(1.1)
 # The x range follows what is drawn, within a cap: at two rounds a row's interval (t = 12.7) can
 # reach +2e16%, and a range that wide squeezes every dot into the +-10% band. The cap is CAP_TIMES
 # the farthest dot's distance from 0 on the log axis, never inside +-CAP_MIN_PCT or the noise
@@ -67,30 +64,18 @@ def pct_label(value: float) -> str:
     return "0%" if value == 0 else f"{value:+g}%"
 
 
-def scale_forward(pct: Any, stretch: float = MIN_STRETCH) -> Any:
-    """Axis position of a speedup in %: ln(A_ms / B_ms) in units of ln(1.1), divided by
-    `stretch` beyond one unit."""
+def scale_forward(pct: Any) -> Any:
+    """Axis position of a speedup in %: ln(A_ms / B_ms) in units of ln(1.1)."""
     import numpy as np
 
-    log_ratio = np.log(np.maximum(1.0 + np.asarray(pct, dtype=float) / 100.0, 1e-9))
-    size = np.abs(log_ratio) / _T
-    return np.sign(log_ratio) * np.where(size <= 1.0, size, 1.0 + (size - 1.0) / stretch)
+    return np.log(np.maximum(1.0 + np.asarray(pct, dtype=float) / 100.0, 1e-9)) / _T
 
 
-def scale_inverse(position: Any, stretch: float = MIN_STRETCH) -> Any:
+def scale_inverse(position: Any) -> Any:
     """The speedup in % at an axis position: the inverse of scale_forward."""
     import numpy as np
 
-    position = np.asarray(position, dtype=float)
-    size = np.abs(position)
-    log_ratio = np.sign(position) * _T * np.where(size <= 1.0, size, 1.0 + (size - 1.0) * stretch)
-    return (np.exp(log_ratio) - 1.0) * 100.0
-
-
-def stretch_for(low: float, high: float) -> float:
-    """The stretch that keeps the +-10% band at LINEAR_SHARE of low..high's width or more."""
-    outside = sum(max(float(abs(scale_forward(v, 1.0))) - 1.0, 0.0) for v in (low, high))
-    return max(MIN_STRETCH, outside * LINEAR_SHARE / (2.0 * (1.0 - LINEAR_SHARE)))
+    return (np.exp(np.asarray(position, dtype=float) * _T) - 1.0) * 100.0
 
 
 def _row_label(row: AbRow) -> str:
@@ -233,7 +218,8 @@ def _clip(value: Any, chars: int) -> str:
 
 
 def title_text(report: AbReport, caliber: Caliber) -> str:
-    """Two lines: what was switched on which operator, then the caliber and the geometric mean."""
+    """What was switched on which operator; the caliber and the geometric mean; the rows'
+    verdict counts."""
     ops = caliber.text("op") or ", ".join(dict.fromkeys(r.op for r in report.rows)) or "-"
     if len(ops) > TITLE_OPS_CHARS:
         ops = f"{len(ops.split(','))} operators"
@@ -250,7 +236,12 @@ def title_text(report: AbReport, caliber: Caliber) -> str:
     geomean = report.geomean_speedup_pct
     facts.append(f"geometric mean {'-' if geomean is None else f'{geomean:+.1f}%'} over "
                  f"{len(report.rows)} rows")
-    return f"{first}\n{', '.join(facts)}"
+    counts: dict[str, int] = {}
+    for row in report.rows:
+        word = row.stats.verdict.value
+        counts[word] = counts.get(word, 0) + 1
+    said = ", ".join(f"{n} {v}" for v, n in sorted(counts.items(), key=lambda c: -c[1]))
+    return f"{first}\n{', '.join(facts)}" + (f"\nrows: {said}" if said else "")
 
 
 def _draw_line(ax: Axes, y: int, mark: Mark, window: tuple[float, float]) -> bool:
@@ -339,9 +330,7 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     limits, window = _limits(report, noise_floor, drawn)
-    stretch = stretch_for(*limits)
-    ax.set_xscale("function", functions=(partial(scale_forward, stretch=stretch),
-                                         partial(scale_inverse, stretch=stretch)))
+    ax.set_xscale("function", functions=(scale_forward, scale_inverse))
     if noise_floor:
         ax.axvspan(*stats.floor_band(noise_floor), color="0.88", zorder=0)
     ax.axvline(0.0, color="black", linewidth=0.8)
@@ -366,7 +355,7 @@ def build_figure(report: AbReport, caliber: Caliber | None = None,
             "each operator's geometric mean speedup of B over A, % = (A_ms / B_ms - 1) * 100")
     ax.set_xlabel(f"{what}: right of 0, B is faster\n"
                   "scale: logarithmic in A_ms / B_ms (+100% and -50%, 2x either way, lie equally "
-                  f"far from 0), stretched {stretch:.1f}x within ±{LINEAR_PCT:g}%", fontsize=9)
+                  "far from 0)", fontsize=9)
     # parse_math off: a value such as A=$HOME would otherwise be typeset, or fail, as TeX.
     ax.set_title(title_text(report, caliber), fontsize=10, loc="left", parse_math=False)
     if not count:

@@ -20,6 +20,7 @@ from harness.contract.results import (
     parse_run_output,
     read_results,
 )
+from harness.contract.states import RunStatus
 from harness.errors import UsageError
 
 AB_JSON = "ab.json"
@@ -58,7 +59,12 @@ def _load_run(run_dir: Path) -> Source:
     if identity is None:
         return Source(str(run_dir), "run", tuple(read_results(run_dir)),
                       notes=(f"{run_dir}: no {IDENTITY_FILE}; caliber not known",))
-    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity.doc),))
+    status = identity.doc.get("status")
+    ended = () if status in (None, RunStatus.COMPLETE) else (
+        f"{run_dir}: the run is {status} ({identity.doc.get('reason') or 'no reason given'}): "
+        "its rows are those measured before it stopped",)
+    return Source(str(run_dir), "run", tuple(read_results(run_dir)), ((run_dir, identity.doc),),
+                  notes=ended)
 
 
 def _batch_run_dir(batch_dir: Path, cell: str) -> Path:

@@ -20,7 +20,7 @@ from harness.contract.identity import write_identity
 from harness.contract.records import RECORDS_DIR
 from harness.contract.tuner_db import default_flaggems_cache
 from harness.contract.warmup_share import share_text
-from harness.errors import Interrupted
+from harness.errors import Interrupted, NoSpace, no_space
 from harness.executors import lease
 from harness.executors import procs as supervise
 from harness.providers.flaggems import Node
@@ -310,6 +310,19 @@ def _log_line(run_dir: Path, line: str) -> None:
         log.write(line + "\n")
 
 
+def _write_header(fd: int, text: str, path: Path) -> None:
+    """Write run.log's header past the buffer: a run killed outright still says what it was,
+    and a full device leaves nothing buffered for close to retry; its error names `path`."""
+    data = text.encode()
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    except OSError as exc:  # a file descriptor's error names no file
+        if (full := no_space(exc)) is None:
+            raise
+        raise NoSpace(path, limit=full.limit) from None
+
+
 def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
              run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
@@ -328,8 +341,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
     started = time.monotonic()
     with open(run_dir / "run.log", "ab") as log:  # "a": keep a parallel warmup's lines
         text = "\n".join(header) + "\n"
-        log.write(text.encode())
-        log.flush()  # a run killed outright still says what it was
+        _write_header(log.fileno(), text, run_dir / "run.log")
         out(text.rstrip("\n"))
         launches: list[dict[str, object]] = []
         rc, rescued = _stream_rescued(settings, plan, run_dir, inv, extra_env, log, echo, out,

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness import axes
 from harness.errors import UsageError
@@ -26,6 +27,22 @@ class AbSpec:
     bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
     tune: str | None = None  # TUNE as given (None: the axis kind's default)
     auto: tuple[int, int] | None = None  # ROUNDS=auto: (MIN_ROUNDS, MAX_ROUNDS)
+
+
+# Every side variable: a kind reads its own (AxisKind.variables); another one given is refused.
+SIDE_VARS = ("A", "B", "A_PYTHON", "B_PYTHON", "A_REF", "B_REF", "BENCH_REF", "A_IMAGE", "B_IMAGE")
+
+
+def _unread_sides(axis: str, reads: tuple[str, ...], values: Mapping[str, tuple[Any, str]]
+                  ) -> None:
+    """UsageError for a side variable given that AXIS does not read (A_PYTHON with a switch,
+    A_IMAGE with AXIS=flaggems, A with an A/A): it was silently ignored."""
+    for name in SIDE_VARS:
+        value, source = values[name]
+        if source != "default" and name not in reads:
+            what = f"reads {', '.join(reads)}" if reads else "runs one setting on both sides"
+            raise UsageError(f"{VARS_BY_MAKE[name].label(source)}={str(value)!r} is not read "
+                             f"with AXIS={axis}, which {what}; unset it")
 
 
 AUTO = "auto"  # ROUNDS=auto: rounds where they decide something (campaign.adaptive)
@@ -89,7 +106,8 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "image for two stacks")
     kind = axes.kind_of(str(axis))
     values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("ROUNDS", "NOISE_FROM", "BENCH_REF", "TUNE", *kind.variables)}
+              for name in ("ROUNDS", "NOISE_FROM", "TUNE", *SIDE_VARS)}
+    _unread_sides(str(axis), kind.variables, values)
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
     rounds = auto[0] if auto else _fixed_rounds(str(rounds_text or "3"), rounds_source, flags,

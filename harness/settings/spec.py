@@ -32,6 +32,7 @@ OP_NAME_MAX = 100
 OP_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{OP_NAME_MAX - 1}}}")
 OP_NAME_TEXT = (f"letters, digits, '_', '.', '-', not starting with '.' or '-', at most "
                 f"{OP_NAME_MAX} characters")
+MAX_REPEAT = 1000  # timing repeats per shape: REPEAT=99999999999999999999 ran until it was killed
 NAME_MAX = 255  # bytes of one path component on the file systems a run writes to
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/, this module being in settings/
@@ -307,7 +308,8 @@ def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
         mode=mode,
         timer=timer,
         graph_timer=raw["GRAPH_TIMER"] or "upstream",
-        repeat=positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"]),
+        repeat=positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"],
+                            most=MAX_REPEAT),
         baseline=raw["BASELINE"] or "auto",
         isolate_tuner_cache=isolate,
         record=isolate or raw["RECORD"] == "1",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from harness.errors import UsageError
+from harness.settings import paths
 
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
@@ -117,12 +118,16 @@ class Var:
             return "1", "flag"
         self._not_empty(value, "flag")
         if value not in (None, "", False):
-            return self._one_line(str(value), "flag"), "flag"
+            return self._fits(self._one_line(str(value), "flag"), "flag"), "flag"
         value = env.get(self.env) if self.env else None
         self._not_empty(value, "env")
         if value not in (None, ""):
-            return self._one_line(str(value), "env"), "env"
+            return self._fits(self._one_line(str(value), "env"), "env"), "env"
         return self.default, "default"
+
+    def _fits(self, value: str, source: str) -> str:
+        """`value`, refused where it names a path no file system opens (paths.fits)."""
+        return paths.fits(self.make, self.label(source), value)
 
     def _not_empty(self, value: object, source: str) -> None:
         """UsageError for an empty value of a variable that refuses one: `A=` silently ran
@@ -211,7 +216,7 @@ TABLE: tuple[Var, ...] = (
         "upstream, Triton's do_bench_cudagraph as FlagGems' own runs use it; steady, replays "
         "queued back to back on a busy device (microsecond rows steadier, and lower than "
         "FlagGems' own numbers)", "upstream", GRAPH_TIMERS),
-    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape", "1"),
+    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1"),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
         "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "
         "once in a campaign whose axis cannot change torch's kernels (none, or a compiler "

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -323,3 +324,47 @@ def test_batch_with_an_out_where_nothing_can_be_made_claims_nothing(tmp_path):
     with pytest.raises(PreflightError) as info:
         batch.main(settings, {"ops": "tanh"}, {}, out=lambda _: None)
     assert info.value.check == "out"
+
+
+class _StoppedBy:
+    """An executor whose run a signal stopped before any task began."""
+
+    name = "local"
+
+    def __init__(self, signum):
+        self.signum = signum
+
+    def run(self, tasks, events):
+        from harness.executors.base import Outcome
+
+        return Outcome(signal=self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_batch_stopped_by_a_signal_exits_128_plus_that_signal(tmp_path, signum):
+    # Regression: every signal was a bare KeyboardInterrupt, so SIGTERM exited 130, not 143.
+    from harness.errors import Interrupted
+
+    settings = _settings(tmp_path)
+    lines: list[str] = []
+    with pytest.raises(Interrupted) as info:
+        batch.run_batch(batch.BatchRecord(settings.out, ["tanh"]), ["tanh"], [],
+                        _StoppedBy(signum), out=lines.append)
+    assert info.value.exit_code == 128 + signum
+    assert f"interrupted by {signal.Signals(signum).name} during batch" in str(info.value)
+    assert lines[-1].startswith(f"BATCH_INTERRUPTED signal={signal.Signals(signum).name} ")
+
+
+def test_an_operator_that_began_reads_running_until_it_ends(tmp_path):
+    # Regression: a batch whose driver was killed outright left every operator not_run,
+    # the one it was running included.
+    from harness.contract.ops_status import read_ops_status
+    from harness.executors.base import Task
+
+    settings = _settings(tmp_path)
+    record = batch.BatchRecord(settings.out, ["tanh", "add"])
+    events = batch._Events(record, lambda _: None)
+    events.started(Task("tanh", ("x",), record.log("tanh")), "0", pid=1)
+    found = {s.op: (s.status, s.device) for s in read_ops_status(record.csv)}
+    assert found == {"tanh": ("running", "0"), "add": ("not_run", "")}
+    assert record.counts().startswith("ok=0 failed=0 error=0 not_run=1 ")

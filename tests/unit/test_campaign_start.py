@@ -347,3 +347,18 @@ def test_a_corrupt_ab_json_with_only_is_refused_naming_the_file(tmp_path):
     (tmp_path / "ab.json").unlink()  # none at all: no verdict yet, said as before
     with pytest.raises(UsageError, match=r"theirs: none \(no ab.json yet\)"):
         resume.resume({"resume": str(tmp_path), "only": "inconclusive"}, {}, out=lambda _: None)
+
+
+def test_a_resume_refuses_a_setting_exported_in_its_environment():
+    # Regression: an exported OP, ZL_AXIS, ZL_A, ZL_DTYPES, OPS or ZL_NOISE_FROM beside
+    # RESUME was silently dropped (the flags alone were checked).
+    from harness.errors import UsageError
+
+    env = {"OP": "tanh", "ZL_AXIS": "OMP_NUM_THREADS", "ZL_A": "1", "ZL_DTYPES": "float32",
+           "OPS": "tanh", "ZL_NOISE_FROM": "/x", "ZL_ROUNDS": "4", "ZL_BACKEND": "cpu"}
+    with pytest.raises(UsageError) as info:
+        resume.refuse_unused({"resume": "d"}, env)
+    for name in ("OP", "ZL_AXIS", "ZL_A", "ZL_DTYPES", "OPS", "ZL_NOISE_FROM"):
+        assert f" {name}," in str(info.value) or f" {name} cannot" in str(info.value), name
+    assert "ZL_ROUNDS" not in str(info.value) and "ZL_BACKEND" not in str(info.value)
+    resume.refuse_unused({"resume": "d"}, {"ZL_ROUNDS": "4", "ZL_BACKEND": "cpu"})

@@ -311,3 +311,49 @@ def test_each_side_of_a_flaggems_commit_campaign_is_its_own_commit(tmp_path, cap
                       str(tmp_path / "h.sqlite"))
     assert rc == 0 and {(r["side"], r["flaggems_commit"]) for r in json.loads(out)} == {
         ("A", "aaa"), ("B", "bbb")}
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\xff\xfe\n", b'{"op": "tanh", "dtype": "flo',
+                                     b"[1, 2]\n"])
+def test_a_corrupt_results_jsonl_is_one_line_naming_its_line_and_creates_no_store(
+        tmp_path, capsys, monkeypatch, content):
+    # Regression: a binary or cut-short results.jsonl was a traceback, after the store existed.
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    (run / "results.jsonl").write_bytes(content)
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    assert cli.main(["history", "import", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{str(run / 'results.jsonl')!r} line 1 is not a result row" \
+        in err, err
+    assert not (tmp_path / "h.sqlite").exists()
+
+
+def test_a_folder_that_is_no_run_creates_no_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    assert cli.main(["history", "import", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "h.sqlite").exists()
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "99999999999999999999"])
+def test_history_list_refuses_a_limit_out_of_range_in_one_line(tmp_path, capsys, monkeypatch,
+                                                               limit):
+    # Regression: --limit -1 listed everything and a huge one was an OverflowError traceback.
+    monkeypatch.setenv("ZL_HISTORY", str(tmp_path / "h.sqlite"))
+    store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path)).dispose()
+    with pytest.raises(SystemExit) as info:
+        cli.main(["history", "list", "--limit", limit])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--limit: {limit!r} is not accepted; expected a whole number from 1 to" in err
+    assert "Traceback" not in err
+
+
+def test_a_batch_with_an_operator_running_is_imported_as_running_with_its_progress(engine,
+                                                                                  tmp_path):
+    # A batch records an operator running when it begins; the import said "still running ()".
+    batch = make_batch(tmp_path / "runs", "20261101-010000", {"tanh": [1.0]})
+    status = batch / "ops_status.csv"
+    status.write_text(status.read_text() + "add,,running,,,,,,,,,,\n")
+    found = importer.import_folder(engine, batch)
+    assert found.running and found.progress == "1 of 2 operators ended"

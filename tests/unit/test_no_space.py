@@ -12,7 +12,7 @@ import pytest
 
 from harness import cli, fsutil
 from harness.axes import Axis
-from harness.campaign import document, driver, plan
+from harness.campaign import document, driver, nospace, plan
 from harness.campaign import unit as ab_unit
 from harness.errors import EXIT_PREFLIGHT, NoSpace, no_space
 from harness.executors.local import LocalExecutor
@@ -217,3 +217,43 @@ def test_a_report_the_device_refuses_is_written_by_the_resume(tmp_path, monkeypa
     _drive(tmp_path, again, lines)  # the resume: nothing to run, the report written
     assert _saved(tmp_path)["state"] == "done" and (tmp_path / "ab.json").is_file()
     assert "interrupted" not in _saved(tmp_path)  # the stop is history
+
+
+def test_a_run_whose_run_log_cannot_be_written_names_run_log(tmp_path, monkeypatch, capsys):
+    # Regression: a write to the open run.log named no file: "writing '-'".
+    real = os.write
+
+    def write(fd, data):
+        if os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) == "run.log":
+            raise _full()
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    assert cli.main(["run", "--backend", "cpu", "--op", "tanh", "--out", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: no space left on device writing '{tmp_path}/tanh/")
+    assert err.endswith("/run.log': free space, then run it again\n"), err
+
+
+def test_a_file_past_the_size_limit_is_one_line_naming_the_limit(tmp_path, monkeypatch, capsys):
+    # Regression: under `ulimit -f` (Python ignores SIGXFSZ) a write failed with EFBIG, a
+    # traceback and exit 1.
+    def fchmod(fd, mode):
+        raise _full(errno.EFBIG)
+
+    monkeypatch.setattr(os, "fchmod", fchmod)
+    with pytest.raises(NoSpace) as info:
+        fsutil.atomic_write_text(tmp_path / "campaign.json", "x\n")
+    assert str(info.value) == (f"no space left on device writing '{tmp_path}/campaign.json' (a "
+                               "file past this process's size limit, ulimit -f): raise the "
+                               "limit or free space, then run it again")
+    assert info.value.exit_code == EXIT_PREFLIGHT
+
+
+def test_a_child_stopped_by_the_size_limit_names_its_file_to_the_driver():
+    from harness.executors.base import Ended
+
+    said = str(NoSpace("/c/add/A/r0/run_identity.json", limit=True))
+    end = Ended("add/r0", "error", rc=EXIT_PREFLIGHT, wall_s=1.0, where="-", reason=said)
+    full = nospace.child_full(end)
+    assert full is not None and full.path == "/c/add/A/r0/run_identity.json" and full.limit

@@ -62,20 +62,21 @@ def test_png_of_known_rows_is_a_png_of_a_readable_size(tmp_path: Path) -> None:
 
 def test_title_names_the_operator_the_axis_and_both_values() -> None:
     title = figure(document()).axes[0].get_title(loc="left")
-    first, second = title.splitlines()
+    first, second, third = title.splitlines()
     assert first == "RLC_ENHANCE on tanh: A=0 against B=1"
     assert "backend cuda" in second and "3 rounds" in second
     assert "geometric mean +123.4% over 3 rows" in second
+    assert third == "rows: 1 faster, 1 same, 1 flagged"
 
 
-def test_ticks_are_percentages_with_one_inside_ten_percent() -> None:
-    # Pinned: four ticks in exponent notation (-10^2, -10^1, 0), no unit, none inside +-10%.
+def test_ticks_are_percentages_on_both_sides_of_zero() -> None:
+    # Pinned: four ticks in exponent notation (-10^2, -10^1, 0), no unit.
     for doc in (document(), thirty_rows()):
         ax = figure(doc).axes[0]
         labels = [t.get_text() for t in ax.get_xticklabels()]
         assert labels and all(text.endswith("%") and "^" not in text for text in labels)
-        assert any(0 < abs(v) < 10 for v in ax.get_xticks()), labels
-        assert len(labels) >= 5
+        ticks = ax.get_xticks()
+        assert len(labels) >= 5 and min(ticks) < 0 < max(ticks), labels
 
 
 def test_the_noise_band_bars_and_verdicts_are_in_the_legend() -> None:
@@ -159,24 +160,27 @@ def test_two_x_either_way_lies_equally_far_from_zero() -> None:
     assert float(forward(9900.0)) == pytest.approx(-float(forward(-99.0)))
     assert float(forward(-70.0) - forward(-99.0)) > 2 * float(forward(-50.0) - forward(-70.0))
     for pct in (-99.5, -50.0, -3.0, 0.0, 7.0, 10.0, 250.0, 4471.4):
-        for stretch in (3.0, 15.0):
-            back = plot.scale_inverse(plot.scale_forward(pct, stretch), stretch)
-            assert float(back) == pytest.approx(pct)
+        assert float(plot.scale_inverse(plot.scale_forward(pct))) == pytest.approx(pct)
 
 
 @pytest.mark.parametrize("make", [document, thirty_rows, demo_like])
-def test_the_ten_percent_band_keeps_its_share_and_tick_labels_never_overlap(make: Any) -> None:
+def test_one_scale_reads_off_its_ticks_which_never_overlap(make: Any) -> None:
+    # Pinned: a scale stretched within +-10% ticked -99, -90, -75, -10, -5, 0, +5, +10, +900
+    # and needed a legend of its breakpoints to read.
     fig = figure(make())
     ax = fig.axes[0]
     renderer = fig.canvas.get_renderer()
     forward = ax.xaxis.get_transform().transform
-    low, high = forward(list(ax.get_xlim()))
-    band = forward([max(-10.0, ax.get_xlim()[0]), min(10.0, ax.get_xlim()[1])])
-    assert (band[1] - band[0]) / (high - low) >= 0.2
+    ticks = sorted(ax.get_xticks())
+    assert 0 in ticks
+    # one scale: a factor's distance from 0 is the same wherever it sits
+    for pct in (10.0, 100.0):
+        a, zero, b = forward([pct, 0.0, 100 / (1 + pct / 100) - 100])
+        assert a - zero == pytest.approx(zero - b)
+    assert "stretched" not in ax.get_xlabel()
     boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels()),
                    key=lambda b: b.x0)
     assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:], strict=False))
-    assert any(0 < abs(v) <= 10 for v in ax.get_xticks())
 
 
 def test_hostile_values_reach_the_title_as_plain_text_and_stay_inside() -> None:
@@ -189,7 +193,7 @@ def test_hostile_values_reach_the_title_as_plain_text_and_stay_inside() -> None:
     (title,) = [c for c in ax.get_children()
                 if hasattr(c, "get_parse_math") and c.get_text() == ax.get_title(loc="left")]
     assert title.get_text().splitlines()[0].startswith("RLC_ENHANCE on tanh: A=$HOME;rm -rf / ")
-    assert len(title.get_text().splitlines()) == 2
+    assert len(title.get_text().splitlines()) == 3  # what, the caliber, the rows' verdicts
     assert not title.get_parse_math()
     assert all(not t.get_parse_math() for t in fig.axes[0].get_yticklabels())
     box = fig.get_tightbbox(fig.canvas.get_renderer())
