@@ -175,4 +175,5 @@ def test_an_unknown_subcommand_lists_only_the_users_commands(capsys):
     err = capsys.readouterr().err
     assert info.value.code == EXIT_USAGE and err.count("\n") == 1
     assert "'nosuchcommand' (choose from 'backends'," in err
-    assert "ab-unit" not in err and "slurm-task" not in err and "'history')" in err
+    assert "ab-unit" not in err and "slurm-task" not in err
+    assert "'history'" in err and "'status'" in err and "'publish')" in err
