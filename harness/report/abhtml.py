@@ -10,38 +10,19 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shlex
 import statistics
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import axes
 from harness.contract.results import RESULTS_JSONL, read_results
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_text
-from harness.report import render, suite_report
-from harness.report.abjson import AbDocument, Caliber, as_report
+from harness.report import render, rerun, suite_report
+from harness.report.abjson import AbDocument, as_report
 from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow
 
 STATIC = Path(__file__).resolve().parent / "static"
-RERUN_VARS = (("BACKEND", "backend"), ("LEVEL", "level"), ("SHAPE_MODE", "shape_mode"),
-              ("MODE", "timer"), ("ROUNDS", "rounds"))
-
-
-def rerun_prefix(caliber: Caliber) -> str:
-    """The command that reruns one operator's A/B, less its OP=: `make ab AXIS=... A=... B=...`."""
-    axis = caliber.axis or "none"
-    words = ["make", "ab", f"AXIS={axis}"]
-    kind = axes.kind_of(axis)
-    if not kind.aa:  # the sides' values under the make variables an A/B of that axis takes
-        a_var, b_var = kind.side_variables
-        words += [f"{a_var}={caliber.text('a') or ''}", f"{b_var}={caliber.text('b') or ''}"]
-    words += [f"{var}={caliber.text(key)}" for var, key in RERUN_VARS if caliber.text(key)]
-    return " ".join(shlex.quote(w) if "=" not in w else w.split("=", 1)[0] + "="
-                    + shlex.quote(w.split("=", 1)[1]) for w in words)
-
-
 def _num(value: float | None) -> float | None:
     """Four significant digits: the page shows no more, and 9,000 rows stay small."""
     return None if value is None else float(f"{value:.4g}")
@@ -115,7 +96,7 @@ def page_data(doc: AbDocument) -> dict[str, Any]:
         "counts": suite_report.suite_line(operators) if operators else _row_counts(report),
         "geomean": f"geometric mean speedup {render.pct(report.geomean_speedup_pct)}% over "
                    f"{len(report.rows)} paired rows, interval over rows {interval}",
-        "said": SPEEDUP_SAID, "rerun": rerun_prefix(doc.caliber), "base": base,
+        "said": SPEEDUP_SAID, "rerun": rerun.prefix(doc.caliber), "base": base,
         "ops": ops, "rows": [_row(r, index, gbps.get((r.op, r.dtype, r.shape, r.occurrence)))
                              for r in report.rows]}
 

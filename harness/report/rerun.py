@@ -27,9 +27,9 @@ def _axis_arg(caliber: Caliber) -> str:
     return axis if axis in known or axis.startswith("FLAGGEMS_") else f"env:{axis}"
 
 
-def command(caliber: Caliber, op: str) -> str:
-    """`harness ab ...` for `op` alone, with the campaign's backend, axis, sides, rounds and
-    the settings it ran under, quoted for a POSIX shell."""
+def prefix(caliber: Caliber) -> str:
+    """`harness ab ...` less its `--op`: the campaign's backend, axis, sides, rounds and the
+    settings it ran under, quoted for a POSIX shell (ab.html appends each operator's)."""
     axis = _axis_arg(caliber)
     argv = ["harness", "ab", "--backend", caliber.text("backend") or "cpu", "--axis", axis]
     kind = axes.kind_of(caliber.axis or "none")
@@ -41,4 +41,9 @@ def command(caliber: Caliber, op: str) -> str:
         value = caliber.text(key)
         if value is not None and value != default:
             argv += [flag, value]
-    return shlex.join([*argv, "--op", op])
+    return shlex.join(argv)
+
+
+def command(caliber: Caliber, op: str) -> str:
+    """The command that reruns `op`'s A/B alone: `prefix` and `--op OP`."""
+    return f"{prefix(caliber)} {shlex.join(['--op', op])}"

@@ -9,19 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.contract.results import Row, write_results
-from harness.report import abhtml, abjson, synth, write
+from harness.report import abhtml, abjson, rerun, synth, write
 from harness.report.abjson import caliber_of
 
 
-def test_the_rerun_command_names_the_sides_as_the_axis_takes_them():
-    assert abhtml.rerun_prefix(caliber_of({"axis": "RLC_ENHANCE", "a": "0", "b": "1",
-                                           "rounds": 5, "backend": "cpu"})) == (
-        "make ab AXIS=RLC_ENHANCE A=0 B=1 BACKEND=cpu ROUNDS=5")
-    assert abhtml.rerun_prefix(caliber_of({"axis": "python", "a": "/opt/a b/python",
-                                           "b": "/usr/bin/python3"})) == (
-        "make ab AXIS=python A_PYTHON='/opt/a b/python' B_PYTHON=/usr/bin/python3")
-    assert abhtml.rerun_prefix(caliber_of({"axis": "none", "a": "0", "b": "0"})) == (
-        "make ab AXIS=none")
+def test_the_page_reruns_an_operator_with_the_one_command_of_the_campaign():
+    # it once spelt its own `make ab AXIS=...`, which named a raw variable's axis in a form
+    # AXIS refuses (env:NAME) and the timer as MODE
+    caliber = caliber_of({"axis": "MY_SWITCH", "axis_var": "MY_SWITCH", "a": "0", "b": "1",
+                          "rounds": 5, "backend": "cpu"})
+    assert rerun.prefix(caliber) == (
+        "harness ab --backend cpu --axis env:MY_SWITCH --a 0 --b 1 --rounds 5")
+    assert rerun.command(caliber, "mm") == rerun.prefix(caliber) + " --op mm"
 
 
 def _doc(tmp_path: Path, ops: tuple[str, ...]) -> abjson.AbDocument:

@@ -8,6 +8,8 @@ const COLS = [["op", "operator"], ["opv", "operator verdict"], ["dtype", "dtype"
   ["floor", "floor %"], ["v", "verdict"], ["flags", "flags"]];
 const NUMERIC = new Set(["a", "b", "sp", "lo", "floor"]);
 const $ = (id) => document.getElementById(id);
+// A word for a POSIX shell, as Python's shlex.quote spells it.
+const shq = (s) => /^[\w@%+=:,./-]+$/.test(s) ? s : "'" + String(s).replace(/'/g, "'\"'\"'") + "'";
 const esc = (s) => String(s ?? "").replace(/[&<>"]/g,
   (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;"}[c]));
 const pct = (v) => v === null || v === undefined ? "-" : (v >= 0 ? "+" : "") + v.toFixed(1);
@@ -97,7 +99,7 @@ noise floor %: ${esc(it.floor ?? "-")}</div>
 <div>GB/s: A ${esc(gb(it.gA))}, B ${esc(gb(it.gB))}</div>
 <div>operator: ${esc(o[1])}; rounds ${esc(o[2] ?? "-")}; units ended badly: ${esc(o[4] || "none")}; reason: ${esc(o[3] || "-")}</div>
 <div>runs A: ${runs("A", o[5])}</div><div>runs B: ${runs("B", o[6])}</div>
-<div>rerun: <code class="rerun">${esc(D.rerun + " OP=" + o[0])}</code></div></td>`;
+<div>rerun: <code class="rerun">${esc(D.rerun + " --op " + shq(o[0]))}</code></div></td>`;
 }
 
 function toggle(tr) {
