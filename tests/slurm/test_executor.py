@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 
@@ -44,10 +45,13 @@ def test_ab_on_slurm_writes_the_local_executors_report(slurm, tmp_path):
     on_slurm, on_host = cases.campaign_dir(remote), cases.campaign_dir(local)
     assert all(u["status"] == "ok" and u["slurm_task"]
                for u in cases.units(on_slurm).values())
-    heading = [line for line in (on_slurm / "ab.md").read_text().splitlines()
-               if line.startswith("#")]
-    assert heading == [line for line in (on_host / "ab.md").read_text().splitlines()
-                       if line.startswith("#")]
+    def headings(directory: Path) -> list[str]:
+        # the report's structure; the counts some headings hold are the timings' to decide
+        return [re.sub(r"\d+", "N", line) for line in
+                (directory / "ab.md").read_text().splitlines() if line.startswith("#")]
+
+    heading = headings(on_slurm)
+    assert heading == headings(on_host)
     assert any("suite" in line.lower() for line in heading), heading
     doc, ref = (json.loads((d / "ab.json").read_text()) for d in (on_slurm, on_host))
     assert sorted(doc) == sorted(ref) and set(doc["operators"]) == {"tanh", "add"}
