@@ -26,7 +26,8 @@ NVML_TEMPERATURE_GPU = 0
 # HwSlowdown 0x8, SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
 # The rest are not kept: GpuIdle 0x1 (nothing runs), ApplicationsClocksSetting 0x2,
 # SyncBoost 0x10, DisplayClockSetting 0x100, and SwPowerCap 0x4, which an H200 reports under
-# any long kernel as its steady state (seen at 1905 MHz on a 4096x4096 tanh), on both sides.
+# a long kernel as its steady state (nvidia-smi showed it under a 4096x4096 tanh), on both
+# sides.
 THROTTLE_SLOWDOWNS = 0x8 | 0x20 | 0x40 | 0x80
 THROTTLE_FUNCTIONS = ("nvmlDeviceGetCurrentClocksThrottleReasons",
                       "nvmlDeviceGetCurrentClocksEventReasons")

@@ -195,9 +195,9 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
 
     Upstream's algorithm sizes its graph by five eager calls, which for a microsecond kernel
     measure the host's launch overhead, so its graph holds a fraction of `rep`; and it waits for
-    each timed replay to end, so each starts on a device that has just idled. On an H200 such
-    rows read 5-10% above their steady time and moved by up to 8% from one process to the next,
-    where a graph replayed back to back moved them by at most 0.7% (docs/figures.md).
+    each timed replay to end, so each starts on a device that has just idled. On an H200 it read
+    microsecond rows 4-7% above this timer, and moved four of five of them further from one
+    process to the next (scripts/graph_timer_noise.py; the figures in docs/figures.md).
     Here a small graph (about GRAPH_TARGET_MS of calls, sized by a short graph of up to
     PROBE_CALLS, and no more calls than CAPTURE_BUDGET_MS of host time captures) is replayed
     for WARM_MS, then for about `rep` ms in TIMED_GROUPS groups between events, all queued
@@ -234,9 +234,10 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
             graph = capture(calls)
             per_group = max(1, min(MAX_GROUP_REPLAYS,
                                    round(rep / (calls * per_call) / (TIMED_GROUPS + 1))))
-            # a device that idled (the host building inputs, a worker between sessions) runs
-            # slower for a while: in an A/A on an H200 the first microsecond row of a session
-            # read 1.62 us where the other sides and rounds read 1.04-1.10
+            # a guard for a device that idled (the host building inputs, a worker between
+            # sessions): in an A/A on an H200 the first microsecond row of a session read
+            # 1.62 us where the other sides and rounds read 1.04-1.10. It did not cure that:
+            # with it, round 0's first rows still read high, at full clocks (docs/figures.md)
             _queued(interface, graph.replay, max(per_group, round(WARM_MS / (calls * per_call))))
             groups = [_queued(interface, graph.replay, per_group) for _ in range(TIMED_GROUPS)]
             interface.synchronize()
