@@ -3,35 +3,115 @@
 Every operator runs MIN_ROUNDS first. Then, at each look, the campaign's rows are judged as its
 report judges them (looks.judge: alpha spent over the looks an operator had, so that looking
 after every round and stopping when a row is decided keeps each verdict's error rate), and an
-operator gets one more round while a row of it is inconclusive and it has run fewer than
-MAX_ROUNDS. It stops, and says why, when every row is faster, slower or same; at MAX_ROUNDS (its
-undecided rows stay inconclusive); or when it has no paired row to judge.
+operator gets one more round while a row of it is inconclusive that MAX_ROUNDS may still decide
+(looks.futile_width). It stops, and says why, when every row is faster, slower or same; when
+its compiled code and Python source are the same on both sides (two FlagGems commits), at its
+first look; at MAX_ROUNDS; when no undecided row of it can be decided by MAX_ROUNDS (those rows
+stay inconclusive); or when it has no paired row to judge. Stopping never changes a verdict's
+meaning: each is valid whatever rule chose the rounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import stats
-from harness.campaign import compare, plan
+from harness.axes.liveness import compiled_sets
+from harness.campaign import compare, plan, refs
 from harness.campaign.document import Campaign
 from harness.contract.states import OK, SKIPPED
+from harness.providers.opsource import PackageSource, op_source_hash
+from harness.report.abresult import AbRow
+from harness.stats import looks
+
+UNCHANGED_STOP = ("code and source unchanged after {done} rounds: both sides compiled the same "
+                  "code from the same Python source")
+FUTILE_STOP = "stopped after {done} rounds: MAX_ROUNDS ({most}) cannot decide {rows}"
+FUTILE_NAMED = 3  # rows a futility stop names; the rest are counted
 
 
-def stop_reason(decided: bool, rows: int, done: int, most: int, ended_well: bool) -> str | None:
+@dataclass(frozen=True)
+class Look:
+    """What one look at an operator found: its rows, the undecided ones, and those of them
+    that MAX_ROUNDS cannot decide (each as its stop reason names it)."""
+
+    rows: int
+    undecided: int
+    done: int  # its rounds that finished on both sides
+    ended_well: bool  # every unit of it ended ok or skipped
+    unchanged: bool = False  # its compiled code and Python source are equal on both sides
+    futile: tuple[str, ...] = ()
+
+
+def stop_reason(look: Look, most: int) -> str | None:
     """Why an operator runs no more rounds, or None while it goes on."""
-    if not ended_well:
+    done = look.done
+    if not look.ended_well:
         return f"a unit did not end ok after {done} rounds"
-    if rows == 0:
+    if look.rows == 0:
         return f"no paired row after {done} rounds"
-    if decided:
+    if look.undecided == 0:
         return f"decided after {done} rounds"
+    if look.unchanged:
+        return UNCHANGED_STOP.format(done=done)
     if done > most:  # a resume's ROUNDS took it past the bound
         return f"{done} rounds, past MAX_ROUNDS ({most}) by a resume, with rows undecided"
     if done == most:
         return stats.MAX_ROUNDS_STOP.format(most=most)
+    if look.futile and len(look.futile) == look.undecided:
+        named = "; ".join(look.futile[:FUTILE_NAMED])
+        more = len(look.futile) - FUTILE_NAMED
+        return FUTILE_STOP.format(done=done, most=most, rows=named + (
+            f"; and {more} more rows" if more > 0 else ""))
     return None
+
+
+def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: int,
+                confidence: float, noise_known: bool) -> tuple[str, ...]:
+    """The operator's undecided rows that MAX_ROUNDS cannot decide, each as "float16 [64, 64]
+    (+-2.1% at best, against its 1% floor)": the half-width its interval would reach at
+    MAX_ROUNDS at the least, against the floor it must lie inside. With `noise_known`
+    (NOISE_FROM) a row's noise is at most its A/A's (looks.sd_of_floor of its floor)."""
+    out = []
+    for row in rows:
+        s = row.stats
+        if s.verdict is not stats.Verdict.INCONCLUSIVE:
+            continue
+        floor = max(stats.MIN_NOISE_FLOOR_PCT, s.noise_floor_pct or 0.0)
+        width = looks.futile_width(s, seen, most, planned=planned, confidence=confidence,
+                                   noise_sd=looks.sd_of_floor(floor) if noise_known else None)
+        if width is not None:
+            name = f"{row.dtype} {row.shape}" + (f" #{row.occurrence + 1}" if row.occurrence
+                                                  else "")
+            out.append(f"{name} (+-{width:.2g}% at best, against its {floor:.3g}% floor)")
+    return tuple(out)
+
+
+def unchanged_ops(directory: Path, campaign: Campaign,
+                  identities: Mapping[str, compare.Identities], ops: Sequence[str]) -> set[str]:
+    """Of `ops`, those whose sides compiled the same code (side B nothing side A did not, as
+    the report's `unchanged` reads) from the same Python source in each side's FlagGems tree;
+    none unless the sides are two FlagGems commits."""
+    if not campaign.axis.kind.side_commits:
+        return set()
+    code = [op for op in ops if op in identities and _same_code(identities[op])]
+    if not code:
+        return set()
+    sources = [PackageSource(refs.side_tree(directory, side) / refs.PACKAGE_DIR)
+               for side in plan.SIDES]
+    found = set()
+    for op in code:
+        a, b = (op_source_hash(source, op) for source in sources)
+        if a is not None and a == b:
+            found.add(op)
+    return found
+
+
+def _same_code(ids: compare.Identities) -> bool:
+    a, b = compiled_sets(ids)
+    return bool(a or b) and b <= a
 
 
 def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = print) -> bool:
@@ -40,16 +120,25 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     assert campaign.auto is not None
     for op, seen in compare.op_looks(directory, campaign).items():
         campaign.ops[op].looks = seen
-    result, _, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
+    result, identities, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
+    least, most = campaign.auto["min"], campaign.auto["max"]
+    open_ops = [op for op, info in campaign.ops.items()
+                if not (info.reason or info.excluded or info.stopped or info.skipped)]
+    first_look = [op for op in open_ops if len(campaign.ops[op].looks) <= 1]
+    unchanged = unchanged_ops(directory, campaign, identities, first_look)
     grow: dict[str, int] = {}
-    for op, info in campaign.ops.items():
-        if info.reason or info.excluded or info.stopped or info.skipped:
-            continue
+    for op in open_ops:
+        info = campaign.ops[op]
         rows = [r for r in result.rows if r.op == op]
         done = len(compare.done_rounds(directory, campaign, op))
-        ended_well = all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op)
-        decided = all(r.stats.verdict is not stats.Verdict.INCONCLUSIVE for r in rows)
-        info.stopped = stop_reason(decided, len(rows), done, campaign.auto["max"], ended_well)
+        look = Look(
+            rows=len(rows), done=done,
+            undecided=sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows),
+            ended_well=all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op),
+            unchanged=op in unchanged,
+            futile=futile_rows(rows, info.looks, most, most - least + 1,
+                               result.method.confidence, bool(campaign.noise_from)))
+        info.stopped = stop_reason(look, most)
         if info.stopped is None:
             grow[op] = done + 1
     if grow:

@@ -6,14 +6,26 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from harness.stats import T_METHOD, Method, RowStats, adjust_rows, log_of_pct, pct_of_log
-from harness.stats.tdist import t_interval
+from harness.stats import (
+    MIN_NOISE_FLOOR_PCT,
+    T_METHOD,
+    Method,
+    RowStats,
+    adjust_rows,
+    log_of_pct,
+    pct_of_log,
+)
+from harness.stats.tdist import chi2_quantile, student_t_quantile, t_interval
 
 DEFAULT = Method()
 SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same mostly at the "
             "last planned look)")
 SAME_TAIL = 0.2  # of the equivalence alpha, what looks past the plan (a RESUME adding rounds) get
 SAME_LAST = 0.55  # of it, what the last planned look (MAX_ROUNDS) gets when more than one is
+# A futility projection errs toward going on: it takes the noise at its lower bound and the
+# mean at whichever end of its bound helps the row, each one-sided at this confidence.
+FUTILITY_BOUND = 0.95
+NORMAL_975 = 1.959963984540054  # |x| of a normal noise is below this many sds 95% of the time
 
 
 def share(look: int) -> float:
@@ -117,3 +129,51 @@ def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_flo
     return spent, adjust_rows([monitored(r, k, method.confidence, planned) for r, k in
                                zip(rows, looks, strict=True)],
                               noise_floor_pct=noise_floor_pct, method=spent)
+
+
+def sd_of_floor(floor_pct: float) -> float:
+    """The sd of per-round log ratios whose 95th percentile of |log ratio| is `floor_pct` (an
+    A/A's floor, noisefloor's bands), normal noise assumed."""
+    return log_of_pct(floor_pct) / NORMAL_975
+
+
+def _half_width(sd: float, rounds: int, alpha: float) -> float:
+    return student_t_quantile(1.0 - alpha / 2.0, rounds - 1) * sd / math.sqrt(rounds)
+
+
+def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int,
+                 confidence: float = DEFAULT.confidence, noise_sd: float | None = None
+                 ) -> float | None:
+    """The half-width in % that a row's same interval would reach at `most` rounds
+    (MAX_ROUNDS) when by then it can be neither same nor called; None while it can be either.
+
+    The row's noise is its rounds' sd at its one-sided FUTILITY_BOUND lower bound (chi-square
+    with n - 1 degrees of freedom), or `noise_sd` (an A/A's, in log ratio) where that is less.
+    At `most` rounds, one look a round after `looks`, the same interval's half-width is
+    t(most - 1) x sd / sqrt(most) at that look's equivalence alpha (same_share), the calls'
+    at its share. The mean it would have then is the mean of the rounds so far and of rounds
+    to come at a truth FUTILITY_BOUND's t bound away from the mean so far, toward zero for
+    `same` and away from it for a call. Same is out of reach when that mean plus the half-width
+    passes the floor; a call when that mean is within the floor or the calls' half-width. Errs
+    toward None: futility never reads a row same, it only stops adding rounds for it.
+    """
+    logs = [log_of_pct(v) for v in row.round_speedups_pct]
+    n = len(logs)
+    if row.flagged or n < 2 or n >= most:
+        return None
+    mean = math.fsum(logs) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in logs) / (n - 1))
+    low_sd = sd * math.sqrt((n - 1) / chi2_quantile(FUTILITY_BOUND, n - 1))
+    if noise_sd is not None:
+        low_sd = min(low_sd, noise_sd)
+    last = len(looks) + most - (looks[-1] if looks else n)  # the look at `most` rounds
+    alpha = 1.0 - confidence
+    same = _half_width(low_sd, most, alpha * same_share(last, planned))
+    call = _half_width(low_sd, most, alpha * share(last))
+    moves = student_t_quantile(FUTILITY_BOUND, n - 1) * sd / math.sqrt(n)
+    near = (n * abs(mean) + (most - n) * max(0.0, abs(mean) - moves)) / most
+    far = (n * abs(mean) + (most - n) * (abs(mean) + moves)) / most
+    floor = log_of_pct(max(MIN_NOISE_FLOOR_PCT, row.noise_floor_pct or MIN_NOISE_FLOOR_PCT))
+    if near + same <= floor or far > max(floor, call):
+        return None
+    return pct_of_log(same)

@@ -1,4 +1,5 @@
-"""Student's t without scipy, t intervals of a mean and Benjamini-Hochberg adjustment; pure."""
+"""Student's t and chi-square without scipy, t intervals of a mean and Benjamini-Hochberg
+adjustment; pure."""
 
 from __future__ import annotations
 
@@ -90,6 +91,60 @@ def student_t_quantile(p: float, df: float) -> float:
         if mid in (low, high):
             break
         low, high = (mid, high) if student_t_two_sided_p(mid, df) > tail else (low, mid)
+    return (low + high) / 2.0
+
+
+def regularized_gamma(a: float, x: float) -> float:
+    """The regularized lower incomplete gamma function P(a, x), for a > 0 and x >= 0.
+
+    Its series converges fast for x below a + 1; above it the continued fraction of
+    Q(a, x) = 1 - P(a, x) is used instead (modified Lentz).
+    """
+    if not (a > 0 and x >= 0.0 and math.isfinite(x)):
+        raise ValueError(f"regularized gamma needs a > 0 and finite x >= 0: a={a!r} x={x!r}")
+    if x == 0.0:
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        for n in range(1, _CF_ITERATIONS * 10):
+            term *= x / (a + n)
+            total += term
+            if abs(term) < abs(total) * _EPS:
+                return math.exp(log_front) * total
+        raise ArithmeticError(f"incomplete gamma series did not converge: a={a!r} x={x!r}")
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, _CF_ITERATIONS):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        if abs(d * c - 1.0) < _EPS:
+            return 1.0 - math.exp(log_front) * h
+    raise ArithmeticError(f"incomplete gamma did not converge: a={a!r} x={x!r}")
+
+
+@lru_cache(maxsize=256)
+def chi2_quantile(p: float, df: float) -> float:
+    """The x with P(X <= x) = p for a chi-square X of `df` degrees of freedom, 0 < p < 1:
+    bisection on its CDF, P(df / 2, x / 2)."""
+    _check_df(df)
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile needs 0 < p < 1, got {p!r}")
+    low, high = 0.0, max(1.0, df)
+    while regularized_gamma(df / 2.0, high / 2.0) < p:
+        low, high = high, high * 2.0
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if mid in (low, high):
+            break
+        low, high = (mid, high) if regularized_gamma(df / 2.0, mid / 2.0) < p else (low, mid)
     return (low + high) / 2.0
 
 

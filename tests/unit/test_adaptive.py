@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.campaign.adaptive import stop_reason
+from harness.campaign.adaptive import Look, stop_reason
 from harness.errors import UsageError
 from harness.settings import abspec
 
@@ -20,7 +20,32 @@ from harness.settings import abspec
 ])
 def test_an_operator_goes_on_only_while_a_row_is_undecided_and_rounds_are_left(
         decided, rows, done, ended_well, why):
-    assert stop_reason(decided, rows, done, 6, ended_well) == why
+    look = Look(rows=rows, undecided=0 if decided else 1, done=done, ended_well=ended_well)
+    assert stop_reason(look, 6) == why
+
+
+def test_an_operator_of_unchanged_code_and_source_stops_at_its_first_look_undecided():
+    look = Look(rows=5, undecided=2, done=2, ended_well=True, unchanged=True)
+    assert stop_reason(look, 6) == ("code and source unchanged after 2 rounds: both sides "
+                                    "compiled the same code from the same Python source")
+    # decided is said first; a unit that did not end ok is said before either
+    assert stop_reason(Look(5, 0, 2, True, unchanged=True), 6) == "decided after 2 rounds"
+    assert stop_reason(Look(5, 2, 2, False, unchanged=True), 6) == (
+        "a unit did not end ok after 2 rounds")
+
+
+def test_an_operator_stops_once_no_undecided_row_of_it_can_be_decided_by_max_rounds():
+    futile = tuple(f"float16 [{n}] (+-2.1% at best, against its 1% floor)" for n in range(5))
+    # one undecided row MAX_ROUNDS may still decide: it goes on
+    assert stop_reason(Look(6, 2, 3, True, futile=futile[:1]), 6) is None
+    assert stop_reason(Look(6, 1, 3, True, futile=futile[:1]), 6) == (
+        "stopped after 3 rounds: MAX_ROUNDS (6) cannot decide float16 [0] (+-2.1% at best, "
+        "against its 1% floor)")
+    assert stop_reason(Look(6, 5, 3, True, futile=futile), 6).endswith(
+        "float16 [2] (+-2.1% at best, against its 1% floor); and 2 more rows")
+    # at MAX_ROUNDS the bound is what stopped it
+    assert stop_reason(Look(6, 1, 6, True, futile=futile[:1]), 6) == (
+        "MAX_ROUNDS (6) reached with rows undecided")
 
 
 def test_rounds_auto_starts_with_min_rounds_and_keeps_both_bounds():

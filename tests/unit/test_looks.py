@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
 from harness import stats
 from harness.stats import looks
+from harness.stats.tdist import student_t_quantile
 
 np = pytest.importorskip("numpy")
 
@@ -145,3 +147,56 @@ def test_the_equivalence_bound_is_a_factor_either_way():
     bounds = [r.same_bound_pct for r in judged]
     assert bounds[0] is not None and bounds[0] == pytest.approx(bounds[1], rel=1e-12)
     assert judged[0].verdict is judged[1].verdict is stats.Verdict.SAME
+
+
+def _row(logs: list[float], floor: float = 1.0) -> stats.RowStats:
+    return stats.row_stats([math.exp(v) for v in logs], [1.0] * len(logs), noise_floor_pct=floor)
+
+
+def test_a_row_too_noisy_for_the_floor_at_max_rounds_says_the_width_it_would_reach():
+    row = _row([0.04, -0.03, 0.01])  # sd 3.5% over 3 rounds, mean near 0, against 1%
+    width = looks.futile_width(row, [2, 3], 6, planned=5)
+    # the 4th look of 5 planned is the last (6 rounds): its same alpha is 0.05 x SAME_LAST, and
+    # the noise is the sd's 95% lower bound, sd x sqrt(2 / chi2(0.95, 2) = 5.991)
+    low_sd = statistics.stdev([0.04, -0.03, 0.01]) * math.sqrt(2 / 5.991465)
+    t = student_t_quantile(1 - 0.05 * looks.SAME_LAST / 2, 5)
+    assert width == pytest.approx(stats.pct_of_log(t * low_sd / math.sqrt(6)), rel=1e-4)
+    assert width > 1.0 and row.verdict is stats.Verdict.INCONCLUSIVE  # futility reads nothing
+
+
+@pytest.mark.parametrize(("logs", "looked", "why"), [
+    ([0.003, -0.002, 0.001], [2, 3], "quiet: MAX_ROUNDS may read it same"),
+    ([0.16, 0.12, 0.14], [2, 3], "a 15% effect at 2% noise: a call is in reach"),
+    ([0.04, -0.03], [2], "two rounds: its mean may yet move anywhere"),
+    ([0.04, -0.03, 0.01, 0.02, -0.02, 0.0], [2, 3, 4, 5, 6], "at MAX_ROUNDS already"),
+    ([0.04], [2], "one round: no spread to project"),
+])
+def test_a_row_that_max_rounds_may_still_decide_is_not_futile(logs, looked, why):
+    assert looks.futile_width(_row(logs), looked, 6, planned=5) is None, why
+
+
+def test_an_a_a_noise_below_the_rows_own_spread_keeps_it_going():
+    row = _row([0.04, -0.03, 0.01])
+    assert looks.futile_width(row, [2, 3], 6, planned=5) is not None
+    assert looks.futile_width(row, [2, 3], 6, planned=5,
+                              noise_sd=looks.sd_of_floor(1.0)) is None
+    assert looks.sd_of_floor(1.0) == pytest.approx(math.log(1.01) / 1.959964, rel=1e-6)
+    flagged = stats.row_stats([1.04, 0.97, 1.01], [1.0] * 3, noise_floor_pct=1.0, flagged=True)
+    assert looks.futile_width(flagged, [2, 3], 6, planned=5) is None
+
+
+def test_futility_rarely_stops_a_row_that_max_rounds_would_have_read_same():
+    # seeded A/A rows at 0.3-5% noise, looked at after 3 rounds: of those futility stops, the
+    # share that 6 rounds (judged with spending over looks 2..6) would have read same
+    # (seed 3, 3000 rows: 956 stopped, none of them same at 6 rounds)
+    rng = np.random.default_rng(3)
+    lost = stopped = 0
+    for sd in np.exp(rng.uniform(math.log(0.003), math.log(0.05), 3000)):
+        logs = rng.normal(0.0, sd, 6).tolist()
+        if looks.futile_width(_row(logs[:3]), [2, 3], 6, planned=5) is None:
+            continue
+        stopped += 1
+        (full,) = looks.judge([_row(logs)], [[2, 3, 4, 5, 6]], noise_floor_pct=1.0,
+                              planned=5)[1]
+        lost += full.verdict is stats.Verdict.SAME
+    assert stopped > 500 and lost / stopped <= 0.02

@@ -26,7 +26,9 @@ from harness.stats import (
 )
 from harness.stats.tdist import (
     benjamini_hochberg,
+    chi2_quantile,
     regularized_beta,
+    regularized_gamma,
     student_t_quantile,
     student_t_two_sided_p,
     t_interval,
@@ -497,3 +499,27 @@ def test_an_interval_too_wide_to_print_does_not_overflow() -> None:
     s = row_stats([1e6, 1e-6], [1e-6, 1e6], noise_floor_pct=1.0, method=Method(confidence=0.999))
     assert s.ci_high_pct is not None and math.isfinite(s.ci_high_pct) and s.ci_high_pct > 1e300
     assert s.verdict is Verdict.INCONCLUSIVE
+
+
+# NIST/SEMATECH e-Handbook of Statistical Methods, 1.3.6.7.4, critical values of the chi-square
+# distribution: upper 5% and lower 5% points.
+NIST_CHI2 = {1: (3.841, 0.004), 2: (5.991, 0.103), 3: (7.815, 0.352), 5: (11.070, 1.145),
+             10: (18.307, 3.940)}
+
+
+@pytest.mark.parametrize(("df", "points"), sorted(NIST_CHI2.items()))
+def test_chi2_quantile_matches_the_nist_table(df: int, points: tuple[float, float]) -> None:
+    upper, lower = points
+    assert chi2_quantile(0.95, df) == pytest.approx(upper, abs=5e-4)
+    assert chi2_quantile(0.05, df) == pytest.approx(lower, abs=5e-4)
+
+
+def test_chi2_of_two_degrees_is_an_exponential_and_gamma_refuses_bad_arguments() -> None:
+    # df = 2: P(X <= x) = 1 - exp(-x / 2), so the quantile of p is -2 log(1 - p)
+    for p in (0.001, 0.3, 0.9, 0.999):
+        assert chi2_quantile(p, 2) == pytest.approx(-2 * math.log1p(-p), rel=1e-10)
+    assert regularized_gamma(1.0, 30.0) == pytest.approx(1 - math.exp(-30.0), rel=1e-14)
+    with pytest.raises(ValueError, match="regularized gamma needs a > 0"):
+        regularized_gamma(0.0, 1.0)
+    with pytest.raises(ValueError, match="quantile needs 0 < p < 1"):
+        chi2_quantile(1.0, 3)
