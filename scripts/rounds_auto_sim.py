@@ -83,7 +83,7 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
 def _goes_on(op: int, judged: list[stats.RowStats], seen: list[int], done: int, least: int,
              most: int, rules: bool, unchanged: bool) -> bool:
     """Whether the driver (adaptive.stop_reason) gives operator `op` another round."""
-    rows = [AbRow(f"op{op}", "float16", f"[{i}]", 0, judged[i], ())
+    rows = [AbRow(f"op{op}", "float16", f"[{i}]", 1, judged[i], ())
             for i in range(op * PER_OP, (op + 1) * PER_OP)]
     undecided = sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows)
     look = adaptive.Look(rows=PER_OP, undecided=undecided, done=done, ended_well=True)

@@ -83,7 +83,7 @@ def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: 
         width = looks.futile_width(s, seen, most, planned=planned, confidence=confidence,
                                    noise_sd=looks.sd_of_floor(floor) if noise_known else None)
         if width is not None:
-            name = f"{row.dtype} {row.shape}" + (f" #{row.occurrence + 1}" if row.occurrence
+            name = f"{row.dtype} {row.shape}" + (f" #{row.occurrence}" if row.occurrence > 1
                                                   else "")
             out.append(f"{name} (+-{width:.2g}% at best, against its {floor:.3g}% floor)")
     return tuple(out)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from harness import stats
+from harness.axes import Axis
+from harness.campaign import adaptive, plan, refs
 from harness.campaign.adaptive import Look, stop_reason
 from harness.errors import UsageError
+from harness.report.abresult import AbRow
 from harness.settings import abspec
 
 
@@ -80,3 +86,47 @@ def test_bounds_that_cannot_hold_are_refused_naming_both(given, message):
 def test_fixed_rounds_name_auto_and_refuse_bounds_that_would_do_nothing(given, message):
     with pytest.raises(UsageError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         abspec.resolve_ab({"axis": "none", **given}, {})
+
+
+def _flaggems_campaign(tmp_path: Path, axis: str = "flaggems"):
+    doc = plan.new_campaign(directory=tmp_path, axis=Axis(axis, None), caliber={}, argv=[],
+                            ops={op: {"node": f"benchmark/t.py::test_{op}"}
+                                 for op in ("cos", "sin", "mm")}, rounds=2, walls={},
+                            walls_from=None)
+    for side, sin in (("A", "def sin(A):\n    return A\n"), ("B", "def sin(A):\n    return -A\n")):
+        package = refs.side_tree(tmp_path, side) / refs.PACKAGE_DIR / "ops"
+        package.mkdir(parents=True)
+        (package / "cos.py").write_text("def cos(A):\n    return A\n")
+        (package / "sin.py").write_text(sin)
+    return doc
+
+
+def _ids(a: list[str], b: list[str]):
+    return {"A": [{"compiled_artifacts": a}], "B": [{"compiled_artifacts": b}]}
+
+
+def test_an_operator_is_unchanged_where_its_code_and_its_source_are_the_same_on_both_sides(
+        tmp_path: Path):
+    doc = _flaggems_campaign(tmp_path)
+    identities = {"cos": _ids(["k1", "k2"], ["k1"]),  # B replayed A's winner: among A's
+                  "sin": _ids(["k3"], ["k3"]),  # the same code from another source
+                  "mm": _ids(["k4"], ["k4"])}  # defined in neither tree: source not known
+    assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos", "sin", "mm"]) == {"cos"}
+    assert adaptive.unchanged_ops(tmp_path, doc, {"cos": _ids(["k1"], ["k5"])}, ["cos"]) == set()
+    assert adaptive.unchanged_ops(tmp_path, doc, {"cos": _ids([], [])}, ["cos"]) == set()
+    # a switch's sides run one tree: equal code there is the liveness question, not a stop
+    other = _flaggems_campaign(tmp_path / "switch", axis="none")
+    assert adaptive.unchanged_ops(tmp_path / "switch", other, identities, ["cos"]) == set()
+
+
+def test_futile_rows_are_named_with_the_width_they_would_reach_and_their_floor():
+    noisy = stats.row_stats([1.04, 0.97, 1.01], [1.0] * 3, noise_floor_pct=1.0)
+    quiet = stats.row_stats([1.003, 0.998, 1.001], [1.0] * 3, noise_floor_pct=1.0)
+    rows = [AbRow("relu", "float16", "[64, 64]", 1, noisy, ()),
+            AbRow("relu", "float16", "[64, 64]", 2, noisy, ()),  # its second occurrence
+            AbRow("relu", "float32", "[4096, 4096]", 1, quiet, ())]
+    found = adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, noise_known=False)
+    assert found == ("float16 [64, 64] (+-2.6% at best, against its 1% floor)",
+                     "float16 [64, 64] #2 (+-2.6% at best, against its 1% floor)")
+    # an A/A (NOISE_FROM) that measured 1% there says the row is quieter than its rounds: on
+    assert adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, noise_known=True) == ()
