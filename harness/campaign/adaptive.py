@@ -13,6 +13,7 @@ meaning: each is valid whatever rule chose the rounds.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,8 @@ def unchanged_ops(directory: Path, campaign: Campaign,
     code = [op for op in ops if op in identities and _same_code(identities[op])]
     if not code:
         return set()
-    sources = [PackageSource(refs.side_tree(directory, side) / refs.PACKAGE_DIR)
+    parsed: dict[bytes, ast.Module | None] = {}  # the sides share most modules' text
+    sources = [PackageSource(refs.side_tree(directory, side) / refs.PACKAGE_DIR, parsed)
                for side in plan.SIDES]
     found = set()
     for op in code:
@@ -137,7 +139,7 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
             ended_well=all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op),
             unchanged=op in unchanged,
             futile=futile_rows(rows, info.looks, most, most - least + 1,
-                               result.method.confidence, bool(campaign.noise_from)))
+                               result.method.confidence, bool(campaign.noise_floor_bands)))
         info.stopped = stop_reason(look, most)
         if info.stopped is None:
             grow[op] = done + 1

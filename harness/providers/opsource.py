@@ -16,17 +16,35 @@ _TOP_NAME = re.compile(rb"^(?:(?:async\s+)?def|class)\s+(\w+)|^(\w+)\s*[:=]", re
 class PackageSource:
     """The parsed modules of one flag_gems package directory (src/flag_gems), cached."""
 
-    def __init__(self, package: Path) -> None:
+    def __init__(self, package: Path, parsed: dict[bytes, ast.Module | None] | None = None
+                 ) -> None:
+        """`parsed`: modules already parsed, by the sha256 of their text; two trees of one
+        repository share most of theirs."""
         self.package = package.resolve()
+        self._parsed = {} if parsed is None else parsed
         self._trees: dict[Path, ast.Module | None] = {}
+        self._digests: dict[Path, bytes] = {}
         self._index: dict[str, list[Path]] | None = None  # a name -> modules it may be defined in
+        self._imports: dict[Path, list[ast.Import | ast.ImportFrom]] = {}
+
+    def digest(self, path: Path) -> bytes:
+        """sha256 of a module's text (empty for one that cannot be read)."""
+        if path not in self._digests:
+            try:
+                self._digests[path] = hashlib.sha256(path.read_bytes()).digest()
+            except OSError:
+                self._digests[path] = b""
+        return self._digests[path]
 
     def tree(self, path: Path) -> ast.Module | None:
         if path not in self._trees:
-            try:
-                self._trees[path] = ast.parse(path.read_bytes(), str(path))
-            except (OSError, SyntaxError, ValueError):
-                self._trees[path] = None
+            key = self.digest(path)
+            if key not in self._parsed:
+                try:
+                    self._parsed[key] = ast.parse(path.read_bytes(), str(path))
+                except (OSError, SyntaxError, ValueError):
+                    self._parsed[key] = None
+            self._trees[path] = self._parsed[key]
         return self._trees[path]
 
     def defining(self, name: str) -> list[Path]:
@@ -64,8 +82,11 @@ class PackageSource:
         """The package's modules that `path` imports: (module, None) for a module taken
         whole, (a package's `__init__.py`, the names taken from it) for `from pkg import a`;
         with `names`, only the imports of `path` that bind one of them."""
-        tree = self.tree(path)
-        for node in ast.walk(tree) if tree is not None else ():
+        if path not in self._imports:  # walked once: a package's utilities serve every op
+            tree = self.tree(path)
+            self._imports[path] = [node for node in ast.walk(tree) if isinstance(
+                node, (ast.Import, ast.ImportFrom))] if tree is not None else []
+        for node in self._imports[path]:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     dotted = alias.name.split(".")
@@ -142,5 +163,5 @@ def op_source_hash(source: PackageSource, op: str) -> str | None:
     digest = hashlib.sha256()
     for path in sorted(source.closure(roots)):
         digest.update(path.relative_to(source.package).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(source.digest(path))
     return digest.hexdigest()
