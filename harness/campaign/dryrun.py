@@ -44,8 +44,8 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
     if campaign.auto:
         runnable = sum(1 for i in campaign.ops.values() if not (i.reason or i.skipped))
         lines.append(f"ROUNDS=auto: these are MIN_ROUNDS ({campaign.auto['min']}) an operator; "
-                     "after each round, one more for each operator with a row undecided, up "
-                     f"to MAX_ROUNDS ({campaign.auto['max']}): "
+                     "after each round, one more for each operator with a row undecided "
+                     f"that MAX_ROUNDS ({campaign.auto['max']}) may still decide: "
                      f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
