@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from harness import __version__, axes, backends
+from harness import __version__, axes, backends, executors
 from harness.campaign import batch, resume, start, watch
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
@@ -23,9 +23,8 @@ from harness.errors import (
     bad_path,
     no_space,
 )
-from harness.executors import device_lock, slurm
+from harness.executors import device_lock
 from harness.executors.devices import select_devices
-from harness.executors.slurm import task
 from harness.history import command as history
 from harness.history import recording
 from harness.report import ci, gate, receipt
@@ -37,9 +36,16 @@ from harness.run.rundir import utc_stamp
 from harness.settings import abspec, inputs, makevars, spec, usage, variables
 
 
+def internal() -> tuple[str, ...]:
+    """The subcommands the harness runs itself, kept out of every help: a unit's child and
+    each executor kind's task."""
+    return (*usage.INTERNAL, *(k.task_command for k in executors.registry().all()
+                               if k.task_command))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep our one-line form
-        for name in usage.INTERNAL:  # a subcommand's choices: the internal ones are no choice
+        for name in internal():  # a subcommand's choices: the internal ones are no choice
             message = message.replace(f", '{name}'", "")
         self.exit(EXIT_USAGE, f"error: {message}\n")
 
@@ -146,7 +152,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     if args.resume:
         return resume.resume(vars(args), args.inputs.environ, out=_report)
     start.refuse_resume_only(vars(args))
-    flags = slurm.local_flags(vars(args), args.inputs.environ)
+    flags = executors.task_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     campaign = abspec.resolve_ab(flags)
     axis = axes.resolve(campaign.axis, settings.backend)
@@ -176,14 +182,17 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
     p.add_argument("unit", metavar="UNIT")
     variables.add_arguments(p, "ab-unit")
     p.set_defaults(func=_cmd_ab_unit)
-    # One Slurm array task: its share of a plan's units (the generated batch script runs it).
-    p = sub.add_parser("slurm-task")
-    p.add_argument("plan", metavar="PLAN")
-    p.set_defaults(func=_cmd_slurm_task)
+    # One task of an executor kind that has its own (a Slurm array task: its share of a
+    # plan's units, which the generated batch script runs).
+    for kind in executors.registry().all():
+        if kind.task_command and kind.run_task:
+            p = sub.add_parser(kind.task_command)
+            p.add_argument("plan", metavar="PLAN")
+            p.set_defaults(func=_cmd_task, run_task=kind.run_task)
 
 
-def _cmd_slurm_task(args: argparse.Namespace) -> int:
-    return task.run_task(Path(args.plan), args.inputs.environ, out=_report)
+def _cmd_task(args: argparse.Namespace) -> int:
+    return int(args.run_task(Path(args.plan), args.inputs.environ, _report))
 
 
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
@@ -212,7 +221,7 @@ def _add_summary(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_batch(args: argparse.Namespace) -> int:
-    flags = slurm.local_flags(vars(args), args.inputs.environ)
+    flags = executors.task_flags(vars(args), args.inputs.environ)
     settings = spec.resolve(flags)
     if (rc := _in_image(settings, args)) is not None:
         return rc
@@ -354,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     args = parser.parse_args(argv)
     args.argv = argv  # for the run inside an image
-    if args.command not in usage.INTERNAL:  # their environment is the harness's own
+    if args.command not in internal():  # their environment is the harness's own
         for line in inputs.unread_exports(variables.environ()):
             _err(line)
     try:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from harness import errors
+from harness import errors, executors
 from harness.campaign import ops as ops_
 from harness.campaign import plan, where
 from harness.contract.identity import RunIdentity, read_identity
@@ -65,8 +65,7 @@ def finished_status(end: Ended, log: Path) -> OpStatus:
                     device="" if end.where == "-" else end.where,
                     timer=ident.timer or "", wall_s=end.wall_s,
                     run=str(run_dir) if run_dir else "",
-                    slurm_task=end.facts.get("slurm_task", ""),
-                    slurm_state=end.facts.get("slurm_state", ""),
+                    facts={k: v for k, v in end.facts.items() if v},
                     reason=_reason(end, ident, skipped))
 
 
@@ -111,7 +110,7 @@ class BatchRecord:
         return " ".join(f"{name}={found.count(name)}" for name in TASK_ENDS)
 
     def _save(self) -> None:
-        atomic_write_text(self.csv, render_csv(self.table.values()))
+        atomic_write_text(self.csv, render_csv(self.table.values(), executors.fact_names()))
 
 
 class _Events:
@@ -159,9 +158,11 @@ def run_batch(record: BatchRecord, ops: Sequence[str], forwarded: Sequence[str],
         if all(s.status == NOT_RUN for s in record.table.values()):
             shutil.rmtree(record.dir)  # claimed a moment ago by this process; nothing ran
         raise
-    for op, facts in outcome.facts.items():
-        if op in record.table and facts.get("slurm_state"):
-            record.record(replace(record.table[op], slurm_state=facts["slurm_state"]))
+    for op, facts in outcome.facts.items():  # what the executor learned after the end
+        if op in record.table and any(facts.values()):
+            found = record.table[op]
+            record.record(replace(found, facts={**found.facts,
+                                                **{k: v for k, v in facts.items() if v}}))
     if outcome.signal is not None:
         out(f"BATCH_INTERRUPTED signal={signal.Signals(outcome.signal).name} "
             f"{record.counts()} status={record.csv}"
@@ -200,16 +201,16 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
     are what the user gave (OPS, WALLS_FROM, the executor's settings)."""
     ops = ops_.resolve_ops(settings, flags, env)
     forwarded = forwarded_flags(settings, flags)
-    cfg = where.config(settings, flags, env)
+    chosen = where.config(settings, flags, env)
     timeout_s = where.unit_timeout(flags, env)
     workers = where.workers(flags, env, sides=False)
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(str(walls_path))) if walls_path else {}
     if settings.dry_run:  # the whole plan first, then every check that would fail
-        executor = where.executor(settings, cfg, settings.out / "batch" / "<ts>", out=out,
+        executor = where.executor(settings, chosen, settings.out / "batch" / "<ts>", out=out,
                                   env=env, workers=workers)
         checked = collect_preflight(settings, with_accelerator=False, checks=BATCH_CHECKS,
-                                    report=out, remote=cfg is not None)
+                                    report=out, remote=chosen.kind.remote)
         lines, rc = describe_dry_run(settings, ops, forwarded, executor, walls)
         lines.append("each operator stopped after " + (
             f"{timeout_s} s (UNIT_TIMEOUT"
@@ -218,12 +219,12 @@ def main(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str]
         for line in lines:
             out(line)
         return max(rc, checked.write_failures(out, lambda line: print(line, file=sys.stderr)))
-    where.preflight(cfg, settings.out, out)
+    where.preflight(chosen, settings.out, out)
     checked = collect_preflight(settings, checks=("out",))
     if checked.failures:
         raise checked.failures[0].error
     record = BatchRecord(settings.out, ops)
-    executor = where.executor(settings, cfg, record.dir.resolve(), out=out, env=env,
+    executor = where.executor(settings, chosen, record.dir.resolve(), out=out, env=env,
                               workers=workers)
     try:
         return run_batch(record, ops, forwarded, executor, out=out, timeout_s=timeout_s,

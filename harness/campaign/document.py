@@ -10,21 +10,26 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness import executors
 from harness.axes import Axis
 from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, CampaignState
 from harness.errors import UsageError
+from harness.executors import ExecutorDoc
 from harness.fsutil import atomic_write_json
 from harness.report.sources import CAMPAIGN_JSON
 from harness.settings.variables import MAX_ROUNDS
 from harness.stats import MAX_NOISE_FLOOR_PCT
 
-SCHEMA = "harness-campaign/1"
+SCHEMA = "harness-campaign/2"
+# /1: before the executor document, a cluster's settings and submissions under "slurm"
+READ_SCHEMAS = ("harness-campaign/1", SCHEMA)
 T = TypeVar("T")
 
 
 @dataclass
 class UnitRecord:
-    """One unit's state in campaign.json, updated as it runs (the executor's facts too)."""
+    """One unit's state in campaign.json, updated as it runs; `facts`: those its executor's
+    kind tells of its end (ExecutorKind.facts), kept beside the unit's own keys."""
 
     id: str
     op: str
@@ -35,17 +40,16 @@ class UnitRecord:
     wall_s: float | None = None
     device: str | None = None
     attempts: int = 0
-    slurm_task: str | None = None
-    slurm_state: str | None = None
+    facts: dict[str, str] = field(default_factory=dict)
     started_utc: str | None = None  # when it last started (harness status: for how long)
 
     def to_json(self) -> dict[str, Any]:
         """The unit's keys as campaign.json has them: an executor's facts only where known."""
         doc = asdict(self)
-        for key in ("slurm_task", "slurm_state", "started_utc"):
-            if doc[key] is None:
-                del doc[key]
-        return doc
+        doc.pop("facts")
+        started = doc.pop("started_utc")
+        doc.update({k: v for k, v in self.facts.items() if v})
+        return {**doc, **({"started_utc": started} if started is not None else {})}
 
 
 @dataclass
@@ -83,14 +87,6 @@ class DriverRecord:
 
 
 @dataclass
-class ExecutorRecord:
-    """What a cluster executor keeps between runs: the settings given it, its submissions."""
-
-    flags: dict[str, str] = field(default_factory=dict)
-    submissions: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
 class Campaign:
     """A campaign's plan and its state; campaign.json on disk."""
 
@@ -111,7 +107,7 @@ class Campaign:
     # the noise floor by A latency from NOISE_FROM's A/A (noisefloor.NoiseModel.to_json);
     # empty: every row gets noise_floor_pct
     noise_floor_bands: list[dict[str, Any]] = field(default_factory=list)
-    slurm: ExecutorRecord | None = None
+    executor: ExecutorDoc = field(default_factory=ExecutorDoc)
     side_artifacts: dict[str, list[str]] = field(default_factory=dict)
     interrupted: dict[str, Any] | None = None
     auto: dict[str, int] | None = None  # ROUNDS=auto: {"min": MIN_ROUNDS, "max": MAX_ROUNDS}
@@ -132,7 +128,7 @@ class Campaign:
         doc: dict[str, Any] = {"schema": SCHEMA}
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("slurm", "interrupted", "auto", "driver") and value is None:
+            if f.name in ("interrupted", "auto", "driver") and value is None:
                 continue
             if f.name == "noise_floor_bands" and not value:  # one floor: as before
                 continue
@@ -146,7 +142,9 @@ class Campaign:
                          for op, info in value.items()}
             elif f.name == "units":
                 value = [u.to_json() for u in value]
-            elif f.name in ("slurm", "driver"):
+            elif f.name == "executor":
+                value = value.to_json()
+            elif f.name == "driver":
                 value = asdict(value)
             doc[f.name] = value
         return doc
@@ -159,10 +157,15 @@ class Campaign:
     def from_json(cls, doc: Any) -> Campaign:
         """The campaign of a campaign.json document; BadDocument naming the first bad field."""
         read = _Reader(doc, "")
-        if read.value("schema", str) != SCHEMA:
+        if read.value("schema", str) not in READ_SCHEMAS:
             raise BadDocument(f"schema is {doc.get('schema')!r}; expected {SCHEMA!r}")
         axis = read.child("axis")
-        slurm = read.optional("slurm", dict)
+        kept = read.optional("executor", dict)
+        try:
+            executor = executors.doc_before(doc) if kept is None else executors.doc_from_json(
+                kept)
+        except UsageError as exc:
+            raise BadDocument(str(exc)) from None
         driver = None if read.optional("driver", dict) is None else read.child("driver")
         return cls(
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
@@ -179,8 +182,7 @@ class Campaign:
             python=read.optional("python", str) or "python3",
             noise_from=read.optional("noise_from", str),
             noise_floor_bands=list(read.optional("noise_floor_bands", list) or []),
-            slurm=None if slurm is None else ExecutorRecord(
-                dict(slurm.get("flags") or {}), list(slurm.get("submissions") or [])),
+            executor=executor,
             side_artifacts={k: list(v) for k, v in
                             (read.optional("side_artifacts", dict) or {}).items()},
             interrupted=read.optional("interrupted", dict),
@@ -278,8 +280,8 @@ def _unit(read: _Reader) -> UnitRecord:
         reason=read.optional("reason", str),
         rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
         device=read.optional("device", str), attempts=read.value("attempts", int),
-        slurm_task=read.optional("slurm_task", str),
-        slurm_state=read.optional("slurm_state", str),
+        facts={key: value for key in executors.fact_names()
+               if (value := read.optional(key, str)) is not None},
         started_utc=read.optional("started_utc", str))
 
 

@@ -203,8 +203,7 @@ class UnitEvents:
         entry = self.campaign.unit(task.id)
         entry.status, entry.rc, entry.wall_s = end.state, end.rc, end.wall_s
         entry.reason, entry.device = end.reason, end.where
-        entry.slurm_task = end.facts.get("slurm_task") or entry.slurm_task
-        entry.slurm_state = end.facts.get("slurm_state") or entry.slurm_state
+        entry.facts = {**entry.facts, **{k: v for k, v in end.facts.items() if v}}
         full = nospace.child_full(end)
         if full is not None:  # the unit did not finish: a resume runs it again
             entry.status = INTERRUPTED

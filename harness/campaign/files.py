@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from harness import executors
 from harness.campaign.document import Campaign
 from harness.campaign.plan import SIDES
 from harness.campaign.result import build_document, campaign_status
@@ -27,8 +28,7 @@ def write_campaign(directory: Path, campaign: Campaign, settings: Settings,
                   "variable": campaign.axis.variable, "ops": list(campaign.ops),
                   "units": [u.id for u in campaign.units], "status": status.state,
                   "finished_units": list(status.finished_units),
-                  # the batch scripts the cluster ran, by sha256 (EXECUTOR=slurm)
-                  "slurm": campaign.slurm.submissions if campaign.slurm else None},
+                  **executors.receipt_fields(campaign.executor)},
         sides={side: {"runs": list((doc.sides or {}).get(side, ()))} for side in SIDES},
         rows=[abjson.row_json(r) for r in doc.rows],
         commands=[list(c) for c in doc.commands or ()], caliber=dict(doc.caliber.values),

@@ -6,11 +6,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness import backends, stats
+from harness import backends, executors, stats
 from harness.campaign import ab, checkout, driver, dryrun, plan, start, where
 from harness.campaign.document import Campaign, load
 from harness.errors import EXIT_OK, UsageError, choice_error
-from harness.executors import slurm
 from harness.report import abjson
 from harness.report.sources import AB_JSON
 from harness.settings import abspec, spec, variables
@@ -77,30 +76,27 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     settings = _resume_settings(campaign, flags, env)
     checkout.check_same_commit(directory, campaign, settings)
     # A campaign resumes where it ran unless EXECUTOR says otherwise.
-    remote = slurm.executor(flags, env, "slurm" if campaign.slurm else "local") == "slurm"
-    stored_flags = campaign.slurm.flags if campaign.slurm else {}
-    cfg, kept = (slurm.resume_config(stored_flags, settings, flags, env,
-                                     task_image=not campaign.axis.kind.side_images) if remote
-                 else (None, {}))
+    chosen = executors.resumed(campaign.executor, settings, flags, env,
+                               task_image=not campaign.axis.kind.side_images)
     if flags.get("exclude") not in (None, ""):  # in memory: the driver writes it, under the lock
         plan.exclude(campaign, str(flags["exclude"]))
     new = _added_rounds(directory, campaign, flags, env)
     left_out = [op for op, info in campaign.ops.items() if info.excluded]
     if not dry_run:
         driver.check_no_driver(directory)
-    settled = where.earlier_arrays(directory, campaign, remote)  # before anything is written
+    settled = where.earlier_runs(directory, campaign, chosen)  # before anything is written
     out(f"resuming {directory}: {len(plan.units_to_run(campaign)) - len(settled)} units to run "
         f"({len(new)} added)" + (f"; excluded: {', '.join(left_out)}" if left_out else ""))
     workers = start.campaign_workers(campaign.axis, flags, env)
-    executor = start.campaign_executor(settings, cfg, directory, campaign, env, out, workers)
+    executor = start.campaign_executor(settings, chosen, directory, campaign, env, out, workers)
     if dry_run:
         for line in dryrun.describe(campaign, executor, directory,
                                    "exists; nothing added to it"):
             out(line)
         return EXIT_OK
-    where.preflight(cfg, directory, out)
-    if cfg is not None and campaign.slurm is not None:
-        campaign.slurm.flags = kept
+    where.preflight(chosen, directory, out)
+    if chosen.kind.keeps:  # campaign_executor made the document its own
+        campaign.executor.settings = chosen.given
     # The added rounds reach campaign.json only from the driver, which writes it once it holds
     # the campaign's lock: a resume refused because another driver runs changes nothing.
     return start.drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,

@@ -14,14 +14,10 @@ from typing import Any
 from harness import stats
 from harness.axes import Axis
 from harness.campaign import ab, driver, dryrun, ops, plan, stacks, where
-from harness.campaign.document import (
-    Campaign,
-    ExecutorRecord,
-    newest_alike,
-)
+from harness.campaign.document import Campaign, newest_alike
 from harness.contract.states import CampaignState
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, Interrupted, PreflightError, UsageError
-from harness.executors import slurm
+from harness.executors import Chosen, ExecutorDoc
 from harness.executors.base import Ended, Executor
 from harness.history import recording
 from harness.report import ci, gate
@@ -64,15 +60,16 @@ def campaign_workers(axis: Axis, flags: Mapping[str, Any], env: Mapping[str, str
     return "0" if axis.kind.side_images else where.workers(flags, env)
 
 
-def campaign_executor(settings: Settings, cfg: slurm.SlurmConfig | None, directory: Path,
-              campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None],
-              workers: str) -> Executor:
-    """Where the campaign's units run; a cluster's submissions are kept in campaign.json,
-    so that a resume re-attaches to them."""
-    if cfg is not None and campaign.slurm is None:
-        campaign.slurm = ExecutorRecord()
-    return where.executor(settings, cfg, directory,
-                          submissions=campaign.slurm.submissions if campaign.slurm else None,
+def campaign_executor(settings: Settings, chosen: Chosen, directory: Path,
+                      campaign: Campaign, env: Mapping[str, str], out: Callable[[str], None],
+                      workers: str) -> Executor:
+    """Where the campaign's units run. A kind that keeps state between runs (a cluster's
+    submissions) keeps it in campaign.json's executor document, so that a resume re-attaches
+    to them; a run elsewhere leaves that document as it is."""
+    if chosen.kind.keeps and campaign.executor.name != chosen.kind.name:
+        campaign.executor = ExecutorDoc(chosen.kind.name)
+    state = campaign.executor.state if campaign.executor.name == chosen.kind.name else {}
+    return where.executor(settings, chosen, directory, state=state,
                           saved=lambda: campaign.save(directory), out=out, env=env,
                           workers=workers)
 
@@ -121,20 +118,20 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
-    cfg = where.config(settings, flags, env, task_image=not axis.kind.side_images)
+    chosen = where.config(settings, flags, env, task_image=not axis.kind.side_images)
     workers = campaign_workers(axis, flags, env)
     timeout_s = where.unit_timeout(flags, env)  # refused before anything is planned or made
     commits = stacks.commits(settings, axis, ab_spec, out)
     with tempfile.TemporaryDirectory(prefix="zl-bench-") as scratch:
         info, first_plan, checked = _operators(
             stacks.scan_settings(settings, commits, Path(scratch)), flags, env, out,
-            remote=cfg is not None)
+            remote=chosen.kind.remote)
     stacks.skip_one_sided(settings, commits, info, out)
     nodes = [v["node"] for v in info.values() if "node" in v]  # one that runs, where any does
     first = next((v["node"] for v in info.values() if "node" in v and "skipped" not in v),
                  nodes[0])
     axis, checked = stacks.sides(dryrun.with_node(settings, first), axis, ab_spec, commits, out,
-                                 checked, local=cfg is None)
+                                 checked, local=not chosen.kind.remote)
     label = next(iter(info)) if len(info) == 1 else "suite"
     parent = settings.out / "ab" / f"{axis.name}-{label}"
     campaign = plan.new_campaign(
@@ -150,24 +147,24 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
         out(note)
     if settings.dry_run:
         where_to = parent / rundir.utc_stamp()
-        executor = campaign_executor(settings, cfg, where_to, campaign, env, out, workers)
+        executor = campaign_executor(settings, chosen, where_to, campaign, env, out, workers)
         for line in [*dryrun.describe(campaign, executor, where_to),
                      *dryrun.first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK
-        where.preflight(cfg, settings.out, out, dry_run=True)
+        where.preflight(chosen, settings.out, out, dry_run=True)
         # An operator without a node is in the plan with its PREFLIGHT_FAILED (as in batch).
         return max(rc, EXIT_PREFLIGHT if any("reason" in v for v in info.values()) else EXIT_OK)
-    where.preflight(cfg, settings.out, out)
-    if cfg is not None:  # what a resume submits with, unless given otherwise then
-        campaign.slurm = ExecutorRecord(slurm.given_flags(flags, env))
+    where.preflight(chosen, settings.out, out)
+    # what a resume runs on, with these settings unless given otherwise then
+    campaign.executor = ExecutorDoc(chosen.kind.name, chosen.given)
     directory = rundir.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      rundir.utc_stamp())
     campaign.dir = str(directory)
     stacks.prepare(dryrun.with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     recording.record(flags, env, settings.out, directory, out)  # an interrupted one is there too
-    executor = campaign_executor(settings, cfg, directory, campaign, env, out, workers)
+    executor = campaign_executor(settings, chosen, directory, campaign, env, out, workers)
     return drive_recorded(directory, campaign, settings, executor, flags, env, out, workers,
                            timeout_s)
 

@@ -5,22 +5,23 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from harness.contract.states import NOT_RUN
 from harness.errors import UsageError
 
 OPS_STATUS_CSV = "ops_status.csv"
+# An executor's facts of a task's end (a cluster's task and its state) come between run and
+# reason, one column each.
 COLUMNS = ("op", "node", "status", "rc", "rows", "backend", "device", "timer", "wall_s", "run",
-           "slurm_task", "slurm_state",  # EXECUTOR=slurm: the array task and how it ended
            "reason")  # why an operator is not ok: pytest's skip reason, its log's last line
 
 
 @dataclass(frozen=True)
 class OpStatus:
-    """One line of ops_status.csv."""
+    """One line of ops_status.csv; `facts`: its executor's, by column."""
 
     op: str
     status: str = NOT_RUN
@@ -32,18 +33,25 @@ class OpStatus:
     timer: str = ""
     wall_s: float | None = None
     run: str = ""
-    slurm_task: str = ""
-    slurm_state: str = ""
     reason: str = ""
+    facts: Mapping[str, str] = field(default_factory=dict)
 
     def row(self) -> dict[str, str]:
-        return {c: "" if getattr(self, c) is None else str(getattr(self, c)) for c in COLUMNS}
+        return {**{c: "" if getattr(self, c) is None else str(getattr(self, c))
+                   for c in COLUMNS}, **self.facts}
 
 
-def render_csv(statuses: Iterable[OpStatus]) -> str:
-    """The text of ops_status.csv: the header of COLUMNS, then one line per operator."""
+def columns(facts: Sequence[str] = ()) -> tuple[str, ...]:
+    """The header of ops_status.csv with the executors' `facts` columns."""
+    return (*COLUMNS[:-1], *facts, COLUMNS[-1])
+
+
+def render_csv(statuses: Iterable[OpStatus], facts: Sequence[str] = ()) -> str:
+    """The text of ops_status.csv: the header (columns), then one line per operator; a fact
+    of a column not in `facts` is left out."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=columns(facts), lineterminator="\n",
+                            extrasaction="ignore")
     writer.writeheader()
     writer.writerows(s.row() for s in statuses)
     return buf.getvalue()
@@ -64,15 +72,17 @@ def read_ops_status(path: Path, required: Sequence[str] = ("op",)) -> list[OpSta
     for column in required:
         if column not in names:
             raise UsageError(f"{str(path)!r} has no {column!r} column")
-    return [_status(path, {k: (v or "").strip() for k, v in line.items() if k in COLUMNS})
-            for line in lines]
+    return [_status(path, {k: (v or "").strip() for k, v in line.items()
+                           if isinstance(k, str)}) for line in lines]
 
 
 def _status(path: Path, cells: dict[str, str]) -> OpStatus:
+    """One line's status; a column outside COLUMNS is an executor's fact (where it has one)."""
     op = cells.get("op", "")
     texts = {f.name: cells.get(f.name, "") for f in fields(OpStatus)
-             if f.name not in ("rc", "rows", "wall_s")}
-    return OpStatus(**texts, rc=_integer(path, op, "rc", cells.get("rc", "")),
+             if f.name not in ("rc", "rows", "wall_s", "facts")}
+    facts = {k: v for k, v in cells.items() if k not in COLUMNS and v}
+    return OpStatus(**texts, facts=facts, rc=_integer(path, op, "rc", cells.get("rc", "")),
                     rows=_integer(path, op, "rows", cells.get("rows", "")),
                     wall_s=_seconds(path, op, cells.get("wall_s", "")))
 

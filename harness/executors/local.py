@@ -10,11 +10,21 @@ from pathlib import Path
 
 from harness.backends import Backend
 from harness.contract.states import RAN_TO_END
-from harness.executors import device_lock, procs
+from harness.executors import (
+    Build,
+    Env,
+    ExecutorKind,
+    Flags,
+    device_lock,
+    procs,
+    refuse_owned_runner,
+)
 from harness.executors.base import Ended, Events, Outcome, Task, reason_for, state_for
+from harness.executors.devices import select_devices
 from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
 from harness.executors.workers import WorkerHost
 from harness.settings import cmdline
+from harness.settings.spec import Settings
 
 
 def deal(tasks: Sequence[Task], devices: Sequence[str | None],
@@ -143,3 +153,33 @@ class LocalExecutor:
         with deferred_signals(scheduler.request_stop):
             signum = scheduler.run([t.id for t in tasks], ready=ready)
         return Outcome(signum)
+
+
+# --------------------------------------------------------------------------- the kind
+
+
+def worker_devices(settings: Settings, env: Mapping[str, str] | None = None
+                   ) -> list[str | None]:
+    """One entry per worker: the devices of select_devices, or [None] for one unpinned
+    worker where the backend has no accelerator or none is found."""
+    devices = select_devices(settings, env)
+    return [*devices] if devices else [None]
+
+
+def build(given: Build) -> LocalExecutor:
+    """This host's devices, one task at a time on each; WORKERS other than 0 hosts workers."""
+    workers, note = given.workers, None
+    if workers in ("A", "B"):
+        note = (f"pytest: side {workers} in workers that stay up, side "
+                f"{'B' if workers == 'A' else 'A'} in fresh processes (WORKERS={workers})")
+    return LocalExecutor(worker_devices(given.settings, given.env), resident=workers != "0",
+                         note=note, backend=given.settings.backend)
+
+
+def flags(given: Flags, env: Env) -> dict[str, object]:
+    """The flags as given; a runner that only another kind's tasks take is refused."""
+    refuse_owned_runner(given, env, KIND)
+    return dict(given)
+
+
+KIND = ExecutorKind(name="local", build=build, flags=flags)

@@ -13,9 +13,10 @@ DESCRIPTION = textwrap.fill(
     "them); in a checkout, `make help` shows the same as make targets.", 88)
 
 # The subcommands a user runs, in the order the short usage lists them; the others (ab-unit,
-# slurm-task) are run by the harness itself and kept out of every help.
+# and each executor kind's task, e.g. slurm-task) are run by the harness itself and kept out
+# of every help.
 COMMON = ("run", "batch", "ab", "summary", "preflight", "backends", "vars")
-INTERNAL = ("ab-unit", "slurm-task")
+INTERNAL = ("ab-unit",)
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "backends": ("harness backends", "harness backends --json"),

@@ -120,7 +120,8 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path, wo
 
 _DRIVER = """
 import json, os, sys
-from harness.campaign import batch, where
+from harness.campaign import batch
+from harness.executors import local
 from harness.executors.local import LocalExecutor
 from harness.settings import spec
 
@@ -135,7 +136,7 @@ child = ("import signal, subprocess, sys, time; "
 try:
     ops = ["a", "b", "c"]
     batch.run_batch(batch.BatchRecord(settings.out, ops), ops, [],
-                    LocalExecutor(where.worker_devices(settings), grace_s=1.0),
+                    LocalExecutor(local.worker_devices(settings), grace_s=1.0),
                     command=lambda op: [sys.executable, "-c", child, pids])
 except KeyboardInterrupt:
     sys.exit(130)

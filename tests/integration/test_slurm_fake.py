@@ -279,3 +279,34 @@ def test_a_local_resume_while_an_array_task_runs_is_refused_naming_the_job(fake_
     assert (unit["status"], unit["attempts"]) == ("ok", 1)  # its array task's end, kept
     assert "[start]" not in resumed.stdout
     assert harness(fake_env, "receipt", "verify", str(directory)).returncode == 0
+
+
+def _as_written_before(directory: Path) -> None:
+    """Rewrite campaign.json as the harness wrote it before campaigns kept an executor
+    document: schema /1, the Slurm settings and submissions under "slurm"."""
+    path = directory / "campaign.json"
+    doc = json.loads(path.read_text())
+    kept = doc.pop("executor")
+    doc.update(schema="harness-campaign/1", slurm={"flags": kept["settings"],
+                                                   "submissions": kept["state"]["submissions"]})
+    path.write_text(json.dumps(doc))
+
+
+def test_a_campaign_written_before_executor_documents_resumes_on_slurm_as_it_ran(fake_env,
+                                                                               tmp_path):
+    first = harness(fake_env, "ab", *common_args(tmp_path), "--op", "tanh", "--axis", "none",
+                    "--rounds", "1", "--slurm-parallel", "1")
+    assert first.returncode == 0, slurm_cases.says(first)
+    directory = slurm_cases.campaign_dir(tmp_path)
+    _as_written_before(directory)
+    # no EXECUTOR given: the campaign's own, with the SLURM_PARALLEL it kept
+    resumed = harness(fake_env, "ab", "--resume", str(directory), "--rounds", "2")
+    assert resumed.returncode == 0, slurm_cases.says(resumed)
+    assert "--array=0%1 " in resumed.stdout
+    doc = json.loads((directory / "campaign.json").read_text())
+    assert doc["schema"] == "harness-campaign/2" and "slurm" not in doc
+    assert doc["executor"]["name"] == "slurm"
+    assert doc["executor"]["settings"] == {"slurm_parallel": "1"}
+    # the earlier submission is kept: the resume's is the second
+    assert [s["key"] for s in doc["executor"]["state"]["submissions"]] == ["s1-r0", "s2-later"]
+    assert all(u["status"] == "ok" and u["slurm_task"] for u in doc["units"])

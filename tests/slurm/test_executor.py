@@ -27,8 +27,8 @@ def queued(cluster: Cluster, job: str) -> list[str]:
 
 
 def array_job(shared: Path) -> str:
-    receipt = json.loads((cases.campaign_dir(shared) / "campaign.json").read_text())
-    return receipt["slurm"]["submissions"][0]["job"]
+    doc = json.loads((cases.campaign_dir(shared) / "campaign.json").read_text())
+    return doc["executor"]["state"]["submissions"][0]["job"]
 
 
 def test_ab_on_slurm_writes_the_local_executors_report(slurm, tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.campaign import batch, ops, where
+from harness.campaign import batch, ops
 from harness.contract.ops_status import OpStatus
 from harness.errors import PreflightError, UsageError
-from harness.executors import procs
+from harness.executors import local, procs
 from harness.executors.base import Ended, last_line, state_for
 from harness.executors.local import LocalExecutor
 from harness.settings import spec
@@ -171,17 +171,17 @@ def test_interrupted_child_keeps_its_partial_run_directory(tmp_path):
 
 
 def test_cpu_has_one_unpinned_worker_whatever_devices_says(tmp_path):
-    assert where.worker_devices(_settings(tmp_path, devices="0,1")) == [None]
+    assert local.worker_devices(_settings(tmp_path, devices="0,1")) == [None]
 
 
 def test_accelerator_gets_one_worker_per_distinct_device(tmp_path):
-    assert where.worker_devices(_accelerator(tmp_path, "2,0,2")) == ["2", "0"]
+    assert local.worker_devices(_accelerator(tmp_path, "2,0,2")) == ["2", "0"]
 
 
 def test_accelerator_without_a_device_tool_falls_back_to_one_unpinned_worker(tmp_path):
     settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
     backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
-    assert where.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
+    assert local.worker_devices(dataclasses.replace(settings, backend=backend)) == [None]
 
 
 def test_a_visibility_selection_pins_workers_where_the_device_tool_is_missing(tmp_path,
@@ -191,7 +191,7 @@ def test_a_visibility_selection_pins_workers_where_the_device_tool_is_missing(tm
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
     settings = dataclasses.replace(_accelerator(tmp_path, "0"), devices=())
     backend = dataclasses.replace(settings.backend, smi_command=("no-such-smi-tool",))
-    assert where.worker_devices(dataclasses.replace(settings, backend=backend)) == ["6", "7"]
+    assert local.worker_devices(dataclasses.replace(settings, backend=backend)) == ["6", "7"]
 
 
 def test_children_get_the_resolved_backend_and_the_given_flags_but_not_devices(tmp_path):

@@ -202,12 +202,13 @@ def test_a_cluster_eta_follows_the_rate_units_finish_at():
 
 def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
     doc = document(tmp_path)
-    doc.unit("mm/r0").slurm_task = "7_0"
+    doc.unit("mm/r0").facts = {"slurm_task": "7_0"}
     doc.save(tmp_path)
     text = json.loads((tmp_path / "campaign.json").read_text())
     assert set(text) == {"schema", "dir", "created_utc", "axis", "caliber", "argv", "rounds",
                          "walls", "walls_from", "ops", "units", "state", "noise_floor_pct",
-                         "python", "noise_from", "side_artifacts"}
+                         "python", "noise_from", "side_artifacts", "executor"}
+    assert text["executor"] == {"name": "local", "settings": {}, "state": {}}
     assert text["axis"] == {"name": "X", "variable": "X", "a": "0", "b": "1"}
     assert text["units"][0] == {"id": "mm/r0", "op": "mm", "round": 0, "status": "not_run",
                                 "reason": None, "rc": None, "wall_s": None, "device": None,

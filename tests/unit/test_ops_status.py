@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from harness import executors
 from harness.contract.ops_status import OpStatus, read_ops_status, render_csv
 from harness.errors import UsageError
 
 
 def test_csv_has_exactly_the_design_columns_in_order():
+    # the executors' facts between run and reason: DESIGN.md's slurm_task, slurm_state
     text = render_csv([OpStatus("tanh", "ok", "n", 0, 8, "cpu", "", "direct", 1.5,
-                                "runs/tanh/x"), OpStatus("mm")])
+                                "runs/tanh/x"), OpStatus("mm")], executors.fact_names())
     lines = text.splitlines()
     assert lines[0] == ("op,node,status,rc,rows,backend,device,timer,wall_s,run,slurm_task,"
                         "slurm_state,reason")
@@ -20,9 +22,15 @@ def test_csv_has_exactly_the_design_columns_in_order():
 
 def test_what_is_written_reads_back_as_it_was(tmp_path):
     written = [OpStatus("tanh", "ok", "n", 0, 8, "cpu", "3", "direct", 41.23, "runs/tanh/x",
-                        reason="a, b"), OpStatus("mm", "crashed", rc=-9), OpStatus("add")]
-    (tmp_path / "ops_status.csv").write_text(render_csv(written))
+                        reason="a, b", facts={"slurm_task": "7_0"}),
+               OpStatus("mm", "crashed", rc=-9), OpStatus("add")]
+    (tmp_path / "ops_status.csv").write_text(render_csv(written, ("slurm_task", "slurm_state")))
     assert read_ops_status(tmp_path / "ops_status.csv") == written
+
+
+def test_a_fact_of_a_column_the_file_does_not_have_is_left_out():
+    text = render_csv([OpStatus("tanh", facts={"k8s_pod": "p-1"})])
+    assert "k8s_pod" not in text and "p-1" not in text
 
 
 def test_an_older_batchs_file_with_fewer_columns_reads_them_as_empty(tmp_path):

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import backends
+from harness import backends, executors
 from harness.axes import Axis
 from harness.campaign import driver, dryrun, where
 from harness.campaign import plan as campaign
-from harness.campaign.document import ExecutorRecord
 from harness.errors import PreflightError, UsageError
-from harness.executors import slurm
-from harness.executors.slurm import SlurmConfig, Stage, array
+from harness.executors import Build, Chosen, ExecutorDoc, slurm
+from harness.executors.slurm import SlurmConfig, Stage, array, kind
 from harness.executors.slurm.files import done_path
 from harness.executors.slurm.text import TaskState
 from harness.settings import spec
@@ -29,6 +28,18 @@ IMAGE = f"registry.example/zl-flaggems@{DIGEST}"
 
 def settings(backend: str = "cpu", runner: str = "host") -> spec.Settings:
     return spec.resolve({"backend": backend, "runner": runner}, env={})
+
+
+def cluster(cfg: SlurmConfig, directory: Path, submissions: list | None = None,
+            client: slurm.Slurm | None = None) -> array.SlurmExecutor:
+    """The Slurm kind's executor of a plan in `directory`, as a campaign builds it."""
+    state = {} if submissions is None else {"submissions": submissions}
+    return kind.build(Build(settings(), cfg, directory, where.LAUNCH, state), client=client)
+
+
+def task_command(given: spec.Settings, cfg: SlurmConfig, plan: Path, cwd: Path,
+                 mounts: list) -> list[str]:
+    return kind.task_command(given, cfg, plan, cwd, mounts, where.LAUNCH)
 
 
 def test_every_backend_names_a_slurm_unit_and_the_gpu_stacks_an_apptainer_flag():
@@ -67,21 +78,21 @@ def test_image_sides_run_their_tasks_on_the_host_and_refuse_a_task_image(tmp_pat
     given = settings("cuda", "pyxis")
     cfg = slurm.config(given, {}, {}, task_image=False)
     assert cfg.image is None
-    argv = where.task_command(given, cfg, tmp_path / "p.json", tmp_path, [(tmp_path, True)])
+    argv = task_command(given, cfg, tmp_path / "p.json", tmp_path, [(tmp_path, True)])
     assert argv[:2] == ["env", f"PYTHONPATH={spec.REPO_ROOT}"] and "srun" not in argv
     with pytest.raises(UsageError, match="SLURM_IMAGE=.* is not used with AXIS=image"):
         slurm.config(given, {}, {"SLURM_IMAGE": IMAGE}, task_image=False)
 
 
-def test_local_flags_default_the_runner_to_host_under_slurm_only():
-    assert slurm.local_flags({"executor": "slurm"}, {})["runner"] == "host"
-    assert "runner" not in slurm.local_flags({}, {})
+def test_task_flags_default_the_runner_to_host_under_slurm_only():
+    assert executors.task_flags({"executor": "slurm"}, {})["runner"] == "host"
+    assert "runner" not in executors.task_flags({}, {})
     with pytest.raises(UsageError, match="RUNNER='pyxis' runs Slurm tasks"):
-        slurm.local_flags({"runner": "pyxis"}, {})
+        executors.task_flags({"runner": "pyxis"}, {})
     with pytest.raises(UsageError, match="RUNNER='docker' is not accepted with EXECUTOR"):
-        slurm.local_flags({}, {"ZL_EXECUTOR": "slurm", "ZL_RUNNER": "docker"})
+        executors.task_flags({}, {"ZL_EXECUTOR": "slurm", "ZL_RUNNER": "docker"})
     with pytest.raises(UsageError, match="EXECUTOR='k8s'.*local, slurm"):
-        slurm.executor({"executor": "k8s"}, {})
+        executors.named({"executor": "k8s"}, {})
 
 
 def test_gpu_mode_script_asks_for_one_gpu_on_an_accelerator_and_none_on_cpu():
@@ -98,7 +109,7 @@ def test_node_mode_script_takes_a_whole_node():
 
 
 def test_host_runner_runs_this_python_on_the_checkout(tmp_path):
-    argv = where.task_command(settings(), SlurmConfig(), tmp_path / "p.json", tmp_path,
+    argv = task_command(settings(), SlurmConfig(), tmp_path / "p.json", tmp_path,
                               [(tmp_path, True)])
     assert argv == ["env", f"PYTHONPATH={spec.REPO_ROOT}", sys.executable, "-m",
                     "harness.cli", "slurm-task", str(tmp_path / "p.json")]
@@ -106,7 +117,7 @@ def test_host_runner_runs_this_python_on_the_checkout(tmp_path):
 
 def test_pyxis_runner_mounts_the_campaign_and_records_the_image_digest(tmp_path):
     cfg = SlurmConfig(image=IMAGE)
-    argv = where.task_command(settings("cuda", "pyxis"), cfg, tmp_path / "p.json", tmp_path,
+    argv = task_command(settings("cuda", "pyxis"), cfg, tmp_path / "p.json", tmp_path,
                               [(spec.REPO_ROOT, False), (tmp_path, True)])
     # one task, whatever SLURM_EXTRA asked of the job: the same step line as an A/B side's run
     assert argv[:3] == ["srun", "--ntasks=1", f"--container-image={IMAGE}"]
@@ -129,7 +140,7 @@ def test_task_mounts_add_the_inputs_and_a_campaign_outside_out(tmp_path):
 
 @pytest.mark.parametrize("backend, flag", [("cuda", "--nv"), ("rocm", "--rocm")])
 def test_apptainer_runner_brings_the_vendors_devices(tmp_path, backend, flag):
-    argv = where.task_command(settings(backend, "apptainer"), SlurmConfig(image=IMAGE),
+    argv = task_command(settings(backend, "apptainer"), SlurmConfig(image=IMAGE),
                               tmp_path / "p.json", tmp_path, [(tmp_path, True)])
     assert argv[:3] == ["apptainer", "exec", flag]
     assert f"docker://{IMAGE}" in argv and ["--bind", f"{tmp_path}:{tmp_path}"] == argv[3:5]
@@ -138,13 +149,13 @@ def test_apptainer_runner_brings_the_vendors_devices(tmp_path, backend, flag):
 def test_a_mount_path_with_a_comma_is_refused_not_split(tmp_path):
     odd = tmp_path / "a,b"
     with pytest.raises(UsageError, match="cannot mount"):
-        where.task_command(settings("cuda", "pyxis"), SlurmConfig(image=IMAGE),
+        task_command(settings("cuda", "pyxis"), SlurmConfig(image=IMAGE),
                            odd / "p.json", odd, [(odd, True)])
 
 
 def test_script_quotes_a_path_with_spaces_and_a_semicolon(tmp_path):
     odd = tmp_path / "a b;c"
-    command = where.task_command(settings(), SlurmConfig(), odd / "p.json", odd,
+    command = task_command(settings(), SlurmConfig(), odd / "p.json", odd,
                                  [(odd, True)])
     text = slurm.script_text(settings(), SlurmConfig(), "zl-x", command)
     exec_line = text.splitlines()[-1]
@@ -359,8 +370,7 @@ def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(t
     doc = _doc(tmp_path)
     doc.save(tmp_path)
     fake = RefusesSecond()
-    executor = where.cluster(settings(), SlurmConfig(), tmp_path, submissions=[],
-                             client=fake, out=print)
+    executor = cluster(SlurmConfig(), tmp_path, submissions=[], client=fake)
     executor.queued_jobs = lambda: {}  # nothing of an earlier run to re-attach to
     with pytest.raises(PreflightError, match="QOSMaxSubmitJobPerUserLimit"):
         driver.drive(tmp_path, doc, settings(), executor, out=print)
@@ -372,7 +382,7 @@ def test_a_refused_second_array_cancels_the_first_and_leaves_every_unit_to_run(t
 @pytest.mark.parametrize("value", ["fast", "0", "-1", "nan", "1e9"])
 def test_poll_interval_refused(value):
     with pytest.raises(UsageError, match=f"ZL_SLURM_POLL_S={value!r}"):
-        where.poll_s({"ZL_SLURM_POLL_S": value})
+        kind.poll_s({"ZL_SLURM_POLL_S": value})
 
 
 def test_watch_warns_once_while_squeue_does_not_answer(tmp_path):
@@ -392,8 +402,8 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
 
     doc = _doc(tmp_path)
     doc.unit("tanh/r0").status, doc.unit("tanh/r0").wall_s = "ok", 30.0
-    executor = where.cluster(settings(), SlurmConfig(), tmp_path,
-                             submissions=[{"key": "s1-r0"}, {"key": "s1-later"}])
+    executor = cluster(SlurmConfig(), tmp_path,
+                       submissions=[{"key": "s1-r0"}, {"key": "s1-later"}])
     lines = dryrun.describe(doc, executor, tmp_path)
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-2:] == [
@@ -468,8 +478,8 @@ def test_a_task_slurm_stopped_at_slurm_time_reads_timeout_with_the_limit(tmp_pat
         def ended(self, task, end):
             ends.append(end)
 
-    executor = where.cluster(settings(), SlurmConfig(time="30", unit="node"), tmp_path,
-                             submissions=[], client=fake, out=print)
+    executor = cluster(SlurmConfig(time="30", unit="node"), tmp_path, submissions=[],
+                       client=fake)
     executor.poll_s = 0
     executor.queued_jobs = lambda: {"7": [["a/r0", "b/r0"]]}
     tasks = [Task(i, ("x",), tmp_path / f"{i}.log") for i in ("a/r0", "b/r0")]
@@ -486,13 +496,14 @@ def test_a_dry_run_notes_what_the_clusters_preflight_would_refuse_and_creates_no
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch
     said = []
     out = tmp_path / "runs"
-    where.preflight(SlurmConfig(), out, said.append, dry_run=True)  # a plan made anywhere
+    chosen = Chosen(executors.get("slurm"), SlurmConfig())
+    where.preflight(chosen, out, said.append, dry_run=True)  # a plan made anywhere
     assert said == ["note: not on a Slurm login node here; the real run would stop: "
                     "PREFLIGHT_FAILED check=sbatch detail=EXECUTOR=slurm needs sbatch on PATH "
                     "(a Slurm login node); none was found"]
     assert not out.exists()
     with pytest.raises(PreflightError, match="check=sbatch"):
-        where.preflight(SlurmConfig(), out, said.append)
+        where.preflight(chosen, out, said.append)
 
 
 # --------------------------------------------------------------------------- a resume's arrays
@@ -502,6 +513,7 @@ def _handed(tmp_path, done_by: str | None, status: str = "ok"):
     """A campaign whose tanh/r0 was handed to array task 7_0; its done file, written by the
     array task `done_by` (None: none), says `status`."""
     doc = _doc(tmp_path, rounds=1)
+    doc.executor = ExecutorDoc("slurm")
     doc.unit("tanh/r0").status, doc.unit("tanh/r0").device = "submitted", "slurm:7_0"
     if done_by is not None:
         path = done_path(tmp_path, "tanh/r0")
@@ -531,14 +543,15 @@ def test_a_local_resume_that_cannot_ask_slurm_about_its_handed_units_is_refused(
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    here, there = Chosen(executors.get("local")), Chosen(executors.get("slurm"))
     with pytest.raises(UsageError) as info:
-        where.earlier_arrays(tmp_path, doc, remote=False)
+        where.earlier_runs(tmp_path, doc, here)
     assert str(info.value).startswith(
         f"RESUME={str(tmp_path)!r}: units of this campaign were handed to Slurm job(s) 7 and "
         "Slurm cannot say whether they still run (PREFLIGHT_FAILED check=slurm")
-    assert where.earlier_arrays(tmp_path, doc, remote=True) == []  # its executor asks again
+    assert where.earlier_runs(tmp_path, doc, there) == []  # its executor asks again
     local = _doc(tmp_path / "local", rounds=1)  # never handed to Slurm: nothing to ask
-    assert where.earlier_arrays(tmp_path / "local", local, remote=False) == []
+    assert where.earlier_runs(tmp_path / "local", local, here) == []
 
 
 def test_a_local_resume_is_refused_while_any_array_of_the_campaign_is_queued(tmp_path):
@@ -546,12 +559,16 @@ def test_a_local_resume_is_refused_while_any_array_of_the_campaign_is_queued(tmp
     # units interrupted in campaign.json, while their task may still write.
     doc = _handed(tmp_path, None)
     doc.unit("tanh/r0").status = "interrupted"
-    doc.slurm = ExecutorRecord(submissions=[{"job": "7", "key": "s1-r0", "tasks": [["tanh/r0"]]}])
+    doc.executor.state["submissions"] = [{"job": "7", "key": "s1-r0", "tasks": [["tanh/r0"]]}]
+
+    def settled(client: slurm.Slurm) -> list:
+        return kind.settled(tmp_path, {}, doc.executor, False, client=client)
+
     client = slurm.Slurm(Scripted({"squeue": [(0, "7_0|COMPLETING|None\n", "")]}))
     with pytest.raises(UsageError, match=r"Slurm job\(s\) 7 of this campaign still have tasks"):
-        where.earlier_arrays(tmp_path, doc, remote=False, client=client)
+        settled(client)
     gone = slurm.Slurm(Scripted({"squeue": [(1, "", "Invalid job id specified")]}))
-    assert where.earlier_arrays(tmp_path, doc, remote=False, client=gone) == []
+    assert settled(gone) == []
     silent = slurm.Slurm(Scripted({"squeue": [(1, "", "Socket timed out")]}))
     # nothing handed to it now: a local resume need not wait for Slurm to answer
-    assert where.earlier_arrays(tmp_path, doc, remote=False, client=silent) == []
+    assert settled(silent) == []

@@ -11,19 +11,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import PreflightError, UsageError, choice_error
+from harness.errors import PreflightError, UsageError
 from harness.executors.slurm import text as slurm_text
 from harness.executors.slurm.text import TaskState
 from harness.settings import variables
 from harness.settings.spec import CLUSTER_RUNNERS, Settings
-from harness.settings.variables import EXECUTORS, Var
 
 SLURM_DIR = "slurm"  # under a campaign or batch: scripts, plans, task logs, done files
 DONE_DIR = "done"  # one JSON file per finished unit, written by the task that ran it
 NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")  # not seen by other nodes
-# EXECUTOR and the SLURM_* settings of the variables table: what a campaign keeps for its resume.
-VARS: tuple[Var, ...] = tuple(var for var in variables.group(variables.EXECUTOR)
-                              if var.make == "EXECUTOR" or var.make.startswith("SLURM_"))
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:#-]*@sha256:[0-9a-f]{64}")
 
 Run = Callable[..., subprocess.CompletedProcess]
@@ -45,46 +41,6 @@ class SlurmConfig:
 
 def _value(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
     return variables.named(name).given(flags, env)
-
-
-def executor(flags: Mapping[str, object], env: Mapping[str, str], default: str = "local"
-             ) -> str:
-    value = _value("EXECUTOR", flags, env) or default
-    if value not in EXECUTORS:
-        raise choice_error("EXECUTOR", value, EXECUTORS)
-    return value
-
-
-def given_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, str]:
-    """The SLURM_* values given as flags or in the environment, by flag dest: a campaign keeps
-    them, so that a resume submits as the campaign did."""
-    return {v.dest: value for v in VARS if v.make != "EXECUTOR"
-            and (value := _value(v.make, flags, env)) is not None}
-
-
-def resume_config(stored: Mapping[str, str], settings: Settings, flags: Mapping[str, object],
-                  env: Mapping[str, str], task_image: bool = True
-                  ) -> tuple[SlurmConfig, dict[str, str]]:
-    """A resume's SlurmConfig: the SLURM_* values the campaign kept (`stored`), any given now
-    replacing them; with those values, to keep."""
-    kept = {**stored, **given_flags(flags, env)}
-    return config(settings, {**kept, "detach": flags.get("detach")}, {}, task_image), kept
-
-
-def local_flags(flags: Mapping[str, object], env: Mapping[str, str]) -> dict[str, object]:
-    """The flags with RUNNER defaulting to host under EXECUTOR=slurm (a task runs on its
-    node's stack unless RUNNER names a cluster runner); a cluster runner needs slurm."""
-    flags = dict(flags)
-    runner = variables.named("RUNNER").given(flags, env)
-    if executor(flags, env) == "slurm":
-        if not runner:
-            flags["runner"] = "host"
-        elif runner not in ("host", *CLUSTER_RUNNERS):
-            raise UsageError(f"RUNNER={runner!r} is not accepted with EXECUTOR=slurm; "
-                             f"expected one of: host, {', '.join(CLUSTER_RUNNERS)}")
-    elif runner in CLUSTER_RUNNERS:
-        raise UsageError(f"RUNNER={runner!r} runs Slurm tasks; it needs EXECUTOR=slurm")
-    return flags
 
 
 def config(settings: Settings, flags: Mapping[str, object], env: Mapping[str, str],
