@@ -179,6 +179,22 @@ def threads_left(threads: set[threading.Thread]) -> str | None:
         else None
 
 
+def plugin_modules(manager: pytest.PytestPluginManager) -> set[str]:
+    """The modules of a session's pytest plugins that are modules: each one's name and those of
+    the modules its hook functions come from. pytest-mock's entry point registers the package
+    `pytest_mock`; its hooks, and the asserts they patch into unittest.mock, are
+    `pytest_mock.plugin`'s."""
+    found = set()
+    for plugin in manager.get_plugins():
+        if not isinstance(plugin, types.ModuleType):
+            continue
+        found.add(str(vars(plugin).get("__name__")))
+        for caller in manager.get_hookcallers(plugin) or ():
+            found |= {str(getattr(impl.function, "__module__", None))
+                      for impl in caller.get_hookimpls() if impl.plugin is plugin}
+    return found
+
+
 class Probe:
     """A session's own plugin: the fingerprint of the modules its collection imported first,
     taken before its first test, so that what its tests then change in them is seen too."""
@@ -192,9 +208,7 @@ class Probe:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         ours = set(session_modules(self.roots, self.plugins))
         self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
-        self.plugin_modules = {str(vars(p).get("__name__"))
-                               for p in session.config.pluginmanager.get_plugins()
-                               if isinstance(p, types.ModuleType)}
+        self.plugin_modules = plugin_modules(session.config.pluginmanager)
 
 
 class Worker:

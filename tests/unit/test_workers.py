@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from harness.contract import boundary
 from harness.executors.lease import WorkerRun, start_pytest
 from harness.executors.procs import stop_children
 from harness.executors.workers import WorkerHost, worker_key
+from harness.plugins import worker
 from harness.providers.flaggems import Node
 from harness.run import runner
 from harness.run.plugin_plan import PLUGINS_VAR
@@ -279,33 +281,47 @@ def test_ordinary_sessions_of_the_cpu_suite_with_the_runs_plugins_keep_their_wor
     assert len({f["pid"] for f in facts}) == 1 and host.started == 1
 
 
-ENTRY_POINT_PLUGIN = """import unittest.mock
+# pytest-mock's layout: the entry point names the package, whose hooks live in its submodule;
+# at configure they patch.object asserts that AsyncMock inherits, and stopping the patches at
+# the end deletes them from AsyncMock again.
+ENTRY_POINT_PLUGIN = {"zlwrap/__init__.py": "from zlwrap.plugin import pytest_configure\n",
+                      "zlwrap/plugin.py": """import unittest.mock
 
 AsyncMockType = unittest.mock.AsyncMock
+_patches = []
 
 
 def _wrapped(self, *args, **kwargs):
     return None
 
 
+def _unwrap():
+    for patcher in _patches:
+        patcher.stop()
+    _patches.clear()
+
+
 def pytest_configure(config):
-    AsyncMockType.assert_zl_awaited = _wrapped
+    for name in ("assert_awaited", "assert_not_awaited"):
+        patcher = unittest.mock.patch.object(AsyncMockType, name, _wrapped)
+        patcher.start()
+        _patches.append(patcher)
+    config.add_cleanup(_unwrap)
     print("zlwrap configured")
-
-
-def pytest_unconfigure(config):
-    del AsyncMockType.assert_zl_awaited
-"""
+"""}
 
 
 @SLOW
 def test_what_an_installed_pytest_plugin_sets_at_configure_and_takes_back_keeps_the_worker(
         suite, tmp_path):
-    # On an H200 every session of FlagGems' suite retired its worker, pytest-mock's asserts
-    # among the reasons: it wraps AsyncMock's at configure and deletes them at unconfigure.
+    # On an H200 every session of FlagGems' suite retired its worker, after its first:
+    # "pytest_mock.plugin.AsyncMockType.assert_awaited (deleted)". The plugin pytest registers
+    # is the package; the asserts it patched in are its submodule's functions.
     site = tmp_path / "site"
     (site / "zlwrap-0.dist-info").mkdir(parents=True)
-    (site / "zlwrap.py").write_text(ENTRY_POINT_PLUGIN)
+    (site / "zlwrap").mkdir()
+    for name, text in ENTRY_POINT_PLUGIN.items():
+        (site / name).write_text(text)
     (site / "zlwrap-0.dist-info" / "METADATA").write_text("Name: zlwrap\nVersion: 0\n")
     (site / "zlwrap-0.dist-info" / "entry_points.txt").write_text(
         "[pytest11]\nzlwrap = zlwrap\n")
@@ -317,6 +333,23 @@ def test_what_an_installed_pytest_plugin_sets_at_configure_and_takes_back_keeps_
     assert [(f["session"], f["retired"]) for _, _, f in outs] == [(1, None), (2, None),
                                                                     (3, None)]
     assert host.started == 1
+
+
+def test_a_plugins_modules_are_its_own_and_those_its_hooks_come_from():
+    hooks = types.ModuleType("zlpkg.plugin")
+    exec("def pytest_configure(config):\n    pass\n", hooks.__dict__)
+    package = types.ModuleType("zlpkg")
+    package.pytest_configure = hooks.pytest_configure  # as pytest_mock re-exports its hooks
+
+    class Probe:
+        def pytest_configure(self, config: object) -> None:
+            pass
+
+    manager = pytest.PytestPluginManager()
+    for plugin in (package, types.ModuleType("zlbare"), Probe()):
+        manager.register(plugin)
+    # an object's hooks are not a module plugin's: this test module's state stays watched
+    assert worker.plugin_modules(manager) == {"zlpkg", "zlpkg.plugin", "zlbare"}
 
 
 @SLOW
