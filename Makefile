@@ -116,3 +116,7 @@ shell: ## an interactive shell in BACKEND's image, DEVICES and runs/ as for make
 
 ab: ## an A/B campaign: make ab AXIS=RLC_ENHANCE OP=mm | OPS=a,b | OPS=all [A= B= ROUNDS=]; RESUME=dir
 	$(HARNESS) ab
+
+.PHONY: bisect
+bisect: ## the first bad FlagGems commit of GOOD..BAD (or stack of STACKS) for OP [DTYPES= SHAPE=]; RESUME=dir
+	$(HARNESS) bisect

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__, axes, backends, executors
+from harness.bisect import driver as bisect
 from harness.campaign import batch, resume, start, watch
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
@@ -33,7 +34,7 @@ from harness.report.summary import FORMATS, summarize, unfinished
 from harness.run import container, images, runner, warmup
 from harness.run.preflight import PreflightResult, collect_preflight, run_preflight
 from harness.run.rundir import utc_stamp
-from harness.settings import abspec, inputs, makevars, spec, usage, variables
+from harness.settings import abspec, inputs, makevars, options, spec, usage, variables
 
 
 def internal() -> tuple[str, ...]:
@@ -173,14 +174,14 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 def _add_ab(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "ab", "an A/B campaign of one switch over one operator or many: "
                  "AXIS, A, B, ROUNDS, OP or OPS")
-    variables.add_arguments(p, "ab")
+    options.add_arguments(p, "ab")
     p.set_defaults(func=_cmd_ab)
     # The child of one unit (a campaign's driver or a cluster task runs it); not for users, so
     # no help: it is listed nowhere.
     p = sub.add_parser("ab-unit")
     p.add_argument("campaign", metavar="DIR")
     p.add_argument("unit", metavar="UNIT")
-    variables.add_arguments(p, "ab-unit")
+    options.add_arguments(p, "ab-unit")
     p.set_defaults(func=_cmd_ab_unit)
     # One task of an executor kind that has its own (a Slurm array task: its share of a
     # plan's units, which the generated batch script runs).
@@ -193,6 +194,14 @@ def _add_ab(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_task(args: argparse.Namespace) -> int:
     return int(args.run_task(Path(args.plan), args.inputs.environ, _report))
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    if not args.resume:  # a resume's settings are its bisection's: read in the driver
+        settings = spec.resolve(vars(args), args.inputs.environ)
+        if (rc := _in_image(settings, args)) is not None:
+            return rc
+    return bisect.run(vars(args), args.inputs.environ, out=_report)
 
 
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
@@ -248,13 +257,13 @@ def _cmd_pin(args: argparse.Namespace) -> int:
 
 def _add_image_commands(sub: argparse._SubParsersAction) -> None:
     p = _command(sub, "image", "build the backend's pinned image (containers/pins.yaml)")
-    variables.add_arguments(p, "image")
+    options.add_arguments(p, "image")
     p.set_defaults(func=_cmd_image)
     p = _command(sub, "pin", "resolve the base image tags of pins.yaml to digests")
-    variables.add_arguments(p, "pin")
+    options.add_arguments(p, "pin")
     p.set_defaults(func=_cmd_pin)
     p = _command(sub, "shell", "an interactive shell in the backend's image")
-    variables.add_arguments(p, "shell")
+    options.add_arguments(p, "shell")
     p.set_defaults(func=_cmd_shell)
 
 
@@ -291,7 +300,7 @@ def _add_receipt_report(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=_cmd_receipt_verify)
     p = _command(sub, "report", "ab.md and ab.png of a campaign, from its ab.json")
     p.add_argument("path", metavar="PATH", help="the campaign directory (or its ab.json)")
-    variables.add_arguments(p, "report")
+    options.add_arguments(p, "report")
     p.set_defaults(func=_cmd_report)
     p = _command(sub, "status", "a campaign (or batch) while it runs or after: units, driver, "
                  "ETA, verdicts so far; writes nothing")
@@ -323,14 +332,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "vars", "list every variable of the make targets (make help)")
     p.set_defaults(func=_cmd_vars)
     p = _command(sub, "preflight", "run the preflight checks of a run")
-    variables.add_arguments(p, "preflight")
+    options.add_arguments(p, "preflight")
     p.set_defaults(func=_cmd_preflight)
     p = _command(sub, "run", "run one benchmark node in a new run directory")
-    variables.add_arguments(p, "run")
+    options.add_arguments(p, "run")
     p.set_defaults(func=_cmd_run)
     _add_ab(sub)
+    p = _command(sub, "bisect", "the first bad FlagGems commit (GOOD..BAD) or stack (STACKS) "
+                 "for OP, each step judged by A/B campaigns with as many rounds as decide")
+    options.add_arguments(p, "bisect")
+    p.set_defaults(func=_cmd_bisect)
     p = _command(sub, "batch", "many operators, one run process each, over DEVICES")
-    variables.add_arguments(p, "batch")
+    options.add_arguments(p, "batch")
     p.set_defaults(func=_cmd_batch)
     _add_summary(sub)
     _add_image_commands(sub)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import stats
+from harness.axes.steps import Step, StepsGiven
 from harness.backends import Backend
 from harness.errors import UsageError
 
@@ -137,6 +138,8 @@ class AxisKind:
     artifact_words: tuple[str, str] = ("equal", "differ")  # an operator's compiled code
     report_text: str | None = None  # ab.md's words for two stacks (None: a switch's values)
     shows_stacks: bool = False  # ab.md lists each side's stack
+    # A bisection's steps from what it was given (GOOD first, BAD last); None: not bisected.
+    steps: Callable[[StepsGiven], tuple[Step, ...]] | None = None
 
     @property
     def side_variables(self) -> tuple[str, str]:

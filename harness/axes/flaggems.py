@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.axes import Axis, AxisKind, Label, SideValues, liveness, named
+from harness.axes.steps import Step, StepsGiven, commit_range
 from harness.backends import Backend
 
 STACKS_DIR = "stacks"  # under a campaign: one FlagGems tree a side
+SOURCE_DIR = "src"  # FlagGems' package root in its repository
 
 
 def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
@@ -29,6 +31,11 @@ def side_label(axis: Axis, side: str) -> str:
     return f"{side}_REF={axis.value(side)[:12]}"
 
 
+def steps(given: StepsGiven) -> tuple[Step, ...]:
+    """GOOD..BAD of FLAGGEMS_DIR's first-parent history; a step's code is its src/ tree."""
+    return commit_range(given, SOURCE_DIR)
+
+
 KIND = AxisKind(
     name="flaggems", variables=("A_REF", "B_REF", "BENCH_REF"),
     sides=sides, match=named("flaggems"), liveness=liveness.of_stacks, plan_text=plan_text,
@@ -38,4 +45,4 @@ KIND = AxisKind(
     strict_replay=False,
     # An operator whose side B compiled nothing side A did not runs the same kernels (B
     # replays A's winners): "unchanged", and its rows are expected to be same.
-    artifact_words=("unchanged", "changed"), report_text="two FlagGems commits")
+    artifact_words=("unchanged", "changed"), report_text="two FlagGems commits", steps=steps)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from harness.axes import Axis, AxisKind, Label, SideValues, liveness, named
+from harness.axes.steps import Step, StepsGiven, stack_list
 from harness.backends import Backend
 from harness.errors import UsageError
 
@@ -34,6 +35,19 @@ def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
     return found[0], found[1]
 
 
+def _refused(entry: str) -> str | None:
+    """Why a stack list's entry is no image pinned by its digest."""
+    if not PINNED_IMAGE.fullmatch(entry):
+        return "expected an image pinned by its digest, name@sha256:<64 hex digits>"
+    return None
+
+
+def steps(given: StepsGiven) -> tuple[Step, ...]:
+    """STACKS' images from GOOD to BAD; a step's code is its digest (one digest, one stack)."""
+    return tuple(Step(s.value, s.label, code=s.value.split("@")[1])
+                 for s in stack_list(given, "image", _refused))
+
+
 def plan_text(axis: Axis, directory: Path) -> str:
     return f"two images (digests: A {axis.a.split('@')[-1]}, B {axis.b.split('@')[-1]})"
 
@@ -46,4 +60,4 @@ KIND = AxisKind(
     name="image", variables=("A_IMAGE", "B_IMAGE"), sides=sides,
     match=named("image"), liveness=liveness.of_stacks, plan_text=plan_text,
     reaches_torch=reaches_torch, stacks=True,
-    side_images=True, tune="each", report_text="two images")
+    side_images=True, tune="each", report_text="two images", steps=steps)

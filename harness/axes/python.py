@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from harness.axes import Axis, AxisKind, Label, SideValues, liveness, named
+from harness.axes.steps import Step, StepsGiven, stack_list
 from harness.backends import Backend
 from harness.errors import UsageError
 
@@ -32,6 +33,20 @@ def sides(values: SideValues, label: Label, axis: str) -> tuple[str, str]:
     return found[0], found[1]
 
 
+def _refused(entry: str) -> str | None:
+    """Why a stack list's entry is no interpreter (an absolute path of an executable file)."""
+    if not os.path.isabs(entry):
+        return "expected the absolute path of an interpreter"
+    if not os.path.isfile(entry) or not os.access(entry, os.X_OK):
+        return "no executable file there"
+    return None
+
+
+def steps(given: StepsGiven) -> tuple[Step, ...]:
+    """STACKS' interpreters from GOOD to BAD, e.g. nightly builds installed side by side."""
+    return stack_list(given, "python", _refused)
+
+
 def plan_text(axis: Axis, directory: Path) -> str:
     return "two interpreters"
 
@@ -51,4 +66,4 @@ KIND = AxisKind(
     side_pythons=True, side_label=side_label,
     # Two interpreters' compilers may not share a config space, and which configs a stack's
     # tuner picks is part of what is compared: B/r0 tunes for itself.
-    tune="each", report_text="two stacks", shows_stacks=True)
+    tune="each", report_text="two stacks", shows_stacks=True, steps=steps)

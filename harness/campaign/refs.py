@@ -17,10 +17,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.axes.flaggems import STACKS_DIR
+from harness.axes.flaggems import SOURCE_DIR, STACKS_DIR
 from harness.errors import UsageError
 
-SOURCE_DIR = "src"  # FlagGems' package root in its repository
 PACKAGE_DIR = f"{SOURCE_DIR}/flag_gems"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Not code: docstrings and comments (a name there implements nothing). A '#' inside a string

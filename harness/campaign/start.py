@@ -111,9 +111,10 @@ def _operators(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, s
 
 
 def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], axis: Axis,
-          ab_spec: abspec.AbSpec, out: Callable[[str], None] = print) -> int:
+          ab_spec: abspec.AbSpec, out: Callable[[str], None] = print,
+          claimed: Callable[[Path], None] = lambda directory: None) -> int:
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
-    are what the user gave (the executor's settings, OPS, WALLS_FROM)."""
+    are what the user gave (executor settings, OPS, WALLS_FROM); `claimed` gets its folder."""
     # A floor or walls that cannot be used are refused before any check or collection runs.
     model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
@@ -138,8 +139,9 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
         directory=parent / "<ts>", axis=axis,
         caliber=settings.caliber(), argv=settings_argv(settings), ops=info,
         rounds=ab_spec.rounds, walls=walls, walls_from=Path(walls_path) if walls_path else None)
-    # With an A/A each row gets the floor of its latency; 1% is the least any row gets.
-    campaign.noise_floor_pct, campaign.python = stats.MIN_NOISE_FLOOR_PCT, first_plan.python
+    # With an A/A each row gets the floor of its latency; 1% (or NOISE_FLOOR) is the least.
+    campaign.noise_floor_pct = ab_spec.floor_pct or stats.MIN_NOISE_FLOOR_PCT
+    campaign.python = first_plan.python
     campaign.noise_floor_bands = model.to_json() if model else []
     campaign.noise_from = str(ab_spec.noise_from) if ab_spec.noise_from else None
     campaign.auto = {"min": ab_spec.auto[0], "max": ab_spec.auto[1]} if ab_spec.auto else None
@@ -161,6 +163,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     directory = rundir.claim_run_dir(settings.out / "ab", f"{axis.name}-{label}",
                                      rundir.utc_stamp())
     campaign.dir = str(directory)
+    claimed(directory)
     stacks.prepare(dryrun.with_node(settings, first), axis, commits, directory, out)
     campaign.save(directory)
     recording.record(flags, env, settings.out, directory, out)  # an interrupted one is there too

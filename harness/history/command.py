@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from harness.errors import EXIT_OK, UsageError
-from harness.settings import usage, variables
+from harness.settings import options, usage, variables
 
 try:  # the store needs the `history` extra; `import harness.cli` must not
     from sqlalchemy import Engine
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
         verb.add_argument("--format", choices=("md", "csv", "json"), default="md",
                           dest="format")
         for name in ("HISTORY", "OUT"):
-            variables.add_flag(verb, variables.named(name))
+            options.add_flag(verb, variables.named(name))
     p.set_defaults(func=run)
 
 
@@ -92,7 +92,7 @@ def add_publish(sub: argparse._SubParsersAction) -> None:
                    help="the site's folder (default: OUT/site)")
     p.add_argument("--since", default=None, dest="since", metavar="UTC",
                    help="trends and change points of nights from then on only")
-    variables.add_flag(p, variables.named("HISTORY"))
+    options.add_flag(p, variables.named("HISTORY"))
     p.set_defaults(func=publish)
 
 

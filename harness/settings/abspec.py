@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import axes
+from harness import axes, stats
 from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.spec import VARS_BY_MAKE, positive_int
@@ -27,6 +28,7 @@ class AbSpec:
     bench_ref: str | None = None  # AXIS=flaggems: the commit of both sides' benchmark files
     tune: str | None = None  # TUNE as given (None: the axis kind's default)
     auto: tuple[int, int] | None = None  # ROUNDS=auto: (MIN_ROUNDS, MAX_ROUNDS)
+    floor_pct: float | None = None  # NOISE_FLOOR: every row's floor (None: the least, 1%)
 
 
 # Every side variable: a kind reads its own (AxisKind.variables); another one given is refused.
@@ -106,7 +108,7 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
                          "image for two stacks")
     kind = axes.kind_of(str(axis))
     values = {name: VARS_BY_MAKE[name].lookup(flags, env)
-              for name in ("ROUNDS", "NOISE_FROM", "TUNE", *SIDE_VARS)}
+              for name in ("ROUNDS", "NOISE_FROM", "NOISE_FLOOR", "TUNE", *SIDE_VARS)}
     _unread_sides(str(axis), kind.variables, values)
     rounds_text, rounds_source = values["ROUNDS"]
     auto = _auto(flags, env) if rounds_text == AUTO else None
@@ -119,4 +121,25 @@ def resolve_ab(flags: Mapping[str, object], env: Mapping[str, str] | None = None
         raise UsageError(f"{VARS_BY_MAKE['TUNE'].label(tune_source)}={tune!r} is not accepted; "
                          "expected replay or each")
     return AbSpec(axis, a, b, rounds, Path(noise) if noise else None,
-                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None, auto)
+                  str(values["BENCH_REF"][0] or "") or None, str(tune or "") or None, auto,
+                  _floor(values))
+
+
+def _floor(values: Mapping[str, tuple[Any, str]]) -> float | None:
+    """NOISE_FLOOR as a number from the least floor to the greatest; None where not given."""
+    text, source = values["NOISE_FLOOR"]
+    if source == "default" or text is None:
+        return None
+    label = VARS_BY_MAKE["NOISE_FLOOR"].label(source)
+    least, most = stats.MIN_NOISE_FLOOR_PCT, stats.MAX_NOISE_FLOOR_PCT
+    try:
+        floor = float(str(text))
+    except ValueError:
+        floor = math.nan
+    if not least <= floor <= most:  # NaN fails both
+        raise UsageError(f"{label}={text!r} is not accepted; expected a percentage from "
+                         f"{least:g} to {most:g}")
+    if values["NOISE_FROM"][1] != "default":
+        raise UsageError(f"{label}={text!r} and NOISE_FROM are both given: a row's floor "
+                         "comes from one; give NOISE_FLOOR or NOISE_FROM")
+    return floor

@@ -16,13 +16,13 @@ from harness.contract.warmup_share import parse_share
 from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.inputs import Inputs as Inputs  # the snapshot of what the user gave
+from harness.settings.options import add_flag
 from harness.settings.variables import CLUSTER_RUNNERS as CLUSTER_RUNNERS
 from harness.settings.variables import (
+    DEFAULT_CAP,
     MAX_WORKERS,
     SETTINGS,
     Var,
-    add_flag,
-    default_workers,
     group,
 )
 
@@ -52,6 +52,16 @@ TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", 
 # A device index, or a UUID as vendor tools print them: GPU-<hex>-..., 0x<hex>, bare hex.
 DEVICE_ID = re.compile(r"[0-9]+|[A-Za-z]+(?:-[0-9A-Fa-f]+)+"
                        r"|(?:0x)?[0-9A-Fa-f]{8,}(?:-[0-9A-Fa-f]+)*")
+
+
+def default_workers(cores: int | None = None) -> int:
+    """The host's usable cores, at most DEFAULT_CAP: COMPILE_WORKERS where none is given."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # no affinity call on this platform
+            cores = os.cpu_count() or 1
+    return max(1, min(DEFAULT_CAP, cores))
 
 
 def checkout_root() -> Path | None:
@@ -129,7 +139,7 @@ class Settings:
 def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
     """Add the flags of `names` (Make names of VARS; all when None) to a subcommand parser.
 
-    A subcommand of the CLI takes its flags from `variables.add_arguments(parser, command)`.
+    A subcommand of the CLI takes its flags from `options.add_arguments(parser, command)`.
     """
     settings = parser.add_argument_group(SETTINGS)
     for var in VARS:

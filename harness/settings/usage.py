@@ -50,6 +50,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                 "harness history trend mm --by commit --format csv",
                 "harness history changes --since 2026-11-01",
                 "harness history import runs/ab/OMP_NUM_THREADS-mm/<ts>"),
+    "bisect": ("harness bisect --backend <backend> --op mm --flaggems-dir ~/FlagGems --good "
+               "v4.0 --bad main --dtypes float16 --shape '[[1024,1024]]'",
+               "harness bisect --backend <backend> --op mm --axis python --stacks nightlies.txt",
+               "harness bisect --resume runs/bisect/mm/<ts>"),
     "publish": ("harness publish --out runs/site",
                 "harness publish --history runs/history.sqlite --since 2026-11-01"),
 }

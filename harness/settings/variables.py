@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ WALL_MULTIPLE = 5  # a unit of a known wall may take this many times it before i
 
 # The subcommands that take variables. A run's settings go to every command that runs one
 # node (ONE_NODE) and to batch, which takes OPS instead of OP.
-ONE_NODE = ("preflight", "run", "ab", "ab-unit", "shell")
+ONE_NODE = ("preflight", "run", "ab", "ab-unit", "shell", "bisect")
 RUNS = (*ONE_NODE, "batch")
 UNITS = ("ab", "batch")  # many units, on this host's devices or a Slurm array
 COMMANDS = (*RUNS, "image", "pin", "summary", "report", "receipt verify", "status")
@@ -43,6 +42,8 @@ COMMANDS = (*RUNS, "image", "pin", "summary", "report", "receipt verify", "statu
 # Argument groups of a subcommand's help, by title.
 SETTINGS = "settings (each also read from its environment variable)"
 OPERATORS = "operators and suite campaigns"
+BISECT = "what bisect searches"
+AB_BISECT = ("ab", "bisect")  # a campaign's settings: bisect's campaigns take them too
 EXECUTOR = "where units run (EXECUTOR)"
 MAKE = "make's own"  # no flag: make hands them over another way (a path, words, the env)
 
@@ -51,16 +52,6 @@ def environ() -> MutableMapping[str, str]:
     """This process's environment: the one place the harness reads it (the pytest plugins
     read the host's hand-over through boundary)."""
     return os.environ
-
-
-def default_workers(cores: int | None = None) -> int:
-    """The host's usable cores, at most DEFAULT_CAP: COMPILE_WORKERS where none is given."""
-    if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # no affinity call on this platform
-            cores = os.cpu_count() or 1
-    return max(1, min(DEFAULT_CAP, cores))
 
 
 @dataclass(frozen=True)
@@ -178,11 +169,12 @@ class Var:
 
 
 def _unit_var(make: str, env: str | None, help: str, default: str | None = None,
-              choices: tuple[str, ...] = (), switch: bool = False) -> Var:
+              choices: tuple[str, ...] = (), switch: bool = False,
+              commands: tuple[str, ...] = UNITS) -> Var:
     """A variable of where ab's and batch's units run."""
     flag = "--" + make.lower().replace("_", "-")
     said = f"; default {default}" if default is not None else ""
-    return Var(make, env, flag, help, default, choices, commands=UNITS, group=EXECUTOR,
+    return Var(make, env, flag, help, default, choices, commands=commands, group=EXECUTOR,
                switch=switch, make_help=f"ab, batch: {help} [{env or make}{said}]")
 
 
@@ -244,7 +236,8 @@ TABLE: tuple[Var, ...] = (
         "RLC_ENHANCE, or its variable: `harness backends --json` lists axis_switches), "
         "env:NAME for any other environment variable, none (an A/A), python (two "
         "interpreters: A_PYTHON, B_PYTHON), flaggems (two FlagGems commits: A_REF, B_REF) or "
-        "image (two images: A_IMAGE, B_IMAGE)", commands=("ab",)),
+        "image (two images: A_IMAGE, B_IMAGE)", commands=AB_BISECT, meanings=(("bisect", (
+            "flaggems (commits GOOD..BAD, the default), python or image (STACKS)")),)),
     Var("A", "ZL_A", "--a", "ab: the switch's value on side A (off)", "0", commands=("ab",),
         refuse_empty=True),
     Var("B", "ZL_B", "--b", "ab: the switch's value on side B (on)", "1", commands=("ab",),
@@ -255,7 +248,7 @@ TABLE: tuple[Var, ...] = (
         commands=("ab",)),
     Var("TUNE", "ZL_TUNE", "--tune", "ab: replay (side B pins A/r0's autotune winners) or each "
         "(each side tunes in round 0 and replays its own after)", choices=("replay", "each"),
-        default_doc="each for AXIS=python, replay otherwise", commands=("ab",)),
+        default_doc="each for AXIS=python, replay otherwise", commands=AB_BISECT),
     Var("A_IMAGE", "ZL_A_IMAGE", "--a-image", "ab, AXIS=image: side A's image, "
         "name@sha256:<digest> (RUNNER docker or podman)", commands=("ab",)),
     Var("B_IMAGE", "ZL_B_IMAGE", "--b-image", "ab, AXIS=image: side B's image", commands=("ab",)),
@@ -264,18 +257,22 @@ TABLE: tuple[Var, ...] = (
     Var("B_REF", "ZL_B_REF", "--b-ref", "ab, AXIS=flaggems: side B's FlagGems commit",
         commands=("ab",)),
     Var("BENCH_REF", "ZL_BENCH_REF", "--bench-ref", "ab, AXIS=flaggems: the commit whose "
-        "benchmark files both sides run", default_doc="A_REF", commands=("ab",)),
+        "benchmark files both sides run", default_doc="A_REF (bisect: GOOD)",
+        commands=AB_BISECT),
     *(Var(f"{k}_ROUNDS", f"ZL_{k}_ROUNDS", f"--{k.lower()}-rounds", f"ab, ROUNDS=auto: {what}",
-          str(n), commands=("ab",)) for k, what, n in (
+          str(n), commands=AB_BISECT) for k, what, n in (
         ("MIN", "rounds every operator runs before its first look, at least 2", AUTO_MIN_ROUNDS),
         ("MAX", "rounds an operator with a row undecided runs at most", AUTO_MAX_ROUNDS))),
     Var("ROUNDS", "ZL_ROUNDS", "--rounds", f"ab: interleaved rounds, 2 to {MAX_ROUNDS} (1 with "
         "AXIS=none), or auto (MIN_ROUNDS, then one more round at a time for operators with a "
         "row undecided, up to MAX_ROUNDS)", "3",
-        commands=("ab",)),
+        commands=AB_BISECT, meanings=(("bisect", "each A/B's: auto (default) or 2 to 100"),)),
     Var("NOISE_FROM", "ZL_NOISE_FROM", "--noise-from",
         "ab: an A/A campaign (AXIS=none) whose rows give each row its noise floor, by its "
-        "A latency; refused where a floor is above 25%", commands=("ab",)),
+        "A latency; refused where a floor is above 25%", commands=AB_BISECT),
+    Var("NOISE_FLOOR", "ZL_NOISE_FLOOR", "--noise-floor", "ab: every row's noise floor, 1 to 25 "
+        "(%), not with NOISE_FROM", default_doc="1; bisect: half the ends' step",
+        commands=AB_BISECT),
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",
@@ -301,7 +298,8 @@ TABLE: tuple[Var, ...] = (
         make_help="ab: an earlier campaign or batch whose walls order the units longest first "
         "(batch: EXECUTOR=slurm DRY_RUN's estimate)"),
     Var("RESUME", None, "--resume", "complete the campaign in DIR; with --rounds N extend it "
-        "to N rounds", commands=("ab",), group=OPERATORS, metavar="DIR",
+        "to N rounds", commands=AB_BISECT, group=OPERATORS, metavar="DIR",
+        meanings=(("bisect", "go on with the bisection in DIR from the A/Bs that ended"),),
         make_help="ab: complete the campaign in this directory (with ROUNDS: extend it to "
         "that many rounds)"),
     Var("ONLY", None, "--only", "with --resume: add rounds only to operators with this "
@@ -316,6 +314,16 @@ TABLE: tuple[Var, ...] = (
     Var("FAIL_ON", "ZL_FAIL_ON", "--fail-on", "ab, report: verdicts that make the command exit "
         "7, comma-separated: slower, faster, any-called, changed, failed (docs/ci.md)",
         commands=("ab", "report"), group=OPERATORS, metavar="VERDICTS"),
+    # What bisect searches.
+    *(Var(make, f"ZL_{make}", f"--{make.lower()}", what, commands=("bisect",), group=BISECT,
+          metavar=meta) for make, what, meta in (
+        ("GOOD", "the good end: a commit of FLAGGEMS_DIR, or an entry of STACKS (its first)",
+         "REF"),
+        ("BAD", "the bad end: a later commit (GOOD on its first parents), or a later entry of "
+         "STACKS (its last)", "REF"),
+        ("STACKS", "AXIS=python or image: a file of stacks in order, one a line", "FILE"),
+        ("SHAPE", "with DTYPES, the row that regressed, as ab.md writes its shape (default: "
+         "every row)", "SHAPE"))),
     # make's own: no flag.
     Var("RUN", None, None, "summary, report, receipt, status: the run, batch, campaign or log "
         "to read (one path)", commands=("summary", "report", "receipt verify", "status"),
@@ -338,9 +346,9 @@ TABLE: tuple[Var, ...] = (
               "that stays up (one per side of a campaign), paying imports and the device "
               "context once; 0: a fresh pytest process per run; A or B (ab only): that side's "
               "runs in workers and the other's fresh, to check that both measure alike", "1",
-              WORKER_CHOICES),
+              WORKER_CHOICES, commands=(*UNITS, "bisect")),
     Var("UNIT_TIMEOUT", "ZL_UNIT_TIMEOUT", "--unit-timeout", _UNIT_TIMEOUT_HELP,
-        str(UNIT_TIMEOUT_S), commands=UNITS, group=EXECUTOR, metavar="SECONDS",
+        str(UNIT_TIMEOUT_S), commands=(*UNITS, "bisect"), group=EXECUTOR, metavar="SECONDS",
         make_help=f"ab, batch: {_UNIT_TIMEOUT_HELP} [ZL_UNIT_TIMEOUT]"),
     _unit_var("SLURM_PARTITION", "SLURM_PARTITION", "slurm: partition"),
     _unit_var("SLURM_ACCOUNT", "SLURM_ACCOUNT", "slurm: account"),
@@ -370,30 +378,3 @@ def named(make: str) -> Var:
 def group(title: str) -> tuple[Var, ...]:
     """The variables of one argument group (SETTINGS, OPERATORS, EXECUTOR, MAKE), in order."""
     return tuple(var for var in TABLE if var.group == title)
-
-
-def add_flag(group: argparse._ArgumentGroup | argparse.ArgumentParser, var: Var,
-             command: str | None = None) -> None:
-    """Add `var`'s flag, with its help on `command`."""
-    help_text = var.help_text(command).replace("%", "%%")  # argparse formats help with %
-    flag = var.flag_name
-    if var.switch:
-        group.add_argument(flag, dest=var.dest, action="store_true", help=help_text)
-    elif var.bare is not None:
-        group.add_argument(flag, *var.aliases, dest=var.dest, nargs="?", const=var.bare,
-                           default=None, metavar=var.metavar or var.make, help=help_text)
-    else:
-        group.add_argument(flag, *var.aliases, dest=var.dest, default=None,
-                           metavar=var.metavar or var.make, help=help_text)
-
-
-def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """Add every flag that subcommand `command` (one of COMMANDS) takes, group by group."""
-    if command not in COMMANDS:
-        raise ValueError(f"command {command!r} is not one of: {', '.join(COMMANDS)}")
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for var in TABLE:
-        if var.flag and command in var.commands:
-            if var.group not in groups:
-                groups[var.group] = parser.add_argument_group(var.group)
-            add_flag(groups[var.group], var, command)

@@ -15,7 +15,7 @@ from harness.settings.spec import PACKAGE_DIR
 # folder or from one listed before it. Folders on one line do not import each other.
 LAYERS = (("stats", "errors"), ("fsutil", "backends", "providers"), ("contract",), ("axes",),
           ("settings",), ("tuning", "report"), ("plugins", "executors"), ("run",), ("history",),
-          ("campaign",), ("cli",))
+          ("campaign",), ("bisect",), ("cli",))
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60

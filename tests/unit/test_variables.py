@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import build_parser
 from harness.errors import UsageError
-from harness.settings import cmdline, makevars, variables
+from harness.settings import cmdline, makevars, options, variables
 from harness.settings.inputs import Inputs
 
 PARSER = build_parser()
@@ -36,7 +36,8 @@ def test_each_subcommand_takes_exactly_the_flags_the_table_gives_it(command):
 
 
 def test_every_row_names_known_subcommands_and_a_group():
-    groups = {variables.SETTINGS, variables.OPERATORS, variables.EXECUTOR, variables.MAKE}
+    groups = {variables.SETTINGS, variables.OPERATORS, variables.EXECUTOR, variables.MAKE,
+              variables.BISECT}
     for var in variables.TABLE:
         assert set(var.commands) <= set(variables.COMMANDS), var.make
         assert var.group in groups, var.make
@@ -47,7 +48,7 @@ def test_an_unknown_name_lists_the_known_ones():
     with pytest.raises(KeyError, match="'NOPE' is not a variable; expected one of: A, "):
         variables.named("NOPE")
     with pytest.raises(ValueError, match="'nope' is not one of: preflight, run"):
-        variables.add_arguments(argparse.ArgumentParser(), "nope")
+        options.add_arguments(argparse.ArgumentParser(), "nope")
 
 
 def test_inputs_take_the_flag_over_the_environment_and_skip_empty_values():
@@ -91,7 +92,7 @@ def test_a_switch_is_its_flag_alone_from_make_and_from_settings():
 def test_unit_timeout_is_a_row_of_batch_and_ab_with_its_default_in_its_help():
     var = variables.named("UNIT_TIMEOUT")
     assert (var.env, var.flag, var.default) == ("ZL_UNIT_TIMEOUT", "--unit-timeout", "3600")
-    assert set(var.commands) == {"ab", "batch"} and "default 3600" in var.make_text()
+    assert set(var.commands) == {"ab", "batch", "bisect"} and "default 3600" in var.make_text()
 
 
 @pytest.mark.parametrize(("flags", "env", "expected"), [

@@ -1,0 +1,1 @@
+"""Bisection: the first bad FlagGems commit, or stack, of a range, judged by A/B campaigns."""
