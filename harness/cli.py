@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness import __version__, axes, backends, executors
-from harness.bisect import driver as bisect
+from harness.bisect import command as bisect
 from harness.campaign import batch, resume, start, watch
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
@@ -196,14 +196,6 @@ def _cmd_task(args: argparse.Namespace) -> int:
     return int(args.run_task(Path(args.plan), args.inputs.environ, _report))
 
 
-def _cmd_bisect(args: argparse.Namespace) -> int:
-    if not args.resume:  # a resume's settings are its bisection's: read in the driver
-        settings = spec.resolve(vars(args), args.inputs.environ)
-        if (rc := _in_image(settings, args)) is not None:
-            return rc
-    return bisect.run(vars(args), args.inputs.environ, out=_report)
-
-
 def _cmd_ab_unit(args: argparse.Namespace) -> int:
     settings = spec.resolve(vars(args))
     return run_unit_command(Path(args.campaign), args.unit, settings, out=_report)
@@ -338,10 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_arguments(p, "run")
     p.set_defaults(func=_cmd_run)
     _add_ab(sub)
-    p = _command(sub, "bisect", "the first bad FlagGems commit (GOOD..BAD) or stack (STACKS) "
-                 "for OP, each step judged by A/B campaigns with as many rounds as decide")
-    options.add_arguments(p, "bisect")
-    p.set_defaults(func=_cmd_bisect)
+    bisect.add_parser(sub, _command, _in_image, _report)
     p = _command(sub, "batch", "many operators, one run process each, over DEVICES")
     options.add_arguments(p, "batch")
     p.set_defaults(func=_cmd_batch)

@@ -3,7 +3,8 @@
 Its benchmark's tanh and add call flag_gems (src/flag_gems, on the path through pytest.ini), as
 FlagGems' own benchmarks do. Sixteen commits: GOOD first, then docs-only commits, commits that
 change other operators' source, one that makes tanh about 30% slower (SLOW_AT), one that breaks
-the import of add's module, an unrelated operator (BROKEN_AT, fixed at FIXED_AT).
+the import of add's module, an unrelated operator (BROKEN_AT, fixed at FIXED_AT), and one
+that adds softmax's module (SOFTMAX_AT).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from harness.settings.spec import REPO_ROOT
 
 SLOW_AT, BROKEN_AT, FIXED_AT = 9, 4, 13
+SOFTMAX_AT = 5  # softmax's module first appears here
 COMMITS = 16
 SHAPES = "tanh:\n  shapes:\n    - [64, 64]\nadd:\n  shapes:\n    - [64, 64]\n"
 
@@ -106,6 +108,8 @@ def _write(repo: Path, index: int) -> str:
             fh.write(f"- change {index}\n")
         return f"docs: change {index}"
     (pkg / "other.py").write_text(f"VERSION = {index}\n")
+    if index == SOFTMAX_AT:  # an operator that GOOD does not have
+        (pkg / "softmax.py").write_text("def softmax(x, dim=None):\n    return x.softmax(dim)\n")
     return f"other: version {index}"
 
 
