@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import axes, stats
+from harness import axes, executors, stats
 from harness.axes.steps import Step, StepsGiven
 from harness.bisect import document, render, search
 from harness.bisect.campaigns import Campaigns, history_value
@@ -52,11 +52,11 @@ def plan(given: dict[str, str], env: Mapping[str, str]) -> Plan:
     settings = spec.resolve(given, env)
     if not settings.op:
         raise UsageError("bisect needs OP: the operator whose rows regressed")
-    executor = variables.named("EXECUTOR").given({}, env)
-    if executor not in (None, "local"):
-        raise UsageError(f"ZL_EXECUTOR={executor!r} is not accepted by bisect: each step's "
-                         "campaign decides what the next one compares, so they run here, "
-                         "one after another (EXECUTOR=local)")
+    executor = executors.named({}, env)
+    if executor.remote:
+        raise UsageError(f"ZL_EXECUTOR={executor.name!r} is not accepted by bisect: each "
+                         "step's campaign decides what the next one compares, so they run "
+                         f"here, one after another (EXECUTOR={executors.DEFAULT})")
     kind = axes.get(given.get("axis") or DEFAULT_KIND)
     if kind.steps is None:
         bisected = [k.name for k in axes.registry().all() if k.steps is not None]
