@@ -16,7 +16,7 @@ from typing import Any
 from harness import axes
 from harness.axes.steps import Step
 from harness.bisect.search import Comparison, Row
-from harness.campaign import start
+from harness.campaign import adaptive, compare, document, start
 from harness.errors import HarnessError
 from harness.history import store
 from harness.report import abjson
@@ -102,8 +102,9 @@ def history_value(flags: Mapping[str, object], env: Mapping[str, str], out: Path
 def read(directory: Path, op: str, given: Mapping[str, str], a: int, b: int, rc: int,
          same_code_counts: bool, unchanged: str) -> Comparison:
     """The Comparison a finished campaign in `directory` holds: its rows of `op` (those of
-    SHAPE and DTYPES, where given), whether `op` compiled the same code on both sides (where
-    that means the same kernels: `same_code_counts`), and its units' walls."""
+    SHAPE and DTYPES, where given), whether `op` ran the same code on both sides (its kernels
+    and its Python source; only where the sides are two commits: `same_code_counts`), and its
+    units' walls."""
     if not (directory / AB_JSON).is_file():
         return Comparison(a, b, failed=f"its campaign left no {AB_JSON} (exit {rc})",
                           directory=str(directory))
@@ -125,6 +126,16 @@ def read(directory: Path, op: str, given: Mapping[str, str], a: int, b: int, rc:
                else f"no row of {op}" + (f" at SHAPE {given.get('shape')}" if shape else ""))
         return Comparison(a, b, failed=f"its campaign read no row: {why}",
                           directory=str(directory), gpu_s=gpu_s)
-    same = bool(same_code_counts and summary is not None and summary.artifacts == unchanged)
+    same = bool(same_code_counts and summary is not None and summary.artifacts == unchanged
+                and same_source(directory, op))
     return Comparison(a, b, rows, same_code=same, directory=str(directory), gpu_s=gpu_s,
                       rounds=rounds)
+
+
+def same_source(directory: Path, op: str) -> bool:
+    """Whether `op` ran the same code on both sides of the campaign in `directory`: its
+    compiled kernels and its Python source. Kernels alone are not enough: a wrapper that
+    launches the same kernel twice compiles nothing new and is twice as slow."""
+    campaign = document.load(directory, label="bisect")
+    _, identities, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
+    return op in adaptive.unchanged_ops(directory, campaign, identities, [op])

@@ -9,7 +9,8 @@ nearest the middle of the range (GOOD's side `lo`, BAD's side `hi`) is judged ag
 - else an A/B of `lo` against it: its targets must read the direction (bad) or same (good),
   anything else leaves it undecided, and a failure unbuildable; then an A/B of it against `hi`
   must agree (same where it is bad, the direction where it is good), else it is undecided;
-  a side that compiled the same code as the other (the campaign's `unchanged`) reads same.
+  a side that ran the same code as the other (the campaign's `unchanged` kernels and the same
+  Python source for the operator) reads same.
 
 An undecided or unbuildable step is skipped, as `git bisect skip` does, and named; the result is
 the first bad step, or the steps it could be where skips leave more than one.
@@ -73,8 +74,8 @@ class Row:
 @dataclass(frozen=True)
 class Comparison:
     """An A/B of step `a` (side A) against step `b` (side B): the operator's rows it read,
-    whether B compiled only code A did, why it read no row (`failed`), where it is and the
-    GPU seconds its units took."""
+    whether B ran the same code as A (kernels and Python source), why it read no row
+    (`failed`), where it is and the GPU seconds its units took."""
 
     a: int
     b: int
@@ -199,7 +200,7 @@ def _try(steps: Sequence[Step], i: int, lo: int, hi: int, judge: Judge, directio
     if first.failed is not None:
         return Tried(i, Verdict.UNBUILDABLE, first.failed, (first,))
     if first.same_code:
-        return Tried(i, Verdict.GOOD, f"compiled the same code as step {lo}", (first,))
+        return Tried(i, Verdict.GOOD, f"ran the same code as step {lo}", (first,))
     against_lo = aggregate(first.rows, targets)
     if against_lo not in (SAME, direction):
         return Tried(i, Verdict.UNDECIDED, f"against step {lo}: {against_lo}", (first,))
@@ -208,7 +209,7 @@ def _try(steps: Sequence[Step], i: int, lo: int, hi: int, judge: Judge, directio
         return Tried(i, Verdict.UNDECIDED, f"against step {hi}: {second.failed}",
                      (first, second))
     if second.same_code:
-        return Tried(i, Verdict.BAD, f"compiled the same code as step {hi}", (first, second))
+        return Tried(i, Verdict.BAD, f"ran the same code as step {hi}", (first, second))
     against_hi = aggregate(second.rows, targets)
     said = f"against step {lo}: {against_lo}; against step {hi}: {against_hi}"
     if (against_lo, against_hi) == (SAME, direction):

@@ -81,6 +81,7 @@ def test_an_ab_whose_sides_compiled_the_same_code_reads_good_with_one_campaign()
     out = search.search(steps(16), judge)
     seven = next(t for t in out.tried if t.index == 7)
     assert seven.verdict is Verdict.GOOD and len(seven.comparisons) == 1
+    assert seven.how == "ran the same code as step 0"
     assert (7, 15) not in judge.calls and out.hi == 9
 
 
