@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from harness.axes.steps import StepsGiven, commit_range, stack_list
 from harness.bisect import document, driver
 from harness.bisect.search import Comparison, Row
 from harness.errors import UsageError
+from harness.history import changes, command, queries
 from tests import bisect_repo
 
 
@@ -211,3 +213,18 @@ def test_a_bad_bisect_json_is_refused_naming_the_file(tmp_path, repo, change, wo
 def test_resume_of_a_folder_that_is_no_bisection_is_one_line(tmp_path, capsys):
     rc = cli.main(["bisect", "--resume", str(tmp_path)])
     assert rc == 2 and "not a bisection's folder" in capsys.readouterr().err
+
+
+def test_the_bisect_command_history_changes_prints_runs_as_a_dry_run(repo, tmp_path, capsys):
+    path, commits = repo
+    key = queries.SeriesKey("tanh", "torch.float32", "[[64, 64]]", "A", "cpu", "cpu", "direct")
+    before = changes.Point("2026-11-01", 1.0, None, 1, {"flaggems_commit": commits[3]})
+    after = changes.Point("2026-11-02", 1.3, None, 2, {"flaggems_commit": commits[12]})
+    line = command.bisect_line(key, before, after)
+    words = shlex.split(line)
+    assert words[:2] == ["harness", "bisect"] and f"--good={commits[3]}" in words
+    rc = cli.main([*words[1:], "--flaggems-dir", str(path), "--out", str(tmp_path / "o"),
+                   "--dry-run"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"10 steps, GOOD {commits[3][:12]} .. BAD {commits[12][:12]}" in out
