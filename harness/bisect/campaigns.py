@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import axes
+from harness import axes, history
 from harness.axes.steps import Step
 from harness.bisect.search import Comparison, Row
 from harness.campaign import adaptive, compare, document, start
 from harness.errors import HarnessError
-from harness.history import store
 from harness.report import abjson
 from harness.report.sources import AB_JSON
 from harness.settings import abspec, spec, variables
@@ -95,7 +94,7 @@ def history_value(flags: Mapping[str, object], env: Mapping[str, str], out: Path
     the campaigns run with OUT the bisection's folder)."""
     value, source = variables.named("HISTORY").lookup(flags, env)
     if source == "default" or not value:
-        return str((out / store.DEFAULT_NAME).resolve())
+        return str((out / history.DEFAULT_NAME).resolve())
     return str(value)
 
 

@@ -13,10 +13,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DatabaseError, OperationalError
 
 from harness.errors import EXIT_PREFLIGHT, HarnessError, UsageError
-from harness.history import migrate, schema
+from harness.history import DEFAULT_NAME, migrate, schema
 
 OFF = "off"
-DEFAULT_NAME = "history.sqlite"  # under OUT
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_PREFIXES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 ACCEPTED = "off, an SQLite file path, sqlite:///PATH or postgresql://USER@HOST/DB"

@@ -4,8 +4,11 @@ refused input, each one line and exit 2 with nothing made."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from harness.bisect import document, driver
 from harness.bisect.search import Comparison, Row
 from harness.errors import UsageError
 from harness.history import changes, command, queries
+from harness.settings.spec import REPO_ROOT
 from tests import bisect_repo
 
 
@@ -228,3 +232,13 @@ def test_the_bisect_command_history_changes_prints_runs_as_a_dry_run(repo, tmp_p
     out = capsys.readouterr().out
     assert rc == 0, out
     assert f"10 steps, GOOD {commits[3][:12]} .. BAD {commits[12][:12]}" in out
+
+
+def test_the_cli_starts_without_the_history_extra():
+    # make help and every subcommand run on an interpreter without SQLAlchemy (the extra)
+    code = ("import sys; sys.modules['sqlalchemy'] = None; from harness import cli; "
+            "sys.exit(cli.main(['vars']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "GOOD" in proc.stdout
