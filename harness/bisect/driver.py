@@ -21,12 +21,13 @@ from harness.bisect import document, render, search
 from harness.bisect.campaigns import Campaigns, history_value
 from harness.campaign import refs, start
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError, UsageError
-from harness.fsutil import atomic_write_text
+from harness.fsutil import atomic_write_text, exclusive_lock
 from harness.run.rundir import claim_run_dir, utc_stamp
 from harness.settings import abspec, spec, variables
 
 DEFAULT_KIND = "flaggems"
 COMMAND = "bisect"
+LOCK = ".bisect.lock"  # held by the one process that bisects a folder
 # What makes a bisection the one it is: a resume may not give other values of these.
 IDENTITY = ("op", "axis", "good", "bad", "stacks", "shape", "dtypes", "flaggems_dir")
 
@@ -146,6 +147,17 @@ def resume(directory: Path, flags: Mapping[str, object], env: Mapping[str, str],
 
 def drive(doc: document.Bisection, directory: Path, runs: Campaigns,
           out: Callable[[str], None]) -> int:
+    """Search, holding the folder's lock: two processes never bisect one folder at once."""
+    def busy() -> UsageError:
+        return UsageError(f"{directory} is being bisected by another process now; RESUME it "
+                          "once that one ends")
+
+    with exclusive_lock(directory / LOCK, busy):
+        return _search(doc, directory, runs, out)
+
+
+def _search(doc: document.Bisection, directory: Path, runs: Campaigns,
+            out: Callable[[str], None]) -> int:
     """Search, taking each A/B already in `doc` and saving `doc` after each new one."""
     doc.state, doc.tried = document.RUNNING, []
 

@@ -18,6 +18,7 @@ from harness.axes.steps import StepsGiven, commit_range, stack_list
 from harness.bisect import document, driver
 from harness.bisect.search import Comparison, Row
 from harness.errors import UsageError
+from harness.fsutil import take_lock
 from harness.history import changes, command, queries
 from harness.settings.spec import REPO_ROOT
 from tests import bisect_repo
@@ -242,3 +243,21 @@ def test_the_cli_starts_without_the_history_extra():
                           cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "GOOD" in proc.stdout
+
+
+def test_a_folder_another_process_bisects_is_not_resumed_beside_it(repo, tmp_path, capsys):
+    path, commits = repo
+    found = commit_range(given(path, commits[0], "HEAD"), "src")
+    doc = document.Bisection("tanh", "flaggems", {
+        "op": "tanh", "backend": "cpu", "good": commits[0], "bad": "HEAD",
+        "flaggems_dir": str(path), "out": str(tmp_path)}, found)
+    doc.save(tmp_path)
+    before = (tmp_path / document.BISECT_JSON).read_bytes()
+    fd = take_lock(tmp_path / driver.LOCK, lambda: AssertionError("lock taken"))
+    try:
+        rc = cli.main(["bisect", "--resume", str(tmp_path)])
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err
+    assert rc == 2 and "is being bisected by another process now" in err
+    assert (tmp_path / document.BISECT_JSON).read_bytes() == before
