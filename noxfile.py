@@ -10,8 +10,10 @@ import nox
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 # pytest-xdist: one worker per core; a module's tests share one worker, so a module-scoped
-# fixture (a whole campaign, a PostgreSQL server, a browser) is made once. `-- -n 0` runs serially.
-PARALLEL = ("-n", "auto", "--dist", "loadscope")
+# fixture (a whole campaign, a PostgreSQL server, a browser) is made once. Modules go in the
+# order collected, the long integration ones first: xdist's default, the most tests first, left
+# them to the end, where the run's last minutes wait on a few long tests. `-- -n 0` runs serially.
+PARALLEL = ("-n", "auto", "--dist", "loadscope", "--no-loadscope-reorder")
 
 
 @nox.session
