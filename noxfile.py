@@ -9,6 +9,11 @@ import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+# pytest-xdist: one worker per core; a module's tests share one worker, so a module-scoped
+# fixture (a whole campaign, a PostgreSQL server, a browser) is made once. Modules go in the
+# order collected, the long integration ones first: xdist's default, the most tests first, left
+# them to the end, where the run's last minutes wait on a few long tests. `-- -n 0` runs serially.
+PARALLEL = ("-n", "auto", "--dist", "loadscope", "--no-loadscope-reorder")
 
 
 @nox.session
@@ -17,7 +22,8 @@ def tests(session: nox.Session) -> None:
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
     # the slowest tests named in every log: CI's time is kept in view where it is spent
-    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *PARALLEL,
+                *session.posargs)
 
 
 @nox.session
@@ -29,7 +35,7 @@ def fast(session: nox.Session) -> None:
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
     session.run("pytest", "-m", "not gpu and not slurm and not integration and not slow",
-                "tests/unit", "tests/plugins", *session.posargs)
+                "tests/unit", "tests/plugins", *PARALLEL, *session.posargs)
 
 
 @nox.session

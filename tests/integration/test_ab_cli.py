@@ -7,9 +7,15 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from harness import stats
+from harness.campaign import ab
+from harness.errors import UsageError
+from harness.report import abjson
+from harness.report.abresult import AbRow
 from harness.settings.spec import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -57,6 +63,10 @@ def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_pa
     steps = [line for log in logs for line in log.splitlines() if line.startswith("AB_STEP")]
     assert [s.split()[1] for s in steps] == ["add/A/r0", "add/B/r0", "add/B/r1", "add/A/r1"]
     assert not (campaign / "cache").exists()  # each side's campaign cache is removed at the end
+    try:  # NOISE_FROM reads it: it is taken, or its floor is refused (a loaded host's)
+        ab.noise_model_from(campaign)
+    except UsageError as exc:
+        assert "cannot mean \"the same\"" in str(exc)
 
 
 def test_ab_dry_run_shows_both_sides_and_runs_nothing(tmp_path):
@@ -90,14 +100,25 @@ def test_make_demo_runs_an_ab_and_prints_where_the_report_is():
     assert re.search(r" geomean=[-+]\d+\.\d%( |$)", done[0]), done[0]
 
 
+def finished_aa(directory: Path) -> Path:
+    """The ab.json of a finished A/A whose rows moved 5% a round near 0.003 ms, 0.2% at 5 ms:
+    what a quiet host measures. A measured one is refused on a loaded host (a 54.9% floor at
+    0.003 ms), rightly, and test_aa_campaign_measures_... checks a measured one is read."""
+    rows = [abjson.row_json(AbRow("add", "f32", f"s{i}", 1, stats.row_stats(
+        [ms, ms], [ms / (1 + swing), ms * (1 + swing)], noise_floor_pct=1.0), ()))
+        for i, (ms, swing) in enumerate([(0.003, 0.05)] * 10 + [(5.0, 0.002)] * 10)]
+    directory.mkdir()
+    (directory / "ab.json").write_text(json.dumps(
+        {"schema": abjson.SCHEMA, "rows": rows, "caliber": {"measured_noise_floor_pct": 5.0}}))
+    return directory
+
+
 def test_noise_from_an_aa_gives_each_row_the_floor_of_its_latency(tmp_path):
     shapes = tmp_path / "s.yaml"
     shapes.write_text("add:\n  shapes:\n    - [64, 64]\n")
     common = ("--backend", "cpu", "--op", "add", "--rounds", "2", "--shape-mode", "file",
               "--shape-file", str(shapes), "--out", str(tmp_path))
-    proc = harness("ab", *common, "--axis", "none")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    (aa,) = (tmp_path / "ab" / "none-add").iterdir()
+    aa = finished_aa(tmp_path / "aa")
     proc = harness("ab", *common, "--axis", "OMP_NUM_THREADS", "--a", "1", "--b", "2",
                    "--noise-from", str(aa))
     assert proc.returncode in (0, 6), proc.stdout[-3000:] + proc.stderr[-2000:]

@@ -103,11 +103,11 @@ def test_ctrl_c_leaves_no_child_behind_and_records_what_did_not_run(tmp_path, wo
         # pytest (in a group of its own) is live: under the child, or the batch's worker
         parent, needle = (child, "-m pytest") if workers == "0" else (
             batch.pid, "harness.plugins.worker")
-        wait_for(lambda: children(parent, needle), 60, f"{needle} under {parent}")
+        wait_for(lambda: children(parent, needle), 300, f"{needle} under {parent}")
         (pytest_pid,) = children(parent, needle)
         time.sleep(0.5)  # into the session: the worker's tests, not its start, are stopped
         batch.send_signal(signal.SIGINT)
-        rest, err = batch.communicate(timeout=30)
+        rest, err = batch.communicate(timeout=300)  # seconds, or never
     finally:
         if batch.poll() is None:
             batch.kill()

@@ -23,12 +23,15 @@ def _env():  # this interpreter's path: where the history extra may live outside
 
 def test_a_run_a_batch_and_a_campaign_are_in_the_default_store_when_they_end(tmp_path):
     out = tmp_path / "runs"
-    run = harness("run", "--backend", "cpu", "--op", "sum", "--out", str(out), env=_env())
+    shapes = tmp_path / "shapes.yaml"  # one small shape each: what is recorded, not its cost
+    shapes.write_text("".join(f"{op}:\n  shapes:\n    - [8, 8]\n" for op in ("sum", "tanh", "add")))
+    one = ("--backend", "cpu", "--shape-mode", "file", "--shape-file", str(shapes),
+           "--out", str(out))
+    run = harness("run", *one, "--op", "sum", env=_env())
     assert run.returncode == 0, run.stderr
-    batch = harness("batch", "--backend", "cpu", "--ops", "tanh", "--out", str(out), env=_env())
+    batch = harness("batch", *one, "--ops", "tanh", env=_env())
     assert batch.returncode == 0, batch.stderr
-    ab = harness("ab", "--backend", "cpu", "--op", "add", "--axis", "none", "--rounds", "2",
-                 "--out", str(out), env=_env())
+    ab = harness("ab", *one, "--op", "add", "--axis", "none", "--rounds", "2", env=_env())
     assert ab.returncode == 0, ab.stderr
     assert (out / "history.sqlite").is_file()
     listed = harness("history", "list", "--format", "json", "--out", str(out), env=_env())

@@ -38,7 +38,7 @@ def interrupt(args: list[str], gate: Path, signum: int, at: int = 1
         assert proc.poll() is None, proc.communicate()
         pytest_pid = int((gate / "ready").read_text())
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=300)  # seconds, or never
     finally:
         if proc.poll() is None:
             proc.kill()

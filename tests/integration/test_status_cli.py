@@ -72,7 +72,7 @@ def test_status_while_it_runs_after_kill_9_of_its_driver_and_once_it_is_done(tmp
     assert lines[3] == "running:" and lines[4].split(" on ")[0].endswith("running")
     assert any(line.startswith("eta: ") for line in lines)
 
-    wait_for(lambda: not living(orphans), 60, "the killed driver's units to end")
+    wait_for(lambda: not living(orphans), 300, "the killed driver's units to end")
     before = snapshot(directory)
     lines = status(directory)
     assert snapshot(directory) == before  # nothing written, not even a lock file's time

@@ -182,8 +182,10 @@ def flaggems_record_log_name(pytest_args):
 
 def test_flaggems_record_log_name_stays_within_the_file_name_limit(tmp_path):
     # Regression: a cuda mm run with every plugin as -p and an absolute shape file made a
-    # 276-byte name, and FlagGems' configure failed with rc 3.
-    deep = tmp_path / ("d" * 60) / "warmup" / "shard-0.yaml"
+    # 276-byte name, and FlagGems' configure failed with rc 3. The shape file's path is 140
+    # characters whatever tmp_path's length (a parallel run's is longer by its worker's name).
+    pad = max(1, 140 - len(str(tmp_path / "d" / "warmup" / "shard-0.yaml")) + 1)
+    deep = tmp_path / ("d" * pad) / "warmup" / "shard-0.yaml"
     deep.parent.mkdir(parents=True)
     deep.write_text("mm: {shapes: [[1, 2, 3, 4]]}\n")
     s = spec.resolve({"backend": "cuda", "runner": "host", "flaggems_dir": str(tmp_path),
