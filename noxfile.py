@@ -9,10 +9,12 @@ import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
-# pytest-xdist: one worker per core; a module's tests share one worker, so a module-scoped
-# fixture (a whole campaign, a PostgreSQL server, a browser) is made once. Modules go in the
-# order collected, the long integration ones first: xdist's default, the most tests first, left
-# them to the end, where the run's last minutes wait on a few long tests. `-- -n 0` runs serially.
+# pytest-xdist for the edit loop: one worker per core; a module's tests share one worker, so a
+# module-scoped fixture is made once. Modules go in the order collected. `nox -s tests` runs
+# serially: its integration tests time real CPU calls, and A/As among them assert that nothing
+# is called; beside a second worker of the suite's own they read a row slower by chance (a CI
+# run under xdist did, 1 of 2,143), and on two cores xdist saved little (1,308 s against about
+# 1,100 s serially for 126 fewer tests). `-- -n auto` runs them in parallel anyway.
 PARALLEL = ("-n", "auto", "--dist", "loadscope", "--no-loadscope-reorder")
 
 
@@ -22,8 +24,7 @@ def tests(session: nox.Session) -> None:
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
     # the slowest tests named in every log: CI's time is kept in view where it is spent
-    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *PARALLEL,
-                *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *session.posargs)
 
 
 @nox.session

@@ -216,9 +216,11 @@ def test_a_benchmark_that_patches_torch_costs_its_worker_and_an_a_a_beside_it_ca
                 "torch._tensor.Tensor.add_ (added), torch.nn.functional.softmax"), patched
             # round-major: tanh runs next on this side, in a worker that patch never touched
             assert ran[f"tanh/{side}/r{r}"][0]["pid"] != patched["pid"]
+    # The leak read 48x; an A/A of real CPU timings beside other tests (xdist) can read a row
+    # slower by chance, so the bound is on how far a row moved, far under the leak's 48x.
     doc = json.loads((directory / "ab.json").read_text())
-    verdicts = {op: info["verdict"] for op, info in doc["operators"].items()}
-    assert not {"faster", "slower"} & set(verdicts.values()), verdicts
+    moved = {(r["op"], r["shape"]): r["speedup_pct"] for r in doc["rows"]}
+    assert moved and all(abs(v) < 200 for v in moved.values()), moved
 
 
 def test_a_session_cut_short_fails_with_what_is_missing_and_a_leaked_child_ends_with_its_run(
