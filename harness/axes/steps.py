@@ -47,6 +47,18 @@ def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=GIT_TIMEOUT_S)
 
 
+def commit_of(repo: Path, name: str, ref: str | None, missing: str) -> str:
+    """The full hash of the commit `ref` names in `repo`; UsageError `missing` where none is
+    given, and one naming `name` for a ref that is no commit (or reads as an option)."""
+    if not ref:
+        raise UsageError(missing)
+    proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if proc.returncode != 0 or ref.startswith("-"):
+        raise UsageError(f"{name}={ref!r} is not accepted; expected a commit, branch or tag of "
+                         f"{str(repo)!r}")
+    return proc.stdout.strip()
+
+
 def commit_range(given: StepsGiven, source_dir: str) -> tuple[Step, ...]:
     """GOOD, then every commit of BAD's first-parent history after it, BAD last; each step's
     `code` the tree of `source_dir` at it. UsageError, one line, for a checkout that is not git
@@ -62,15 +74,8 @@ def commit_range(given: StepsGiven, source_dir: str) -> tuple[Step, ...]:
     if git(repo, "rev-parse", "--git-dir").returncode != 0:
         raise UsageError(f"FLAGGEMS_DIR={str(repo)!r} is not a git checkout: bisect lists "
                          "its commits")
-    ends = {}
-    for name, ref in (("GOOD", given.good), ("BAD", given.bad)):
-        if not ref:
-            raise UsageError(f"bisect needs {name}: a commit of {str(repo)!r}")
-        proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-        if proc.returncode != 0 or ref.startswith("-"):
-            raise UsageError(f"{name}={ref!r} is not accepted; expected a commit, branch or "
-                             f"tag of {str(repo)!r}")
-        ends[name] = proc.stdout.strip()
+    ends = {name: commit_of(repo, name, ref, f"bisect needs {name}: a commit of {str(repo)!r}")
+            for name, ref in (("GOOD", given.good), ("BAD", given.bad))}
     good, bad = ends["GOOD"], ends["BAD"]
     if good == bad:
         raise UsageError(f"GOOD={given.good!r} and BAD={given.bad!r} are the same commit "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.axes.flaggems import SOURCE_DIR, STACKS_DIR
+from harness.axes.steps import commit_of
 from harness.errors import UsageError
 
 PACKAGE_DIR = f"{SOURCE_DIR}/flag_gems"
@@ -50,15 +51,9 @@ def resolve(repo: Path, a: str, b: str, bench: str | None) -> Refs:
     if _git(repo, "rev-parse", "--git-dir").returncode != 0:
         raise UsageError(f"AXIS=flaggems needs FLAGGEMS_DIR to be a git checkout; "
                          f"{str(repo)!r} is not one")
-    found = {}
-    for name, ref in (("A_REF", a), ("B_REF", b), ("BENCH_REF", bench or a)):
-        if not ref:
-            raise UsageError(f"AXIS=flaggems needs {name}: a commit of FLAGGEMS_DIR's git")
-        proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-        if proc.returncode != 0 or ref.startswith("-"):
-            raise UsageError(f"{name}={ref!r} is not accepted; expected a commit, branch or "
-                             f"tag of {str(repo)!r}")
-        found[name] = proc.stdout.strip()
+    found = {name: commit_of(repo, name, ref,
+                             f"AXIS=flaggems needs {name}: a commit of FLAGGEMS_DIR's git")
+             for name, ref in (("A_REF", a), ("B_REF", b), ("BENCH_REF", bench or a))}
     if found["A_REF"] == found["B_REF"]:
         raise UsageError(f"A_REF={a!r} and B_REF={b!r} are the same commit "
                          f"({found['A_REF'][:12]}): the campaign would compare FlagGems with "
