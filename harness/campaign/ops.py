@@ -8,7 +8,8 @@ from pathlib import Path, PurePosixPath
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
 from harness.run import checks
-from harness.settings.spec import OP_NAME, OP_NAME_TEXT, Settings
+from harness.settings.kinds import OP_NAME, OP_NAME_TEXT
+from harness.settings.spec import Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
 

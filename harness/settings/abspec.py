@@ -12,7 +12,8 @@ from typing import Any
 from harness import axes, stats
 from harness.errors import UsageError
 from harness.settings import variables
-from harness.settings.spec import VARS_BY_MAKE, positive_int
+from harness.settings.kinds import positive_int
+from harness.settings.spec import VARS_BY_MAKE
 from harness.settings.variables import AUTO_MAX_ROUNDS, AUTO_MIN_ROUNDS, MAX_ROUNDS
 
 
@@ -55,7 +56,7 @@ def _auto(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[int, int
     found = []
     for name, default in (("MIN_ROUNDS", AUTO_MIN_ROUNDS), ("MAX_ROUNDS", AUTO_MAX_ROUNDS)):
         text, source = VARS_BY_MAKE[name].lookup(flags, env)
-        found.append(positive_int(VARS_BY_MAKE[name], str(text or default), source,
+        found.append(positive_int(VARS_BY_MAKE[name].label(source), str(text or default),
                                   most=MAX_ROUNDS))
     if found[0] < 2 or found[0] > found[1]:
         raise UsageError(f"MIN_ROUNDS={found[0]} and MAX_ROUNDS={found[1]} are not accepted; "

@@ -7,9 +7,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from harness.contract.warmup_share import share_text
 from harness.settings import variables
-from harness.settings.spec import Settings
+from harness.settings.spec import VARS, Settings
 
 
 def flag_args(values: Mapping[str, object]) -> list[str]:
@@ -35,31 +34,11 @@ def flag_args(values: Mapping[str, object]) -> list[str]:
     return argv
 
 
-def _flag(on: bool) -> str:
-    return "1" if on else "0"
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
 def setting_values(settings: Settings) -> dict[str, str | None]:
-    """Each Make variable of `settings`, spelt as its flag takes it (None: unset)."""
-    s = settings
-    return {
-        "BACKEND": s.backend.name, "OP": s.op, "OP_FILE": s.op_file, "TEST_NODE": s.test_node,
-        "LEVEL": s.level, "SHAPE_MODE": s.shape_mode, "SHAPE_FILE": _text(s.shape_file),
-        "DTYPES": ",".join(s.dtypes), "MODE": s.mode, "GRAPH_TIMER": s.graph_timer,
-        "REPEAT": str(s.repeat), "BASELINE": s.baseline,
-        "ISOLATE_TUNER_CACHE": _flag(s.isolate_tuner_cache), "RECORD": _flag(s.record),
-        "REPLAY_FROM": _text(s.replay_from), "REPLAY_STRICT": _flag(s.replay_strict),
-        "USE_FLAGTUNE": _flag(s.use_flagtune),
-        "PARALLEL_WARMUP_GPUS": _text(s.parallel_warmup_gpus),
-        "WARMUP_SHARE": share_text(s.warmup_share) if s.warmup_share else None,
-        "DEVICES": ",".join(s.devices), "FLAGGEMS_DIR": _text(s.flaggems_dir),
-        "COMPILE_WORKERS": str(s.compile_workers),
-        "RUNNER": s.runner, "OUT": str(s.out), "DRY_RUN": _flag(s.dry_run),
-    }
+    """Each run setting of `settings` (a variable with a field), spelt as its flag takes it by
+    its kind (None: unset), in the table's order."""
+    return {var.make: var.kind.spell(getattr(settings, var.field))
+            for var in VARS if var.field is not None}
 
 
 def to_argv(settings: Settings, **overrides: Any) -> list[str]:

@@ -3,37 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness import backends
 from harness.backends import Backend
-from harness.contract.warmup_share import parse_share
 from harness.errors import UsageError
 from harness.settings import variables
 from harness.settings.inputs import Inputs as Inputs  # the snapshot of what the user gave
 from harness.settings.options import add_flag
 from harness.settings.variables import CLUSTER_RUNNERS as CLUSTER_RUNNERS
-from harness.settings.variables import (
-    DEFAULT_CAP,
-    MAX_WORKERS,
-    SETTINGS,
-    Var,
-    group,
-)
+from harness.settings.variables import SETTINGS, Var, group
 
-# An operator names directories (runs/<op>, ab/<axis>-<op>), so no separators and a length well
-# within a file name's 255 bytes; FlagGems' longest operator names are under 40 characters.
-OP_NAME_MAX = 100
-OP_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{OP_NAME_MAX - 1}}}")
-OP_NAME_TEXT = (f"letters, digits, '_', '.', '-', not starting with '.' or '-', at most "
-                f"{OP_NAME_MAX} characters")
-MAX_REPEAT = 1000  # timing repeats per shape: REPEAT=99999999999999999999 ran until it was killed
-NAME_MAX = 255  # bytes of one path component on the file systems a run writes to
 IN_IMAGE_VAR = "ZL_IN_IMAGE"  # set by the vendor images: RUNNER resolves to host inside one
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/, this module being in settings/
 REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages when installed
@@ -42,26 +26,6 @@ REPO_ROOT = PACKAGE_DIR.parent  # the checkout when run from one; site-packages 
 _PACKAGED_SUITE = PACKAGE_DIR / "cpu_suite"
 EMBEDDED_SUITE = (_PACKAGED_SUITE if _PACKAGED_SUITE.is_dir()
                   else REPO_ROOT / "examples" / "cpu_suite")
-# torch's dtype names (torch.<name> is a torch.dtype), read without importing torch; whether
-# the benchmark measures one is checked in preflight, against what it declares.
-TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
-                "int64", "float16", "bfloat16", "float32", "float64", "complex32", "complex64",
-                "complex128", "half", "float", "double", "short", "int", "long", "cfloat",
-                "cdouble", "chalf", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-                "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2")
-# A device index, or a UUID as vendor tools print them: GPU-<hex>-..., 0x<hex>, bare hex.
-DEVICE_ID = re.compile(r"[0-9]+|[A-Za-z]+(?:-[0-9A-Fa-f]+)+"
-                       r"|(?:0x)?[0-9A-Fa-f]{8,}(?:-[0-9A-Fa-f]+)*")
-
-
-def default_workers(cores: int | None = None) -> int:
-    """The host's usable cores, at most DEFAULT_CAP: COMPILE_WORKERS where none is given."""
-    if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # no affinity call on this platform
-            cores = os.cpu_count() or 1
-    return max(1, min(DEFAULT_CAP, cores))
 
 
 def checkout_root() -> Path | None:
@@ -162,70 +126,6 @@ def given(name: str, flags: Mapping[str, object], env: Mapping[str, str]) -> str
     return None if source == "default" or value is None else _check_choice(var, value, source)
 
 
-def positive_int(var: Var, value: str, source: str, most: int | None = None) -> int:
-    if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
-        expected = f"from 1 to {most}" if most else "of at least 1"
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted; "
-                         f"expected a whole number {expected}")
-    return int(value)
-
-
-def _op(var: Var, value: str | None, source: str) -> str | None:
-    if value is not None and not OP_NAME.fullmatch(value):
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected an operator "
-                         f"name: {OP_NAME_TEXT}")
-    return value
-
-
-def _workers(var: Var, value: str | None, source: str) -> int:
-    if value is None:
-        return default_workers()
-    if not re.fullmatch(r"[0-9]+", value.strip()) or int(value) > MAX_WORKERS:
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected a whole "
-                         f"number from 0 (off) to {MAX_WORKERS}")
-    return int(value)
-
-
-def _dtypes(var: Var, value: str | None, source: str) -> tuple[str, ...]:
-    items = tuple(item.strip() for item in (value or "").split(",") if item.strip())
-    unknown = [item for item in items if item not in TORCH_DTYPES]
-    if unknown:
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted: "
-                         f"{', '.join(map(repr, unknown))} is not a torch dtype name; expected "
-                         "comma-separated torch dtype names, e.g. float16,bfloat16,float32")
-    return tuple(dict.fromkeys(items))
-
-
-def _devices(var: Var, value: str | None, source: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    items = tuple(item.strip() for item in value.split(","))
-    if not all(DEVICE_ID.fullmatch(item) for item in items):
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted; expected "
-                         "comma-separated device indices (whole numbers, e.g. 0,1) or the "
-                         "UUIDs the vendor tool prints")
-    return items
-
-
-def _out(var: Var, value: str, source: str) -> Path:
-    """OUT must be a directory or a path one can become: not a file, nor under one, and no
-    component longer than a file name may be."""
-    path = Path(value)
-    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
-    if long is not None:
-        raise UsageError(f"{var.label(source)}={value!r} is not accepted: its component "
-                         f"{long[:40]!r}... is {len(os.fsencode(long))} bytes; expected a path "
-                         f"whose every component is at most {NAME_MAX} bytes")
-    for candidate in (path, *path.parents):
-        if candidate.exists() or candidate.is_symlink():
-            if not candidate.is_dir():
-                where = "is" if candidate == path else f"is under {str(candidate)!r}, which is"
-                raise UsageError(f"{var.label(source)}={value!r} is not accepted: it {where} "
-                                 "not a directory; expected a directory for run outputs")
-            break
-    return path
-
-
 def resolve_runner(value: str | None, backend: Backend, env: Mapping[str, str],
                    which: Callable[[str], str | None]) -> str:
     """RUNNER as DESIGN.md says: host inside an image and for non-accelerators, else an engine."""
@@ -256,31 +156,27 @@ def _read_vars(flags: Mapping[str, object], env: Mapping[str, str]
     return raw, sources
 
 
-def _timer(mode: str, backend: Backend) -> tuple[str, str]:
-    """(MODE, the timer it gives on `backend`): auto is graph where the backend can capture."""
+def _timer(mode: str, backend: Backend) -> str:
+    """The timer MODE gives on `backend`: auto is graph where the backend can capture."""
     if mode == "graph" and not backend.can_capture:
         raise UsageError(f"MODE='graph' is not accepted on BACKEND={backend.name!r}, which "
                          "cannot capture graphs; expected one of: direct, auto")
-    timer = "graph" if mode == "graph" or (mode == "auto" and backend.can_capture) else "direct"
-    return mode, timer
+    return "graph" if mode == "graph" or (mode == "auto" and backend.can_capture) else "direct"
 
 
-def _shapes(raw: Mapping[str, str | None]) -> tuple[str, Path | None]:
-    """(SHAPE_MODE, SHAPE_FILE): a file exactly when the mode reads one."""
-    shape_mode = raw["SHAPE_MODE"] or "upstream"
-    shape_file = Path(raw["SHAPE_FILE"]) if raw["SHAPE_FILE"] else None
+def _check_shapes(shape_mode: str, shape_file: Path | None) -> None:
+    """SHAPE_FILE is given exactly when SHAPE_MODE reads one."""
     if shape_mode == "file" and shape_file is None:
         raise UsageError("SHAPE_MODE='file' needs SHAPE_FILE (a shape YAML)")
     if shape_mode != "file" and shape_file is not None:
         raise UsageError(f"SHAPE_FILE={str(shape_file)!r} is only read with SHAPE_MODE=file, "
                          f"not {shape_mode}")
-    return shape_mode, shape_file
 
 
-def _isolate(raw: Mapping[str, str | None], sources: Mapping[str, str]) -> bool:
+def _isolate(values: Mapping[str, Any], sources: Mapping[str, str]) -> bool:
     """ISOLATE_TUNER_CACHE, forced on by REPLAY_FROM (refused when set to 0 by the user)."""
-    isolate = raw["ISOLATE_TUNER_CACHE"] == "1"
-    if raw["REPLAY_FROM"]:
+    isolate = bool(values["isolate_tuner_cache"])
+    if values["replay_from"]:
         if sources["ISOLATE_TUNER_CACHE"] != "default" and not isolate:
             raise UsageError("REPLAY_FROM needs a private tuner cache; ISOLATE_TUNER_CACHE=0 "
                              "would mix the replayed winners with the shared cache's")
@@ -290,51 +186,32 @@ def _isolate(raw: Mapping[str, str | None], sources: Mapping[str, str]) -> bool:
 
 def resolve(flags: Mapping[str, object], env: Mapping[str, str] | None = None,
             which: Callable[[str], str | None] | None = None) -> Settings:
-    """Build Settings from parsed flags (by dest) and the environment; a flag beats the env."""
+    """Build Settings from parsed flags (by dest) and the environment; a flag beats the env.
 
+    Each variable with a field is read by its kind (variables.TABLE); what follows are the
+    rules between settings: the backend detected where none is given, the timer MODE gives on
+    it, a shape file exactly with SHAPE_MODE=file, REPLAY_FROM's private cache, one warmup
+    shard at a time, the embedded suite on a non-accelerator, RUNNER's default.
+    """
     env = variables.environ() if env is None else env
     which = shutil.which if which is None else which
     raw, sources = _read_vars(flags, env)
-    backend = backends.get(raw["BACKEND"]) if raw["BACKEND"] else backends.detect(which)
-    mode, timer = _timer(raw["MODE"] or "auto", backend)
-    shape_mode, shape_file = _shapes(raw)
-    isolate = _isolate(raw, sources)
-    pwg = raw["PARALLEL_WARMUP_GPUS"]
-    if pwg and raw["WARMUP_SHARE"]:
+    # Any: each field has its own type, checked by its kind and by Settings' annotations
+    values: dict[str, Any] = {var.field: var.kind.parse(var.label(sources[var.make]),
+                                                             raw[var.make])
+                              for var in VARS if var.field}
+    backend = values["backend"] or backends.detect(which)
+    _check_shapes(values["shape_mode"], values["shape_file"])
+    isolate = _isolate(values, sources)
+    if values["parallel_warmup_gpus"] and values["warmup_share"]:
         raise UsageError(f"WARMUP_SHARE={raw['WARMUP_SHARE']!r} marks a parallel warmup's "
                          "shard, which cannot shard again; unset PARALLEL_WARMUP_GPUS or it")
-    flaggems_dir = raw["FLAGGEMS_DIR"]
+    flaggems_dir = values["flaggems_dir"]
     if flaggems_dir is None and not backend.is_accelerator:
-        flaggems_dir = str(EMBEDDED_SUITE)
-    return Settings(
-        backend=backend,
-        op=_op(VARS_BY_MAKE["OP"], raw["OP"], sources["OP"]),
-        op_file=raw["OP_FILE"],
-        test_node=raw["TEST_NODE"],
-        level=raw["LEVEL"] or "core",
-        shape_mode=shape_mode,
-        shape_file=shape_file,
-        dtypes=_dtypes(VARS_BY_MAKE["DTYPES"], raw["DTYPES"], sources["DTYPES"]),
-        mode=mode,
-        timer=timer,
-        graph_timer=raw["GRAPH_TIMER"] or "upstream",
-        repeat=positive_int(VARS_BY_MAKE["REPEAT"], raw["REPEAT"] or "1", sources["REPEAT"],
-                            most=MAX_REPEAT),
-        baseline=raw["BASELINE"] or "auto",
-        isolate_tuner_cache=isolate,
-        record=isolate or raw["RECORD"] == "1",
-        replay_from=Path(raw["REPLAY_FROM"]) if raw["REPLAY_FROM"] else None,
-        replay_strict=raw["REPLAY_STRICT"] == "1",
-        use_flagtune=raw["USE_FLAGTUNE"] == "1",
-        parallel_warmup_gpus=(positive_int(VARS_BY_MAKE["PARALLEL_WARMUP_GPUS"], pwg,
-                                            sources["PARALLEL_WARMUP_GPUS"]) if pwg else None),
-        warmup_share=parse_share(raw["WARMUP_SHARE"] or ""),
-        compile_workers=_workers(VARS_BY_MAKE["COMPILE_WORKERS"], raw["COMPILE_WORKERS"],
-                                 sources["COMPILE_WORKERS"]),
-        devices=_devices(VARS_BY_MAKE["DEVICES"], raw["DEVICES"], sources["DEVICES"]),
-        flaggems_dir=Path(flaggems_dir) if flaggems_dir else None,
-        runner=resolve_runner(raw["RUNNER"], backend, env, which),
-        out=_out(VARS_BY_MAKE["OUT"], raw["OUT"] or "runs", sources["OUT"]),
-        dry_run=raw["DRY_RUN"] == "1",
-        sources=sources,
-    )
+        flaggems_dir = EMBEDDED_SUITE
+    return Settings(**{
+        **values, "backend": backend, "timer": _timer(values["mode"], backend),
+        "isolate_tuner_cache": isolate, "record": isolate or values["record"],
+        "flaggems_dir": flaggems_dir,
+        "runner": resolve_runner(values["runner"], backend, env, which),
+    }, sources=sources)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from harness.errors import UsageError
-from harness.settings import paths
+from harness.settings import kinds, paths
+from harness.settings.kinds import DEFAULT_CAP, Kind
 
 LEVELS = ("core", "comprehensive")
 SHAPE_MODES = ("upstream", "file", "smoke")
@@ -23,8 +24,6 @@ SLURM_UNITS = ("gpu", "node")  # a Slurm task takes one device, or a whole node
 MAX_ROUNDS = 100  # an A/B of more rounds is a typo, not a campaign (each round runs both sides)
 # ROUNDS=auto: 2 rounds give a first t interval; past 6 an undecided row is noise, not signal.
 AUTO_MIN_ROUNDS, AUTO_MAX_ROUNDS = 2, 6
-DEFAULT_CAP = 16  # more compile threads than this gained nothing measurable on a 16-core host
-MAX_WORKERS = 1024
 # A unit's time limit by default: an hour. FlagGems' slowest core operator tunes cold in about
 # 4 minutes on an H200 (mm: 237 s), so an A/B unit's two sides take under 10; an hour leaves
 # room for slower devices and the comprehensive level, yet a hung operator costs its device
@@ -60,7 +59,8 @@ class Var:
 
     `env` None: read from the flag only; `flag` None: make hands it over itself (RUN as a
     path, SUMMARY_ARGS as words, ALLOW_UNPINNED in the environment). `commands` are the
-    subcommands that take its flag (or, flagless, read it).
+    subcommands that take its flag (or, flagless, read it). `field` and `kind` make it a
+    run's setting: a new one is this row and its Settings field, nothing else.
     """
 
     make: str
@@ -79,6 +79,10 @@ class Var:
     meanings: tuple[tuple[str, str], ...] = ()  # (subcommand, help) where one reads it otherwise
     make_help: str | None = None  # what `make help` says, where the flag's help does not fit
     refuse_empty: bool = False  # an empty value is refused, not read as "not given" (A=, B=)
+    # A run's setting: the Settings field its value goes to (spec.resolve fills it, cmdline
+    # spells it back), and how its text is read. None: read where it is used, not a field.
+    field: str | None = None
+    kind: Kind = kinds.TEXT
 
     @property
     def env_name(self) -> str:
@@ -190,48 +194,62 @@ _WARMUP_SHARE_HELP = (
 TABLE: tuple[Var, ...] = (
     # A run's settings (DESIGN.md's Variables), in the order of its flags.
     Var("BACKEND", "ZL_BACKEND", "--backend", "a backend of `harness backends`, or an alias",
-        default_doc="detected; cpu when no accelerator", commands=(*RUNS, "image", "pin")),
+        default_doc="detected; cpu when no accelerator", commands=(*RUNS, "image", "pin"),
+        field="backend", kind=kinds.BACKEND),
     Var("OP", "OP", "--op", "operator to run, resolved to a FlagGems benchmark node",
-        commands=ONE_NODE),
-    Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP", commands=ONE_NODE),
+        commands=ONE_NODE, field="op", kind=kinds.OPERATOR),
+    Var("OP_FILE", "OP_FILE", "--op-file", "benchmark file that holds OP", commands=ONE_NODE,
+        field="op_file"),
     Var("TEST_NODE", "TEST_NODE", "--node", "pytest node, e.g. benchmark/test_mm.py::test_mm",
-        commands=ONE_NODE),
-    Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS),
+        commands=ONE_NODE, field="test_node"),
+    Var("LEVEL", "BENCH_LEVEL", "--level", "benchmark level", "core", LEVELS,
+        field="level"),
     Var("SHAPE_MODE", "SHAPE_MODE", "--shape-mode", "shape source (smoke: FlagGems' own, "
-        "first input of the first dtype only, to see what runs)", "upstream", SHAPE_MODES),
-    Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file"),
+        "first input of the first dtype only, to see what runs)", "upstream", SHAPE_MODES,
+        field="shape_mode"),
+    Var("SHAPE_FILE", "SHAPE_FILE", "--shape-file", "shape YAML for SHAPE_MODE=file",
+        field="shape_file", kind=kinds.PATH),
     Var("DTYPES", "ZL_DTYPES", "--dtypes", "dtypes to measure, comma-separated torch names "
-        "(FlagGems' --dtypes)", default_doc="the benchmark's own"),
+        "(FlagGems' --dtypes)", default_doc="the benchmark's own", field="dtypes",
+        kind=kinds.DTYPES),
     Var("MODE", "ZL_TIMER", "--mode", "timer (auto: graph where the backend can capture)",
-        "auto", MODES),
+        "auto", MODES, field="mode"),
     Var("GRAPH_TIMER", "ZL_GRAPH_TIMER", "--graph-timer", "the graph timer's algorithm: "
         "upstream, Triton's do_bench_cudagraph as FlagGems' own runs use it; steady, replays "
         "queued back to back on a busy device (microsecond rows steadier, and lower than "
-        "FlagGems' own numbers)", "upstream", GRAPH_TIMERS),
-    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1"),
+        "FlagGems' own numbers)", "upstream", GRAPH_TIMERS, field="graph_timer"),
+    Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1",
+        field="repeat", kind=kinds.REPEAT),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
         "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "
         "once in a campaign whose axis cannot change torch's kernels (none, or a compiler "
-        "switch), every otherwise", "auto", BASELINES),
+        "switch), every otherwise", "auto", BASELINES, field="baseline"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
-        "1: private FlagGems and Triton caches for this run", "0", ("0", "1")),
+        "1: private FlagGems and Triton caches for this run", "0", ("0", "1"),
+        field="isolate_tuner_cache", kind=kinds.SWITCH),
     Var("RECORD", "ZL_RECORD", "--record", "1: record the autotune winners this run used",
-        "0", ("0", "1")),
-    Var("REPLAY_FROM", "REPLAY_FROM", "--replay-from", "run whose autotune winners are pinned"),
+        "0", ("0", "1"), field="record", kind=kinds.SWITCH),
+    Var("REPLAY_FROM", "REPLAY_FROM", "--replay-from", "run whose autotune winners are pinned",
+        field="replay_from", kind=kinds.PATH),
     Var("REPLAY_STRICT", "REPLAY_STRICT", "--replay-strict",
-        "1: a key missing from the replayed records fails the operator", "0", ("0", "1")),
+        "1: a key missing from the replayed records fails the operator", "0", ("0", "1"),
+        field="replay_strict", kind=kinds.SWITCH),
     Var("USE_FLAGTUNE", "USE_FLAGTUNE", "--use-flagtune", "1: FlagGems' exhaustive search",
-        "0", ("0", "1")),
+        "0", ("0", "1"), field="use_flagtune", kind=kinds.SWITCH),
     Var("PARALLEL_WARMUP_GPUS", "PARALLEL_WARMUP_GPUS", "--parallel-warmup-gpus",
-        "shard the autotune sweep over N devices"),
-    Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share", _WARMUP_SHARE_HELP),
+        "shard the autotune sweep over N devices", field="parallel_warmup_gpus", kind=kinds.COUNT),
+    Var("WARMUP_SHARE", "ZL_WARMUP_SHARE", "--warmup-share", _WARMUP_SHARE_HELP,
+        field="warmup_share", kind=kinds.SHARE),
+    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "
+        "or UUIDs", aliases=("--gpus",), default_doc="all visible", field="devices",
+        kind=kinds.DEVICES),
+    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
+        default_doc="the image's; examples/cpu_suite on cpu", field="flaggems_dir",
+        kind=kinds.PATH),
     Var("COMPILE_WORKERS", "ZL_COMPILE_WORKERS", "--compile-workers",
         "threads that compile a key's autotune candidates together before they are timed "
-        f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})"),
-    Var("DEVICES", "ZL_DEVICES", "--devices", "device ids to use, comma-separated indices "
-        "or UUIDs", aliases=("--gpus",), default_doc="all visible"),
-    Var("FLAGGEMS_DIR", "FLAGGEMS_DIR", "--flaggems-dir", "FlagGems checkout holding benchmark/",
-        default_doc="the image's; examples/cpu_suite on cpu"),
+        f"one by one; 0: off (default: the host's cores, at most {DEFAULT_CAP})",
+        field="compile_workers", kind=kinds.WORKERS),
     Var("AXIS", "ZL_AXIS", "--axis", "ab: a switch the backend knows (a short name such as "
         "RLC_ENHANCE, or its variable: `harness backends --json` lists axis_switches), "
         "env:NAME for any other environment variable, none (an A/A), python (two "
@@ -276,12 +294,13 @@ TABLE: tuple[Var, ...] = (
     Var("RUNNER", "ZL_RUNNER", "--runner", "where the run happens (pyxis or apptainer: "
         "EXECUTOR=slurm only)", None, RUNNERS,
         default_doc="host inside an image and for cpu, else docker or podman",
-        commands=(*RUNS, "image")),
-    Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs"),
+        commands=(*RUNS, "image"), field="runner"),
+    Var("OUT", "ZL_OUT", "--out", "root of run outputs", "runs", field="out", kind=kinds.OUT),
     Var("HISTORY", "ZL_HISTORY", "--history", "the store each run is recorded in: off, an SQLite "
         "file, sqlite:///PATH or postgresql://...", default_doc="OUT/history.sqlite"),
     Var("DRY_RUN", "ZL_DRY_RUN", "--dry-run", "print what would run, run nothing", "0",
-        ("0", "1"), commands=(*RUNS, "image", "pin"), metavar="0|1", bare="1"),
+        ("0", "1"), commands=(*RUNS, "image", "pin"), metavar="0|1", bare="1", field="dry_run",
+        kind=kinds.SWITCH),
     # What ab and batch run: many operators.
     Var("OPS", "OPS", "--ops", "comma-separated operators, e.g. tanh,add,mm", commands=UNITS,
         group=OPERATORS,

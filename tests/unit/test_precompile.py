@@ -15,7 +15,7 @@ from harness.run import runner
 from harness.run.plugin_plan import PRECOMPILE, plan_plugins
 from harness.run.preflight import Plan
 from harness.run.probe import probe_python
-from harness.settings import spec
+from harness.settings import kinds, spec
 from harness.tuning import precompile
 
 FOUND = {precompile.ASYNC_MODULE: True}
@@ -34,16 +34,16 @@ def plan(features=None):
 
 
 def test_default_is_the_cores_capped_at_sixteen():
-    assert spec.default_workers(64) == 16
-    assert spec.default_workers(4) == 4
-    assert spec.default_workers(0) == 1
-    assert 1 <= spec.default_workers() <= 16
+    assert kinds.default_workers(64) == 16
+    assert kinds.default_workers(4) == 4
+    assert kinds.default_workers(0) == 1
+    assert 1 <= kinds.default_workers() <= 16
 
 
 def test_flag_beats_environment_and_zero_is_off(tmp_path):
     assert resolve(tmp_path, {"ZL_COMPILE_WORKERS": "3"}).compile_workers == 3
     assert resolve(tmp_path, {"ZL_COMPILE_WORKERS": "3"}, compile_workers="0").compile_workers == 0
-    assert resolve(tmp_path).compile_workers == spec.default_workers()
+    assert resolve(tmp_path).compile_workers == kinds.default_workers()
     assert resolve(tmp_path, compile_workers=" 8 ").compile_workers == 8
 
 
