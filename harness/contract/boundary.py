@@ -211,11 +211,19 @@ def read(var: ChildVar[T], reader: str, error: Callable[[str], Exception] = Boun
         raise error(f"{var.name}={value!r}: {reader} needs {var.accepted_text()}") from None
 
 
+# pytest's own: options it adds to every session's command line. The benchmark's session is the
+# command the harness prints and the receipt pins; PYTEST_ADDOPTS=--junitxml=F exported for an
+# outer test run reached every benchmark session, each rewriting F, and -x or -k there would
+# change what is timed unseen.
+NOT_INHERITED = frozenset({"PYTEST_ADDOPTS"})
+
+
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment less every variable the host decides from Settings.
+    """The caller's environment less every variable the host decides from Settings and less
+    NOT_INHERITED.
 
     A stale ZL_PLUGIN_AUTOTUNE_REPLAY exported in a shell would otherwise pin another run's
     winners in a run that replays nothing. ZL_PLUGIN_WARMUP_CLAIMS passes: a parallel warmup
     hands it to its shard's `harness run` this way.
     """
-    return {k: v for k, v in environ.items() if k not in DECIDED}
+    return {k: v for k, v in environ.items() if k not in DECIDED | NOT_INHERITED}

@@ -241,9 +241,11 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
     monkeypatch.setenv(boundary.REPLAY_VAR, str(tmp_path / "stale.jsonl"))
     monkeypatch.setenv(boundary.REPLAY_STRICT_VAR, "1")
     monkeypatch.setenv(boundary.WARMUP_CLAIMS_VAR, str(tmp_path / "claims"))
+    # an outer pytest's options: every benchmark session rewrote this file, and timed less
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--junitxml={tmp_path / 'outer.xml'} -x")
     code = ("import os; print([os.environ.get(n) for n in "
             f"({boundary.REPLAY_VAR!r}, {boundary.REPLAY_STRICT_VAR!r}, "
-            f"{boundary.TIMER_VAR!r}, {boundary.WARMUP_CLAIMS_VAR!r})])")
+            f"{boundary.TIMER_VAR!r}, {boundary.WARMUP_CLAIMS_VAR!r}, 'PYTEST_ADDOPTS')])")
     inv = runner.Invocation(argv=[sys.executable, "-c", code], cwd=tmp_path,
                             env={boundary.TIMER_VAR: "direct"}, plugins=())
     echoed: list[bytes] = []
@@ -251,7 +253,7 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
         rc = runner._stream(inv, log, echoed.append, supervise.GroupStopper(), [])
     assert rc == 0
     assert b"".join(echoed).decode().strip() == str(
-        [None, None, "direct", str(tmp_path / "claims")])
+        [None, None, "direct", str(tmp_path / "claims"), None])
 
 
 def test_inherited_keeps_what_the_host_does_not_decide():
