@@ -96,6 +96,9 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
     if settings.shape_mode == "file" and settings.shape_file is not None:
         argv.append(f"--shape_file={settings.shape_file.resolve()}")
     argv += [f"--dtypes={dtype}" for dtype in settings.dtypes]  # FlagGems' option appends
+    # FlagGems' measurement budget, where one is given (else the benchmark's own defaults)
+    argv += [f"--{option}={ms}" for option, ms in (("warmup", settings.warmup_ms),
+                                                   ("iter", settings.iter_ms)) if ms]
     if not settings.times_baseline:  # FlagGems times only what --metrics names
         argv.append(f"--metrics={NO_BASELINE_METRIC}")
     env = {

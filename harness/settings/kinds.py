@@ -24,6 +24,7 @@ OP_NAME_MAX = 100
 OP_NAME = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9_.-]{{0,{OP_NAME_MAX - 1}}}")
 OP_NAME_TEXT = (f"letters, digits, '_', '.', '-', not starting with '.' or '-', at most "
                 f"{OP_NAME_MAX} characters")
+MAX_BUDGET_MS = 60_000  # a minute's warmup or timed calls per measurement is a typo
 MAX_REPEAT = 1000  # timing repeats per shape: REPEAT=99999999999999999999 ran until it was killed
 DEFAULT_CAP = 16  # more compile threads than this gained nothing measurable on a 16-core host
 MAX_WORKERS = 1024
@@ -71,6 +72,17 @@ def positive_int(label: str, value: str, most: int | None = None) -> int:
     return int(value)
 
 
+def one_line(label: str, value: str) -> str:
+    """`value`, refused where it holds a control character: values reach log lines, and a
+    newline there would forge a marker line or split a CSV row."""
+    bad = next((c for c in value if c < " " or c == "\x7f"), None)
+    if bad is not None:
+        raise UsageError(f"{label}={value!r} is not accepted: it holds the control character "
+                         f"{bad!r}; expected a value without newlines, tabs or other control "
+                         "characters")
+    return value
+
+
 def _text_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -104,6 +116,10 @@ def _repeat(label: str, value: str | None) -> int:
 
 def _count(label: str, value: str | None) -> int | None:
     return positive_int(label, value) if value else None
+
+
+def _millis(label: str, value: str | None) -> int | None:
+    return positive_int(label, value, most=MAX_BUDGET_MS) if value else None
 
 
 def _workers(label: str, value: str | None) -> int:
@@ -183,6 +199,7 @@ SWITCH = Kind(_switch, _spell_switch)  # 0 or 1, read as a bool
 OPERATOR = Kind(_op, _text_or_none)
 REPEAT = Kind(_repeat, _text_or_none)
 COUNT = Kind(_count, _text_or_none)  # a whole number of at least 1, or unset
+MILLIS = Kind(_millis, _text_or_none)  # whole milliseconds, 1 to MAX_BUDGET_MS, or unset
 WORKERS = Kind(_workers, _text_or_none)
 DTYPES = Kind(_dtypes, _spell_list)
 DEVICES = Kind(_devices, _spell_list)

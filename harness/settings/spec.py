@@ -53,6 +53,8 @@ class Settings:
     mode: str
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
     graph_timer: str  # GRAPH_TIMER: the graph timer's algorithm, upstream or steady
+    warmup_ms: int | None  # FlagGems' --warmup; None: the benchmark's own
+    iter_ms: int | None  # FlagGems' --iter; None: the benchmark's own
     repeat: int
     baseline: str  # BASELINE as given: auto, every, once or off (see timed_baseline)
     isolate_tuner_cache: bool
@@ -89,6 +91,8 @@ class Settings:
             "dtypes": ",".join(self.dtypes) or None,
             "timer": self.timer,
             "graph_timer": self.graph_timer,
+            "warmup_ms": self.warmup_ms,
+            "iter_ms": self.iter_ms,
             "mode": self.mode,
             "repeat": self.repeat,
             "baseline": self.baseline,

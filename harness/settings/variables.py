@@ -79,8 +79,7 @@ class Var:
     meanings: tuple[tuple[str, str], ...] = ()  # (subcommand, help) where one reads it otherwise
     make_help: str | None = None  # what `make help` says, where the flag's help does not fit
     refuse_empty: bool = False  # an empty value is refused, not read as "not given" (A=, B=)
-    # A run's setting: the Settings field its value goes to (spec.resolve fills it, cmdline
-    # spells it back), and how its text is read. None: read where it is used, not a field.
+    # A run's setting: its Settings field (None: read where it is used) and how it is read
     field: str | None = None
     kind: Kind = kinds.TEXT
 
@@ -113,16 +112,18 @@ class Var:
             return "1", "flag"
         self._not_empty(value, "flag")
         if value not in (None, "", False):
-            return self._fits(self._one_line(str(value), "flag"), "flag"), "flag"
+            return self._fits(str(value), "flag"), "flag"
         value = env.get(self.env) if self.env else None
         self._not_empty(value, "env")
         if value not in (None, ""):
-            return self._fits(self._one_line(str(value), "env"), "env"), "env"
+            return self._fits(str(value), "env"), "env"
         return self.default, "default"
 
     def _fits(self, value: str, source: str) -> str:
-        """`value`, refused where it names a path no file system opens (paths.fits)."""
-        return paths.fits(self.make, self.label(source), value)
+        """`value`, refused where it holds a control character (kinds.one_line) or names a
+        path no file system opens (paths.fits)."""
+        label = self.label(source)
+        return paths.fits(self.make, label, kinds.one_line(label, value))
 
     def _not_empty(self, value: object, source: str) -> None:
         """UsageError for an empty value of a variable that refuses one: `A=` silently ran
@@ -130,16 +131,6 @@ class Var:
         if value == "" and self.refuse_empty:
             raise UsageError(f"{self.label(source)}='' is not accepted; expected a value (leave "
                              f"{self.make} out for its default, {self.default})")
-
-    def _one_line(self, value: str, source: str) -> str:
-        """`value`, refused where it holds a control character: values reach log lines, and a
-        newline there would forge a marker line or split a CSV row."""
-        bad = next((c for c in value if c < " " or c == "\x7f"), None)
-        if bad is not None:
-            raise UsageError(f"{self.label(source)}={value!r} is not accepted: it holds the "
-                             f"control character {bad!r}; expected a value without newlines, "
-                             "tabs or other control characters")
-        return value
 
     def given(self, flags: Mapping[str, object], env: Mapping[str, str]) -> str | None:
         """Its value where one was given: the flag's, else its environment variable's."""
@@ -218,6 +209,11 @@ TABLE: tuple[Var, ...] = (
         "upstream, Triton's do_bench_cudagraph as FlagGems' own runs use it; steady, replays "
         "queued back to back on a busy device (microsecond rows steadier, and lower than "
         "FlagGems' own numbers)", "upstream", GRAPH_TIMERS, field="graph_timer"),
+    *(Var(f"{k}_MS", f"ZL_{k}_MS", f"--{k.lower()}-ms", f"ms {what} (FlagGems' {option}), 1 to "
+          f"{kinds.MAX_BUDGET_MS}", default_doc=f"the benchmark's own: {n} in FlagGems",
+          field=f"{k.lower()}_ms", kind=kinds.MILLIS) for k, what, option, n in (
+        ("WARMUP", "each measurement warms up for", "--warmup", 1000),
+        ("ITER", "of timed calls in each measurement", "--iter; the graph timer's rep", 100))),
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1",
         field="repeat", kind=kinds.REPEAT),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "

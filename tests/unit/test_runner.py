@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.boundary import RECORD_LOGS_FILE
-from harness.errors import PreflightError
+from harness.errors import PreflightError, UsageError
 from harness.providers.flaggems import Node
 from harness.run import outputs, rundir, runner
 from harness.run.preflight import PartialPlan, Plan
@@ -92,6 +92,27 @@ def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path)
     assert s.caliber()["dtypes"] == "bfloat16,float16"
     assert not [a for a in runner.build_invocation(_settings(tmp_path), _plan(), tmp_path).argv
                 if a.startswith("--dtypes")]
+
+
+def test_a_measurement_budget_reaches_flaggems_as_its_warmup_and_iter_and_the_caliber(
+        tmp_path):
+    s = _settings(tmp_path, warmup_ms="5", iter_ms="20")
+    inv = runner.build_invocation(s, _plan(), tmp_path / "runs" / "tanh" / "x")
+    assert [a for a in inv.argv if a.startswith(("--warmup", "--iter"))] == [
+        "--warmup=5", "--iter=20"]
+    assert (s.caliber()["warmup_ms"], s.caliber()["iter_ms"]) == (5, 20)
+    # unset: the benchmark's own defaults, and no option that could override them
+    bare = _settings(tmp_path)
+    assert not [a for a in runner.build_invocation(bare, _plan(), tmp_path).argv
+                if a.startswith(("--warmup", "--iter"))]
+    assert (bare.caliber()["warmup_ms"], bare.caliber()["iter_ms"]) == (None, None)
+
+
+@pytest.mark.parametrize("bad", ["0", "60001", "5ms", "-1", "1.5"])
+def test_a_budget_outside_one_ms_to_a_minute_is_one_line_naming_it(tmp_path, bad):
+    with pytest.raises(UsageError, match=rf"^ITER_MS \(--iter-ms\)={bad!r} is not accepted; "
+                                         "expected a whole number from 1 to 60000$"):
+        _settings(tmp_path, iter_ms=bad)
 
 
 def test_shape_file_and_isolated_caches(tmp_path):
