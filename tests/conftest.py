@@ -1,13 +1,24 @@
-"""Fixtures of the whole suite: a private device-lock folder for every test and its children."""
+"""Fixtures of the whole suite: a private device-lock folder for every test and its children,
+and SIGINT delivered to them whatever the suite was started from."""
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
 
 from harness.executors import device_lock
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started as a background job (`cmd &` in a script, as CI may run it) inherits
+    SIGINT ignored, and so would every process it starts; the harness rightly keeps an ignored
+    SIGINT ignored, so each Ctrl-C test failed there (13 in one run). A handler of this
+    process's own, unlike SIG_IGN, is reset to the default in a child at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
