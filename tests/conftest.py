@@ -14,11 +14,15 @@ from harness.executors import device_lock
 
 def pytest_configure(config: pytest.Config) -> None:
     """A suite started as a background job (`cmd &` in a script, as CI may run it) inherits
-    SIGINT ignored, and so would every process it starts; the harness rightly keeps an ignored
-    SIGINT ignored, so each Ctrl-C test failed there (13 in one run). A handler of this
-    process's own, unlike SIG_IGN, is reset to the default in a child at exec."""
+    SIGINT ignored, one under nohup SIGHUP, and so would every process it starts; the harness
+    rightly keeps an ignored signal ignored, so each test of that signal failed there (13 in
+    one run, 3 in another). A handler of this process's own, or the default, is the default
+    again in a child at exec."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGHUP, signal.SIGTERM):
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     # The cpu suite's measurement budget, for every run a test starts: these tests check what
     # the harness does with the suite, not what it measures (those that time use the seeded
     # work clock, or bound how far a row moves). Its own 25 + 100 ms a measurement was a
