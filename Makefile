@@ -54,22 +54,22 @@ demo: $(VENV)/.installed ## the embedded default: an A/B on the cpu backend, wit
 # nox and the tests it runs must not inherit a make command line meant for the harness.
 test test-fast test-slurm lint: override export ZL_MAKE_ARGS :=
 
-test: ## every host-independent test (nox -s tests; installs nox where missing)
+.PHONY: nox
+nox: ## install nox where it is missing (each test target does it first)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+
+test: nox ## every host-independent test (nox -s tests; installs nox where missing)
 	python3 -m nox -s tests
 
 .PHONY: test-fast
-test-fast: ## unit and plugin tests only, the loop for every edit (nox -s fast)
-	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+test-fast: nox ## unit and plugin tests only, the loop for every edit (nox -s fast)
 	python3 -m nox -s fast
 
 .PHONY: test-slurm
-test-slurm: ## the tests marked slurm, on a single-node Slurm they bring up (root; nox -s slurm)
-	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+test-slurm: nox ## the tests marked slurm, on a single-node Slurm they bring up (root; nox -s slurm)
 	python3 -m nox -s slurm
 
-lint: ## ruff, mypy and hadolint (nox -s lint)
-	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
+lint: nox ## ruff, mypy and hadolint (nox -s lint)
 	python3 -m nox -s lint
 
 backends: ## print the backend registry

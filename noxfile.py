@@ -9,13 +9,14 @@ import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
-# pytest-xdist for the edit loop: one worker per core; a module's tests share one worker, so a
-# module-scoped fixture is made once. Modules go in the order collected. `nox -s tests` runs
-# serially: its integration tests time real CPU calls, and A/As among them assert that nothing
-# is called; beside a second worker of the suite's own they read a row slower by chance (a CI
-# run under xdist did, 1 of 2,143), and on two cores xdist saved little (1,308 s against about
-# 1,100 s serially for 126 fewer tests). `-- -n auto` runs them in parallel anyway.
+# pytest-xdist: a module's tests share one worker, so a module-scoped fixture is made once.
+# The edit loop runs one worker per core, modules in the order collected.
 PARALLEL = ("-n", "auto", "--dist", "loadscope", "--no-loadscope-reorder")
+# The whole suite: its integration tests mostly wait (on a child process, a signal's grace, a
+# unit's time limit, Slurm's scheduler), so more workers than cores, the modules with the most
+# tests first. No test's outcome rests on wall time or on a quiet host: timed A/As bound how
+# far a row moves rather than asserting that nothing is called.
+WHOLE = ("-n", "3", "--dist", "loadscope")
 
 
 @nox.session
@@ -24,7 +25,8 @@ def tests(session: nox.Session) -> None:
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
     # the slowest tests named in every log: CI's time is kept in view where it is spent
-    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *session.posargs)
+    session.run("pytest", "-m", "not gpu and not slurm", "--durations=25", *WHOLE,
+                *session.posargs)
 
 
 @nox.session
