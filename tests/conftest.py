@@ -25,8 +25,8 @@ def pytest_configure(config: pytest.Config) -> None:
             signal.signal(signum, signal.SIG_DFL)
     # The cpu suite's measurement budget, for every run a test starts: these tests check what
     # the harness does with the suite, not what it measures (those that time use the seeded
-    # work clock, or bound how far a row moves). Its own 25 + 100 ms a measurement was a
-    # third of a campaign's CPU time here (a module of campaigns: 127 s against 91 s).
+    # work clock, or bound how far a row moves). Its own 25 + 100 ms a measurement was about
+    # a third of the campaigns' CPU time (test_ab_suite_cli: 127 s of CPU, 91 s at this budget).
     for name, ms in (("CPU_SUITE_WARMUP_MS", "2"), ("CPU_SUITE_ITER_MS", "10")):
         os.environ.setdefault(name, ms)
 
