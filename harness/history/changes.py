@@ -12,11 +12,10 @@ from harness.stats.welch import weighted_welch
 # A step smaller than this is never reported, however sure: on a GPU a 1-2% move comes and goes
 # with clocks and placement; the simulation (scripts/history_simulate.py) measures both sides.
 FLOOR_PCT = 2.5
-MAX_P = 0.001  # each candidate is tested on its own; a series has up to a few dozen
+MAX_P = 0.002  # each candidate is tested on its own; a series has up to a few dozen
 MIN_SIZE = 3  # points a segment needs on each side of a step
 WINDOW = 12  # points each side of a step that its test reads (older ones may hold other steps)
 PENALTY = 3.0  # times log(n), on a series scaled to unit night-to-night noise
-MEDIAN_EFFICIENCY = math.pi / 2  # a median's variance over a mean's, for normal rounds
 
 
 @dataclass(frozen=True)
@@ -32,12 +31,11 @@ class Options:
 
 @dataclass(frozen=True)
 class Point:
-    """One night's value of a row: its median latency, the variance of its log (None: one
-    round, no noise of its own), and what identifies it (record, time, stack)."""
+    """One night's value of a row (`night_value` of its rounds) and what identifies it (record,
+    time, stack)."""
 
     when: str
     latency_ms: float
-    log_var: float | None
     record_id: int
     attrs: Mapping[str, str] = field(default_factory=dict)
 
@@ -56,29 +54,26 @@ class Change:
     p_value: float
 
 
+def night_value(latencies: Sequence[float]) -> float:
+    """A night's value of a row: its fastest round. Timing noise is one-sided (a busy host, a
+    clock not yet up, the tuner's slower config in that round's process all add time, nothing
+    takes it away), so the fastest of a night's rounds is the row's best estimate; a median of
+    three is thrown by two slow rounds, the fastest only by three."""
+    return min(latencies)
+
+
 def night_variance(points: Sequence[Point]) -> float:
-    """The night-to-night variance of log latency beyond each night's own noise, from the
-    median absolute successive difference (robust to the steps themselves)."""
+    """The variance of a night's log value, as the series shows it between nights: from the
+    median absolute difference of successive nights, which a step or an odd slow night barely
+    moves. It holds each night's own round-to-round noise as it reaches the fastest round; three
+    rounds guess that poorly themselves, and a row whose rounds the tuner splits between two
+    configs would read its slow config's spread."""
     logs = [math.log(p.latency_ms) for p in points]
     diffs = [b - a for a, b in zip(logs, logs[1:], strict=False)]
     if len(diffs) < 2:
         return 0.0
     mad = statistics.median(abs(d) for d in diffs) * 1.4826
-    own = [p.log_var for p in points if p.log_var is not None]
-    return max(mad * mad / 2.0 - (statistics.fmean(own) if own else 0.0), 0.0)
-
-
-def _variances(points: Sequence[Point]) -> list[float]:
-    """Each point's variance: its own (from its rounds, as the variance of their median) drawn
-    halfway to the series' typical one, plus the night-to-night variance. Three rounds guess a
-    variance badly, and a night that guessed low must not outweigh the rest."""
-    tau2 = night_variance(points)
-    own = [p.log_var * MEDIAN_EFFICIENCY for p in points if p.log_var is not None]
-    typical = statistics.median(own) if own else 0.0
-    floor = 1e-10  # a row that never varies still has the timer's resolution
-    return [max((typical if p.log_var is None else
-                 0.5 * (p.log_var * MEDIAN_EFFICIENCY + typical)) + tau2, floor)
-            for p in points]
+    return mad * mad / 2.0
 
 
 def candidates(logs: Sequence[float], variances: Sequence[float], opts: Options) -> list[int]:
@@ -107,7 +102,8 @@ def find_changes(points: Sequence[Point], opts: Options | None = None) -> list[C
     if any(p.latency_ms <= 0 for p in points):
         points = [p for p in points if p.latency_ms > 0]
     logs = [math.log(p.latency_ms) for p in points]
-    variances = _variances(points)
+    floor = 1e-10  # a row that never varies still has the timer's resolution
+    variances = [max(night_variance(points), floor)] * len(points)
     found = candidates(logs, variances, opts)
     edges = [0, *found, len(points)]
     changes = []

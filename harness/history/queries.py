@@ -16,7 +16,7 @@ from sqlalchemy import Engine, func, select
 from harness import axes
 from harness.errors import UsageError
 from harness.history import schema
-from harness.history.changes import Point
+from harness.history.changes import Point, night_value
 from harness.stats.welch import welch
 
 R, W = schema.records, schema.rows
@@ -135,9 +135,7 @@ def show(engine: Engine, ident: str) -> Detail:
 
 def _point(when: str, record_id: int, latencies: list[float], stack: str | None,
            commit: str | None) -> Point:
-    logs = [math.log(v) for v in latencies if v > 0]
-    var = statistics.variance(logs) / len(logs) if len(logs) >= 2 else None
-    return Point(when, statistics.median(latencies), var, record_id,
+    return Point(when, night_value(latencies), record_id,
                  {"stack": stack or "", "flaggems_commit": commit or "",
                   "rounds": str(len(latencies))})
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import UsageError
-from harness.history.changes import Options, Point, find_changes
+from harness.history.changes import Options, Point, find_changes, night_value
 from harness.history.folders import read_folder
 from harness.stats.tdist import student_t_quantile
 
@@ -86,9 +86,8 @@ def _series(rng: random.Random, noise: Noise, nights: int, rounds: int, step_at:
     points = []
     for night in range(nights):
         shift = math.log1p(step_pct / 100.0) if night >= step_at else 0.0
-        logs = [shift + noise.draw(rng) for _ in range(rounds)]
-        var = statistics.variance(logs) / rounds if rounds >= 2 else None
-        points.append(Point(f"night{night:03d}", math.exp(statistics.median(logs)), var, night))
+        latencies = [math.exp(shift + noise.draw(rng)) for _ in range(rounds)]
+        points.append(Point(f"night{night:03d}", night_value(latencies), night))
     return points
 
 

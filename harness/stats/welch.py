@@ -45,7 +45,7 @@ def welch(first: Sequence[float], second: Sequence[float]) -> Welch | None:
 def weighted_welch(first: Sequence[float], first_var: Sequence[float],
                    second: Sequence[float], second_var: Sequence[float]) -> Welch | None:
     """Welch's test of two segments' weighted means, each point weighted by 1 / its variance
-    (its own noise plus the night-to-night noise): a noisy night moves a mean less.
+    (where they differ, a noisy point moves a mean less).
 
     The spread of each segment about its weighted mean is scaled into its standard error, so
     a segment noisier than its points claim is not trusted more for it. None below 2 a side.

@@ -79,8 +79,8 @@ def test_a_folder_that_is_no_run_is_refused_before_anything_is_written(engine, t
     assert _counts(tmp_path / "h.sqlite")["records"] == 0
 
 
-def _series(values, log_var=None):
-    return [Point(f"2026-01-{i + 1:02d}", v, log_var, i) for i, v in enumerate(values)]
+def _series(values):
+    return [Point(f"2026-01-{i + 1:02d}", v, i) for i, v in enumerate(values)]
 
 
 def test_a_same_stack_series_raises_no_change_and_a_step_is_found_where_it_starts():
@@ -96,8 +96,10 @@ def test_a_same_stack_series_raises_no_change_and_a_step_is_found_where_it_start
 def test_a_step_within_a_rows_own_noise_is_not_a_change():
     rng = random.Random(3)
     noisy = [math.exp(rng.gauss(0.0, 0.08)) * (1.05 if i >= 20 else 1.0) for i in range(40)]
-    # each night's own rounds say it is that noisy: the step is within it
-    assert changes.find_changes(_series(noisy, log_var=0.08 ** 2)) == []
+    # the series moves 8% from night to night: a 5% step is within its noise
+    assert changes.find_changes(_series(noisy)) == []
+    quiet = [math.exp(rng.gauss(0.0, 0.01)) * (1.05 if i >= 20 else 1.0) for i in range(40)]
+    assert [c.index for c in changes.find_changes(_series(quiet))] == [20]
 
 
 def test_a_step_below_the_floor_is_not_reported_however_sure():
