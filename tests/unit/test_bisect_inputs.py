@@ -223,8 +223,8 @@ def test_resume_of_a_folder_that_is_no_bisection_is_one_line(tmp_path, capsys):
 def test_the_bisect_command_history_changes_prints_runs_as_a_dry_run(repo, tmp_path, capsys):
     path, commits = repo
     key = queries.SeriesKey("tanh", "torch.float32", "[[64, 64]]", "A", "cpu", "cpu", "direct")
-    before = changes.Point("2026-11-01", 1.0, None, 1, {"flaggems_commit": commits[3]})
-    after = changes.Point("2026-11-02", 1.3, None, 2, {"flaggems_commit": commits[12]})
+    before = changes.Point("2026-11-01", 1.0, 1, {"flaggems_commit": commits[3]})
+    after = changes.Point("2026-11-02", 1.3, 2, {"flaggems_commit": commits[12]})
     line = command.bisect_line(key, before, after)
     words = shlex.split(line)
     assert words[:2] == ["harness", "bisect"] and f"--good={commits[3]}" in words
