@@ -67,7 +67,13 @@ def ab_suite_campaign(env: Mapping[str, str], shared: Path) -> None:
     proc = harness(env, "ab", *common_args(shared), "--ops", "tanh,add", "--axis", "none",
                    "--rounds", "2")
     assert proc.returncode == 0, says(proc)
-    directory = campaign_dir(shared)
+    arrays_of(campaign_dir(shared))
+
+
+def arrays_of(directory: Path) -> None:
+    """What a finished two-round campaign of tanh and add on Slurm holds: every unit ok in an
+    array task, each batch script named in the receipt by its sha256, the later rounds' array
+    submitted after round 0's, and both operators in ab.json."""
     found = units(directory)
     assert sorted(found) == ["add/r0", "add/r1", "tanh/r0", "tanh/r1"]
     assert all(u["status"] == "ok" and u["slurm_task"] for u in found.values())
