@@ -17,7 +17,11 @@ defined with torch.library, and its kernels (torch registers its sparse Triton k
 use), where a kernel registered for an operator that was defined before stays a difference; what
 a library imported during the session set at its import, where the value is the library's own (a
 device plugin's Tensor methods): a fresh process that imports it gets the same; and what a pytest
-plugin set at the session's configure and took back at its end (pytest-mock's wrapped asserts).
+plugin set at the session's configure and took back at its end (pytest-mock's wrapped asserts);
+a private name a library added to a class of its own, holding its own value or code generated at
+run time (SQLAlchemy writes its classes' `_generated_*_traversal` functions at their first use);
+and a module replaced in sys.modules under a name that no import reaches (Triton loads each
+kernel's launcher from its cache by path, every one as `__triton_launcher`).
 """
 
 from __future__ import annotations
@@ -213,8 +217,34 @@ def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
             yield f"{label}.{name}"
     if added:
         for name in now.keys() - before.keys() - UNWATCHED_CLASS_NAMES:
-            if _rebound(object(), now[name], rules, holder):
+            if _rebound(object(), now[name], rules, holder) \
+                    and not (name.startswith("_") and _memo(now[name], holder)):
                 yield f"{label}.{name} (added)"
+
+
+def _memo(value: object, holder: str | None) -> bool:
+    """Whether a value a class gained is its library's memo: owned by the class's own top-level
+    package, or a function generated at run time (no module of its own)."""
+    owner = _owner(value)
+    if owner is None:
+        return type(value) is types.FunctionType
+    return holder is not None and owner.split(".", 1)[0] == holder.split(".", 1)[0]
+
+
+def _unreachable(name: str) -> bool:
+    """Whether no import of `name` finds a module: none of sys.meta_path's finders (built-in,
+    frozen, sys.path, an editable install's) has a spec for it, so only a load by path made
+    it. Asked of the finders, not importlib.util.find_spec, which answers from sys.modules."""
+    if "." in name:
+        return False  # a submodule is found through its package's path; not asked here
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        try:
+            if find is None or find(name, None) is not None:
+                return False
+        except Exception:  # noqa: BLE001 - a finder that fails may still find it: keep it
+            return False
+    return True
 
 
 def differences(before: Fingerprint, now: dict[str, object], imported: Callable[[str], bool],
@@ -233,6 +263,8 @@ def differences(before: Fingerprint, now: dict[str, object], imported: Callable[
         if gone(name):
             continue
         current = sys.modules.get(name)
+        if current is not module and current is not None and _unreachable(name):
+            continue  # a module loaded by path under a name it shares (a Triton launcher)
         if current is not module:
             found.append(f"sys.modules[{name!r}] "
                          + ("removed" if current is None else "replaced"))

@@ -57,7 +57,10 @@ def test_a_value_of_a_library_first_imported_since_is_its_import_not_a_patch(lib
 
 
 def test_code_swapped_in_place_and_a_module_replaced_in_sys_modules_are_differences(
-        lib, monkeypatch):
+        lib, monkeypatch, tmp_path):
+    (tmp_path / "zl_fake_lib.py").write_text("")  # a name an import reaches
+    monkeypatch.syspath_prepend(tmp_path)
+
     def original() -> int:
         return 1
 
@@ -126,3 +129,47 @@ def test_what_a_pytest_plugin_set_at_configure_and_took_back_is_no_difference(li
                                  {"zl_pytest_plugin"}.__contains__, own_back=True) == []
     assert leftovers.differences(collected, {}, lambda n: False, lambda n: False,
                                  own_back=True) == ["zl_fake_lib.Kernel.assert_run (deleted)"]
+
+
+def test_a_module_loaded_by_path_under_a_name_no_import_reaches_may_be_replaced(
+        lib, monkeypatch, tmp_path):
+    # Triton loads every kernel's launcher from its cache by path, each as __triton_launcher:
+    # seen on an H200, the one cause of a worker retired after every session
+    monkeypatch.setitem(sys.modules, "zl_launcher", types.ModuleType("zl_launcher"))
+    before = leftovers.take(lambda name: name in ("zl_fake_lib", "zl_launcher"))
+    monkeypatch.setitem(sys.modules, "zl_launcher", types.ModuleType("zl_launcher"))
+    assert changed(before) == []
+    (tmp_path / "zl_launcher.py").write_text("")  # the same name, now on sys.path
+    monkeypatch.syspath_prepend(tmp_path)
+    assert changed(before) == ["sys.modules['zl_launcher'] replaced"]
+    monkeypatch.delitem(sys.modules, "zl_launcher")
+    assert changed(before) == ["sys.modules['zl_launcher'] removed"]
+
+
+class Memoizing:
+    """As SQLAlchemy's classes write their traversal functions at their first use."""
+
+
+def test_a_private_memo_a_library_adds_to_its_own_class_is_not_a_difference(monkeypatch):
+    holder = types.ModuleType("zl_memo_lib.sql")
+    Memoizing.__module__ = "zl_memo_lib.sql"
+    holder.Memoizing = Memoizing
+    monkeypatch.setitem(sys.modules, "zl_memo_lib.sql", holder)
+    sentinel_module = types.ModuleType("zl_memo_lib.util")
+    exec("class Symbol:\n    pass\nNO_CACHE = Symbol()\n", sentinel_module.__dict__)
+    sentinel_module.Symbol.__module__ = "zl_memo_lib.util"
+    before = leftovers.take("zl_memo_lib.sql".__eq__)
+    generated: dict[str, object] = {}
+    exec("def _generated_cache_key_traversal(self):\n    return ()\n", generated)
+    Memoizing._generated_cache_key_traversal = generated["_generated_cache_key_traversal"]
+    Memoizing._no_cache = sentinel_module.NO_CACHE  # its own value
+    try:
+        assert changed(before) == []
+        Memoizing.public = generated["_generated_cache_key_traversal"]  # a public name
+        Memoizing._patched = Kernel.run  # a private name, another package's value
+        assert changed(before) == ["zl_memo_lib.sql.Memoizing._patched (added)",
+                                   "zl_memo_lib.sql.Memoizing.public (added)"]
+    finally:
+        for name in ("_generated_cache_key_traversal", "_no_cache", "public", "_patched"):
+            if name in vars(Memoizing):
+                delattr(Memoizing, name)
