@@ -67,6 +67,8 @@ class WorkerRun:
         self.pid: int = int(given["pid"])
         self.facts: dict[str, Any] = {"kind": "worker", "pid": self.pid,
                                       "session": given["session"]}
+        if given.get("new"):
+            self.facts["new_because"] = given["new"]  # a new worker: why none was reused
         read_end, write_end = os.pipe()
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

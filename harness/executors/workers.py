@@ -43,12 +43,25 @@ WORKER_MODULE = "harness.plugins.worker"
 LOG_TAIL = 2000  # characters of a worker's own log that a failed start reports
 
 
+SHOWN_VARIABLES = 4  # names of the variables that kept a run from an idle worker
+
+
+def shared_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables two runs must share to use one worker: all but the run's own plugin
+    variables (ZL_*, which the plugins read per session)."""
+    return {k: v for k, v in env.items() if not k.startswith(boundary.PREFIX)}
+
+
 def worker_key(python: str, cwd: Path, env: Mapping[str, str]) -> str:
     """What two runs must share to use one worker: the interpreter, the working directory and
-    every variable but the run's own plugin variables."""
-    kept = sorted((k, v) for k, v in env.items() if not k.startswith(boundary.PREFIX))
-    text = json.dumps([python, str(cwd), kept])
+    `shared_env`."""
+    text = json.dumps([python, str(cwd), sorted(shared_env(env).items())])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def differing(a: Mapping[str, str], b: Mapping[str, str]) -> list[str]:
+    """The names of the variables that two environments set differently, sorted."""
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
 @dataclass(eq=False)
@@ -58,6 +71,8 @@ class _Worker:
     path: str
     log: Path
     ready: int | None  # the read end of its ready pipe while it starts
+    env: dict[str, str] = field(default_factory=dict)  # shared_env of the runs it serves
+    why: str = ""  # why the run it started for found no worker to reuse
     lease: _Conn | None = None
     runs: int = 0
     idle_since: float = 0.0
@@ -85,6 +100,7 @@ class WorkerHost:
     started: int = 0  # workers started, for the plan's summary and the tests
     _dir: str = ""
     _workers: list[_Worker] = field(default_factory=list)
+    _ended: dict[str, str] = field(default_factory=dict)  # key: how its last worker ended
     _closing: bool = False
 
     def __enter__(self) -> WorkerHost:
@@ -167,6 +183,7 @@ class WorkerHost:
                 worker.runs += 1
                 if doc.get("retired"):  # it exits after its reply: never lease it again
                     self._reap(worker)
+                    self._ended[worker.key] = "the last one of its environment retired"
                     if worker in self._workers:
                         self._workers.remove(worker)
 
@@ -178,7 +195,10 @@ class WorkerHost:
 
     def _lease(self, conn: _Conn, python: str, cwd: Path, env: dict[str, str]) -> None:
         key = worker_key(python, cwd, env)
-        self._workers = [w for w in self._workers if w.proc.poll() is None]
+        for dead in [w for w in self._workers if w.proc.poll() is not None]:
+            self._ended[dead.key] = (f"the last one of its environment exited "
+                                     f"{dead.proc.returncode}")
+            self._workers.remove(dead)
         idle = [w for w in self._workers if w.lease is None and w.ready is None]
         match = next((w for w in idle if w.key == key), None)
         if match is not None:
@@ -186,17 +206,35 @@ class WorkerHost:
             self._reply(conn, {"socket": match.path, "pid": match.proc.pid,
                                "session": match.runs + 1})
             return
+        why = self._why_new(key, shared_env(env), idle)
         for old in sorted(idle, key=lambda w: w.idle_since)[:max(0, len(idle) - self.max_idle
                                                                  + 1)]:
             stop_children([old.proc], GRACE_S)
             self._workers.remove(old)
+            self._ended[old.key] = (f"the last one of its environment was stopped to keep "
+                                    f"{self.max_idle} idle")
         try:
             worker = self._start(key, python, cwd, env)
         except OSError as exc:
             self._reply(conn, {"error": f"cannot start {python}: {exc}"})
             return
+        worker.why = why
         worker.lease, conn.worker = conn, worker
         self._workers.append(worker)
+
+    def _why_new(self, key: str, env: dict[str, str], idle: list[_Worker]) -> str:
+        """Why a run of `key` gets a new worker: its last one's end, its busy one, or the
+        variables that set it apart from the idle ones."""
+        if any(w.key == key for w in self._workers):
+            return "the worker of its environment is busy"
+        if key in self._ended:
+            return self._ended[key]
+        if not idle:
+            return "the first of its environment"
+        apart = min((differing(w.env, env) for w in idle), key=len)
+        shown = ", ".join(apart[:SHOWN_VARIABLES]) + (
+            f" and {len(apart) - SHOWN_VARIABLES} more" if len(apart) > SHOWN_VARIABLES else "")
+        return f"the idle workers' environments differ in {shown or 'the interpreter or cwd'}"
 
     def _start(self, key: str, python: str, cwd: Path, env: dict[str, str]) -> _Worker:
         self.started += 1
@@ -214,7 +252,8 @@ class WorkerHost:
             raise
         finally:
             os.close(ready_w)
-        worker = _Worker(key, proc, path, log, ready_r, idle_since=time.monotonic())
+        worker = _Worker(key, proc, path, log, ready_r, env=shared_env(env),
+                         idle_since=time.monotonic())
         self._sel.register(ready_r, selectors.EVENT_READ, ("ready", worker))
         return worker
 
@@ -228,7 +267,7 @@ class WorkerHost:
         if said.startswith(b"ready"):
             if conn is not None:
                 self._reply(conn, {"socket": worker.path, "pid": worker.proc.pid,
-                                   "session": 1})
+                                   "session": 1, "new": worker.why})
             return
         rc = self._reap(worker)
         if conn is not None:

@@ -20,9 +20,8 @@ reply) or threads running, that changed what a later session would import or cal
 torch.Tensor method, a torch.backends flag, the default dtype: harness.plugins.leftovers'
 fingerprint, taken before and after it), a device that no longer synchronizes or draws random
 inputs (a failed graph capture can leave its generator unusable), or memory still held after
-the session retires the worker: it replies, then exits, and the host starts a fresh one for
-the next session; the reply and the worker's log name why. The worker dies with the host
-thread that started it (PR_SET_PDEATHSIG), never outliving its campaign.
+the session (harness.plugins.held names what holds it) retires the worker: it replies, exits,
+and the host starts a fresh one; the reply and its log say why. It dies with its host thread.
 """
 
 from __future__ import annotations
@@ -47,16 +46,16 @@ from typing import Any
 import pytest
 
 from harness.contract import boundary
-from harness.plugins import leftovers
+from harness.plugins import held, leftovers
 
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
 LEAK_BYTES = 64 << 20  # device memory still allocated after a session that retires the worker
 PR_SET_PDEATHSIG = 1
-RESTORED_SIGNALS = tuple(s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
-                                     signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM))
+RESTORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
+                    signal.SIGALRM)
 THREAD_GRACE_S = 1.0  # a session's threads that end within this are not left behind
-# the harness's plugins are imported afresh each session; not this one, nor what it uses
-KEPT_PLUGINS = (__name__, "harness.plugins.worker", "harness.plugins.leftovers")
+# imported once: the harness's other plugins are imported afresh each session
+KEPT_PLUGINS = (__name__, *(f"harness.plugins.{m}" for m in ("worker", "leftovers", "held")))
 CHILD_GRACE_S = 2.0  # SIGTERM, then this long before SIGKILL, for what a session left running
 SHOWN_CHANGES = 8  # names of changed state in a retirement's reason
 PLUGINS_PACKAGE = "harness.plugins."
@@ -341,11 +340,12 @@ class Worker:
             self.torch.randn(16, device=backend.torch_device)
             module.synchronize()
             module.empty_cache()
-            held = int(module.memory_allocated())
+            allocated = int(module.memory_allocated())
         except Exception as exc:  # noqa: BLE001 - any error here means the device is unusable
             return f"the device failed after the session: {type(exc).__name__}: {exc}"
-        if held > LEAK_BYTES:
-            return f"{held >> 20} MiB of device memory still allocated after the session"
+        if allocated > LEAK_BYTES:
+            return (f"{allocated >> 20} MiB of device memory still allocated after the session"
+                    f" ({held.held_by(self.torch, backend.torch_device)})")
         return None
 
     def serve(self, listener: socket.socket) -> None:

@@ -4,6 +4,7 @@ worker's failures costing the worker, never the next run."""
 from __future__ import annotations
 
 import os
+import gc
 import signal
 import sys
 import types
@@ -224,6 +225,18 @@ def test_sessions_of_one_environment_share_a_worker_that_sees_each_runs_own_vari
     assert "run 1 " in out1 and "run 2 " in out2 and f"cwd {suite}" in out2
     assert pid_of(out3) != pid_of(out1) and facts3["session"] == 1  # another environment
     assert host.started == 2
+    # a new worker says why no worker was reused; a reused one says nothing
+    assert facts1["new_because"] == "the first of its environment"
+    assert "new_because" not in facts2
+    assert facts3["new_because"] == "the idle workers' environments differ in OTHER"
+
+
+def test_the_variables_that_keep_a_run_from_an_idle_worker_are_named_in_order():
+    from harness.executors.workers import differing
+
+    assert differing({"A": "1", "B": "2", "C": "3"}, {"C": "3", "B": "x", "D": "4", "A": "1"}
+                     ) == ["B", "D"]
+    assert differing({"A": "1"}, {"A": "1"}) == []
 
 
 def test_worker_key_ignores_only_the_runs_own_plugin_variables():
@@ -360,6 +373,7 @@ def test_a_session_that_fails_retires_its_worker_and_the_next_runs_in_a_fresh_on
     assert (rc1, rc2) == (1, 0)
     assert facts1["retired"] == "its session exited 1"
     assert pid_of(out2) != facts1["pid"] and facts2["session"] == 1
+    assert facts2["new_because"] == "the last one of its environment retired"
 
 
 CHANGED = "the session changed what a later session would use: "
@@ -549,7 +563,7 @@ class _Torch:
      "RuntimeError: Offset increment outside graph capture encountered unexpectedly."),
     (_Torch(_Device(capturing=True)), "a graph capture was left open by the session"),
     (_Torch(_Device(held=512 << 20)), "512 MiB of device memory still allocated after the "
-     "session"),
+     "session (no tensor that Python holds: a library's own allocation)"),
 ], ids=["healthy", "generator_in_capture", "capture_open", "memory_held"])
 def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     from harness.plugins.worker import Worker
@@ -559,6 +573,40 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
 
+
+def test_memory_held_after_a_session_is_named_by_its_tensor_and_what_holds_it():
+    # seen on an H200: FlagGems' outer left 128 MiB, a (1024, 65536) float16 tensor, every
+    # session; the reason must say what holds it, down to a name a user can look up
+    import torch
+
+    from harness.plugins.held import held_by
+
+    class Inputs:
+        cached = ([torch.empty(1 << 28, dtype=torch.uint8)],)
+
+    said = held_by(torch, "cpu", shown=1)
+    assert said.startswith("(268435456,) torch.uint8 256 MiB held by list < tuple < ")
+    assert said.split(";")[0].endswith("type test_memory_held_after_a_session_is_named_by_its_"
+                                       "tensor_and_what_holds_it.<locals>.Inputs")
+    del Inputs.cached
+    assert "256 MiB" not in held_by(torch, "cpu", shown=1)
+
+    holder = types.ModuleType("zl_holder")  # a module's list of (output, input) pairs
+    holder.kept = [(torch.empty(1 << 28, dtype=torch.uint8), None)]
+    gc.collect()  # the holders now old: the lists held_by makes as it looks are found first
+    assert held_by(torch, "cpu", shown=1).split(";")[0] == (
+        "(268435456,) torch.uint8 256 MiB held by tuple < list < module zl_holder")
+    del holder.kept
+
+    def inputs():  # a benchmark's input generator left suspended holds what it made
+        made = torch.empty(1 << 28, dtype=torch.uint8)
+        yield made
+
+    suspended = inputs()
+    next(suspended)
+    assert held_by(torch, "cpu", shown=1).startswith(
+        "(268435456,) torch.uint8 256 MiB held by generator test_memory_held_after_a_session_"
+        "is_named_by_its_tensor_and_what_holds_it.<locals>.inputs (")
 
 
 def test_a_host_removes_the_socket_folders_of_hosts_killed_before_they_could(tmp_path,

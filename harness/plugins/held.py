@@ -1,0 +1,79 @@
+"""What still holds device memory after a pytest session, in words a user can look up.
+
+A worker that finds memory allocated after a session retires (harness.plugins.worker); its
+reason names the largest tensors Python still reaches and, link by link, what holds each, up
+to a name: a module, a class, a function, or a generator or call still running. Memory that no
+object of Python holds is a library's own (a BLAS workspace, an allocator's arena).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import types
+import warnings
+from typing import Any
+
+
+def held_by(torch: Any, device_type: str, shown: int = 3) -> str:
+    """The largest tensors on `device_type` that Python still reaches, each with the chain of
+    what holds it (up to a module's, class's or function's name), for a retirement's reason;
+    what no object of Python holds is a library's own allocation (a BLAS workspace)."""
+    found = []
+    with warnings.catch_warnings():  # an isinstance can touch a deprecated lazy attribute
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            with contextlib.suppress(Exception):
+                if isinstance(obj, torch.Tensor) and obj.device.type == device_type:
+                    found.append(obj)
+    if not found:
+        return "no tensor that Python holds: a library's own allocation"
+    found.sort(key=lambda t: t.untyped_storage().nbytes(), reverse=True)
+    top = found[:shown]
+    parts = []
+    for tensor in top:
+        parts.append(f"{tuple(tensor.shape)} {tensor.dtype} "
+                     f"{tensor.untyped_storage().nbytes() >> 20} MiB held by "
+                     f"{holders(tensor, ignored=(found, top))}")
+    del tensor
+    more = f"; {len(found) - shown} more" if len(found) > shown else ""
+    return "; ".join(parts) + more
+
+
+def holders(obj: object, ignored: tuple[object, ...] = (), depth: int = 8) -> str:
+    """What holds `obj`, link by link (`list < tuple < module m`): the first referrer at each
+    step, up to `depth` steps or the first that has a name (a module, class, function, or
+    the frame of a call or generator still running). `ignored`: the caller's own holders."""
+    own = {held_by.__code__, holders.__code__}
+    chain, seen = [], {id(x) for x in ignored}
+    for _ in range(depth):
+        seen.add(id(obj))
+        refs = [r for r in gc.get_referrers(obj) if id(r) not in seen
+                and not (isinstance(r, types.FrameType) and r.f_code in own)]
+        if not refs:
+            break
+        obj = refs[0]
+        seen.add(id(refs))  # this list holds `obj` too: never a link of its chain
+        name = _name_of(obj)
+        chain.append(name or type(obj).__name__)
+        if name:
+            break
+    del refs
+    return " < ".join(chain) or "nothing found"
+
+
+def _name_of(obj: object) -> str | None:
+    if isinstance(obj, (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)):
+        frame = getattr(obj, "gi_frame", None) or getattr(obj, "cr_frame", None) \
+            or getattr(obj, "ag_frame", None)
+        where = f" ({frame.f_code.co_filename}:{frame.f_lineno})" if frame is not None else ""
+        return f"{type(obj).__name__} {obj.__qualname__}{where}"
+    if isinstance(obj, types.FrameType):
+        code = obj.f_code
+        return (f"the frame of {getattr(code, 'co_qualname', code.co_name)} "
+                f"({obj.f_code.co_filename}:{obj.f_lineno})")
+    if isinstance(obj, dict) and isinstance(obj.get("__name__"), str):
+        return f"module {obj['__name__']}"
+    if isinstance(obj, (types.FunctionType, type, types.ModuleType)):
+        return f"{type(obj).__name__} {getattr(obj, '__qualname__', obj.__name__)}"
+    return None
