@@ -14,6 +14,28 @@ import types
 import warnings
 from typing import Any
 
+# Device memory still allocated after a session that retires the worker: the larger of these.
+# A library's cache of its last call's tensors (128-224 MiB after FlagGems' outer and addmm_out
+# on an H200) costs a later session that much of the device and no timing; kept sessions add up.
+LEAK_BYTES, LEAK_SHARE = 64 << 20, 0.01
+
+
+def retire_reason(torch: Any, module: Any, device_type: str, allocated: int) -> str | None:
+    """Why `allocated` bytes still held on the device after a session retire its worker, or
+    None within the allowance (`module`: torch's device module, e.g. torch.cuda)."""
+    if allocated <= max(LEAK_BYTES, int(LEAK_SHARE * total_memory(module))):
+        return None
+    return (f"{allocated >> 20} MiB of device memory still allocated after the session "
+            f"({held_by(torch, device_type)})")
+
+
+def total_memory(module: Any) -> int:
+    """The device's memory in bytes (torch's mem_get_info), 0 where it cannot be read."""
+    try:
+        return int(module.mem_get_info()[1])
+    except Exception:  # noqa: BLE001 - a device module without it: the fixed limit alone
+        return 0
+
 
 def held_by(torch: Any, device_type: str, shown: int = 3) -> str:
     """The largest tensors on `device_type` that Python still reaches, each with the chain of

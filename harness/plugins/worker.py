@@ -49,7 +49,6 @@ from harness.contract import boundary
 from harness.plugins import held, leftovers
 
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
-LEAK_BYTES = 64 << 20  # device memory still allocated after a session that retires the worker
 PR_SET_PDEATHSIG = 1
 RESTORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2,
                     signal.SIGALRM)
@@ -343,10 +342,7 @@ class Worker:
             allocated = int(module.memory_allocated())
         except Exception as exc:  # noqa: BLE001 - any error here means the device is unusable
             return f"the device failed after the session: {type(exc).__name__}: {exc}"
-        if allocated > LEAK_BYTES:
-            return (f"{allocated >> 20} MiB of device memory still allocated after the session"
-                    f" ({held.held_by(self.torch, backend.torch_device)})")
-        return None
+        return held.retire_reason(self.torch, module, backend.torch_device, allocated)
 
     def serve(self, listener: socket.socket) -> None:
         """Run sessions until one retires the worker."""
