@@ -139,6 +139,10 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
             f"{' '.join(f'{k}={v}' for k, v in env.items()) or '(A/A)'}")
         cache = side_cache(directory, side).resolve()
         before = _entries(cache / "triton")
+        # Each round has workers of its own: what a worker process keeps of itself (an offset
+        # of a few % on a microsecond row, seen on an H200) then varies between rounds, as a
+        # fresh process's does, and is never a constant difference between the sides.
+        generation = f"r{unit.round}" if only not in SIDES or only == side else None
         try:
             base = side_base(settings, axis, directory, side)
             rc, run_dir = runner.execute(ab.side_settings(base, step, op_dir, axis),
@@ -146,7 +150,7 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
                                          run_dir=run_dir,
                                          extra_env={**env, **cache_env(directory, side)},
                                          step=f"{unit.op}/{step.rel}",
-                                         worker=only not in SIDES or only == side,
+                                         worker=generation,
                                          image=axis.image(side))
         except NoSpace:
             raise  # the other side would only fill the device further: the unit stops here

@@ -49,14 +49,15 @@ class WorkerRun:
     """
 
     def __init__(self, host: str, python: str, args: Sequence[str], cwd: Path,
-                 env: Mapping[str, str], timeout_s: float = READY_TIMEOUT_S + 60) -> None:
+                 env: Mapping[str, str], generation: str = "",
+                 timeout_s: float = READY_TIMEOUT_S + 60) -> None:
         self.returncode: int | None = None
         self._lease = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._lease.settimeout(timeout_s)
             self._lease.connect(host)
             send_line(self._lease, {"op": "lease", "python": python, "cwd": str(cwd),
-                                    "env": dict(env)})
+                                    "env": dict(env), "generation": generation})
             given = recv_line(self._lease)
         except OSError as exc:
             self._lease.close()
@@ -124,13 +125,15 @@ class WorkerRun:
 
 
 def start_pytest(argv: Sequence[str], cwd: Path, env: Mapping[str, str],
-                 host: str | None) -> tuple[WorkerRun | subprocess.Popen, dict[str, Any]]:
-    """pytest for `argv` ([python, -m, pytest, ...]): in a worker of `host` where one is given
-    and can be had, else in a fresh process in its own session that dies with this one; the
-    child (its output on `.stdout`) and how it ran, for the run's identity."""
+                 host: str | None, generation: str = ""
+                 ) -> tuple[WorkerRun | subprocess.Popen, dict[str, Any]]:
+    """pytest for `argv` ([python, -m, pytest, ...]): in a worker of `host` and `generation`
+    where one is given and can be had, else in a fresh process in its own session that dies
+    with this one; the child (its output on `.stdout`) and how it ran, for the run's
+    identity."""
     if host and list(argv[1:3]) == ["-m", "pytest"]:
         try:
-            run = WorkerRun(host, argv[0], argv[3:], cwd, env)
+            run = WorkerRun(host, argv[0], argv[3:], cwd, env, generation)
             return run, run.facts
         except (OSError, WorkerUnavailable) as exc:
             why = str(exc)

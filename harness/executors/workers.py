@@ -6,9 +6,10 @@ starts workers (`harness.plugins.worker`), leases each to one run at a time and 
 when the plan ends. A run (`start_pytest`) asks for a worker of its exact environment: the
 interpreter, working directory and every variable but the run's own (ZL_PLUGIN_*, which the
 plugins read per session) must match, so an A/B campaign's two sides never share one and each
-(side, device) pair keeps its own. With no host, or a worker that cannot start, the run's pytest
-is a fresh process as it always was; either way the run says which (`facts`). The run's side of
-a lease is executors/lease.py.
+(side, device) pair keeps its own. It names a generation too (a campaign's round): a worker
+serves one, and is stopped when a run of its environment names the next. With no host, or a
+worker that cannot start, the run's pytest is a fresh process as it always was; either way the
+run says which (`facts`). The run's side of a lease is executors/lease.py.
 
 A worker's fate is tied to its lease: the run that holds it stops it (SIGTERM, then SIGKILL, to
 its process group, as it would stop its own pytest) on a signal or at the unit's limit; a run
@@ -71,6 +72,7 @@ class _Worker:
     path: str
     log: Path
     ready: int | None  # the read end of its ready pipe while it starts
+    generation: str = ""  # the runs it serves name it (a campaign's round)
     env: dict[str, str] = field(default_factory=dict)  # shared_env of the runs it serves
     why: str = ""  # why the run it started for found no worker to reuse
     lease: _Conn | None = None
@@ -172,7 +174,8 @@ class WorkerHost:
     def _on_message(self, conn: _Conn, doc: dict[str, Any]) -> None:
         op = doc.get("op")
         if op == "lease":
-            self._lease(conn, str(doc["python"]), Path(doc["cwd"]), dict(doc["env"]))
+            self._lease(conn, str(doc["python"]), Path(doc["cwd"]), dict(doc["env"]),
+                        str(doc.get("generation") or ""))
         elif op == "ended" and conn.worker is not None:
             self._reply(conn, {"rc": self._reap(conn.worker)})
         elif op == "done":
@@ -193,39 +196,49 @@ class WorkerHost:
             send_line(conn.sock, doc)
         conn.sock.setblocking(False)
 
-    def _lease(self, conn: _Conn, python: str, cwd: Path, env: dict[str, str]) -> None:
+    def _lease(self, conn: _Conn, python: str, cwd: Path, env: dict[str, str],
+               generation: str = "") -> None:
         key = worker_key(python, cwd, env)
         for dead in [w for w in self._workers if w.proc.poll() is not None]:
             self._ended[dead.key] = (f"the last one of its environment exited "
                                      f"{dead.proc.returncode}")
             self._workers.remove(dead)
         idle = [w for w in self._workers if w.lease is None and w.ready is None]
-        match = next((w for w in idle if w.key == key), None)
+        match = next((w for w in idle if w.key == key and w.generation == generation), None)
         if match is not None:
             match.lease, conn.worker = conn, match
             self._reply(conn, {"socket": match.path, "pid": match.proc.pid,
                                "session": match.runs + 1})
             return
-        why = self._why_new(key, shared_env(env), idle)
-        for old in sorted(idle, key=lambda w: w.idle_since)[:max(0, len(idle) - self.max_idle
-                                                                 + 1)]:
+        why = self._why_new(key, generation, shared_env(env), idle)
+        # an idle worker of this environment and another generation serves no run again
+        done = [w for w in idle if w.key == key]
+        rest = [w for w in idle if w.key != key]
+        done += sorted(rest, key=lambda w: w.idle_since)[:max(0, len(rest) - self.max_idle + 1)]
+        for old in done:
             stop_children([old.proc], GRACE_S)
             self._workers.remove(old)
-            self._ended[old.key] = (f"the last one of its environment was stopped to keep "
-                                    f"{self.max_idle} idle")
+            if old.key != key:
+                self._ended[old.key] = (f"the last one of its environment was stopped to keep "
+                                        f"{self.max_idle} idle")
         try:
             worker = self._start(key, python, cwd, env)
         except OSError as exc:
             self._reply(conn, {"error": f"cannot start {python}: {exc}"})
             return
-        worker.why = why
+        worker.why, worker.generation = why, generation
         worker.lease, conn.worker = conn, worker
         self._workers.append(worker)
 
-    def _why_new(self, key: str, env: dict[str, str], idle: list[_Worker]) -> str:
-        """Why a run of `key` gets a new worker: its last one's end, its busy one, or the
-        variables that set it apart from the idle ones."""
-        if any(w.key == key for w in self._workers):
+    def _why_new(self, key: str, generation: str, env: dict[str, str],
+                 idle: list[_Worker]) -> str:
+        """Why a run of `key` and `generation` gets a new worker: its generation is new, its
+        last one's end, its busy one, or the variables that set it apart from the idle ones."""
+        mine = [w for w in self._workers if w.key == key]
+        if any(w.generation != generation for w in mine):
+            return (f"its generation {generation!r} is new (its environment's worker served "
+                    f"{mine[-1].generation!r})")
+        if mine:
             return "the worker of its environment is busy"
         if key in self._ended:
             return self._ended[key]

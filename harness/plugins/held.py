@@ -22,7 +22,7 @@ LEAK_BYTES, LEAK_SHARE = 64 << 20, 0.01
 
 def retire_reason(torch: Any, module: Any, device_type: str, allocated: int) -> str | None:
     """Why `allocated` bytes still held on the device after a session retire its worker, or
-    None within the allowance (`module`: torch's device module, e.g. torch.cuda)."""
+    None within the allowance (`module`: torch's module of the device, as the backend names it)."""
     if allocated <= max(LEAK_BYTES, int(LEAK_SHARE * total_memory(module))):
         return None
     return (f"{allocated >> 20} MiB of device memory still allocated after the session "

@@ -191,19 +191,20 @@ def describe_dry_run(settings: Settings, plan: Plan, run_dir: Path,
 
 def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
             stopper: supervise.GroupStopper, launches: list[dict[str, object]],
-            worker: bool = True) -> int:
+            worker: str | None = "") -> int:
     """Run pytest (in a worker where the task's host offers one, else in a process of its own
     session), copying its output to the log and `echo` until it ends; a signal stops its whole
     group (`stopper`), and what it wrote before is kept; what it left running when it ended
     is stopped (launch.stop_left, in `launches` as `left_running`). How it ran goes to
-    `launches`; `worker` False: a process of its own even where a host offers workers."""
+    `launches`; `worker`: the generation of workers it may run in (see `execute`), None: a
+    process of its own even where a host offers workers."""
     environ = variables.environ()
     env = {k: v for k, v in {**boundary.inherited(environ), **inv.env}.items()
            if k != lease.HOST_VAR}
-    host = environ.get(lease.HOST_VAR) if worker else None
+    host = environ.get(lease.HOST_VAR) if worker is not None else None
     with keeper.owned(*(inv.container or (None, None))):  # it ends with its run, however
         before = launch.adopt_orphans()  # what pytest leaves is then found, and stopped with it
-        proc, facts = lease.start_pytest(inv.command, inv.cwd, env, host)
+        proc, facts = lease.start_pytest(inv.command, inv.cwd, env, host, worker or "")
         launches.append(facts)
         if facts.get("worker_unavailable"):
             log.write(f"# no worker ({facts['worker_unavailable']}): pytest runs in a process "
@@ -225,7 +226,7 @@ def _stream(inv: Invocation, log, echo: Callable[[bytes], None],
 def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocation,
                     extra_env: dict[str, str] | None, log, echo: Callable[[bytes], None],
                     out: Callable[[str], None], stopper: supervise.GroupStopper,
-                    launches: list[dict[str, object]], worker: bool
+                    launches: list[dict[str, object]], worker: str | None
                     ) -> tuple[int, dict[str, object] | None]:
     """Run pytest; where a capture failure left it dead (rescue.rescue_reason), run the
     operator again with the direct timer. (rc of the last attempt, the rescue's facts or None)."""
@@ -278,7 +279,7 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
             echo: Callable[[bytes], None] | None = None,
             now: Callable[[], dt.datetime] | None = None, run_dir: Path | None = None,
             extra_env: dict[str, str] | None = None, claimed: bool = False,
-            step: str | None = None, worker: bool = True, image: str | None = None
+            step: str | None = None, worker: str | None = "", image: str | None = None
             ) -> tuple[int, Path]:
     """Claim the run directory (or create the given one, which must not exist, unless
     `claimed`: a parallel warmup's, whose run.log lines stay at the head), run pytest,
@@ -287,8 +288,11 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     SIGINT, SIGTERM or SIGHUP stop pytest's process group; the run then writes what pytest
     finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
     identity) naming `step` (default: the node), and raises errors.Interrupted.
-    `worker` False: pytest is a process of its own even where the task's host offers workers
-    (executors.workers); `image`: pytest runs in that image (an A/B side that is one)."""
+    `worker`: the generation of the task host's workers (executors.workers) pytest may run in:
+    a worker serves runs of one generation ("" for any), so a campaign that names each round
+    its own has what a worker process keeps of itself vary between rounds, as a fresh
+    process's does; None: a process of its own. `image`: pytest runs in that image (an A/B
+    side that is one)."""
     stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
     with supervise.deferred_signals(stopper.request_stop):
         rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,
@@ -329,7 +333,7 @@ def _write_header(fd: int, text: str, path: Path) -> None:
 def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              echo: Callable[[bytes], None] | None, now: Callable[[], dt.datetime] | None,
              run_dir: Path | None, extra_env: dict[str, str] | None, claimed: bool,
-             stopper: supervise.GroupStopper, worker: bool, image: str | None
+             stopper: supervise.GroupStopper, worker: str | None, image: str | None
              ) -> tuple[int, Path]:
     echo = echo or _echo_stdout
     if run_dir is None:

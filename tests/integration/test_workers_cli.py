@@ -87,14 +87,19 @@ def test_a_crash_and_a_hang_end_as_in_fresh_processes_and_the_next_operator_gets
 
 
 def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tmp_path):
-    proc, directory = campaign(tmp_path, "runs", "tanh,add", "--workers", "B")
+    proc, directory = campaign(tmp_path, "runs", "tanh,add", "--workers", "B", "--rounds", "2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     ran = launches(directory)
     assert {rel: launch[0]["kind"] for rel, launch in ran.items()} == {
-        "add/A/r0": "process", "add/B/r0": "worker", "tanh/A/r0": "process",
-        "tanh/B/r0": "worker"}
-    assert ran["add/B/r0"][0]["pid"] == ran["tanh/B/r0"][0]["pid"]  # one worker for side B
-    assert "how pytest ran: side A: 2 in a fresh process; side B: 2 in a worker" in (
+        f"{op}/{side}/r{r}": "process" if side == "A" else "worker"
+        for op in ("add", "tanh") for side in "AB" for r in (0, 1)}
+    # one worker for side B in each round, and each round its own: what a worker process
+    # keeps of itself must vary between rounds as a fresh process's does
+    pids = {r: {ran[f"{op}/B/r{r}"][0]["pid"] for op in ("add", "tanh")} for r in (0, 1)}
+    assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]
+    assert sorted(ran[f"{op}/B/r1"][0].get("new_because", "") for op in ("add", "tanh")) == [
+        "", "its generation 'r1' is new (its environment's worker served 'r0')"]
+    assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker" in (
         directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(
         "ab", "--resume", str(directory), "--dry-run").stdout

@@ -199,11 +199,12 @@ def env(**extra: str) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1", boundary.BACKEND_VAR: "cpu", **extra}
 
 
-def run(host: WorkerHost | None, suite: Path, test: str, **extra: str
+def run(host: WorkerHost | None, suite: Path, test: str, generation: str = "", **extra: str
         ) -> tuple[int, str, dict]:
     argv = [sys.executable, "-m", "pytest", f"tests/{test}", "-s", "-q", "-p",
             "no:cacheprovider"]
-    proc, facts = start_pytest(argv, suite, env(**extra), host.path if host else None)
+    proc, facts = start_pytest(argv, suite, env(**extra), host.path if host else None,
+                               generation)
     assert proc.stdout is not None
     text = proc.stdout.read().decode()
     return proc.wait(), text, facts
@@ -229,6 +230,20 @@ def test_sessions_of_one_environment_share_a_worker_that_sees_each_runs_own_vari
     assert facts1["new_because"] == "the first of its environment"
     assert "new_because" not in facts2
     assert facts3["new_because"] == "the idle workers' environments differ in OTHER"
+
+
+@SLOW
+def test_a_worker_serves_one_generation_and_is_stopped_when_the_next_begins(suite):
+    with WorkerHost() as host:
+        _, out1, facts1 = run(host, suite, "test_env.py", "r0")
+        _, out2, facts2 = run(host, suite, "test_env.py", "r0")
+        _, out3, facts3 = run(host, suite, "test_env.py", "r1")
+        alive = [w.proc.pid for w in host._workers if w.proc.poll() is None]
+    assert pid_of(out1) == pid_of(out2) != pid_of(out3)
+    assert (facts2["session"], facts3["session"]) == (2, 1)
+    assert facts3["new_because"] == ("its generation 'r1' is new (its environment's worker "
+                                     "served 'r0')")
+    assert alive == [pid_of(out3)]  # r0's worker serves no run again: stopped, not kept idle
 
 
 def test_the_variables_that_keep_a_run_from_an_idle_worker_are_named_in_order():
