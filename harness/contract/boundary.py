@@ -174,9 +174,9 @@ SHARD_SHARE = WARMUP_SHARE.as_required()  # where only a shard reads it
 WARMUP_CLAIMS = OptionalVar(WARMUP_CLAIMS_VAR, "a directory path", Path)
 REPLAY = OptionalVar(REPLAY_VAR, "an existing winners file", _file)
 REPLAY_STRICT = OptionalVar(REPLAY_STRICT_VAR, "0 or 1", _flag)
-# What plugin_plan.boundary_env writes from Settings; inherited() drops a caller's copy.
-DECIDED = frozenset({BACKEND_VAR, RUN_DIR_VAR, TIMER_VAR, GRAPH_TIMER_VAR, REPEAT_VAR,
-                      COMPILE_WORKERS_VAR, WARMUP_SHARE_VAR, REPLAY_VAR, REPLAY_STRICT_VAR})
+# The boundary's only variable a caller hands down to a run's pytest (a parallel warmup to its
+# shards); plugin_plan.boundary_env writes every other one from Settings.
+INHERITED = frozenset({WARMUP_CLAIMS_VAR})
 
 
 @overload
@@ -219,11 +219,13 @@ NOT_INHERITED = frozenset({"PYTEST_ADDOPTS"})
 
 
 def inherited(environ: Mapping[str, str]) -> dict[str, str]:
-    """The caller's environment less every variable the host decides from Settings and less
-    NOT_INHERITED.
+    """The caller's environment for a run's pytest: its own variables (a vendor toolchain's
+    must reach the benchmark), less NOT_INHERITED, and of the boundary's (PREFIX) only those
+    INHERITED allows.
 
     A stale ZL_PLUGIN_AUTOTUNE_REPLAY exported in a shell would otherwise pin another run's
-    winners in a run that replays nothing. ZL_PLUGIN_WARMUP_CLAIMS passes: a parallel warmup
-    hands it to its shard's `harness run` this way.
+    winners in a run that replays nothing; by the allow-list, a variable a plugin reads in
+    future is dropped until the host sets it or INHERITED names it.
     """
-    return {k: v for k, v in environ.items() if k not in DECIDED | NOT_INHERITED}
+    return {k: v for k, v in environ.items() if k not in NOT_INHERITED
+            and (not k.startswith(PREFIX) or k in INHERITED)}

@@ -256,6 +256,9 @@ def test_regression_a_stale_replay_in_the_callers_environment_never_reaches_pyte
         [None, None, "direct", str(tmp_path / "claims"), None])
 
 
-def test_inherited_keeps_what_the_host_does_not_decide():
-    environ = {boundary.BACKEND_VAR: "cuda", boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin"}
-    assert boundary.inherited(environ) == {boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin"}
+def test_inherited_passes_of_the_boundary_only_what_it_allows():
+    environ = {boundary.BACKEND_VAR: "cuda", boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin",
+               boundary.PREFIX + "NOT_YET_READ": "stale", "PYTEST_ADDOPTS": "-x",
+               "ZL_ELSE": "kept"}
+    assert boundary.inherited(environ) == {boundary.WARMUP_CLAIMS_VAR: "/c", "PATH": "/bin",
+                                           "ZL_ELSE": "kept"}
