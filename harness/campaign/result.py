@@ -50,14 +50,24 @@ def campaign_status(campaign: Campaign, stopped: Mapping[str, str] | None
         tuple(finished_units(campaign)))
 
 def launch_note(identities: Mapping[str, Identities]) -> str:
-    """How each side's pytest ran (run_identity.json's launch): in fresh processes, workers."""
+    """How each side's pytest ran (run_identity.json's launch): in fresh processes, or in
+    workers, with how many workers started and how many retired (each run's launch says
+    why)."""
     said = []
     for side in SIDES:
-        kinds = [str((d.get("launch") or [{}])[-1].get("kind", "unknown"))
-                 for ids in identities.values() for d in ids[side]]
-        said.append(f"side {side}: " + (", ".join(
-            f"{kinds.count(k)} in {'a worker' if k == 'worker' else 'a fresh process'}"
-            for k in sorted(set(kinds))) or "no run"))
+        last = [(d.get("launch") or [{}])[-1] for ids in identities.values() for d in ids[side]]
+        kinds = [str(launch.get("kind", "unknown")) for launch in last]
+        parts = []
+        for kind in sorted(set(kinds)):
+            if kind != "worker":
+                parts.append(f"{kinds.count(kind)} in a fresh process")
+                continue
+            mine = [launch for launch in last if launch.get("kind") == "worker"]
+            started = sum(launch.get("session") == 1 for launch in mine)
+            retired = sum(bool(launch.get("retired")) for launch in mine)
+            parts.append(f"{len(mine)} in a worker ({started} started"
+                         + (f", {retired} retired" if retired else "") + ")")
+        said.append(f"side {side}: " + (", ".join(parts) or "no run"))
     return "how pytest ran: " + "; ".join(said)
 
 def _stack_text(identities: Mapping[str, Identities], side: str) -> str:

@@ -99,7 +99,7 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
     assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]
     assert sorted(ran[f"{op}/B/r1"][0].get("new_because", "") for op in ("add", "tanh")) == [
         "", "its generation 'r1' is new (its environment's worker served 'r0')"]
-    assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker" in (
+    assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker (2 started)" in (
         directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(
         "ab", "--resume", str(directory), "--dry-run").stdout

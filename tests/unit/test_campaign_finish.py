@@ -159,3 +159,18 @@ def test_an_aa_whose_floor_noise_from_would_refuse_says_so_where_it_says_what_it
     assert noisy.endswith("by A latency 40.0% at 1 ms (NOISE_FROM refuses it: a floor above "
                           "25% cannot mean the same; run it with more rounds or on a quieter "
                           "device)")
+
+
+def test_how_pytest_ran_counts_each_sides_workers_started_and_retired():
+    def worker(session: int, retired: str | None = None) -> dict:
+        return {"launch": [{"kind": "worker", "pid": 1, "session": session,
+                            "retired": retired}]}
+
+    identities = {
+        "add": {"A": [worker(1), worker(1)], "B": [{"launch": [{"kind": "process"}]}] * 2},
+        "mm": {"A": [worker(2, "128 MiB of device memory still allocated"), worker(2)],
+               "B": [{"launch": [{"kind": "process"}]}, worker(1)]},
+    }
+    assert result.launch_note(identities) == (
+        "how pytest ran: side A: 4 in a worker (2 started, 1 retired); "
+        "side B: 3 in a fresh process, 1 in a worker (1 started)")
