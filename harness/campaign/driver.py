@@ -85,7 +85,7 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
                 on_round: Callable[[], None] | None = None) -> Outcome:
     """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
     none does or a signal stops it. `current` gets each batch's events, the last one last."""
-    with executor.session():  # each added round in the first one's workers
+    with executor.session():  # one worker host for every round (each has its own workers)
         while True:
             current.append(UnitEvents(directory, campaign, len(tasks), executor.slots, out,
                                       began=current[0].began if current else None,

@@ -103,6 +103,7 @@ class WorkerHost:
     _dir: str = ""
     _workers: list[_Worker] = field(default_factory=list)
     _ended: dict[str, str] = field(default_factory=dict)  # key: how its last worker ended
+    _latest: dict[str, str] = field(default_factory=dict)  # key: the generation last leased
     _closing: bool = False
 
     def __enter__(self) -> WorkerHost:
@@ -189,6 +190,10 @@ class WorkerHost:
                     self._ended[worker.key] = "the last one of its environment retired"
                     if worker in self._workers:
                         self._workers.remove(worker)
+                elif self._latest.get(worker.key, worker.generation) != worker.generation:
+                    stop_children([worker.proc], GRACE_S)  # a later generation began meanwhile
+                    if worker in self._workers:
+                        self._workers.remove(worker)
 
     def _reply(self, conn: _Conn, doc: Mapping[str, Any]) -> None:
         conn.sock.setblocking(True)
@@ -199,6 +204,7 @@ class WorkerHost:
     def _lease(self, conn: _Conn, python: str, cwd: Path, env: dict[str, str],
                generation: str = "") -> None:
         key = worker_key(python, cwd, env)
+        self._latest[key] = generation
         for dead in [w for w in self._workers if w.proc.poll() is not None]:
             self._ended[dead.key] = (f"the last one of its environment exited "
                                      f"{dead.proc.returncode}")
@@ -235,11 +241,11 @@ class WorkerHost:
         """Why a run of `key` and `generation` gets a new worker: its generation is new, its
         last one's end, its busy one, or the variables that set it apart from the idle ones."""
         mine = [w for w in self._workers if w.key == key]
-        if any(w.generation != generation for w in mine):
+        if any(w.generation == generation for w in mine):
+            return "the worker of its environment is busy"
+        if mine:
             return (f"its generation {generation!r} is new (its environment's worker served "
                     f"{mine[-1].generation!r})")
-        if mine:
-            return "the worker of its environment is busy"
         if key in self._ended:
             return self._ended[key]
         if not idle:

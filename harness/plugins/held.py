@@ -25,8 +25,11 @@ def retire_reason(torch: Any, module: Any, device_type: str, allocated: int) -> 
     None within the allowance (`module`: torch's module of the device, as the backend names it)."""
     if allocated <= max(LEAK_BYTES, int(LEAK_SHARE * total_memory(module))):
         return None
-    return (f"{allocated >> 20} MiB of device memory still allocated after the session "
-            f"({held_by(torch, device_type)})")
+    said = f"{allocated >> 20} MiB of device memory still allocated after the session"
+    try:
+        return f"{said} ({held_by(torch, device_type)})"
+    except Exception:  # noqa: BLE001 - naming what holds it must never cost the reply
+        return said
 
 
 def total_memory(module: Any) -> int:
@@ -50,16 +53,30 @@ def held_by(torch: Any, device_type: str, shown: int = 3) -> str:
                     found.append(obj)
     if not found:
         return "no tensor that Python holds: a library's own allocation"
-    found.sort(key=lambda t: t.untyped_storage().nbytes(), reverse=True)
+    found.sort(key=_nbytes, reverse=True)
     top = found[:shown]
     parts = []
     for tensor in top:
-        parts.append(f"{tuple(tensor.shape)} {tensor.dtype} "
-                     f"{tensor.untyped_storage().nbytes() >> 20} MiB held by "
+        parts.append(f"{_shape(tensor)} {tensor.dtype} {_nbytes(tensor) >> 20} MiB held by "
                      f"{holders(tensor, ignored=(found, top))}")
     del tensor
     more = f"; {len(found) - shown} more" if len(found) > shown else ""
     return "; ".join(parts) + more
+
+
+def _nbytes(tensor: Any) -> int:
+    """The bytes of a tensor's storage; 0 for a layout without one (sparse, nested)."""
+    try:
+        return int(tensor.untyped_storage().nbytes())
+    except Exception:  # noqa: BLE001 - e.g. "Cannot access storage of SparseTensorImpl"
+        return 0
+
+
+def _shape(tensor: Any) -> str:
+    try:
+        return str(tuple(tensor.shape))
+    except Exception:  # noqa: BLE001 - a nested tensor has no single shape
+        return f"({tensor.layout})"
 
 
 def holders(obj: object, ignored: tuple[object, ...] = (), depth: int = 8) -> str:

@@ -7,7 +7,7 @@ the entries of sys.modules, and global switches read through getters (torch's de
 grad mode, torch.backends flags, modes and dispatch sets left pushed, Python kernels registered
 with torch.library, module hooks, the profiler, the CPU affinity). A difference retires the
 worker, named in its log. Nothing is undone: a fingerprint cannot be fooled by a patch its undo
-would miss. The same module stops what a session or a pytest left running (its descendants).
+would miss. What a session left running, harness.plugins.descendants stops.
 
 What is not a difference: a name added to a module (a submodule imported, a lazy import); a
 scalar rebound (a counter, a device module's `_initialized`), a None or an empty container filled
@@ -19,25 +19,21 @@ a library imported during the session set at its import, where the value is the 
 device plugin's Tensor methods): a fresh process that imports it gets the same; and what a pytest
 plugin set at the session's configure and took back at its end (pytest-mock's wrapped asserts);
 a private name a library added to a class of its own, holding its own value or code generated at
-run time (SQLAlchemy writes its classes' `_generated_*_traversal` functions at their first use);
+run time, and shadowing no method of a base (SQLAlchemy writes its classes'
+`_generated_*_traversal` functions at their first use), where a dunder never is;
 and a module replaced in sys.modules under a name that no import reaches (Triton loads each
 kernel's launcher from its cache by path, every one as `__triton_launcher`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
 import os
-import signal
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -70,7 +66,6 @@ TORCH_GETTERS = (
 TORCH_CALLS = ("get_default_dtype", "is_grad_enabled", "is_inference_mode_enabled",
                "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "get_num_threads")
 HOOKS_MODULE = "torch.nn.modules.module"  # its _global_* dicts: hooks every Module call runs
-PR_SET_CHILD_SUBREAPER = 36  # prctl(2): orphaned descendants are reparented to this process
 CONTAINERS = (tuple, list, dict, set, frozenset)
 LIBRARY_DEFS, LIBRARY_IMPLS = "torch.library._defs", "torch.library._impls"
 
@@ -206,7 +201,9 @@ def _rebound(old: object, new: object, rules: _Rules, holder: str | None) -> boo
 
 
 def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
-                       rules: _Rules, added: bool, holder: str | None) -> Iterable[str]:
+                       rules: _Rules, bases: tuple[type, ...] | None, holder: str | None
+                       ) -> Iterable[str]:
+    """`bases`: a class's bases (its names added are read too); None for a module's."""
     missing = object()
     for name, old in before.items():
         new = now.get(name, missing)
@@ -215,19 +212,35 @@ def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
                 yield f"{label}.{name} (deleted)"
         elif _rebound(old, new, rules, holder):
             yield f"{label}.{name}"
-    if added:
+    if bases is not None:
         for name in now.keys() - before.keys() - UNWATCHED_CLASS_NAMES:
             if _rebound(object(), now[name], rules, holder) \
-                    and not (name.startswith("_") and _memo(now[name], holder)):
+                    and not _memo(name, now[name], holder, bases):
                 yield f"{label}.{name} (added)"
 
 
-def _memo(value: object, holder: str | None) -> bool:
-    """Whether a value a class gained is its library's memo: owned by the class's own top-level
-    package, or a function generated at run time (no module of its own)."""
+def _generated(value: object) -> bool:
+    """A function made at run time from generated source: it has no module of its own."""
+    return type(value) is types.FunctionType and getattr(value, "__module__", None) is None
+
+
+def _memo(name: str, value: object, holder: str | None, bases: tuple[type, ...]) -> bool:
+    """Whether a name a class gained is its library's memo: a private name (one leading
+    underscore, not a dunder), shadowing no base class's callable but a memo of the same kind,
+    holding a value of the class's own top-level package or a function generated at run
+    time. A dunder (an operator) or a method shadowed is a patch, whoever's value it holds."""
+    if not name.startswith("_") or name.startswith("__"):
+        return False
+    missing = object()
+    for base in bases:
+        inherited = vars(base).get(name, missing)
+        if inherited is not missing:
+            if callable(inherited) and not _generated(inherited):
+                return False
+            break
     owner = _owner(value)
     if owner is None:
-        return type(value) is types.FunctionType
+        return _generated(value)
     return holder is not None and owner.split(".", 1)[0] == holder.split(".", 1)[0]
 
 
@@ -271,10 +284,10 @@ def differences(before: Fingerprint, now: dict[str, object], imported: Callable[
             continue
         if type(module) is not kind:
             found.append(f"{name}.__class__")
-        found += _namespace_changes(name, namespace, vars(module), rules, False, name)
+        found += _namespace_changes(name, namespace, vars(module), rules, None, name)
     for cls, label, own in before.classes.values():
         holder = vars(cls).get("__module__")
-        found += _namespace_changes(label, own, dict(vars(cls)), rules, True,
+        found += _namespace_changes(label, own, dict(vars(cls)), rules, cls.__mro__[1:],
                                     holder if isinstance(holder, str) else None)
     found += [label for fn, label, code in before.codes.values() if fn.__code__ is not code]
     defined = _added(before.switches.get(LIBRARY_DEFS), now.get(LIBRARY_DEFS))
@@ -307,86 +320,3 @@ def _switched(name: str, old: object, new: object) -> str:
         shown = " ".join(members[:3]) + (f" ({len(members)} in all)" if len(members) > 3 else "")
         return f"{name}: {shown}"
     return f"{name}: {old!r} -> {new!r}"
-
-
-# -- processes a session left ---------------------------------------------------------------
-
-
-def become_subreaper() -> bool:
-    """Have this process adopt its orphaned descendants (Linux), so that a session's child
-    whose parent ended is still found and stopped here; False where it cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def children(pid: int) -> list[int]:
-    """A process's live children (Linux /proc; none known elsewhere)."""
-    found = []
-    for path in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError, ValueError):
-            found += [int(p) for p in path.read_text().split()]
-    return found
-
-
-def descendants(pid: int, skip: Iterable[int] = ()) -> list[int]:
-    """Every descendant of `pid`, parents first, less the subtrees of `skip`."""
-    found: list[int] = []
-    queue = [c for c in children(pid) if c not in set(skip)]
-    while queue:
-        child = queue.pop(0)
-        if child not in found:
-            found.append(child)
-            queue += children(child)
-    return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(") ", 1)[1][:1] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def _reap(pid: int) -> None:
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def stop_processes(pids: list[int], grace_s: float) -> None:
-    """SIGTERM each of `pids`, SIGKILL those still running after `grace_s`, and reap the ones
-    that are this process's children (an orphan adopted included)."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while any(map(_running, pids)) and time.monotonic() < deadline:
-        for pid in pids:
-            _reap(pid)
-        time.sleep(0.05)
-    for pid in pids:
-        if _running(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        for pid in pids:  # only these: another child's exit status is its owner's to read
-            _reap(pid)
-        if not any(map(_running, pids)):
-            break
-        time.sleep(0.05)
-
-
-def stop_left_children(grace_s: float, skip: Iterable[int] = (),
-                       keep: Iterable[int] = ()) -> list[int]:
-    """Stop what this process's descendants are, less the subtrees of `skip` (children that are
-    not the session's) and the processes of `keep` (there before it began); the pids stopped."""
-    kept = set(keep)
-    pids = [pid for pid in descendants(os.getpid(), skip) if pid not in kept]
-    if pids:
-        stop_processes(pids, grace_s)
-    return pids

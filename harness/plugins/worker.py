@@ -46,7 +46,7 @@ from typing import Any
 import pytest
 
 from harness.contract import boundary
-from harness.plugins import held, leftovers
+from harness.plugins import descendants, held, leftovers
 
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
 PR_SET_PDEATHSIG = 1
@@ -54,7 +54,8 @@ RESTORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1
                     signal.SIGALRM)
 THREAD_GRACE_S = 1.0  # a session's threads that end within this are not left behind
 # imported once: the harness's other plugins are imported afresh each session
-KEPT_PLUGINS = (__name__, *(f"harness.plugins.{m}" for m in ("worker", "leftovers", "held")))
+KEPT_PLUGINS = (__name__, *(f"harness.plugins.{m}"
+                            for m in ("worker", "leftovers", "held", "descendants")))
 CHILD_GRACE_S = 2.0  # SIGTERM, then this long before SIGKILL, for what a session left running
 SHOWN_CHANGES = 8  # names of changed state in a retirement's reason
 PLUGINS_PACKAGE = "harness.plugins."
@@ -275,7 +276,7 @@ class Worker:
         collection imported, from `collected`, taken after the session's pytest plugins
         `plugin_modules` had configured: what they set then and took back is no difference).
         None: nothing."""
-        if stopped := leftovers.stop_left_children(CHILD_GRACE_S):
+        if stopped := descendants.stop_left_children(CHILD_GRACE_S):
             return ("the session left child processes running (stopped): "
                     + ", ".join(map(str, stopped)))
         if running := threads_left(threads):
@@ -357,7 +358,10 @@ class Worker:
                     print(f"worker: a request that does not read: {exc}", flush=True)
                     continue
                 rc = self.session(request, fd)
-                why = self.retire_reason(rc, request["env"])
+                try:
+                    why = self.retire_reason(rc, request["env"])
+                except Exception as exc:  # noqa: BLE001 - the run must get its reply
+                    why = f"its state could not be checked: {type(exc).__name__}: {exc}"
                 with contextlib.suppress(OSError):
                     conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why})
                                  .encode() + b"\n")
@@ -381,7 +385,7 @@ def die_with_host(host_pid: int) -> None:
 def main(argv: list[str]) -> int:
     path, host_pid, ready_fd = argv[0], int(argv[1]), int(argv[2])
     die_with_host(host_pid)
-    leftovers.become_subreaper()  # a session's orphaned children are then still found here
+    descendants.become_subreaper()  # a session's orphaned children are then still found here
     worker = Worker()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

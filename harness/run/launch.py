@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from harness.executors import procs as supervise
-from harness.plugins import leftovers
+from harness.plugins import descendants
 
 POLL_S = 0.5  # how often a quiet output checks whether pytest itself has ended
 
@@ -19,8 +19,8 @@ def adopt_orphans() -> tuple[int, ...]:
     """Make this process the one a pytest's orphaned descendants are reparented to, so that
     `stop_left` finds them (a child that left pytest's process group included); the
     descendants it has already, which are not the pytest's to stop (a container's keeper)."""
-    leftovers.become_subreaper()
-    return tuple(leftovers.descendants(os.getpid()))
+    descendants.become_subreaper()
+    return tuple(descendants.descendants(os.getpid()))
 
 
 def stop_left(proc: Any, keep: tuple[int, ...] = ()) -> list[int]:
@@ -29,7 +29,7 @@ def stop_left(proc: Any, keep: tuple[int, ...] = ()) -> list[int]:
     the pids found. A worker's session is the worker's to clean (harness.plugins.worker)."""
     if not isinstance(proc, subprocess.Popen):
         return []
-    pids = leftovers.stop_left_children(supervise.CHILD_GRACE_S, skip=(proc.pid,), keep=keep)
+    pids = descendants.stop_left_children(supervise.CHILD_GRACE_S, skip=(proc.pid,), keep=keep)
     supervise.stop_children([proc], supervise.CHILD_GRACE_S)
     return pids
 

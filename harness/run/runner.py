@@ -289,10 +289,10 @@ def execute(settings: Settings, plan: Plan, *, out: Callable[[str], None] = prin
     finished, marks itself interrupted (RUN_INTERRUPTED in run.log, "status" in its
     identity) naming `step` (default: the node), and raises errors.Interrupted.
     `worker`: the generation of the task host's workers (executors.workers) pytest may run in:
-    a worker serves runs of one generation ("" for any), so a campaign that names each round
-    its own has what a worker process keeps of itself vary between rounds, as a fresh
-    process's does; None: a process of its own. `image`: pytest runs in that image (an A/B
-    side that is one)."""
+    a worker serves runs of one generation ("": a run outside a campaign's rounds, a batch's),
+    so a campaign that names each round its own has what a worker process keeps of itself
+    vary between rounds, as a fresh process's does; None: a process of its own. `image`:
+    pytest runs in that image (an A/B side that is one)."""
     stopper = supervise.GroupStopper(supervise.CHILD_GRACE_S)
     with supervise.deferred_signals(stopper.request_stop):
         rc, run_dir = _execute(settings, plan, out=out, echo=echo, now=now, run_dir=run_dir,

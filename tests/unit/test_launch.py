@@ -39,7 +39,7 @@ def test_what_a_pytest_left_running_is_stopped_with_its_run(tmp_path: Path):
     launches: list[dict[str, object]] = []
     with open(tmp_path / "log", "wb") as log:
         rc = runner._stream(inv, log, echoed.append, supervise.GroupStopper(), launches,
-                            worker=False)
+                            worker=None)
     held, away = (int(p) for p in b"".join(echoed).decode().split()[1:3])
     assert rc == 0
     assert not _running(held) and not _running(away)
@@ -61,7 +61,7 @@ def test_a_process_that_was_there_before_the_run_is_not_the_runs_to_stop(tmp_pat
         launches: list[dict[str, object]] = []
         with open(tmp_path / "log", "wb") as log:
             rc = runner._stream(inv, log, lambda _: None, supervise.GroupStopper(), launches,
-                                worker=False)
+                                worker=None)
         assert rc == 0 and _running(before.pid)
         assert "left_running" not in launches[0]
     finally:

@@ -167,9 +167,36 @@ def test_a_private_memo_a_library_adds_to_its_own_class_is_not_a_difference(monk
         assert changed(before) == []
         Memoizing.public = generated["_generated_cache_key_traversal"]  # a public name
         Memoizing._patched = Kernel.run  # a private name, another package's value
-        assert changed(before) == ["zl_memo_lib.sql.Memoizing._patched (added)",
+        # an operator, even with the library's own or generated code: 5 + 2 could read -3
+        Memoizing.__add__ = generated["_generated_cache_key_traversal"]
+        assert changed(before) == ["zl_memo_lib.sql.Memoizing.__add__ (added)",
+                                   "zl_memo_lib.sql.Memoizing._patched (added)",
                                    "zl_memo_lib.sql.Memoizing.public (added)"]
     finally:
-        for name in ("_generated_cache_key_traversal", "_no_cache", "public", "_patched"):
+        for name in ("_generated_cache_key_traversal", "_no_cache", "public", "_patched",
+                     "__add__"):
             if name in vars(Memoizing):
                 delattr(Memoizing, name)
+
+
+class Module:
+    def _call_impl(self) -> str:
+        return "forward"
+
+
+class Linear(Module):
+    """As torch.nn.Linear inherits torch.nn.Module._call_impl."""
+
+
+def test_a_private_name_that_shadows_a_base_classs_method_is_a_patch(monkeypatch):
+    holder = types.ModuleType("zl_nn.linear")
+    Linear.__module__ = Module.__module__ = "zl_nn.linear"
+    holder.Linear, holder.Module = Linear, Module
+    monkeypatch.setitem(sys.modules, "zl_nn.linear", holder)
+    before = leftovers.take("zl_nn.linear".__eq__)
+    relu = types.FunctionType((lambda self: "relu").__code__, {"__name__": "zl_nn.functional"})
+    Linear._call_impl = relu  # the library's own function, over the method every call runs
+    try:
+        assert changed(before) == ["zl_nn.linear.Linear._call_impl (added)"]
+    finally:
+        del Linear._call_impl

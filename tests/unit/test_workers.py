@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract import boundary
+from harness.executors import workers
 from harness.executors.lease import WorkerRun, start_pytest
 from harness.executors.procs import stop_children
 from harness.executors.workers import WorkerHost, worker_key
@@ -601,6 +602,18 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
 
 
+def test_memory_held_says_so_even_where_naming_what_holds_it_fails(monkeypatch):
+    from harness.plugins import held
+
+    def broken(*_: object, **__: object) -> str:
+        raise NotImplementedError("Cannot access storage of SparseTensorImpl")
+
+    monkeypatch.setattr(held, "held_by", broken)
+    assert held.retire_reason(None, _Device(held=512 << 20), "cuda", 512 << 20) == (
+        "512 MiB of device memory still allocated after the session")
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_memory_held_after_a_session_is_named_by_its_tensor_and_what_holds_it():
     # seen on an H200: FlagGems' outer left 128 MiB, a (1024, 65536) float16 tensor, every
     # session; the reason must say what holds it, down to a name a user can look up
@@ -624,6 +637,13 @@ def test_memory_held_after_a_session_is_named_by_its_tensor_and_what_holds_it():
     assert held_by(torch, "cpu", shown=1).split(";")[0] == (
         "(268435456,) torch.uint8 256 MiB held by tuple < list < module zl_holder")
     del holder.kept
+
+    # a sparse or nested tensor alive has no storage or no single shape to read: named, and
+    # naming never fails (a worker that raised here died before its reply: the run failed)
+    kept = [torch.sparse_coo_tensor([[0]], [1.0], (2,), check_invariants=True),
+            torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])]
+    assert held_by(torch, "cpu", shown=len(kept) + 100).count("held by") >= len(kept)
+    del kept
 
     def inputs():  # a benchmark's input generator left suspended holds what it made
         made = torch.empty(1 << 28, dtype=torch.uint8)
@@ -662,3 +682,41 @@ def test_a_host_removes_the_socket_folders_of_hosts_killed_before_they_could(tmp
         assert folders["alive"].exists() and folders["unknown"].exists()
     assert not Path(host.path).parent.exists()
     assert (tmp_path / "zl-other-dead").exists()
+
+
+def test_a_worker_busy_when_the_next_generation_begins_stops_when_its_run_ends(monkeypatch):
+    # two runs of one environment at once, then a later generation's, with no process started:
+    # the reasons given, and the earlier generation's worker stopped once its run is done
+    class Alive:
+        pid, returncode = 1, None
+
+        def poll(self) -> None:
+            return None
+
+    stopped: list[object] = []
+    monkeypatch.setattr(workers, "stop_children", lambda procs, grace: stopped.extend(procs))
+    host = WorkerHost()
+    monkeypatch.setattr(host, "_reply", lambda conn, doc: None)
+    monkeypatch.setattr(host, "_start", lambda key, python, cwd, env: workers._Worker(
+        key, Alive(), "/socket", Path("/log"), None, env=workers.shared_env(env)))
+
+    def lease(generation: str) -> workers._Conn:
+        conn = workers._Conn(sock=None)
+        host._on_message(conn, {"op": "lease", "python": "py", "cwd": "/c", "env": {"A": "1"},
+                                "generation": generation})
+        return conn
+
+    first, second = lease("r1"), lease("r1")
+    assert (first.worker.why, second.worker.why) == (
+        "the first of its environment", "the worker of its environment is busy")
+    third = lease("r2")
+    assert third.worker.why == ("its generation 'r2' is new (its environment's worker served "
+                                "'r1')")
+    fourth = lease("r2")  # r1's workers still there: its own generation's is busy
+    assert fourth.worker.why == "the worker of its environment is busy"
+    old = first.worker.proc
+    host._on_message(first, {"op": "done", "retired": False})
+    assert stopped == [old] and len(host._workers) == 3  # r1's, still busy, and r2's
+    for conn in (second, third, fourth):
+        host._on_message(conn, {"op": "done", "retired": False})
+    assert [w.generation for w in host._workers] == ["r2", "r2"]
