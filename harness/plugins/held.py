@@ -85,6 +85,7 @@ def holders(obj: object, ignored: tuple[object, ...] = (), depth: int = 8) -> st
     the frame of a call or generator still running). `ignored`: the caller's own holders."""
     own = {held_by.__code__, holders.__code__}
     chain, seen = [], {id(x) for x in ignored}
+    looked: list[list[object]] = []  # kept to the end, so that no id in `seen` is reused
     for _ in range(depth):
         seen.add(id(obj))
         refs = [r for r in gc.get_referrers(obj) if id(r) not in seen
@@ -92,12 +93,13 @@ def holders(obj: object, ignored: tuple[object, ...] = (), depth: int = 8) -> st
         if not refs:
             break
         obj = refs[0]
+        looked.append(refs)
         seen.add(id(refs))  # this list holds `obj` too: never a link of its chain
         name = _name_of(obj)
         chain.append(name or type(obj).__name__)
         if name:
             break
-    del refs
+    del refs, looked
     return " < ".join(chain) or "nothing found"
 
 
