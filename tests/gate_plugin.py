@@ -30,7 +30,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         fh.write(f"{os.getpid()}\n")
     if len(Path(gate, "started").read_text().splitlines()) != int(os.environ.get(AT_VAR, "1")):
         return
-    Path(gate, "ready").write_text(f"{os.getpid()}\n")
+    # whole or not there: a test that polls for the file reads the pid, never an empty file
+    Path(gate, "ready.part").write_text(f"{os.getpid()}\n")
+    os.replace(Path(gate, "ready.part"), Path(gate, "ready"))
     deadline = time.monotonic() + WAIT_S
     while not Path(gate, "go").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
