@@ -42,14 +42,12 @@ from harness.executors.procs import GRACE_S, owned_tempdir, stop_children
 WORKERS_DIR_PREFIX = "zl-workers-"  # the host's socket folder, under the temporary directory
 WORKER_MODULE = "harness.plugins.worker"
 LOG_TAIL = 2000  # characters of a worker's own log that a failed start reports
-
-
 SHOWN_VARIABLES = 4  # names of the variables that kept a run from an idle worker
 
 
 def shared_env(env: Mapping[str, str]) -> dict[str, str]:
     """The variables two runs must share to use one worker: all but the run's own plugin
-    variables (ZL_*, which the plugins read per session)."""
+    variables (ZL_PLUGIN_*, which the plugins read per session)."""
     return {k: v for k, v in env.items() if not k.startswith(boundary.PREFIX)}
 
 
@@ -187,13 +185,18 @@ class WorkerHost:
                 worker.runs += 1
                 if doc.get("retired"):  # it exits after its reply: never lease it again
                     self._reap(worker)
-                    self._ended[worker.key] = "the last one of its environment retired"
-                    if worker in self._workers:
-                        self._workers.remove(worker)
+                    self._drop(worker, "the last one of its environment retired")
                 elif self._latest.get(worker.key, worker.generation) != worker.generation:
                     stop_children([worker.proc], GRACE_S)  # a later generation began meanwhile
-                    if worker in self._workers:
-                        self._workers.remove(worker)
+                    self._drop(worker)
+
+    def _drop(self, worker: _Worker, ended: str | None = None) -> None:
+        """Lease `worker` (stopped or exited) no more; `ended`: how it ended, which the next
+        run of its environment is told."""
+        if worker in self._workers:
+            self._workers.remove(worker)
+        if ended is not None:
+            self._ended[worker.key] = ended
 
     def _reply(self, conn: _Conn, doc: Mapping[str, Any]) -> None:
         conn.sock.setblocking(True)
@@ -206,9 +209,7 @@ class WorkerHost:
         key = worker_key(python, cwd, env)
         self._latest[key] = generation
         for dead in [w for w in self._workers if w.proc.poll() is not None]:
-            self._ended[dead.key] = (f"the last one of its environment exited "
-                                     f"{dead.proc.returncode}")
-            self._workers.remove(dead)
+            self._drop(dead, f"the last one of its environment exited {dead.proc.returncode}")
         idle = [w for w in self._workers if w.lease is None and w.ready is None]
         match = next((w for w in idle if w.key == key and w.generation == generation), None)
         if match is not None:
@@ -223,10 +224,8 @@ class WorkerHost:
         done += sorted(rest, key=lambda w: w.idle_since)[:max(0, len(rest) - self.max_idle + 1)]
         for old in done:
             stop_children([old.proc], GRACE_S)
-            self._workers.remove(old)
-            if old.key != key:
-                self._ended[old.key] = (f"the last one of its environment was stopped to keep "
-                                        f"{self.max_idle} idle")
+            self._drop(old, None if old.key == key else
+                       f"the last one of its environment was stopped to keep {self.max_idle} idle")
         try:
             worker = self._start(key, python, cwd, env)
         except OSError as exc:
