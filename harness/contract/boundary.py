@@ -21,7 +21,7 @@ BACKEND_VAR = PREFIX + "BACKEND"
 RUN_DIR_VAR = PREFIX + "RUN_DIR"
 TIMER_VAR = PREFIX + "TIMER"
 REPEAT_VAR = PREFIX + "REPEAT"
-GRAPH_TIMER_VAR = PREFIX + "GRAPH_TIMER"  # upstream or steady: the capture plugin's algorithm
+GRAPH_TIMER_VAR = PREFIX + "GRAPH_TIMER"  # GRAPH_TIMERS: the capture plugin's algorithm
 COMPILE_WORKERS_VAR = PREFIX + "COMPILE_WORKERS"  # set only where the precompile plugin runs
 WARMUP_SHARE_VAR = PREFIX + "WARMUP_SHARE"  # I/N: a parallel warmup's shard, which times nothing
 WARMUP_CLAIMS_VAR = PREFIX + "WARMUP_CLAIMS"  # where a parallel warmup's shards claim configs
@@ -63,7 +63,7 @@ RUN_HEADER = "# harness run header"
 RUN_DIR_LINE = "# run_dir: "
 
 TIMERS = ("graph", "direct")
-GRAPH_TIMERS = ("upstream", "steady")
+GRAPH_TIMERS = ("adaptive", "upstream", "steady")  # the capture plugin's algorithms
 T = TypeVar("T")
 
 

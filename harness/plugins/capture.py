@@ -5,8 +5,9 @@ plugin installs as `triton.testing.do_bench_cudagraph` while FlagGems' `--mode c
 runs: on a backend whose Triton ships one (`Backend.upstream_graph_bench`), upstream's function
 verbatim, so the numbers equal FlagGems' own; elsewhere the same algorithm with its stream,
 event, synchronize and graph class taken from
-`triton.runtime.driver.active.get_device_interface()` and the backend record. With
-GRAPH_TIMER=steady, a timer of the device's steady state instead (`steady_graph_bench`). Failures
+`triton.runtime.driver.active.get_device_interface()` and the backend record. GRAPH_TIMER=adaptive
+(the default) runs upstream's algorithm at the budget each row needs (`adaptive_graph_bench`);
+GRAPH_TIMER=steady times the device's steady state instead (`steady_graph_bench`). Failures
 are not handled here: they propagate to the timing plugin, which classifies them.
 """
 
@@ -104,44 +105,113 @@ def summarize(times: Sequence[float], quantiles: Sequence[float] | None,
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def _queued(interface: Any, call: Callable[[], Any], count: int) -> tuple[Any, Any]:
+    """`count` calls (a graph's replays) queued between two events, read once synchronized."""
+    start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
+    start.record()
+    for _ in range(count):
+        call()
+    end.record()
+    return start, end
+
+
+def _repeat_count(rep: float, estimate_ms: float) -> int:
+    """Upstream's size of a graph: the calls that fill `rep` ms at `estimate_ms` a call."""
+    return 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
+
+
+def _eager_estimate(interface: Any, fn: Callable[[], Any]) -> float:
+    """Upstream's estimate of a call: the mean of five eager calls between two events (for a
+    microsecond kernel, the host's launch overhead)."""
+    start, end = _queued(interface, fn, 5)
+    interface.synchronize()
+    return float(start.elapsed_time(end)) / 5
+
+
+def _captured(interface: Any, graph_cls: type, fn: Callable[[], Any], calls: int,
+              grad_to_none: Sequence[Any] | None) -> Any:
+    graph = graph_cls()
+    with interface.graph(graph):
+        for _ in range(calls):
+            for x in grad_to_none or ():
+                x.grad = None
+            fn()
+    interface.synchronize()
+    return graph
+
+
+def _replayed(interface: Any, graph: Any, calls: int) -> list[float]:
+    """Upstream's ten timed replays, each waited for: ms per call."""
+    times = []
+    for _ in range(10):
+        start, end = _queued(interface, graph.replay, 1)
+        interface.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return times
+
+
+def _prepared(fn: Callable[[], Any], grad_to_none: Sequence[Any] | None) -> None:
+    fn()  # warm-up, also compiles
+    for x in grad_to_none or ():
+        x.detach_()
+        x.requires_grad_(True)
+        x.grad = None
+
+
 def device_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     """do_bench_cudagraph's algorithm on any device interface with streams, events and graphs."""
 
     def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
               quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
-        def reset_grads() -> None:
-            for x in grad_to_none or ():
-                x.grad = None
-
         with interface.stream(interface.Stream()):
-            fn()  # warm-up, also compiles
-            for x in grad_to_none or ():
-                x.detach_()
-                x.requires_grad_(True)
-                x.grad = None
-            start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
-            start.record()
-            for _ in range(5):
-                fn()
-            end.record()
-            interface.synchronize()
-            estimate_ms = start.elapsed_time(end) / 5
-            n_repeat = 1000 if estimate_ms == 0 else max(1, int(rep / estimate_ms))
-            graph = graph_cls()
-            with interface.graph(graph):
-                for _ in range(n_repeat):
-                    reset_grads()
-                    fn()
-            interface.synchronize()
-            times = []
-            for _ in range(10):
-                start = interface.Event(enable_timing=True)
-                end = interface.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                interface.synchronize()
-                times.append(start.elapsed_time(end) / n_repeat)
+            _prepared(fn, grad_to_none)
+            calls = _repeat_count(rep, _eager_estimate(interface, fn))
+            graph = _captured(interface, graph_cls, fn, calls, grad_to_none)
+            times = _replayed(interface, graph, calls)
+        return summarize(times, quantiles, return_mode)
+
+    return bench
+
+
+# The adaptive timer's first graph holds a tenth of upstream's budget. On an H200 FlagGems'
+# own `--iter 10` kept every row of LONG_CALL_MS or more within 1% of `--iter 100`, and moved
+# the 1-3 us rows by 3-10%: those get upstream's whole budget.
+PROBE_SHARE = 10
+LONG_CALL_MS = 0.005
+STEADY_SPREAD = 0.01  # the first graph's replays within this of their median: its reading stands
+
+
+def spread(times: Sequence[float]) -> float:
+    """The range of `times` over their median (inf for an empty or zero median)."""
+    mid = summarize(times, None, "median") if times else 0.0
+    return (max(times) - min(times)) / mid if mid > 0 else math.inf
+
+
+def adaptive_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
+    """Upstream's algorithm at the budget a row needs, for GRAPH_TIMER=adaptive (the default).
+
+    A graph of `rep / PROBE_SHARE` ms of calls is captured and replayed ten times, as upstream
+    replays its own. Where a call takes LONG_CALL_MS or more and those replays agree within
+    STEADY_SPREAD, that is the reading: a tenth of upstream's replays and captured calls.
+    Otherwise (a microsecond kernel, or replays that disagree) upstream's whole-budget graph is
+    captured and timed as upstream times it, so those rows read as FlagGems' own do. The first
+    graph is skipped where the eager estimate already says the call is short.
+    """
+
+    def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
+              quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
+        with interface.stream(interface.Stream()):
+            _prepared(fn, grad_to_none)
+            estimate = _eager_estimate(interface, fn)
+            times: list[float] = []
+            if estimate >= LONG_CALL_MS:
+                calls = _repeat_count(rep / PROBE_SHARE, estimate)
+                times = _replayed(interface, _captured(interface, graph_cls, fn, calls,
+                                                       grad_to_none), calls)
+            if not times or min(times) < LONG_CALL_MS or spread(times) > STEADY_SPREAD:
+                calls = _repeat_count(rep, estimate)
+                graph = _captured(interface, graph_cls, fn, calls, grad_to_none)
+                times = _replayed(interface, graph, calls)
         return summarize(times, quantiles, return_mode)
 
     return bench
@@ -180,16 +250,6 @@ MAX_GROUP_REPLAYS = 10_000
 WARM_MS = 50.0  # of replays queued right before the timed ones
 
 
-def _queued(interface: Any, call: Callable[[], Any], count: int) -> tuple[Any, Any]:
-    """`count` calls (a graph's replays) queued between two events, read once synchronized."""
-    start, end = interface.Event(enable_timing=True), interface.Event(enable_timing=True)
-    start.record()
-    for _ in range(count):
-        call()
-    end.record()
-    return start, end
-
-
 def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     """Graph timing of the device's steady state, for GRAPH_TIMER=steady.
 
@@ -207,14 +267,7 @@ def steady_graph_bench(interface: Any, graph_cls: type) -> Callable[..., Any]:
     def bench(fn: Callable[[], Any], rep: int = 20, grad_to_none: Sequence[Any] | None = None,
               quantiles: Sequence[float] | None = None, return_mode: str = "mean") -> Any:
         def capture(calls: int) -> Any:
-            graph = graph_cls()
-            with interface.graph(graph):
-                for _ in range(calls):
-                    for x in grad_to_none or ():
-                        x.grad = None
-                    fn()
-            interface.synchronize()
-            return graph
+            return _captured(interface, graph_cls, fn, calls, grad_to_none)
 
         with interface.stream(interface.Stream()):
             fn()  # warm-up, also compiles
@@ -266,13 +319,17 @@ def grads_reset_here(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**kwargs, "grad_to_none": None}
 
 
+ALGORITHMS = {"steady": steady_graph_bench, "adaptive": adaptive_graph_bench}
+
+
 def graph_bench_for(backend: Backend, listener: PhaseListener | None = None,
-                    steady: bool = False) -> Callable[..., Any]:
-    """The graph timer of `backend` (the steady one where `steady`), wrapped in the RNG guard;
-    gradients reset outside it; its captures' begin and end told to `listener`."""
+                    algorithm: str = "upstream") -> Callable[..., Any]:
+    """The graph timer `algorithm` (boundary.GRAPH_TIMERS) of `backend`, wrapped in the RNG
+    guard; gradients reset outside it; its captures' begin and end told to `listener`.
+    `upstream` is the backend's Triton's own function where it ships one."""
     interface = device_interface()
-    if steady:
-        inner = steady_graph_bench(interface, graph_class(backend, interface))
+    if algorithm in ALGORITHMS:
+        inner = ALGORITHMS[algorithm](interface, graph_class(backend, interface))
     elif backend.upstream_graph_bench:
         inner = _import_dotted(backend.upstream_graph_bench)
     else:
@@ -293,4 +350,4 @@ def pytest_configure(config: pytest.Config) -> None:
                                 "harness.plugins.capture does not apply")
     algorithm = boundary.read(boundary.GRAPH_TIMER, "the capture plugin", pytest.UsageError)
     listener = config.stash[PHASES] = PhaseListener()
-    config.stash[GRAPH_BENCH] = graph_bench_for(backend, listener, algorithm == "steady")
+    config.stash[GRAPH_BENCH] = graph_bench_for(backend, listener, algorithm or "upstream")

@@ -52,7 +52,7 @@ class Settings:
     dtypes: tuple[str, ...]  # () : the benchmark's own
     mode: str
     timer: str  # what MODE resolves to on this backend: "graph" or "direct"
-    graph_timer: str  # GRAPH_TIMER: the graph timer's algorithm, upstream or steady
+    graph_timer: str  # GRAPH_TIMER: the graph timer's algorithm (boundary.GRAPH_TIMERS)
     warmup_ms: int | None  # FlagGems' --warmup; None: the benchmark's own
     iter_ms: int | None  # FlagGems' --iter; None: the benchmark's own
     repeat: int

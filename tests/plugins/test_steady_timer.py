@@ -168,3 +168,76 @@ def test_a_device_that_idled_long_is_warmed_until_it_is_steady_before_timing():
     # the capture idles the device; it then eases up over 40 ms of work
     device = SimDevice(0.0012, ramp_ms=40.0, slow=1.5)
     assert bench("steady", device) == pytest.approx(0.0012, rel=0.01)
+
+
+# -- the adaptive timer: upstream's algorithm at the budget a row needs ------------------------
+
+class JitteryDevice(SimDevice):
+    """A device whose graph replays alternate between full speed and `slow` times slower."""
+
+    def __init__(self, call_ms: float, slow: float) -> None:
+        super().__init__(call_ms, ramp_ms=0.0)
+        self.jitter, self.flip = slow, False
+
+    def graph_class(self) -> type:
+        device, base = self, super().graph_class()
+
+        class Graph(base):  # type: ignore[misc,valid-type]
+            def replay(self) -> None:
+                device.flip = not device.flip
+                saved = device.call_ms
+                device.call_ms = saved * (device.jitter if device.flip else 1.0)
+                try:
+                    super().replay()
+                finally:
+                    device.call_ms = saved
+
+        return Graph
+
+
+def adaptive(device: SimDevice, rep: int = 100) -> float:
+    SimDevice.current = device
+    timer = capture.adaptive_graph_bench(device, device.graph_class())
+    return timer(device.call, rep=rep, return_mode="median")
+
+
+def test_a_long_call_is_read_from_a_tenth_of_upstreams_replays():
+    long_call = SimDevice(0.5, ramp_ms=0.0)  # 500 us a call
+    upstream = SimDevice(0.5, ramp_ms=0.0)
+    assert adaptive(long_call) == pytest.approx(0.5, rel=1e-3)  # a replay's launch, over 20
+    assert bench("upstream", upstream) == pytest.approx(0.5, rel=1e-3)
+    # upstream: a graph of 200 calls replayed ten times; here 20 calls, ten times
+    assert upstream.captured_calls == 200
+    assert long_call.captured_calls == 20
+    assert long_call.device < upstream.device / 5
+
+
+def test_a_microsecond_call_gets_upstreams_whole_budget_and_reads_as_upstream():
+    # on a device without a ramp: the first graph's replays warm a device that has one
+    short, upstream = SimDevice(0.0014, ramp_ms=0.0), SimDevice(0.0014, ramp_ms=0.0)
+    assert adaptive(short) == pytest.approx(bench("upstream", upstream), rel=1e-6)
+    # its eager estimate (the host's launches) is long, so a first graph was tried; the row is
+    # then timed with upstream's graph, whose size is the budget over that same estimate
+    assert short.captured_calls == pytest.approx(upstream.captured_calls * 1.1, abs=2)
+
+
+def test_a_call_the_eager_estimate_already_says_is_short_captures_one_graph():
+    device = SimDevice(0.001, host_call_ms=0.0001)  # launches cheaper than the kernel
+    upstream = SimDevice(0.001, host_call_ms=0.0001)
+    adaptive(device)
+    bench("upstream", upstream)
+    assert device.captured_calls == upstream.captured_calls
+
+
+def test_replays_that_disagree_get_the_whole_budget():
+    steady, jittery = SimDevice(0.2, ramp_ms=0.0), JitteryDevice(0.2, slow=1.05)
+    adaptive(steady)
+    adaptive(jittery)
+    assert steady.captured_calls == 50  # 10 ms of 200 us calls
+    assert jittery.captured_calls == 50 + 500  # then upstream's 100 ms graph
+
+
+def test_the_spread_of_replays():
+    assert capture.spread([1.0, 1.01, 0.99]) == pytest.approx(0.02)
+    assert capture.spread([]) == float("inf")
+    assert capture.spread([0.0, 0.0]) == float("inf")

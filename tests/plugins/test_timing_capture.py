@@ -126,8 +126,9 @@ def test_musa_capture_times_every_row_by_graph(pytester, device):
     result.stdout.no_fnmatch_line("*BENCHMARK_*")
 
 
-def test_the_steady_graph_timer_times_every_row_by_graph(pytester, device, monkeypatch):
-    monkeypatch.setenv("ZL_PLUGIN_GRAPH_TIMER", "steady")
+@pytest.mark.parametrize("algorithm", ["steady", "adaptive"])
+def test_each_graph_timer_times_every_row_by_graph(pytester, device, monkeypatch, algorithm):
+    monkeypatch.setenv("ZL_PLUGIN_GRAPH_TIMER", algorithm)
     result = run(pytester, TANH)
     result.assert_outcomes(passed=1)
     rows = records(device)
@@ -139,7 +140,7 @@ def test_an_unknown_graph_timer_stops_the_session_naming_it(pytester, device, mo
     monkeypatch.setenv("ZL_PLUGIN_GRAPH_TIMER", "fast")
     result = run(pytester, TANH)
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*ZL_PLUGIN_GRAPH_TIMER='fast'*upstream, steady*"])
+    result.stderr.fnmatch_lines(["*ZL_PLUGIN_GRAPH_TIMER='fast'*adaptive, upstream, steady*"])
 
 
 def test_recoverable_failure_falls_back_for_that_shape_only(pytester, device, monkeypatch):

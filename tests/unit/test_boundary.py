@@ -150,8 +150,17 @@ def test_the_steady_graph_timer_reaches_the_capture_plugin_only_where_graphs_tim
     assert boundary.GRAPH_TIMER_VAR not in plugin_plan.boundary_env(steady, tmp_path, False)
     upstream = dataclasses.replace(graph, graph_timer="upstream")
     assert boundary.GRAPH_TIMER_VAR not in plugin_plan.boundary_env(upstream, tmp_path, False)
-    with pytest.raises(BoundaryError, match="ZL_PLUGIN_GRAPH_TIMER='fast'.*upstream, steady"):
+    with pytest.raises(BoundaryError, match="ZL_PLUGIN_GRAPH_TIMER='fast'.*adaptive, upstream, "
+                       "steady"):
         read(boundary.GRAPH_TIMER, "t", environ={boundary.GRAPH_TIMER_VAR: "fast"})
+    adaptive = dataclasses.replace(graph, graph_timer="adaptive")
+    assert read(boundary.GRAPH_TIMER, "t", environ=plugin_plan.boundary_env(
+        adaptive, tmp_path, False)) == "adaptive"
+
+
+def test_the_settings_offer_the_graph_timers_the_capture_plugin_reads():
+    assert variables.GRAPH_TIMERS == boundary.GRAPH_TIMERS
+    assert variables.BY_MAKE["GRAPH_TIMER"].default == "adaptive"
 
 
 def test_a_missing_required_variable_names_itself_and_who_needs_it():
