@@ -7,10 +7,13 @@ import json
 import multiprocessing
 import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from harness.contract import boundary
 from harness.contract.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError, UsageError
 from harness.providers.flaggems import Node
@@ -82,6 +85,21 @@ def test_the_harness_is_on_the_childs_path_once(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(runner.REPO_ROOT), "/site"]))
     inv = runner.build_invocation(_settings(tmp_path), _plan(), tmp_path / "runs" / "tanh" / "x")
     assert inv.env["PYTHONPATH"].split(os.pathsep) == [str(runner.REPO_ROOT), "/site"]
+
+
+def test_the_childs_bytecode_is_written_under_the_outputs_whatever_the_callers_setting(tmp_path):
+    # Regression: a caller's PYTHONDONTWRITEBYTECODE=1 (a container image sets it) reached
+    # pytest beside PYTHONPYCACHEPREFIX, so no bytecode was read or written and every fresh
+    # process compiled flag_gems from source.
+    inv = runner.build_invocation(_settings(tmp_path), _plan(), tmp_path / "runs" / "tanh" / "x")
+    env = {**boundary.inherited({**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}), **inv.env}
+    (tmp_path / "mod_for_bytecode.py").write_text("X = 1\n")
+    subprocess.run([sys.executable, "-c", "import mod_for_bytecode"], cwd=tmp_path, env=env,
+                   check=True)
+    prefix = Path(inv.env["PYTHONPYCACHEPREFIX"])
+    assert prefix.is_relative_to((tmp_path / "runs").resolve())
+    assert list(prefix.rglob("mod_for_bytecode*.pyc"))
+    assert not (tmp_path / "__pycache__").exists()
 
 
 def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path):
