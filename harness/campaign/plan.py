@@ -274,27 +274,51 @@ def eta_from_walls(walls_s: Sequence[float], running_s: Sequence[float], waiting
 PROJECTED_DEVICES = (1, 8, 64)
 
 
-def projection(ops: Sequence[str], walls: Mapping[str, float],
+def first_round_walls(path: Path) -> dict[str, float]:
+    """Seconds per operator of an earlier campaign's round-0 units, which pay what later
+    rounds do not (side A's tuning and torch's reference, the round's first worker starts);
+    empty for a batch, whose one wall an operator serves every round."""
+    path = Path(path)
+    if not (path / CAMPAIGN_JSON).is_file():
+        return {}
+    return {u.op: u.wall_s for u in load(path, "WALLS_FROM").units
+            if u.round == 0 and u.wall_s is not None}
+
+
+def projection(units: Sequence[Unit], walls: Mapping[str, float],
+               first: Mapping[str, float] | None = None,
                devices: Sequence[int] = PROJECTED_DEVICES) -> str | None:
-    """One line: the wall of units of `ops` (one per entry, an operator once per round) on each
-    count of `devices`, each unit taking its operator's wall in `walls` or, unknown, the median
-    of the known ones; units go to the device that frees first, longest first. None with no
-    wall known."""
-    known = sorted(walls[op] for op in set(ops) if op in walls)
+    """One line: the wall of `units` on each count of `devices`. A unit takes its operator's
+    wall in `walls` or, unknown, the median of the known ones; a round-0 unit takes its
+    operator's wall in `first` (or their median) where `first` has any. Units go to the device
+    that frees first, longest first. None with no wall known."""
+    def median_of(values: Iterable[float]) -> float:
+        ordered = sorted(values)
+        return ordered[len(ordered) // 2]
+
+    ops = {u.op for u in units}
+    known = [walls[op] for op in ops if op in walls]
     if not known:
         return None
-    median = known[len(known) // 2]
-    each = sorted((walls.get(op, median) for op in ops), reverse=True)
+    median = median_of(known)
+    first = first or {}
+    first_median = median_of(first.values()) if first else median
+    each = sorted((first.get(u.op, first_median) if first and u.round == 0
+                   else walls.get(u.op, median) for u in units), reverse=True)
     spans = []
     for count in devices:
         free = [0.0] * count
         for wall in each:
             free[free.index(min(free))] += wall
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(free))}")
-    guessed = sum(1 for op in set(ops) if op not in walls)
+    guessed = sum(1 for op in ops if op not in walls)
     rest = f", the median {median:.0f} s for the {guessed} others" if guessed else ""
-    return (f"projected wall of {len(ops)} units (walls of {len(set(ops)) - guessed} "
-            f"operators{rest}): {', '.join(spans)}")
+    unfirst = sum(1 for op in ops if op not in first)
+    rounds = "; round 0 from its own units" + (
+        f", the median {first_median:.0f} s for the {unfirst} others" if unfirst else "") \
+        if first else ""
+    return (f"projected wall of {len(units)} units (walls of {len(ops) - guessed} "
+            f"operators{rest}{rounds}): {', '.join(spans)}")
 
 
 def _duration(seconds: float) -> str:

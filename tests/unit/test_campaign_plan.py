@@ -284,15 +284,42 @@ def test_the_progress_count_moves_on_for_every_unit_that_ends_whatever_its_state
         "[2/3]", "[3/3]"]
 
 
+def _units(*ids: str) -> list[Unit]:
+    return [campaign.parse_unit_id(i) for i in ids]
+
+
 def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for_unknowns():
-    line = campaign.projection(["a", "a", "b", "c", "c", "c"], {"a": 10.0, "b": 30.0, "d": 5.0})
+    units = _units("a/r0", "a/r1", "b/r0", "c/r0", "c/r1", "c/r2")
+    line = campaign.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
     # c has no wall: the median of a's and b's (30 s); longest first onto the freest device.
     assert line == ("projected wall of 6 units (walls of 2 operators, the median 30 s for the 1 "
                     "others): 1 device 2.3 min, 8 devices 30 s, 64 devices 30 s")
-    units = ["x"] * 3336
-    spans = campaign.projection(units, {"x": 120.0})
+    spans = campaign.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
-    assert campaign.projection(["a"], {}) is None
+    assert campaign.projection(_units("a/r0"), {}) is None
+
+
+def test_the_projection_takes_round_0_from_the_walls_of_round_0():
+    # Regression: each operator's median unit stood for its round 0 too, which pays side A's
+    # tuning and torch's reference: a campaign's projection left round 0's cost out.
+    units = _units("a/r0", "a/r1", "a/r2", "b/r0", "b/r1", "b/r2")
+    line = campaign.projection(units, {"a": 10.0}, {"a": 40.0})
+    # b: round 0 the median of round 0's walls (40 s), later rounds the median wall (10 s)
+    assert line == ("projected wall of 6 units (walls of 1 operators, the median 10 s for the 1 "
+                    "others; round 0 from its own units, the median 40 s for the 1 others): "
+                    "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
+
+
+def test_round_0_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
+    doc = document(tmp_path, rounds=3, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
+    for unit in doc.units:
+        unit.status, unit.wall_s = "ok", (30.0 if unit.op == "mm" else 8.0) / (unit.round + 1)
+    doc.unit("add/r0").wall_s = None  # not finished
+    doc.save(tmp_path)
+    assert campaign.first_round_walls(tmp_path) == {"mm": 30.0}
+    (tmp_path / "batch").mkdir()
+    (tmp_path / "batch" / "ops_status.csv").write_text("op,status,wall_s\nmm,ok,12.5\n")
+    assert campaign.first_round_walls(tmp_path / "batch") == {}
 
 
 def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
