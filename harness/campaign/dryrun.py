@@ -49,8 +49,9 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                      f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
-    first = plan.first_round_walls(Path(campaign.walls_from)) if campaign.walls_from else {}
-    projected = plan.projection([plan.parse_unit_id(t.id) for t in tasks], walls, first)
+    first, later = plan.walls_by_round(Path(campaign.walls_from)) if campaign.walls_from \
+        else ({}, {})
+    projected = plan.projection([plan.parse_unit_id(t.id) for t in tasks], later or walls, first)
     return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
 
 

@@ -274,15 +274,24 @@ def eta_from_walls(walls_s: Sequence[float], running_s: Sequence[float], waiting
 PROJECTED_DEVICES = (1, 8, 64)
 
 
-def first_round_walls(path: Path) -> dict[str, float]:
+def walls_by_round(path: Path) -> tuple[dict[str, float], dict[str, float]]:
     """Seconds per operator of an earlier campaign's round-0 units, which pay what later
-    rounds do not (side A's tuning and torch's reference, the round's first worker starts);
-    empty for a batch, whose one wall an operator serves every round."""
+    rounds do not (side A's tuning and torch's reference, the round's first worker starts), and
+    of its later rounds (their median); both empty for a batch, whose one wall an operator
+    serves every round."""
     path = Path(path)
     if not (path / CAMPAIGN_JSON).is_file():
-        return {}
-    return {u.op: u.wall_s for u in load(path, "WALLS_FROM").units
-            if u.round == 0 and u.wall_s is not None}
+        return {}, {}
+    first: dict[str, float] = {}
+    later: dict[str, list[float]] = {}
+    for unit in load(path, "WALLS_FROM").units:
+        if unit.wall_s is None:
+            continue
+        if unit.round == 0:
+            first[unit.op] = unit.wall_s
+        else:
+            later.setdefault(unit.op, []).append(unit.wall_s)
+    return first, {op: sorted(w)[len(w) // 2] for op, w in later.items()}
 
 
 def projection(units: Sequence[Unit], walls: Mapping[str, float],

@@ -310,16 +310,17 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
                     "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
 
 
-def test_round_0_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
+def test_round_0_and_later_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
     doc = document(tmp_path, rounds=3, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
     for unit in doc.units:
         unit.status, unit.wall_s = "ok", (30.0 if unit.op == "mm" else 8.0) / (unit.round + 1)
     doc.unit("add/r0").wall_s = None  # not finished
     doc.save(tmp_path)
-    assert campaign.first_round_walls(tmp_path) == {"mm": 30.0}
+    # mm's later rounds took 15 and 10 s: their median is the larger of the two
+    assert campaign.walls_by_round(tmp_path) == ({"mm": 30.0}, {"mm": 15.0, "add": 4.0})
     (tmp_path / "batch").mkdir()
     (tmp_path / "batch" / "ops_status.csv").write_text("op,status,wall_s\nmm,ok,12.5\n")
-    assert campaign.first_round_walls(tmp_path / "batch") == {}
+    assert campaign.walls_by_round(tmp_path / "batch") == ({}, {})
 
 
 def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
