@@ -171,7 +171,7 @@ class Campaign:
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
                       axis.value("a", str), axis.value("b", str), axis.optional("tune", str)),
-            caliber=read.value("caliber", dict), argv=read.strings("argv"),
+            caliber=read.value("caliber", dict), argv=with_former_defaults(read.strings("argv")),
             rounds=read.within("rounds", 1, MAX_ROUNDS), walls=read.numbers("walls"),
             walls_from=read.optional("walls_from", str),
             ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
@@ -341,6 +341,20 @@ def _state_of(directory: Path) -> str:
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return "unreadable"
     return state if state in CAMPAIGN_STATES else "unreadable"
+
+
+# A flag a campaign's argv lacks resolves to today's default; where that default changed, the
+# campaign's earlier rounds ran with the former one, which its later units must keep.
+# A campaign made before GRAPH_TIMER existed was timed by upstream's algorithm, adaptive's
+# forerunner as the default.
+FORMER_DEFAULTS = (("--graph-timer", "upstream"),)
+
+
+def with_former_defaults(argv: list[str]) -> list[str]:
+    """`argv` with the flags of FORMER_DEFAULTS it lacks added at their former defaults."""
+    given = {a.split("=", 1)[0] for a in argv}
+    return [*argv, *(a for flag, value in FORMER_DEFAULTS if flag not in given
+                     for a in (flag, value))]
 
 
 def walls_by_op(campaign: Campaign) -> dict[str, float]:

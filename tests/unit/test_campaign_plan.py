@@ -50,8 +50,8 @@ def document(tmp_path, rounds=2, ops=None):
     ops = ops or {"mm": {"node": "benchmark/test_mm.py::test_mm"},
                   "bad": {"reason": "PREFLIGHT_FAILED check=test_node"}}
     return campaign.new_campaign(directory=tmp_path, axis=Axis("X", "X"), caliber={
-        "backend": "cpu", "level": "core", "mode": "auto"}, argv=[], ops=ops, rounds=rounds,
-        walls={}, walls_from=None)
+        "backend": "cpu", "level": "core", "mode": "auto"}, argv=["--graph-timer", "adaptive"],
+        ops=ops, rounds=rounds, walls={}, walls_from=None)
 
 
 def test_an_operator_without_a_node_is_planned_failed_and_never_run(tmp_path):
@@ -198,6 +198,20 @@ def test_a_cluster_eta_follows_the_rate_units_finish_at():
 
 
 # --------------------------------------------------------------------------- campaign.json
+
+
+@pytest.mark.parametrize("given, kept", [
+    ([], ["--graph-timer", "upstream"]),
+    (["--graph-timer", "steady"], []),
+    (["--graph-timer=adaptive"], []),
+])
+def test_a_campaign_resumes_with_the_graph_timer_its_rounds_ran_with(tmp_path, given, kept):
+    # Regression: a campaign made before GRAPH_TIMER existed lacks the flag; its units would
+    # have resolved today's default (adaptive) and mixed two timers in one campaign.
+    doc = document(tmp_path)
+    doc.argv = ["--backend", "cuda", *given]
+    doc.save(tmp_path)
+    assert load(tmp_path).argv == ["--backend", "cuda", *given, *kept]
 
 
 def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
