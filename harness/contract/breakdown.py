@@ -6,7 +6,10 @@ imports of torch, pytest and flag_gems, pytest's configuration, up to collection
 sessions of one run, such as a capture rescue, the time from one's end to the next one's
 collection) and `unattributed` (the wall less every phase: the process's exit, the host's own
 work). Stamps are `time.monotonic()` on both sides; a startup that does not fit the wall (a
-clock not shared with the host) is left out and lands in `unattributed`.
+clock not shared with the host) is left out and lands in `unattributed`. Outside that wall the
+host's run adds `host`: its seconds before pytest's launch (the run directory, the devices
+read, the replayed winners laid out) and after pytest ended (outputs, fingerprints, the
+devices read again, the identity), which a campaign's units pay on top of their runs' walls.
 """
 
 from __future__ import annotations
@@ -67,6 +70,20 @@ def write(run_dir: Path, started: float, wall_s: float) -> Path:
                              json.dumps(compose(sessions, started, wall_s), indent=1) + "\n")
     (run_dir / boundary.PHASES_FILE).unlink(missing_ok=True)
     return path
+
+
+HOST_PHASES = ("host_before", "host_after")
+
+
+def add_host(run_dir: Path, before_s: float, after_s: float) -> None:
+    """Record in the run's document the host's seconds before pytest's launch and after its
+    end; nothing where the run wrote none."""
+    path = run_dir / BREAKDOWN_FILE
+    doc = read(path)
+    if doc is None:
+        return
+    doc["host"] = {"host_before": round(before_s, 6), "host_after": round(after_s, 6)}
+    atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
 
 
 def read(path: Path) -> dict[str, Any] | None:

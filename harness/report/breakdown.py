@@ -7,22 +7,28 @@ replays, which is what a measurement budget buys.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.contract import breakdown
 from harness.errors import UsageError
+from harness.report.sources import CAMPAIGN_JSON
 
 
 @dataclass(frozen=True)
 class Total:
-    """The phases of `runs` runs summed, and their walls."""
+    """The phases of `runs` runs summed, and their walls; `host`: the seconds the host's runs
+    spent outside those walls (breakdown.HOST_PHASES), `units`: the seconds the campaigns' units
+    spent outside their runs (None below no campaign)."""
 
     runs: int
     wall_s: float
     phases: dict[str, float]
+    host: dict[str, float] = field(default_factory=dict)
+    units: float | None = None
 
     @property
     def replay_fraction(self) -> float | None:
@@ -49,10 +55,34 @@ def total(*folders: Path) -> Total:
         seen.update(_documents(folder))
     docs = list(seen.values())
     phases = {p: 0.0 for p in breakdown.PHASES}
+    host = {p: 0.0 for p in breakdown.HOST_PHASES}
     for doc in docs:
         for phase, seconds in doc["phases"].items():
             phases[phase] = phases.get(phase, 0.0) + float(seconds)
-    return Total(len(docs), sum(float(d["wall_s"]) for d in docs), phases)
+        for phase, seconds in (doc.get("host") or {}).items():
+            if phase in host:
+                host[phase] += float(seconds)
+    wall = sum(float(d["wall_s"]) for d in docs)
+    unit_walls = [w for f in folders for w in _unit_walls(f, set(seen))]
+    units = sum(unit_walls) - wall - sum(host.values()) if unit_walls else None
+    return Total(len(docs), wall, phases, host, units)
+
+
+def _unit_walls(folder: Path, runs: set[Path]) -> list[float]:
+    """The walls of a campaign's finished units whose runs (a side's folder below the
+    operator's) are all among `runs`, where `folder` is a campaign directory; else none."""
+    try:
+        campaign = json.loads((folder / CAMPAIGN_JSON).read_text(encoding="utf-8"))
+        units = [u for u in campaign["units"] if isinstance(u.get("wall_s"), int | float)]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    walls = []
+    for unit in units:
+        docs = {p.resolve() for p in (folder / str(unit["op"])).glob(
+            f"*/r{unit['round']}/{breakdown.BREAKDOWN_FILE}")}
+        if docs and docs <= runs:
+            walls.append(float(unit["wall_s"]))
+    return walls
 
 
 def render(result: Total, write_line: Callable[[str], None]) -> None:
@@ -65,3 +95,9 @@ def render(result: Total, write_line: Callable[[str], None]) -> None:
     fraction = result.replay_fraction
     shown = "-" if fraction is None else f"{100 * fraction:.1f}%"
     write_line(f"runs: {result.runs}; fraction of wall in timed replays: {shown}")
+    outside = {**result.host, **({"unit_other": result.units} if result.units is not None
+                                 else {})}
+    if any(outside.values()):
+        write_line("outside the runs' walls (the host's own work):")
+        for phase, seconds in outside.items():
+            write_line(f"{phase:<14} {seconds:>10.2f}")

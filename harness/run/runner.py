@@ -340,6 +340,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
              stopper: supervise.GroupStopper, worker: str | None, image: str | None
              ) -> tuple[int, Path]:
     echo = echo or _echo_stdout
+    entered = time.monotonic()
     if run_dir is None:
         run_dir = claim_run_dir(settings.out, plan.op, utc_stamp(now() if now else None))
     else:
@@ -379,6 +380,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                 "compiled_kernels": tuning.compiled_kernels,
                 "compiled_artifacts": list(tuning.artifacts)})
     write_identity(run_dir, doc)
+    breakdown.add_host(run_dir, started - entered, time.monotonic() - started - wall)
     if stopper.signal is None:
         # the reason last: a batch or campaign reads why a run failed from its last line
         summary = (f"RUN_DONE op={plan.op} rc={end.exit_code} rows={len(rows)} "

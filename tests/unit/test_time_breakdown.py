@@ -133,3 +133,33 @@ def test_several_folders_sum_each_run_once(tmp_path):
     total = report.total(root / "A" / "r0", root / "B", root)  # the root holds both again
     assert total.runs == 2 and total.wall_s == 20.0
     assert report.total(root / "A" / "r0").phases["replays"] == 3.0
+
+
+def test_a_campaigns_units_say_what_the_host_spent_outside_their_runs(tmp_path):
+    # A later-round unit on an H100 took 9.4 s for runs of 3.6 and 3.5 s: the host's own 2.3 s
+    # (devices read, outputs, fingerprints, the unit's process) showed nowhere.
+    units = []
+    for side in ("A", "B"):
+        run = tmp_path / "sum" / side / "r1"
+        run.mkdir(parents=True)
+        doc = breakdown.compose([session_line(1001.0, 1003.0, replays=0.5)], started=1000.0,
+                                wall_s=3.5)
+        (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+        breakdown.add_host(run, before_s=0.25, after_s=0.5)
+    units.append({"op": "sum", "round": 1, "wall_s": 9.5})
+    units.append({"op": "exp", "round": 1, "wall_s": 20.0})  # its runs are not below
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
+    total = report.total(tmp_path)
+    assert total.wall_s == 7.0
+    assert total.host == {"host_before": 0.5, "host_after": 1.0}
+    assert total.units == pytest.approx(9.5 - 7.0 - 1.5)
+    lines: list[str] = []
+    report.render(total, lines.append)
+    assert lines[-4:] == ["outside the runs' walls (the host's own work):",
+                          "host_before          0.50", "host_after           1.00",
+                          "unit_other           1.00"]
+    # a run alone: the host's part, no units
+    alone = report.total(tmp_path / "sum" / "A" / "r1")
+    assert alone.units is None and alone.host["host_after"] == 0.5
+    breakdown.add_host(tmp_path / "nothing", 1.0, 1.0)  # a run that wrote no document
+    assert not (tmp_path / "nothing").exists()
