@@ -208,6 +208,7 @@ class Probe:
         ours = set(session_modules(self.roots, self.plugins))
         self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
         self.plugin_modules = plugin_modules(session.config.pluginmanager)
+        gc.freeze()  # what collection imported lives as long as the session: see Worker.session
 
 
 class Worker:
@@ -250,6 +251,12 @@ class Worker:
                 sys.argv = ["pytest", *args]
                 if self.torch is not None and self.seed is not None:
                     self.torch.manual_seed(self.seed)  # as a fresh process starts
+                # FlagGems collects garbage after every shape: in a process holding torch,
+                # Triton and flag_gems a full collection took 0.15-0.2 s a shape on an H100
+                # (the "inputs" of each row). What was alive before the session outlives it,
+                # so it is frozen out of the session's collections (Python's gc.freeze, as a
+                # server freezes before it forks); _restore unfreezes it.
+                gc.freeze()
                 rc = int(pytest.main(args, plugins=[probe]))
             except SystemExit as exc:
                 rc = exc.code if isinstance(exc.code, int) else 1
@@ -300,6 +307,7 @@ class Worker:
     def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
                  plugins: set[str]) -> list[str]:
         """Put back what a fresh process has; the modules removed (the session's own)."""
+        gc.unfreeze()  # first: the collection below and every check after see all objects
         _drop_handlers(handlers)
         gone = session_modules(roots, plugins)
         forget(gone)
