@@ -251,11 +251,12 @@ class Worker:
                 sys.argv = ["pytest", *args]
                 if self.torch is not None and self.seed is not None:
                     self.torch.manual_seed(self.seed)  # as a fresh process starts
-                # FlagGems collects garbage after every shape: in a process holding torch,
-                # Triton and flag_gems a full collection took 0.15-0.2 s a shape on an H100
-                # (the "inputs" of each row). What was alive before the session outlives it,
-                # so it is frozen out of the session's collections (Python's gc.freeze, as a
-                # server freezes before it forks); _restore unfreezes it.
+                # FlagGems collects garbage after every shape, over every object of a process
+                # holding torch, Triton and flag_gems (on an H100 a worker's rows spent
+                # 0.18-0.24 s between calls, a 64x64 input's too). What was alive before the
+                # session outlives it, so it is frozen out of the session's collections
+                # (Python's gc.freeze, as a server freezes before it forks); _restore
+                # unfreezes it.
                 gc.freeze()
                 rc = int(pytest.main(args, plugins=[probe]))
             except SystemExit as exc:
