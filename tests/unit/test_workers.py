@@ -757,3 +757,23 @@ def test_a_worker_busy_when_the_next_generation_begins_stops_when_its_run_ends(m
     for conn in (second, third, fourth):
         host._on_message(conn, {"op": "done", "retired": False})
     assert [w.generation for w in host._workers] == ["r2", "r2"]
+
+
+def test_a_workers_module_files_are_resolved_once_however_many_sessions_look(monkeypatch,
+                                                                             tmp_path):
+    # Each session looked up every module's file twice (its collection's and its end's):
+    # resolving some 2,000 of them took 0.1 s each time.
+    calls = []
+    real = Path.resolve
+
+    def counted(self, *args, **kwargs):
+        calls.append(str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(worker, "_RESOLVED", {})
+    monkeypatch.setattr(Path, "resolve", counted)
+    first = worker.session_modules([tmp_path], set())
+    looked = len(calls)
+    assert looked > 100  # every module with a file
+    assert worker.session_modules([tmp_path], set()) == first
+    assert len(calls) == looked  # the second look resolved nothing again
