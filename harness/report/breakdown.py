@@ -63,26 +63,30 @@ def total(*folders: Path) -> Total:
             if phase in host:
                 host[phase] += float(seconds)
     wall = sum(float(d["wall_s"]) for d in docs)
-    unit_walls = [w for f in folders for w in _unit_walls(f, set(seen))]
-    units = sum(unit_walls) - wall - sum(host.values()) if unit_walls else None
-    return Total(len(docs), wall, phases, host, units)
+    units = {key: seconds for folder in folders
+             for key, seconds in _units_outside(folder.resolve(), seen).items()}
+    return Total(len(docs), wall, phases, host, sum(units.values()) if units else None)
 
 
-def _unit_walls(folder: Path, runs: set[Path]) -> list[float]:
-    """The walls of a campaign's finished units whose runs (a side's folder below the
-    operator's) are all among `runs`, where `folder` is a campaign directory; else none."""
+def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, float]:
+    """Where `folder` is a campaign directory: for each finished unit whose runs (a side's
+    folder below the operator's) are all among `runs` and carry their host seconds, the
+    unit's wall less its runs' walls and host seconds, keyed by folder and unit; else none."""
     try:
         campaign = json.loads((folder / CAMPAIGN_JSON).read_text(encoding="utf-8"))
         units = [u for u in campaign["units"] if isinstance(u.get("wall_s"), int | float)]
     except (OSError, ValueError, TypeError, KeyError):
-        return []
-    walls = []
+        return {}
+    found = {}
     for unit in units:
-        docs = {p.resolve() for p in (folder / str(unit["op"])).glob(
+        paths = {p.resolve() for p in (folder / str(unit["op"])).glob(
             f"*/r{unit['round']}/{breakdown.BREAKDOWN_FILE}")}
-        if docs and docs <= runs:
-            walls.append(float(unit["wall_s"]))
-    return walls
+        if not paths or not paths <= set(runs) or any("host" not in runs[p] for p in paths):
+            continue
+        inside = sum(float(runs[p]["wall_s"]) + sum(float(v) for v in runs[p]["host"].values())
+                     for p in paths)
+        found[f"{folder}::{unit['op']}/r{unit['round']}"] = float(unit["wall_s"]) - inside
+    return found
 
 
 def render(result: Total, write_line: Callable[[str], None]) -> None:

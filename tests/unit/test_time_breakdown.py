@@ -163,3 +163,27 @@ def test_a_campaigns_units_say_what_the_host_spent_outside_their_runs(tmp_path):
     assert alone.units is None and alone.host["host_after"] == 0.5
     breakdown.add_host(tmp_path / "nothing", 1.0, 1.0)  # a run that wrote no document
     assert not (tmp_path / "nothing").exists()
+
+
+def test_unit_other_counts_each_finished_unit_once_against_its_own_runs(tmp_path):
+    # Regression: every run summed was taken from the counted units' walls, an unfinished
+    # unit's run and a folder given twice among them, and the figure went negative.
+    def side(op, side, rnd, wall, host=True):
+        run = tmp_path / op / side / f"r{rnd}"
+        run.mkdir(parents=True)
+        doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=wall)
+        (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+        if host:
+            breakdown.add_host(run, 0.25, 0.25)
+
+    side("sum", "A", 1, 3.5)
+    side("sum", "B", 1, 3.5)
+    side("exp", "A", 1, 10.0)  # its unit was interrupted: no wall
+    side("old", "A", 0, 2.0, host=False)  # made before runs carried host seconds
+    side("old", "B", 0, 2.0, host=False)
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": [
+        {"op": "sum", "round": 1, "wall_s": 9.5}, {"op": "exp", "round": 1, "wall_s": None},
+        {"op": "old", "round": 0, "wall_s": 6.0}]}))
+    assert report.total(tmp_path).units == pytest.approx(9.5 - 7.0 - 1.0)
+    assert report.total(tmp_path, tmp_path).units == pytest.approx(1.5)
+    assert report.total(tmp_path / "sum" / "A").units is None
