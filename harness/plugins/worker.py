@@ -220,7 +220,10 @@ class Probe:
         ours = set(session_modules(self.roots, self.plugins))
         self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
         self.plugin_modules = plugin_modules(session.config.pluginmanager)
-        gc.freeze()  # what collection imported lives as long as the session: see Worker.session
+        # What collection imported lives as long as the session (see Worker.session); its
+        # garbage is collected first, or it would stay, device memory too, until the end.
+        gc.collect()
+        gc.freeze()
 
 
 class Worker:
