@@ -207,7 +207,7 @@ TABLE: tuple[Var, ...] = (
         "auto", MODES, field="mode"),
     Var("GRAPH_TIMER", "ZL_GRAPH_TIMER", "--graph-timer", "the graph timer's algorithm: "
         "adaptive, Triton's do_bench_cudagraph at a tenth of its replays where a call takes "
-        "5 us or more and they agree within 1%, its whole budget elsewhere; upstream, "
+        "5 us or more, its whole budget elsewhere; upstream, "
         "do_bench_cudagraph as FlagGems' own runs use it; steady, replays queued back to back "
         "on a busy device (microsecond rows steadier, and lower than FlagGems' own numbers)",
         "adaptive", GRAPH_TIMERS, field="graph_timer"),

@@ -229,15 +229,9 @@ def test_a_call_the_eager_estimate_already_says_is_short_captures_one_graph():
     assert device.captured_calls == upstream.captured_calls
 
 
-def test_replays_that_disagree_get_the_whole_budget():
+def test_a_long_calls_budget_follows_its_duration_not_its_noise():
+    # a budget chosen by one side's noise could differ between the two sides of a row
     steady, jittery = SimDevice(0.2, ramp_ms=0.0), JitteryDevice(0.2, slow=1.05)
     adaptive(steady)
     adaptive(jittery)
-    assert steady.captured_calls == 50  # 10 ms of 200 us calls
-    assert jittery.captured_calls == 50 + 500  # then upstream's 100 ms graph
-
-
-def test_the_spread_of_replays():
-    assert capture.spread([1.0, 1.01, 0.99]) == pytest.approx(0.02)
-    assert capture.spread([]) == float("inf")
-    assert capture.spread([0.0, 0.0]) == float("inf")
+    assert steady.captured_calls == jittery.captured_calls == 50  # 10 ms of 200 us calls
