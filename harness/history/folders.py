@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.contract.boundary import FORMER_GRAPH_TIMER
 from harness.contract.identity import IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
@@ -122,6 +123,16 @@ def result_rows(run: Path, side: str = "", round_: int = 0) -> Iterator[Row]:
                   _float(r.get("tflops")), r.get("timer") or None, flags, str(run))
 
 
+def timer_text(facts: Mapping[str, Any]) -> str | None:
+    """A record's timer, from a run's identity or a campaign's caliber: the graph timer with
+    its algorithm ("graph:adaptive"; a run made before GRAPH_TIMER existed was timed by
+    upstream's), since two algorithms' nights are two series."""
+    timer = facts.get("timer")
+    if timer != "graph":
+        return timer
+    return f"graph:{facts.get('graph_timer') or FORMER_GRAPH_TIMER}"
+
+
 def _identity_fields(ident: Mapping[str, Any]) -> dict[str, Any]:
     """The record's fields a run_identity.json gives: caliber, device, host and stack."""
     versions = ident.get("versions") or {}
@@ -130,7 +141,7 @@ def _identity_fields(ident: Mapping[str, Any]) -> dict[str, Any]:
                      if v is not None and k not in ("flaggems_dirty",))
     runtime = ident.get("runtime") or {}
     return {
-        "backend": ident.get("backend"), "timer": ident.get("timer"),
+        "backend": ident.get("backend"), "timer": timer_text(ident),
         "level": ident.get("level"), "shape_mode": ident.get("shape_mode"),
         "device": ",".join(str(d.get("name")) for d in devices if isinstance(d, dict)) or None,
         "host": ident.get("host") or runtime.get("host"),
@@ -225,7 +236,7 @@ def read_campaign(directory: Path) -> Folder:
     digests = caliber.get("image_digests") or {}
     record.update({
         "backend": caliber.get("backend") or record.get("backend"),
-        "timer": caliber.get("timer") or record.get("timer"),
+        "timer": timer_text(caliber) or record.get("timer"),
         "level": caliber.get("level"), "shape_mode": caliber.get("shape_mode"),
         "axis": axis.get("name"), "axis_a": axis.get("a"), "axis_b": axis.get("b"),
         "stack_a": stacks.get("A") or record.get("stack_a"), "stack_b": stacks.get("B"),

@@ -13,7 +13,7 @@ from harness.contract.boundary import CLOCK_CHANGE, CLOCKS_DIFFER, DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired
-from harness.report.sources import CALIBER_FIELDS, Source
+from harness.report.sources import CALIBER_FIELDS, Source, caliber_of
 
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
 
@@ -51,7 +51,7 @@ def _why_unpaired(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, R
 
 
 def sides_caliber(sources: Sequence[Source]) -> dict[str, tuple[str, ...]]:
-    return {f: tuple(sorted({str(ident.get(f)) for s in sources for _, ident in s.identities}))
+    return {f: tuple(sorted({caliber_of(ident)[f] for s in sources for _, ident in s.identities}))
             for f in CALIBER_FIELDS}
 
 

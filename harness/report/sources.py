@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.contract.boundary import RUN_HEADER
+from harness.contract.boundary import FORMER_GRAPH_TIMER, RUN_HEADER
 from harness.contract.identity import IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.results import (
@@ -33,7 +33,8 @@ ACCEPTED = ("expected a run directory (results.jsonl), a batch directory (ops_st
 # spells the option --fg_mode); its tables carry the same facts as "mode=" and "level=".
 _LOG_NAME_FACT = re.compile(r"--(?:fg_)?(mode|level)_([A-Za-z]+)")
 LOG_FIELDS = {"mode": "timer", "level": "level"}  # Row attribute -> caliber field
-CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode")  # what makes two runs comparable
+# what makes two runs comparable; graph_timer only where the timer is graph
+CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode", "graph_timer")
 _HEADER_LINE = re.compile(r"^# (\w+): (.*)$", re.MULTILINE)
 
 
@@ -105,6 +106,17 @@ def log_caliber(name: str, rows: Sequence[Row]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(facts.items()))
 
 
+def caliber_of(facts: Mapping[str, Any]) -> dict[str, str]:
+    """The CALIBER_FIELDS of a run's identity or run.log header, as text. graph_timer is the
+    graph timer's algorithm where the timer is graph (FORMER_GRAPH_TIMER where the run
+    predates the setting) and "-" where it is not: a direct run's is moot, and runs timed by
+    two algorithms must not read as alike."""
+    found = {f: str(facts.get(f)) for f in CALIBER_FIELDS}
+    found["graph_timer"] = (str(facts.get("graph_timer") or FORMER_GRAPH_TIMER)
+                            if facts.get("timer") == "graph" else "-")
+    return found
+
+
 def header_caliber(text: str) -> tuple[tuple[str, str], ...] | None:
     """The caliber a harness run.log states in its header; None for a log without one.
 
@@ -113,9 +125,10 @@ def header_caliber(text: str) -> tuple[tuple[str, str], ...] | None:
     """
     if not text.startswith(RUN_HEADER):
         return None
-    fields = dict(_HEADER_LINE.findall(text.split("\n# started_utc:", 1)[0]))
-    return tuple(sorted((k, v.strip()) for k, v in fields.items()
-                        if k in CALIBER_FIELDS and v.strip() not in ("", "None")))
+    fields = {k: v.strip() for k, v in
+              _HEADER_LINE.findall(text.split("\n# started_utc:", 1)[0])}
+    stated = {k: v for k, v in caliber_of(fields).items() if k in fields or k == "graph_timer"}
+    return tuple(sorted((k, v) for k, v in stated.items() if v not in ("", "None")))
 
 
 def _read_text(path: Path) -> str:

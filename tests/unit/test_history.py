@@ -15,6 +15,7 @@ pytest.importorskip("ruptures")
 from harness import cli  # noqa: E402
 from harness.history import changes, importer, queries, recording, store  # noqa: E402
 from harness.history.changes import Point  # noqa: E402
+from harness.history.folders import timer_text  # noqa: E402
 from harness.stats.welch import welch  # noqa: E402
 from tests.historydata import make_batch, make_campaign, make_run  # noqa: E402
 
@@ -359,3 +360,12 @@ def test_a_batch_with_an_operator_running_is_imported_as_running_with_its_progre
     status.write_text(status.read_text() + "add,,running,,,,,,,,,,\n")
     found = importer.import_folder(engine, batch)
     assert found.running and found.progress == "1 of 2 operators ended"
+
+
+def test_a_records_timer_names_its_graph_algorithm_so_two_algorithms_are_two_series():
+    # Regression: GRAPH_TIMER's default moved from upstream to adaptive; nights timed by each
+    # shared one series, and the night of the upgrade could read as a step.
+    assert timer_text({"timer": "graph", "graph_timer": "adaptive"}) == "graph:adaptive"
+    assert timer_text({"timer": "graph"}) == "graph:upstream"  # made before GRAPH_TIMER
+    assert timer_text({"timer": "direct", "graph_timer": "adaptive"}) == "direct"
+    assert timer_text({}) is None

@@ -189,11 +189,12 @@ def test_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
         load_source(fifo)
 
 
-def harness_log(path: Path, timer: str) -> Path:
+def harness_log(path: Path, timer: str, graph_timer: str | None = None) -> Path:
     # A harness run.log: its header, then FlagGems' table, which says mode=kernel whatever the
     # harness timed with (it runs FlagGems so and switches the timer in its plugin).
     header = ["# harness run header", "# op: tanh", "# backend: cuda", "# level: core",
               "# shape_mode: upstream", "# shape_file: None", f"# timer: {timer}",
+              *([f"# graph_timer: {graph_timer}"] if graph_timer else []),
               "# mode: auto", "# started_utc: 2026-01-01T00:00:00+00:00"]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(header) + "\n" + KERNEL.read_text(encoding="utf-8"))
@@ -207,12 +208,13 @@ def test_a_harness_run_log_is_timed_by_its_header_not_its_mode_kernel_tables(
     graph = harness_log(tmp_path / "g" / "run.log", "graph")
     direct = harness_log(tmp_path / "d" / "run.log", "direct")
     assert dict(load_source(graph).log_caliber) == {
-        "backend": "cuda", "level": "core", "shape_mode": "upstream", "timer": "graph"}
+        "backend": "cuda", "level": "core", "shape_mode": "upstream", "timer": "graph",
+        "graph_timer": "upstream"}  # a run.log from before GRAPH_TIMER: upstream's timer
     with pytest.raises(UsageError, match=r"timer: A='graph' B='direct'"):
         compare([load_source(graph)], [load_source(direct)])
     same = compare([load_source(graph)], [load_source(graph)])
-    assert "caliber of the logs: backend, level, timer, shape_mode checked (a FlagGems log's " \
-           "timer is its --mode)" in same.notes
+    assert ("caliber of the logs: backend, level, timer, shape_mode, graph_timer checked (a "
+            "FlagGems log's timer is its --mode)") in same.notes
     with pytest.raises(UsageError, match=r"timer: A='graph' B='kernel'"):
         compare([load_source(graph)], [load_source(KERNEL)])
 
@@ -222,3 +224,17 @@ def test_a_run_log_beside_its_results_is_its_run(tmp_path: Path) -> None:
     harness_log(run / "run.log", "direct")
     source = load_source(run / "run.log")
     assert (source.kind, source.label, len(source.identities)) == ("run", str(run), 1)
+
+
+def test_runs_of_two_graph_timers_are_two_calibers_and_a_direct_runs_is_moot(tmp_path: Path
+                                                                            ) -> None:
+    # Regression: GRAPH_TIMER's default moved from upstream to adaptive, and a run made before
+    # (its header or identity without the field) paired with one made after as one caliber.
+    before = harness_log(tmp_path / "b" / "run.log", "graph")
+    after = harness_log(tmp_path / "a" / "run.log", "graph", "adaptive")
+    with pytest.raises(UsageError, match=r"graph_timer: A='upstream' B='adaptive'"):
+        compare([load_source(before)], [load_source(after)])
+    direct = [harness_log(tmp_path / d / "run.log", "direct", g)
+              for d, g in (("d1", None), ("d2", "adaptive"))]
+    assert dict(load_source(direct[0]).log_caliber)["graph_timer"] == "-"
+    compare([load_source(direct[0])], [load_source(direct[1])])  # no error: moot for both
