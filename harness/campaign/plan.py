@@ -311,7 +311,8 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
         return None
     median = median_of(known)
     first = first or {}
-    first_median = median_of(first.values()) if first else median
+    first_known = [first[op] for op in ops if op in first]
+    first_median = median_of(first_known or first.values()) if first else median
     each = sorted((first.get(u.op, first_median) if first and u.round == 0
                    else walls.get(u.op, median) for u in units), reverse=True)
     spans = []

@@ -322,6 +322,8 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     assert line == ("projected wall of 6 units (walls of 1 operators, the median 10 s for the 1 "
                     "others; round 0 from its own units, the median 40 s for the 1 others): "
                     "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
+    # the median of round 0 is the campaign's operators', where any has one
+    assert campaign.projection(units, {"a": 10.0}, {"a": 40.0, "z": 1000.0}) == line
 
 
 def test_round_0_and_later_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
