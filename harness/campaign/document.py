@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from harness import executors
 from harness.axes import Axis
+from harness.contract.identity import FORMER_GRAPH_TIMER
 from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, CampaignState
 from harness.errors import UsageError
 from harness.executors import ExecutorDoc
@@ -347,7 +348,7 @@ def _state_of(directory: Path) -> str:
 # campaign's earlier rounds ran with the former one, which its later units must keep.
 # A campaign made before GRAPH_TIMER existed was timed by upstream's algorithm, adaptive's
 # forerunner as the default.
-FORMER_DEFAULTS = (("--graph-timer", "upstream"),)
+FORMER_DEFAULTS = (("--graph-timer", FORMER_GRAPH_TIMER),)
 
 
 def with_former_defaults(argv: list[str]) -> list[str]:

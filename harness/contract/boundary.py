@@ -64,7 +64,6 @@ RUN_DIR_LINE = "# run_dir: "
 
 TIMERS = ("graph", "direct")
 GRAPH_TIMERS = ("adaptive", "upstream", "steady")  # the capture plugin's algorithms
-FORMER_GRAPH_TIMER = "upstream"  # what timed a graph-timed run made before GRAPH_TIMER existed
 T = TypeVar("T")
 
 

@@ -18,6 +18,8 @@ from harness.fsutil import atomic_write_json
 HARNESS_GLOBS = ("harness/**/*.py", "examples/**/*", "containers/**/*", "scripts/**/*",
                  "Makefile", "pyproject.toml", "noxfile.py")
 IDENTITY_FILE = "run_identity.json"
+# What timed a graph-timed run whose identity (or campaign, or header) predates GRAPH_TIMER.
+FORMER_GRAPH_TIMER = "upstream"
 SCHEMA = 1
 
 

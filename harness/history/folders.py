@@ -12,8 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.contract.boundary import FORMER_GRAPH_TIMER
-from harness.contract.identity import IDENTITY_FILE, read_identity
+from harness.contract.identity import FORMER_GRAPH_TIMER, IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
 from harness.errors import UsageError

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.contract.boundary import FORMER_GRAPH_TIMER, RUN_HEADER
-from harness.contract.identity import IDENTITY_FILE, read_identity
+from harness.contract.boundary import RUN_HEADER
+from harness.contract.identity import FORMER_GRAPH_TIMER, IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.results import (
     RESULTS_CSV,

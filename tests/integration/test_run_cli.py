@@ -107,8 +107,14 @@ def test_the_time_breakdown_accounts_for_the_runs_wall(suite_run):
     assert not (run_dir / "time_phases.jsonl").exists()
     table = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "time_breakdown.py"),
                             str(out)], capture_output=True, text=True, timeout=120)
-    assert table.returncode == 0 and table.stdout.splitlines()[-1] == \
-        "runs: 1; fraction of wall in timed replays: 0.0%"
+    lines = table.stdout.splitlines()
+    assert table.returncode == 0 and "runs: 1; fraction of wall in timed replays: 0.0%" in lines
+    # the host's own seconds around pytest, which the run's identity was written after
+    host = json.loads((run_dir / "time_breakdown.json").read_text())["host"]
+    assert set(host) == {"host_before", "host_after"} and all(v >= 0 for v in host.values())
+    assert lines[-3:] == ["outside the runs' walls (the host's own work):",
+                          f"host_before    {host['host_before']:>10.2f}",
+                          f"host_after     {host['host_after']:>10.2f}"]
 
 
 def test_run_log_has_header_then_live_output(suite_run):

@@ -17,7 +17,7 @@ from harness.executors import workers
 from harness.executors.lease import WorkerRun, start_pytest
 from harness.executors.procs import stop_children
 from harness.executors.workers import WorkerHost, worker_key
-from harness.plugins import worker
+from harness.plugins import owned, worker
 from harness.providers.flaggems import Node
 from harness.run import runner
 from harness.run.plugin_plan import PLUGINS_VAR
@@ -786,10 +786,10 @@ def test_a_workers_module_files_are_resolved_once_however_many_sessions_look(mon
         calls.append(str(self))
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(worker, "_RESOLVED", {})
+    monkeypatch.setattr(owned, "_RESOLVED", {})
     monkeypatch.setattr(Path, "resolve", counted)
-    first = worker.session_modules([tmp_path], set())
+    first = owned.session_modules([tmp_path], set())
     looked = len(calls)
     assert looked > 100  # every module with a file
-    assert worker.session_modules([tmp_path], set()) == first
+    assert owned.session_modules([tmp_path], set()) == first
     assert len(calls) == looked  # the second look resolved nothing again
