@@ -21,6 +21,7 @@ from harness.axes import Axis
 from harness.errors import UsageError
 from harness.report import abjson
 from harness.report.plot import AB_PNG, NO_PLOT
+from harness.report.sources import caliber_of
 from harness.settings.spec import Settings
 from harness.stats import noisefloor
 
@@ -91,10 +92,17 @@ def done_lines(doc: abjson.AbDocument | Mapping[str, Any], md: Path,
                     + (f" plot={png}" if png else "")]
 
 
-def noise_model_from(path: Path) -> noisefloor.NoiseModel:
+# What an A/A's floor must share with the campaign that takes it (NOISE_FROM): a floor says
+# how far a null switch moves a row on that device, with that timer and budget.
+NOISE_CALIBER = ("backend", "level", "timer", "graph_timer", "warmup_ms", "iter_ms")
+
+
+def noise_model_from(path: Path, caliber: Mapping[str, Any] | None = None
+                     ) -> noisefloor.NoiseModel:
     """The noise floor by A latency of an A/A campaign (AXIS=none), fitted to its ab.json's
-    rows; UsageError naming NOISE_FROM where it is no A/A campaign, measured no row, or
-    measured a floor above stats.MAX_NOISE_FLOOR_PCT.
+    rows; UsageError naming NOISE_FROM where it is no A/A campaign, measured no row, measured
+    a floor above stats.MAX_NOISE_FLOOR_PCT, or was measured at another `caliber` (the
+    campaign's settings.caliber()) in a field of NOISE_CALIBER that its ab.json states.
 
     Such a floor is refused, not capped: a floor says how far a null switch moves a row, and
     capping it would call faster or slower what that A/A showed noise can do, while same
@@ -108,6 +116,16 @@ def noise_model_from(path: Path) -> noisefloor.NoiseModel:
     if doc.caliber.measured_noise_floor_pct is None:
         raise UsageError(f"NOISE_FROM={str(path)!r} is not an A/A campaign (no "
                          f"measured_noise_floor_pct in {abjson.AB_JSON}); {expected}")
+    if caliber is not None:
+        theirs, ours = caliber_of(doc.caliber.values), caliber_of(caliber)
+        stated = doc.caliber.values  # a field it does not state is not held against it
+        differ = [f"{k} {theirs.get(k)!r} (this campaign's {ours.get(k)!r})"
+                  for k in NOISE_CALIBER if theirs.get(k) != ours.get(k)
+                  and (k in stated or (k == "graph_timer" and "timer" in stated))]
+        if differ:
+            raise UsageError(f"NOISE_FROM={str(path)!r} was measured at another caliber: "
+                             f"{'; '.join(differ)}; expected an A/A of this campaign's "
+                             "BACKEND, LEVEL, MODE, GRAPH_TIMER, WARMUP_MS and ITER_MS")
     model = noisefloor.fit((r.stats.a_ms, r.stats.round_speedups_pct) for r in doc.rows)
     if not model.bands:
         raise UsageError(f"NOISE_FROM={str(path)!r} has no measured row to set a floor from "

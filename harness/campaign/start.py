@@ -116,7 +116,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     """A new campaign: plan it, print it (DRY_RUN) or run it to its report. `flags` and `env`
     are what the user gave (executor settings, OPS, WALLS_FROM); `claimed` gets its folder."""
     # A floor or walls that cannot be used are refused before any check or collection runs.
-    model = ab.noise_model_from(ab_spec.noise_from) if ab_spec.noise_from else None
+    model = ab.noise_model_from(aa, settings.caliber()) if (aa := ab_spec.noise_from) else None
     walls_path = flags.get("walls_from") or env.get("WALLS_FROM")
     walls = plan.walls_from(Path(walls_path)) if walls_path else {}
     chosen = where.config(settings, flags, env, task_image=not axis.kind.side_images)

@@ -35,6 +35,7 @@ _LOG_NAME_FACT = re.compile(r"--(?:fg_)?(mode|level)_([A-Za-z]+)")
 LOG_FIELDS = {"mode": "timer", "level": "level"}  # Row attribute -> caliber field
 # what makes two runs comparable; graph_timer only where the timer is graph
 CALIBER_FIELDS = ("backend", "level", "timer", "shape_mode", "graph_timer")
+BUDGET_FIELDS = ("warmup_ms", "iter_ms")  # FlagGems' budget: None where a run predates them
 _HEADER_LINE = re.compile(r"^# (\w+): (.*)$", re.MULTILINE)
 
 
@@ -107,11 +108,11 @@ def log_caliber(name: str, rows: Sequence[Row]) -> tuple[tuple[str, str], ...]:
 
 
 def caliber_of(facts: Mapping[str, Any]) -> dict[str, str]:
-    """The CALIBER_FIELDS of a run's identity or run.log header, as text. graph_timer is the
-    graph timer's algorithm where the timer is graph (FORMER_GRAPH_TIMER where the run
-    predates the setting) and "-" where it is not: a direct run's is moot, and runs timed by
-    two algorithms must not read as alike."""
-    found = {f: str(facts.get(f)) for f in CALIBER_FIELDS}
+    """The CALIBER_FIELDS and BUDGET_FIELDS of a run's identity, campaign caliber or run.log
+    header, as text. graph_timer is the graph timer's algorithm where the timer is graph
+    (FORMER_GRAPH_TIMER where the run predates the setting) and "-" where it is not: a direct
+    run's is moot, and runs timed by two algorithms must not read as alike."""
+    found = {f: str(facts.get(f)) for f in (*CALIBER_FIELDS, *BUDGET_FIELDS)}
     found["graph_timer"] = (str(facts.get("graph_timer") or FORMER_GRAPH_TIMER)
                             if facts.get("timer") == "graph" else "-")
     return found

@@ -275,3 +275,24 @@ def test_tune_is_replay_or_each_named_in_one_line():
     with pytest.raises(UsageError, match=r"^TUNE \(--tune\)='both' is not accepted; expected "
                                          r"replay or each$"):
         abspec.resolve_ab({"axis": "X_Y", "tune": "both"}, {})
+
+
+def test_noise_from_an_aa_of_another_caliber_is_refused_naming_each_difference(tmp_path):
+    # Regression: an A/A timed by another graph timer (or device, level, budget) set the floor
+    # of a campaign it never measured; GRAPH_TIMER's default had just changed.
+    _aa_json(tmp_path, [(0.005, (1.0, -1.0))] * 10)
+    doc = json.loads((tmp_path / "ab.json").read_text())
+    doc["caliber"].update({"backend": "cuda", "level": "core", "timer": "graph",
+                           "iter_ms": None})  # made before GRAPH_TIMER: upstream's timer
+    (tmp_path / "ab.json").write_text(json.dumps(doc))
+    ours = {"backend": "cuda", "level": "core", "timer": "graph", "graph_timer": "adaptive",
+            "warmup_ms": None, "iter_ms": None}
+    with pytest.raises(UsageError) as exc:
+        ab.noise_model_from(tmp_path, ours)
+    assert str(exc.value) == (
+        f"NOISE_FROM={str(tmp_path)!r} was measured at another caliber: graph_timer "
+        "'upstream' (this campaign's 'adaptive'); expected an A/A of this campaign's BACKEND, "
+        "LEVEL, MODE, GRAPH_TIMER, WARMUP_MS and ITER_MS")
+    assert ab.noise_model_from(tmp_path, {**ours, "graph_timer": "upstream"}).bands
+    with pytest.raises(UsageError, match="backend 'cuda' \\(this campaign's 'musa'\\); level"):
+        ab.noise_model_from(tmp_path, {**ours, "backend": "musa", "level": "comprehensive"})
