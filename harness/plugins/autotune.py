@@ -10,7 +10,6 @@ in docs/formats.md.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import warnings
@@ -25,6 +24,7 @@ from harness.contract.boundary import REPLAY_EVICTED_MARKER, USED_FILE
 from harness.contract.boundary import REPLAY_FALLBACK_MARKER as FALLBACK_MARKER
 from harness.contract.records import Records, Winner, from_text
 from harness.contract.tuner_db import config_cache_table
+from harness.plugins.held import every_object
 from harness.plugins.markers import write_marker
 from harness.plugins.prune import PIN, Prune, prune_chain
 from harness.plugins.tuner_keys import json_key, tuner_key, tuner_source
@@ -198,7 +198,8 @@ class Autotune:
         winners = []
         with warnings.catch_warnings():  # isinstance() on some lazy modules warns
             warnings.simplefilter("ignore")
-            tuners = [o for o in gc.get_objects() if isinstance(o, Autotuner)]
+            # every_object: a worker's tuners were made before its session, and it froze them
+            tuners = [o for o in every_object() if isinstance(o, Autotuner)]
         for obj in tuners:
             if isinstance(getattr(obj, "cache", None), dict):
                 fn = obj.base_fn

@@ -20,6 +20,20 @@ from typing import Any
 LEAK_BYTES, LEAK_SHARE = 64 << 20, 0.01
 
 
+def every_object() -> list[Any]:
+    """`gc.get_objects()` with the objects `gc.freeze` moved out of the collector's sight: a
+    worker freezes what outlives its session (harness.plugins.worker), and `get_objects` lists
+    no frozen object. Frozen again before it returns, the session's objects with them (the
+    worker unfreezes everything when the session ends)."""
+    if not gc.get_freeze_count():
+        return gc.get_objects()
+    gc.unfreeze()
+    try:
+        return gc.get_objects()
+    finally:
+        gc.freeze()
+
+
 def retire_reason(torch: Any, module: Any, device_type: str, allocated: int) -> str | None:
     """Why `allocated` bytes still held on the device after a session retire its worker, or
     None within the allowance (`module`: torch's module of the device, as the backend names it)."""
@@ -47,7 +61,7 @@ def held_by(torch: Any, device_type: str, shown: int = 3) -> str:
     found = []
     with warnings.catch_warnings():  # an isinstance can touch a deprecated lazy attribute
         warnings.simplefilter("ignore")
-        for obj in gc.get_objects():
+        for obj in every_object():
             with contextlib.suppress(Exception):
                 if isinstance(obj, torch.Tensor) and obj.device.type == device_type:
                     found.append(obj)

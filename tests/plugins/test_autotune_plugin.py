@@ -260,3 +260,38 @@ def test_a_replayed_key_with_candidates_times_exactly_those_and_keeps_the_fastes
     assert outcome.fallbacks == ()
     (winner,) = read_records(tmp_path / "b").winners
     assert winner.config["BLOCK"] == 32
+
+
+
+FROZEN_TEST = """
+import gc
+
+import kernels
+
+
+class Tensor:
+    dtype = "torch.float32"
+
+
+def test_kernels():
+    for n in (8, 16):
+        kernels.scale.run(Tensor(), n)
+    gc.freeze()  # as a worker freezes what outlives a session: the session ends frozen
+"""
+UNFREEZE = "import gc\n\n\ndef pytest_unconfigure(config):\n    gc.unfreeze()\n"
+
+
+def test_a_tuner_frozen_out_of_the_collections_still_has_its_winners_recorded(
+        suite, monkeypatch, tmp_path):
+    # gc.get_objects lists no frozen object: with a worker's gc.freeze, A/r0 recorded no
+    # winner and B/r0's strict replay failed (rot90, pixel_shuffle_out, softmax_backward_out).
+    (tmp_path / "a").mkdir()
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path / "a"))
+    suite.makepyfile(test_frozen=FROZEN_TEST)
+    suite.makeconftest(UNFREEZE)
+    result = suite.runpytest("test_frozen.py", "-s", "-p", "harness.plugins.autotune")
+    result.assert_outcomes(passed=1)
+    outcome = finish_run(tmp_path / "a", tmp_path / "a" / "no-libtuner", record=True)
+    assert outcome.recorded == 2
+    assert {w.key for w in read_records(tmp_path / "a").winners} == {
+        (8, "torch.float32"), (16, "torch.float32")}
