@@ -55,6 +55,10 @@ CLOCKS_THROTTLED_MARKER = "GPU_CLOCKS_THROTTLED"  # a row timed while the device
 CLOCKS_UNREAD_MARKER = "GPU_CLOCKS_UNREAD"  # run.log: why no clocks are read beside the rows
 CLOCKS_DIFFER = "GPU_CLOCKS_DIFFER"  # an A/B row whose sides' SM clocks differ by > CLOCK_CHANGE
 CLOCK_CHANGE = 0.05  # a fraction of the SM clock: more across a row or between sides flags it
+NO_DEVICE_WORK = "NO_DEVICE_WORK"  # an A/B row whose calls took under DEVICE_WORK_MS on both sides
+# No kernel launch completes in 100 ns (the shortest kernels of a graph replay take about 1 us on
+# an H100); a view operator's graph is empty and replays in about 5 ns a call (FlagGems' unbind).
+DEVICE_WORK_MS = 1e-4
 # rows never called faster or slower
 FLAG_MARKERS = (DIRECT_MARKER, REPLAY_FALLBACK_MARKER, RESCUED_MARKER, CLOCKS_THROTTLED_MARKER)
 

@@ -9,7 +9,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from harness import stats
-from harness.contract.boundary import CLOCK_CHANGE, CLOCKS_DIFFER, DIRECT_MARKER, FLAG_MARKERS
+from harness.contract.boundary import (
+    CLOCK_CHANGE,
+    CLOCKS_DIFFER,
+    DEVICE_WORK_MS,
+    DIRECT_MARKER,
+    FLAG_MARKERS,
+    NO_DEVICE_WORK,
+)
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired
@@ -141,6 +148,17 @@ def clock_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row
     return [CLOCKS_DIFFER]
 
 
+def work_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]
+                ) -> list[str]:
+    """NO_DEVICE_WORK where every latency of the row, on both sides, is under DEVICE_WORK_MS:
+    its calls ran no kernel (a view operator), so its ratio is the timer's own jitter. A row
+    with work on one side only is a difference and keeps its verdict."""
+    times = [r[key].latency_ms for side in (a, b) for r in side if key in r]
+    if not times or any(t is None or t >= DEVICE_WORK_MS for t in times):
+        return []
+    return [NO_DEVICE_WORK]
+
+
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
             noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
             floor_at: Callable[[float], float] | None = None) -> AbReport:
@@ -151,7 +169,8 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
     ka, kb = [keyed(s.rows) for s in a], [keyed(s.rows) for s in b]
-    flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B") + clock_flags(k, ka, kb))
+    flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B") + clock_flags(k, ka, kb)
+                     + work_flags(k, ka, kb))
              for side in (ka, kb) for r in side for k in r}
     result = stats.summarize_ab(
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],

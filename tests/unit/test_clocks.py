@@ -9,7 +9,12 @@ import pytest
 
 from harness import backends
 from harness.backends import Clocks, nvml
-from harness.contract.boundary import CLOCKS_DIFFER, CLOCKS_THROTTLED_MARKER, FLAG_MARKERS
+from harness.contract.boundary import (
+    CLOCKS_DIFFER,
+    CLOCKS_THROTTLED_MARKER,
+    FLAG_MARKERS,
+    NO_DEVICE_WORK,
+)
 from harness.contract.results import Row, flat_clocks, merge_timing
 from harness.plugins import phases
 from harness.report import comparison
@@ -155,3 +160,26 @@ def test_ab_flags_a_row_whose_sides_clocks_differ_by_more_than_5_percent():
     assert all(r.flags == () for r in same.rows)
     unread = comparison.compare([source("a", 1980)], [source("b", None)])
     assert all(r.flags == () for r in unread.rows)
+
+
+def view_source(label: str, ms: float) -> Source:
+    rows = [Row("unbind", "torch.float16", "[[2, 3], 0]", "SUCCESS", None, ms, None,
+                timer="graph"),
+            Row("unbind", "torch.float16", "[[4096, 4096], 0]", "SUCCESS", None, 0.02, None,
+                timer="graph")]
+    return Source(label=label, kind="run", rows=tuple(rows))
+
+
+def test_a_row_whose_calls_ran_no_kernel_on_either_side_is_flagged_not_judged():
+    # FlagGems' unbind is a view: its captured graph is empty and replays in about 5 ns a
+    # call, so an A/A read it -46% to +43% a round on an H100.
+    rounds = ([view_source("a", 5.2e-6), view_source("a", 5.3e-6)],
+              [view_source("b", 9.6e-6), view_source("b", 3.1e-6)])
+    report = comparison.compare(*rounds)
+    flags = {r.shape: r.flags for r in report.rows}
+    assert flags == {"[[2, 3], 0]": (NO_DEVICE_WORK,), "[[4096, 4096], 0]": ()}
+    assert {r.shape: r.stats.verdict.value for r in report.rows}["[[2, 3], 0]"] == "flagged"
+    # work on one side only is a difference, not a row without work
+    one = comparison.compare([view_source("a", 5.2e-6)] * 2,
+                             [view_source("b", 0.0012), view_source("b", 0.0013)])
+    assert all(r.flags == () for r in one.rows)
