@@ -65,11 +65,14 @@ def campaign_baseline(settings: Settings, axis: Axis) -> str:
 
 def side_settings(settings: Settings, step: SideRun, campaign: Path, axis: Axis) -> Settings:
     """A private cache for every run, each recording what it used; replays are strict. With
-    BASELINE once, A/r0 times torch's reference and no other run does."""
+    BASELINE once, round 0 times torch's reference on both sides and no later run does: timed
+    just before a kernel, the reference moves its reading (an H200 read max_dim's, rot90's and
+    reflection_pad1d's first microsecond row 13-19% higher after it), so a side timed with it
+    is paired only with a side timed with it."""
     source = replay_source(settings, step, campaign, axis.tune)
     baseline = campaign_baseline(settings, axis)
     if baseline == "once":
-        baseline = "every" if step.rel == "A/r0" else "off"
+        baseline = "every" if step.round == 0 else "off"
     return dataclasses.replace(
         settings, isolate_tuner_cache=True, record=True, dry_run=False,
         replay_from=source, replay_strict=source is not None and axis.kind.strict_replay,

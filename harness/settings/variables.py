@@ -219,8 +219,8 @@ TABLE: tuple[Var, ...] = (
     Var("REPEAT", "ZL_DIRECT_REPEAT", "--repeat", "timing repeats per shape, 1 to 1000", "1",
         field="repeat", kind=kinds.REPEAT),
     Var("BASELINE", "ZL_BASELINE", "--baseline", "when torch's reference (FlagGems' "
-        "latency_base) is timed: every run, once (an A/B campaign's A/r0 only), off; auto: "
-        "once in a campaign whose axis cannot change torch's kernels (none, or a compiler "
+        "latency_base) is timed: every run, once (an A/B campaign's round 0, both sides), off; "
+        "auto: once in a campaign whose axis cannot change torch's kernels (none, or a compiler "
         "switch), every otherwise", "auto", BASELINES, field="baseline"),
     Var("ISOLATE_TUNER_CACHE", "ZL_ISOLATE_TUNER_CACHE", "--isolate-tuner-cache",
         "1: private FlagGems and Triton caches for this run", "0", ("0", "1"),

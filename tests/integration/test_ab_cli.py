@@ -46,11 +46,11 @@ def test_aa_campaign_measures_a_noise_floor_and_writes_report_and_receipt(tmp_pa
     identity = json.loads((campaign / "add" / "B" / "r1" / "run_identity.json").read_text())
     assert identity["replay_from"] == str(campaign / "add" / "A" / "r0")
     assert identity["replay_strict"]
-    # BASELINE auto in an A/A is once: torch's reference is timed in A/r0 and nowhere else.
+    # BASELINE auto in an A/A is once: torch's reference is timed in round 0, on both sides.
     timed = {rel: [r["latency_base_ms"] is not None
                    for r in map(json.loads, (campaign / "add" / rel / "results.jsonl").open())]
              for rel in ("A/r0", "B/r0", "B/r1", "A/r1")}
-    assert timed == {"A/r0": [True] * 4, "B/r0": [False] * 4, "B/r1": [False] * 4,
+    assert timed == {"A/r0": [True] * 4, "B/r0": [True] * 4, "B/r1": [False] * 4,
                      "A/r1": [False] * 4}
     assert doc["caliber"]["baseline"] == "once" and "- torch reference (BASELINE): once" in md
     verify = harness("receipt", "verify", str(campaign))
