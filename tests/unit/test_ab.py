@@ -137,7 +137,7 @@ def test_two_stacks_tune_each_side_for_itself_and_a_switch_replays_a_r0_on_b(tmp
 
 def test_baseline_once_times_the_reference_in_round_0_on_both_sides_alone(tmp_path):
     # a kernel timed right after the reference reads apart (13-19% on an H200's microsecond
-    # rows): A/r0 alone timing it made round 0 of an A/A read those rows 11-19% apart
+    # rows): A/r0 alone timing it made round 0 of an A/A read those rows 6-19% apart
     steps = [ab.SideRun("A", 0, "0"), ab.SideRun("B", 0, "1"), ab.SideRun("B", 1, "1"),
              ab.SideRun("A", 1, "0")]
     timed = [ab.side_settings(settings(), s, tmp_path, NONE).times_baseline for s in steps]
