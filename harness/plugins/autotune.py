@@ -192,14 +192,17 @@ class Autotune:
             raise RuntimeError(f"{line}: REPLAY_STRICT=1 forbids self-tuning a key the "
                                "replay does not pin")
 
-    def triton_winners(self) -> list[Winner]:
+    def tuners(self) -> list[Any]:
+        """Every autotuner of the process, Triton's and its subclasses' (FlagGems' LibTuner)."""
         from triton.runtime.autotuner import Autotuner
 
-        winners = []
         with warnings.catch_warnings():  # isinstance() on some lazy modules warns
             warnings.simplefilter("ignore")
             # every_object: a worker's tuners were made before its session, and it froze them
-            tuners = [o for o in every_object() if isinstance(o, Autotuner)]
+            return [o for o in every_object() if isinstance(o, Autotuner)]
+
+    def triton_winners(self, tuners: list[Any]) -> list[Winner]:
+        winners = []
         for obj in tuners:
             if isinstance(getattr(obj, "cache", None), dict):
                 fn = obj.base_fn
@@ -209,14 +212,14 @@ class Autotune:
                                           dict(config.all_kwargs())))
         return winners
 
-    def write(self) -> None:
+    def write(self, tuners: list[Any]) -> None:
         if self.run_dir is None:
             return
         lines = [json.dumps({"kind": "used", "table": t, "key": json.loads(k)})
                  for t, k in sorted(self.used)]
         lines += [json.dumps({"kind": "winner", "source": w.source, "kernel": w.kernel,
                               "key": list(w.key), "config": w.config}, default=str)
-                  for w in self.triton_winners()]
+                  for w in self.triton_winners(tuners)]
         lines += [json.dumps(f) for f in self.fallbacks]
         lines += [json.dumps(t, default=str) for t in self.times]
         (self.run_dir / USED_FILE).write_text("".join(x + "\n" for x in lines), "utf-8")
@@ -244,7 +247,24 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(AUTOTUNE, None)
     if state is not None:
-        state.write()
+        tuners = state.tuners()
+        state.write(tuners)
+        forget_last_calls(tuners)
+
+
+# What a tuner keeps of its last call once the call is over: FlagGems' LibTuner.run keeps its
+# positional arguments and meta (utils/libentry.py, for benchmark_config() without arguments).
+# After a session they are that session's tensors (2 GiB after max_dim's [1024, 1024, 1024]
+# row): a worker whose next session would start with them still allocated retires instead.
+LAST_CALL_ATTRIBUTES = ("_last_benchmark_args", "_last_benchmark_meta")
+
+
+def forget_last_calls(tuners: list[Any]) -> None:
+    """Let go of what each tuner kept of its last call, as a fresh process has none of it."""
+    for tuner in tuners:
+        for name in LAST_CALL_ATTRIBUTES:
+            if getattr(tuner, name, None) is not None:
+                setattr(tuner, name, None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

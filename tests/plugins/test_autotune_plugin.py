@@ -295,3 +295,46 @@ def test_a_tuner_frozen_out_of_the_collections_still_has_its_winners_recorded(
     assert outcome.recorded == 2
     assert {w.key for w in read_records(tmp_path / "a").winners} == {
         (8, "torch.float32"), (16, "torch.float32")}
+
+
+KEEPING = """
+from triton.runtime.autotuner import Autotuner, Config
+
+
+class Keeping(Autotuner):  # as FlagGems' LibTuner: its run keeps its last call's arguments
+    def run(self, *args, **kwargs):
+        self._last_benchmark_args = tuple(args)
+        self._last_benchmark_meta = dict(kwargs)
+        return super().run(*args, **kwargs)
+
+
+def _scale(x, n, **meta):
+    return x
+
+
+scale = Keeping(_scale, ["x", "n"], [Config({"BLOCK": b}) for b in (16, 32)], key=["n"])
+"""
+KEPT_AFTER = """
+import json
+import sys
+
+
+def pytest_unconfigure(config):
+    tuner = sys.modules["kernels"].scale
+    with open("kept.json", "w") as f:
+        json.dump([repr(tuner._last_benchmark_args), repr(tuner._last_benchmark_meta)], f)
+"""
+
+
+def test_a_tuner_lets_go_of_its_last_calls_arguments_when_the_session_ends(
+        suite, monkeypatch, tmp_path):
+    # FlagGems' LibTuner kept max_dim's 2 GiB input after the session, and every worker that
+    # ran it retired for the memory still allocated
+    (tmp_path / "a").mkdir()
+    monkeypatch.setenv("ZL_PLUGIN_RUN_DIR", str(tmp_path / "a"))
+    suite.makepyfile(kernels=KEEPING, test_kernels=TEST.format(sizes=(8,)))
+    suite.makeconftest(KEPT_AFTER)
+    result = suite.runpytest("test_kernels.py", "-s", "-p", "harness.plugins.autotune")
+    result.assert_outcomes(passed=1)
+    assert json.loads((suite.path / "kept.json").read_text()) == ["None", "None"]
+    assert finish_run(tmp_path / "a", tmp_path / "a" / "no-libtuner", record=True).recorded == 1
