@@ -7,23 +7,33 @@ import shlex
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import EXIT_OK, UsageError
+from harness.history import changes
 from harness.settings import options, usage, variables
 
-try:  # the store needs the `history` extra; `import harness.cli` must not
+if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from harness.history import changes, importer, queries, render, schema, site, store
-    MISSING = ""
-except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
-    MISSING = str(exc)
+    from harness.history import importer, queries, render, schema, site, store
 
 VERBS = ("list", "show", "trend", "compare", "changes", "import", "upgrade")
 KINDS = ("run", "batch", "campaign")
 NO_EXTRA = ("the history store needs SQLAlchemy and ruptures: pip install 'harness[history]' "
             "(PostgreSQL also 'harness[postgres]') or pip install -r requirements/cpu.txt")
 WriteLine = Callable[[str], None]
+
+
+def _store_modules() -> None:
+    """Import the store's modules (SQLAlchemy's among them) where a verb first needs them:
+    they are a third of the harness's import, and every process of a campaign's units parses
+    this command's arguments; UsageError naming the extra where it is not installed."""
+    global importer, queries, render, schema, site, store  # noqa: PLW0603 - bound once
+    try:
+        from harness.history import importer, queries, render, schema, site, store
+    except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
+        raise UsageError(f"{NO_EXTRA} ({exc})") from exc
 
 
 MAX_LIMIT = 1_000_000  # records a list shows at most: past SQLite's integer, a traceback
@@ -98,8 +108,7 @@ def add_publish(sub: argparse._SubParsersAction) -> None:
 
 def publish(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     """Write the site and say where its index is."""
-    if MISSING:
-        raise UsageError(f"{NO_EXTRA} ({MISSING})")
+    _store_modules()
     where = _where(args, create=False)
     out, _ = variables.named("OUT").lookup(vars(args), variables.environ())
     engine = store.open_store(where)
@@ -119,7 +128,7 @@ def _by(verb: argparse.ArgumentParser) -> None:
 
 
 def changes_floor() -> float:
-    return changes.FLOOR_PCT if not MISSING else 2.5
+    return changes.FLOOR_PCT
 
 
 def _where(args: argparse.Namespace, create: bool) -> store.Where:
@@ -138,8 +147,7 @@ def _where(args: argparse.Namespace, create: bool) -> store.Where:
 
 def run(args: argparse.Namespace, write_line: WriteLine = print) -> int:
     """Run one verb of `harness history`."""
-    if MISSING:
-        raise UsageError(f"{NO_EXTRA} ({MISSING})")
+    _store_modules()
     where = _where(args, create=args.history_command == "import")
     if args.history_command == "upgrade":
         return _upgrade(where, write_line)

@@ -7,12 +7,6 @@ from pathlib import Path
 
 from harness.settings import variables
 
-try:  # the store needs the `history` extra; a harness without it runs as before
-    from harness.history import importer
-    MISSING = ""
-except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
-    MISSING = str(exc)
-
 
 def record(flags: Mapping[str, object], environ: Mapping[str, str], out: Path,
            directory: Path, write_line: Callable[[str], None]) -> None:
@@ -22,10 +16,14 @@ def record(flags: Mapping[str, object], environ: Mapping[str, str], out: Path,
     the extra installed the default store is skipped quietly; a HISTORY given says why not.
     """
     value, source = variables.named("HISTORY").lookup(flags, environ)
-    if MISSING:
+    # imported here: SQLAlchemy's import is a third of the harness's, and a campaign's every
+    # unit is a process of its own that records nothing
+    try:  # the store needs the `history` extra; a harness without it runs as before
+        from harness.history import importer
+    except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
         if source != "default" and value != "off":
             write_line(f"history: {directory} not recorded: the store needs SQLAlchemy "
-                       f"({MISSING}); pip install 'harness[history]', then harness history "
+                       f"({exc}); pip install 'harness[history]', then harness history "
                        f"import {directory}")
         return
     importer.record(value, out, directory, write_line)

@@ -29,8 +29,7 @@ NOT_LIVE = "AXIS_NOT_LIVE"
 INCOMPLETE = "INCOMPLETE"
 TUNES = {"each": "each side tunes in round 0 and replays its own winners after (TUNE each)",
          "replay": "B replays A's winners, a key it lacks counted (TUNE replay)"}
-BASELINES = {"once": "once: timed in round 0 on both sides (a kernel timed right after it reads "
-                     "apart); FlagGems' speedup over torch comes from A/r0",
+BASELINES = {"once": "once: in round 0, both sides; FlagGems' speedup over torch comes from A/r0",
              "every": "every run", "off": "not timed"}
 ROW_HEADER = ("operator", "dtype", "shape", "A ms", "B ms", "speedup %", "min..max %",
               "interval %", "floor %", "verdict", "flags")
