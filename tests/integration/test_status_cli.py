@@ -114,7 +114,13 @@ def test_status_while_it_runs_after_kill_9_of_its_driver_and_once_it_is_done(tmp
     lines = status(copy)
     at = next(i for i, line in enumerate(lines) if line.startswith(
         "verdicts (interim, operators whose rounds are all in): 1 "))
-    assert lines[at + 1].startswith(f"  tanh: {ab['operators']['tanh']['verdict']}, geomean ")
+    # judged over tanh's rows alone; the final verdict's false-discovery control also counts
+    # add's rows, so the two may differ on a row near its bound (a CI run read "faster" here
+    # and "inconclusive" in ab.json); the rows and rounds, and so the geomean, are the same
+    tanh = ab["operators"]["tanh"]
+    verdict, rest = lines[at + 1].removeprefix("  tanh: ").split(", ", 1)
+    assert verdict in {"faster", "slower", "same", "inconclusive"}
+    assert rest.startswith(f"geomean {tanh['geomean_speedup_pct']:+.1f}%, {tanh['rows']} rows")
     assert not any(line.startswith("  add:") for line in lines[at:])
     assert "units: 3 done, 0 running, 1 pending, 0 failed (of 4)" in lines
 
