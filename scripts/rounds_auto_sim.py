@@ -8,8 +8,7 @@ plus a slowly drifting round effect every row shares. The campaign runs as the d
 MIN_ROUNDS rounds, then, after each look (harness.stats.looks.judge: alpha spent over each
 operator's looks), one more round for every operator that the driver's rule
 (harness.campaign.adaptive.stop_reason) keeps going: a row inconclusive that MAX_ROUNDS may
-still decide (looks.futile_width, weighed against the campaign's rows of its latency), its
-code or source changed, up to MAX_ROUNDS.
+still decide (looks.futile_width), its code or source changed, up to MAX_ROUNDS.
 Printed: for A/A campaigns, the share with any row called faster or slower; for effects of 0, 1,
 5 and 50% at 0.5% noise, the mean rounds an operator ran and the share of rows called; for A/A
 campaigns of quieter rows, the share read same against 3 fixed rounds; with every row 1%
@@ -24,7 +23,6 @@ import argparse
 import dataclasses
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,26 +60,20 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
     effects = np.full(n, effect)
     effects[:unchanged * PER_OP] = 0.0
     ratios = np.exp(noise * sds[:, None] + shared[None, :] + effects[:, None])
-    # each row's B latency: a microsecond row's 2 us, the others' 50 us (the campaign's noise
-    # by latency, looks.band_noise, pools rows of one latency)
-    base = np.full(n, 0.05)
-    if micro is not None:
-        base[::PER_OP] = 0.002
     rounds = [least] * n_ops
     seen: list[list[int]] = [[] for _ in range(n_ops)]
     active = set(range(n_ops))
     while True:
         for op in active:
             seen[op].append(rounds[op])
-        rows = [stats.row_stats((base[i] * ratios[i, :rounds[i // PER_OP]]).tolist(),
-                                [base[i]] * rounds[i // PER_OP], noise_floor_pct=1.0)
+        rows = [stats.row_stats(ratios[i, :rounds[i // PER_OP]].tolist(),
+                                [1.0] * rounds[i // PER_OP], noise_floor_pct=1.0)
                 for i in range(n)]
         _, judged = looks.judge(rows, [seen[i // PER_OP] for i in range(n)],
                                 noise_floor_pct=1.0, planned=most - least + 1)
-        band = looks.band_noise(judged)
         active = {op for op in active
                   if _goes_on(op, judged, seen[op], rounds[op], least, most,
-                              rules, op < unchanged, band)}
+                              rules, op < unchanged)}
         if not active:
             return judged, rounds
         for op in active:
@@ -89,8 +81,7 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
 
 
 def _goes_on(op: int, judged: list[stats.RowStats], seen: list[int], done: int, least: int,
-             most: int, rules: bool, unchanged: bool,
-             band: Callable[[float], float | None]) -> bool:
+             most: int, rules: bool, unchanged: bool) -> bool:
     """Whether the driver (adaptive.stop_reason) gives operator `op` another round."""
     rows = [AbRow(f"op{op}", "float16", f"[{i}]", 1, judged[i], ())
             for i in range(op * PER_OP, (op + 1) * PER_OP)]
@@ -100,7 +91,7 @@ def _goes_on(op: int, judged: list[stats.RowStats], seen: list[int], done: int, 
         look = dataclasses.replace(look, unchanged=unchanged and len(seen) == 1,
                                    futile=adaptive.futile_rows(rows, seen, most,
                                                                most - least + 1,
-                                                               stats.CONFIDENCE, False, band))
+                                                               stats.CONFIDENCE, False))
     return adaptive.stop_reason(look, most) is None
 
 

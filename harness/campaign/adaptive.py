@@ -4,12 +4,11 @@ Every operator runs MIN_ROUNDS first. Then, at each look, the campaign's rows ar
 report judges them (looks.judge: alpha spent over the looks an operator had, so that looking
 after every round and stopping when a row is decided keeps each verdict's error rate), and an
 operator gets one more round while a row of it is inconclusive that MAX_ROUNDS may still decide
-(looks.futile_width, its noise weighed against the campaign's rows of its latency). It stops,
-and says why, when every row is faster, slower or same; when its compiled code and Python
-source are the same on both sides (two FlagGems commits), at its first look; at MAX_ROUNDS;
-when no undecided row of it can be decided by MAX_ROUNDS (those rows stay inconclusive); or
-when it has no paired row to judge. Stopping never changes a verdict's meaning: each is valid
-whatever rule chose the rounds.
+(looks.futile_width). It stops, and says why, when every row is faster, slower or same; when
+its compiled code and Python source are the same on both sides (two FlagGems commits), at its
+first look; at MAX_ROUNDS; when no undecided row of it can be decided by MAX_ROUNDS (those rows
+stay inconclusive); or when it has no paired row to judge. Stopping never changes a verdict's
+meaning: each is valid whatever rule chose the rounds.
 """
 
 from __future__ import annotations
@@ -71,14 +70,11 @@ def stop_reason(look: Look, most: int) -> str | None:
 
 
 def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: int,
-                confidence: float, noise_known: bool,
-                band: Callable[[float], float | None] | None = None) -> tuple[str, ...]:
+                confidence: float, noise_known: bool) -> tuple[str, ...]:
     """The operator's undecided rows that MAX_ROUNDS cannot decide, each as "float16 [64, 64]
     (+-2.1% at best, against its 1% floor)": the half-width its interval would reach at
-    MAX_ROUNDS at the least, against the floor it must lie inside. `band`: the campaign's
-    noise by A latency (looks.band_noise), which a row's few rounds are weighed against. With
-    `noise_known` (NOISE_FROM) a row's noise is at most its A/A's (looks.sd_of_floor of its
-    floor)."""
+    MAX_ROUNDS at the least, against the floor it must lie inside. With `noise_known`
+    (NOISE_FROM) a row's noise is at most its A/A's (looks.sd_of_floor of its floor)."""
     out = []
     for row in rows:
         s = row.stats
@@ -86,8 +82,7 @@ def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: 
             continue
         floor = max(stats.MIN_NOISE_FLOOR_PCT, s.noise_floor_pct or 0.0)
         width = looks.futile_width(s, seen, most, planned=planned, confidence=confidence,
-                                   noise_sd=looks.sd_of_floor(floor) if noise_known else None,
-                                   band_sd=band(s.a_ms) if band is not None else None)
+                                   noise_sd=looks.sd_of_floor(floor) if noise_known else None)
         if width is not None:
             name = f"{row.dtype} {row.shape}" + (f" #{row.occurrence}" if row.occurrence > 1
                                                   else "")
@@ -133,7 +128,6 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
                 if not (info.reason or info.excluded or info.stopped or info.skipped)]
     first_look = [op for op in open_ops if len(campaign.ops[op].looks) <= 1]
     unchanged = unchanged_ops(directory, campaign, identities, first_look)
-    band = looks.band_noise([r.stats for r in result.rows])
     grow: dict[str, int] = {}
     for op in open_ops:
         info = campaign.ops[op]
@@ -145,7 +139,7 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
             ended_well=all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op),
             unchanged=op in unchanged,
             futile=futile_rows(rows, info.looks, most, most - least + 1,
-                               result.method.confidence, bool(campaign.noise_floor_bands), band))
+                               result.method.confidence, bool(campaign.noise_floor_bands)))
         info.stopped = stop_reason(look, most)
         if info.stopped is None:
             grow[op] = done + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from harness.stats import (
@@ -15,7 +15,6 @@ from harness.stats import (
     log_of_pct,
     pct_of_log,
 )
-from harness.stats.noisefloor import BAND_DECADES
 from harness.stats.tdist import chi2_quantile, student_t_quantile, t_interval
 
 DEFAULT = Method()
@@ -27,9 +26,6 @@ SAME_LAST = 0.55  # of it, what the last planned look (MAX_ROUNDS) gets when mor
 # mean at whichever end of its bound helps the row, each one-sided at this confidence.
 FUTILITY_BOUND = 0.95
 NORMAL_975 = 1.959963984540054  # |x| of a normal noise is below this many sds 95% of the time
-# Degrees of freedom (rounds less one, summed over rows) that a band of the campaign's rows
-# needs before its pooled noise stands for a row of that band in a futility projection.
-POOLED_MIN_DF = 10
 
 
 def share(look: int) -> float:
@@ -146,16 +142,13 @@ def _half_width(sd: float, rounds: int, alpha: float) -> float:
 
 
 def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int,
-                 confidence: float = DEFAULT.confidence, noise_sd: float | None = None,
-                 band_sd: float | None = None) -> float | None:
+                 confidence: float = DEFAULT.confidence, noise_sd: float | None = None
+                 ) -> float | None:
     """The half-width in % that a row's same interval would reach at `most` rounds
     (MAX_ROUNDS) when by then it can be neither same nor called; None while it can be either.
 
     The row's noise is its rounds' sd at its one-sided FUTILITY_BOUND lower bound (chi-square
-    with n - 1 degrees of freedom); raised toward `band_sd` (the campaign's pooled noise of rows
-    of its latency, at its own lower bound: `band_noise`), never past the row's own sd, since a
-    few rounds say little of their noise and the campaign's like rows say more; then lowered
-    to `noise_sd` (an A/A's, in log ratio) where that is less.
+    with n - 1 degrees of freedom), or `noise_sd` (an A/A's, in log ratio) where that is less.
     At `most` rounds, one look a round after `looks`, the same interval's half-width is
     t(most - 1) x sd / sqrt(most) at that look's equivalence alpha (same_share), the calls'
     at its share. The mean it would have then is the mean of the rounds so far and of rounds
@@ -171,8 +164,6 @@ def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int
     mean = math.fsum(logs) / n
     sd = math.sqrt(math.fsum((v - mean) ** 2 for v in logs) / (n - 1))
     low_sd = sd * math.sqrt((n - 1) / chi2_quantile(FUTILITY_BOUND, n - 1))
-    if band_sd is not None:
-        low_sd = max(low_sd, min(band_sd, sd))
     if noise_sd is not None:
         low_sd = min(low_sd, noise_sd)
     last = len(looks) + most - (looks[-1] if looks else n)  # the look at `most` rounds
@@ -186,32 +177,3 @@ def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int
     if near + same <= floor or far > max(floor, call):
         return None
     return pct_of_log(same)
-
-
-def band_noise(rows: Sequence[RowStats]) -> Callable[[float], float | None]:
-    """The campaign's own noise by A latency, for futile_width: a row's A ms gives the pooled
-    sd of the per-round log ratios (about each row's mean) of the unflagged rows in its
-    half-decade band of A latency (noisefloor.BAND_DECADES), at its one-sided FUTILITY_BOUND
-    lower bound; None where that band has under POOLED_MIN_DF degrees of freedom. Rows' true
-    differences sit in their means, not their spread, so an A/B's rows say this as an A/A's."""
-    sums: dict[int, list[float]] = {}
-    for row in rows:
-        logs = [log_of_pct(v) for v in row.round_speedups_pct]
-        if row.flagged or len(logs) < 2 or not (math.isfinite(row.a_ms) and row.a_ms > 0):
-            continue
-        mean = math.fsum(logs) / len(logs)
-        band = sums.setdefault(_band(row.a_ms), [0.0, 0.0])
-        band[0] += math.fsum((v - mean) ** 2 for v in logs)
-        band[1] += len(logs) - 1
-    bounds = {k: math.sqrt(ss / chi2_quantile(FUTILITY_BOUND, int(df)))
-              for k, (ss, df) in sums.items() if df >= POOLED_MIN_DF}
-
-    def at(a_ms: float) -> float | None:
-        if not (math.isfinite(a_ms) and a_ms > 0):
-            return None
-        return bounds.get(_band(a_ms))
-    return at
-
-
-def _band(a_ms: float) -> int:
-    return math.floor(math.log10(a_ms) / BAND_DECADES)

@@ -130,15 +130,3 @@ def test_futile_rows_are_named_with_the_width_they_would_reach_and_their_floor()
                      "float16 [64, 64] #2 (+-2.6% at best, against its 1% floor)")
     # an A/A (NOISE_FROM) that measured 1% there says the row is quieter than its rounds: on
     assert adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, noise_known=True) == ()
-
-
-def test_futile_rows_weigh_a_rows_few_rounds_against_the_campaigns_rows_of_its_latency():
-    # 0.8% over 3 rounds: alone MAX_ROUNDS may decide it; where the campaign's rows of its
-    # latency are as noisy, it cannot (ROUNDS=auto: 5.83 rounds an A/A operator ran, 5.64
-    # with this, rows read same 0.608 and 0.606; scripts/rounds_auto_sim.py)
-    row = stats.row_stats([1.0084, 0.993, 1.0007], [1.0] * 3, noise_floor_pct=1.0)
-    rows = [AbRow("relu", "float16", "[64, 64]", 1, row, ())]
-    assert adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, False) == ()
-    found = adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, False,
-                                 band=lambda a_ms: 0.012)
-    assert len(found) == 1 and found[0].startswith("float16 [64, 64] (+-")

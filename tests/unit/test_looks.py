@@ -200,19 +200,3 @@ def test_futility_rarely_stops_a_row_that_max_rounds_would_have_read_same():
                               planned=5)[1]
         lost += full.verdict is stats.Verdict.SAME
     assert stopped > 500 and lost / stopped <= 0.02
-
-
-def test_the_campaigns_rows_of_a_latency_weigh_a_rows_few_rounds_in_futility():
-    # 0.8% noise over 3 rounds: alone, its noise's lower bound (0.45%) leaves MAX_ROUNDS a
-    # chance; six rows of its latency spread more, so it cannot be read same by 6 rounds
-    logs = [0.0084, -0.007, 0.0007]
-    row = _row(logs)
-    like = [stats.row_stats([math.exp(1.5 * v + 0.001 * i) for v in logs], [1.0] * 3,
-                            noise_floor_pct=1.0) for i in range(6)]
-    band = looks.band_noise(like)
-    assert band(row.a_ms) is not None and band(row.a_ms * 100) is None  # another band
-    assert looks.futile_width(row, [2, 3], 6, planned=5) is None
-    assert looks.futile_width(row, [2, 3], 6, planned=5, band_sd=band(row.a_ms)) is not None
-    quiet = _row([0.002, -0.001, 0.0])  # quieter than its band: its own spread stands
-    assert looks.futile_width(quiet, [2, 3], 6, planned=5, band_sd=band(row.a_ms)) is None
-    assert looks.band_noise(like[:4])(row.a_ms) is None  # 8 degrees of freedom: too few
