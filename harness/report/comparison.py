@@ -175,7 +175,8 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     result = stats.summarize_ab(
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
-        group=lambda key: key[0], floor_at=floor_at)
+        group=lambda key: key[0], floor_at=floor_at,
+        unmeasured={k for k, f in flags.items() if NO_DEVICE_WORK in f})
     paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))

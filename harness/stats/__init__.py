@@ -335,14 +335,17 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
                  noise_floor_pct: float, flagged: Collection[_Key] = (),
                  method: Method = Method(),
                  group: Callable[[_Key], Hashable] | None = None,
-                 floor_at: Callable[[float], float] | None = None) -> AbResult[_Key]:
+                 floor_at: Callable[[float], float] | None = None,
+                 unmeasured: Collection[_Key] = ()) -> AbResult[_Key]:
     """Pair latencies per key and round (round i of A with round i of B) and compute RowStats.
 
     Each mapping is one round of one side: key -> latency in ms; the caller keeps only measured
     rows (successful, positive latency). Keys in `flagged` get Verdict.FLAGGED. The verdicts
     control the false-discovery rate over every tested row (adjust_rows). The geometric mean is
     over every paired row's speedup (geomean_stats), per `group(key)` too when given; flagged
-    rows count in it and are counted in `flagged_rows`, for the renderer to say so.
+    rows count in it and are counted in `flagged_rows`, for the renderer to say so. Keys in
+    `unmeasured` (rows whose ratio is the timer's jitter, not a kernel's time) are flagged and
+    left out of every geometric mean.
 
     `floor_at` gives a row's noise floor from its A latency (its median over rounds, in ms);
     without it every row gets `noise_floor_pct`.
@@ -361,7 +364,8 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
             a_ms, b_ms = zip(*pairs, strict=True)
             floor = floor_at(statistics.median(a_ms)) if floor_at else noise_floor_pct
             paired.append((key, row_stats(a_ms, b_ms, noise_floor_pct=floor,
-                                          flagged=key in flagged, method=method)))
+                                          flagged=key in flagged or key in unmeasured,
+                                          method=method)))
             continue
         if any(key in a for a in rows_a_by_round):
             unpaired_a.append(key)
@@ -370,12 +374,13 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
     adjusted = adjust_rows([s for _, s in paired], noise_floor_pct=noise_floor_pct,
                            method=method)
     rows = tuple((key, s) for (key, _), s in zip(paired, adjusted, strict=True))
+    timed = tuple((key, s) for key, s in rows if key not in unmeasured)
     return AbResult(
         rows=rows, unpaired_a=tuple(unpaired_a), unpaired_b=tuple(unpaired_b),
         noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct),
-        geomean=rows_geomean([s for _, s in rows], method.confidence),
+        geomean=rows_geomean([s for _, s in timed], method.confidence),
         flagged_rows=sum(1 for _, s in rows if s.flagged), method=method,
-        groups=group_geomeans(rows, group, method.confidence) if group else ())
+        groups=group_geomeans(timed, group, method.confidence) if group else ())
 
 
 def group_geomeans(rows: Sequence[tuple[_Key, RowStats]], group: Callable[[_Key], _Group],

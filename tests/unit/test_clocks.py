@@ -179,6 +179,9 @@ def test_a_row_whose_calls_ran_no_kernel_on_either_side_is_flagged_not_judged():
     flags = {r.shape: r.flags for r in report.rows}
     assert flags == {"[[2, 3], 0]": (NO_DEVICE_WORK,), "[[4096, 4096], 0]": ()}
     assert {r.shape: r.stats.verdict.value for r in report.rows}["[[2, 3], 0]"] == "flagged"
+    # its ratio is jitter: the geometric means are the timed row's alone (0%, not -29%)
+    assert report.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
+    assert dict(report.op_geomeans)["unbind"].speedup_pct == pytest.approx(0.0, abs=1e-9)
     # work on one side only is a difference, not a row without work
     one = comparison.compare([view_source("a", 5.2e-6)] * 2,
                              [view_source("b", 0.0012), view_source("b", 0.0013)])
