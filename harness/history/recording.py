@@ -16,6 +16,8 @@ def record(flags: Mapping[str, object], environ: Mapping[str, str], out: Path,
     the extra installed the default store is skipped quietly; a HISTORY given says why not.
     """
     value, source = variables.named("HISTORY").lookup(flags, environ)
+    if value == "off":
+        return
     # imported here: SQLAlchemy's import is a third of the harness's, and a campaign's every
     # unit is a process of its own that records nothing
     try:  # the store needs the `history` extra; a harness without it runs as before

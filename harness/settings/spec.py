@@ -78,7 +78,8 @@ class Settings:
     @property
     def times_baseline(self) -> bool:
         """Whether this run times torch's reference: every BASELINE but off (a campaign turns
-        once into every for its A/r0 and off for the rest: campaign.ab.side_settings)."""
+        once into every for its round 0, both sides, and off for the rest:
+        campaign.ab.side_settings)."""
         return self.baseline != "off"
 
     def caliber(self) -> dict[str, object]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
 
 from harness.contract.records import Records, Winner, merge, read_records, records_path, to_text
+from harness.plugins.held import every_object
 from harness.tuning.autotune import finish_run
 from tests.plugins import fakedev
 
@@ -315,6 +317,7 @@ def _scale(x, n, **meta):
 scale = Keeping(_scale, ["x", "n"], [Config({"BLOCK": b}) for b in (16, 32)], key=["n"])
 """
 KEPT_AFTER = """
+import gc
 import json
 import sys
 
@@ -338,3 +341,19 @@ def test_a_tuner_lets_go_of_its_last_calls_arguments_when_the_session_ends(
     result.assert_outcomes(passed=1)
     assert json.loads((suite.path / "kept.json").read_text()) == ["None", "None"]
     assert finish_run(tmp_path / "a", tmp_path / "a" / "no-libtuner", record=True).recorded == 1
+
+
+def test_every_object_lists_what_gc_froze_and_leaves_it_frozen():
+    class Marker:
+        pass
+
+    marker = Marker()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert not any(o is marker for o in gc.get_objects())  # why every_object exists
+        assert any(o is marker for o in every_object())
+        assert gc.get_freeze_count() >= frozen  # a worker's session goes on frozen
+        assert not any(o is marker for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
