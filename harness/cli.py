@@ -386,9 +386,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a signal that stopped a wait for a device
+        print(str(exc) or "interrupted", file=sys.stderr)
+        return int(getattr(exc, "exit_code", 130))
 
 
 if __name__ == "__main__":

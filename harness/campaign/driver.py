@@ -289,10 +289,12 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
                 current[-1].withdraw()
             drop_side_caches(directory, campaign)
             raise
-        except KeyboardInterrupt:  # before the executor took the signals over
+        except KeyboardInterrupt as exc:  # before the executor took the signals over (Ctrl-C,
+            # or any signal while waiting for a device: device_lock.WaitStopped)
             drop_side_caches(directory, campaign)
             with deferred_signals(lambda _signum: None):
-                raise finish.interrupted(directory, campaign, settings, signal.SIGINT, [],
+                raise finish.interrupted(directory, campaign, settings,
+                                         getattr(exc, "signum", signal.SIGINT), [],
                                          out) from None
         except BaseException:
             drop_side_caches(directory, campaign)

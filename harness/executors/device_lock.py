@@ -10,6 +10,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
 import tempfile
@@ -18,8 +19,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from harness.backends import Backend, Device
-from harness.errors import EXIT_PREFLIGHT, HarnessError, UsageError
+from harness.errors import EXIT_PREFLIGHT, EXIT_SIGNAL_BASE, HarnessError, UsageError
 from harness.executors.devices import select_ids
+from harness.executors.procs import deferred_signals
 from harness.settings import variables
 
 DIR_VAR = "ZL_DEVICE_LOCK_DIR"  # the host-wide folder of the locks (tests set their own)
@@ -39,6 +41,18 @@ class DeviceBusy(HarnessError):
     """A device stayed held by another harness run for longer than ZL_DEVICE_WAIT allows."""
 
     exit_code = EXIT_PREFLIGHT
+
+
+class WaitStopped(KeyboardInterrupt):
+    """A signal stopped the wait for a device another run holds: nothing ran on it. Raised as
+    Ctrl-C's KeyboardInterrupt is, so a campaign records itself interrupted the same way; the
+    CLI prints it and exits 128 + the signal's number (SIGTERM killed the waiting process
+    without a word)."""
+
+    def __init__(self, signum: int, key: str) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name} while waiting for "
+                         f"device {key}, which another harness run holds; nothing ran on it")
+        self.signum, self.exit_code = signum, EXIT_SIGNAL_BASE + signum
 
 
 def lock_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -113,26 +127,10 @@ def _take(key: str, folder: Path, what: str, limit: float | None,
           out: Callable[[str], None]) -> int:
     """The descriptor holding `key`'s lock, after waiting for its holder (saying who)."""
     path = folder / f"{key}.lock"
-    fd, said, started = _open(path), None, time.monotonic()
+    fd = _open(path)
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _holder(path)
-                waited = time.monotonic() - started
-                if limit is not None and waited >= limit:
-                    raise DeviceBusy(f"device {key} is held by another harness run "
-                                     f"({holder}); waited {waited:.0f} s ({WAIT_VAR}="
-                                     f"{limit:g}); run again once it ends, or raise "
-                                     f"{WAIT_VAR}") from None
-                if holder != said:
-                    out(f"{BUSY_MARKER} device={key} held_by: {holder}; waiting "
-                        + (f"up to {limit:g} s" if limit is not None else "until it ends")
-                        + f" (lock {path})")
-                    said = holder
-                time.sleep(POLL_S)
+        with contextlib.ExitStack() as waiting:
+            _wait(fd, path, key, limit, out, waiting)
     except BaseException:
         os.close(fd)
         raise
@@ -142,6 +140,39 @@ def _take(key: str, folder: Path, what: str, limit: float | None,
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
     return fd
+
+
+def _wait(fd: int, path: Path, key: str, limit: float | None, out: Callable[[str], None],
+          waiting: contextlib.ExitStack) -> None:
+    """Poll `fd`'s lock until it is taken, saying who holds it; from the first miss until the
+    wait ends, SIGINT, SIGTERM or SIGHUP stop it (WaitStopped)."""
+    said: str | None = None
+    started, armed = time.monotonic(), False
+
+    def stop(signum: int) -> None:
+        raise WaitStopped(signum, key)
+
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        if not armed:
+            waiting.enter_context(deferred_signals(stop))
+            armed = True
+        holder = _holder(path)
+        waited = time.monotonic() - started
+        if limit is not None and waited >= limit:
+            raise DeviceBusy(f"device {key} is held by another harness run ({holder}); waited "
+                             f"{waited:.0f} s ({WAIT_VAR}={limit:g}); run again once it ends, "
+                             f"or raise {WAIT_VAR}")
+        if holder != said:
+            out(f"{BUSY_MARKER} device={key} held_by: {holder}; waiting "
+                + (f"up to {limit:g} s" if limit is not None else "until it ends")
+                + f" (lock {path})")
+            said = holder
+        time.sleep(POLL_S)
 
 
 @contextlib.contextmanager

@@ -33,6 +33,16 @@ with device_lock.holding(backends.get(sys.argv[1]), sys.argv[2:] or [None], what
     print("held", held[device_lock.HELD_VAR], flush=True)
     sys.stdin.read()
 """
+# A process that waits for cuda device 0 and says how its wait ended.
+WAITER = """
+from harness import backends
+from harness.executors import device_lock
+try:
+    with device_lock.holding(backends.get("cuda"), ["0"], enumerate_devices=lambda: []):
+        print("held", flush=True)
+except device_lock.WaitStopped as exc:
+    print("stopped", exc.exit_code, exc, flush=True)
+"""
 
 
 def holder(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -72,6 +82,20 @@ def test_a_second_run_on_a_held_device_waits_saying_who_holds_it_then_runs(held_
     held_cuda0.stdin.close()  # the first run ends: the second takes the device
     assert wait_for(second, "held")[-1].startswith(f"held {second.pid}:cuda-0")
     second.stdin.close()
+    assert second.wait() == 0
+
+
+def test_a_signal_stops_a_wait_for_a_held_device_saying_so(held_cuda0):
+    # Regression: SIGTERM killed a run waiting for a device without a word (exit 143 and a
+    # campaign left "running"); now the wait ends as Ctrl-C's does, naming the signal.
+    second = subprocess.Popen([sys.executable, "-c", WAITER], stdout=subprocess.PIPE,
+                              text=True, cwd=REPO_ROOT,
+                              env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    wait_for(second, device_lock.BUSY_MARKER)
+    second.send_signal(signal.SIGTERM)
+    (stopped,) = wait_for(second, "stopped")[-1:]
+    assert stopped == ("stopped 143 interrupted by SIGTERM while waiting for device cuda-0, "
+                       "which another harness run holds; nothing ran on it")
     assert second.wait() == 0
 
 
