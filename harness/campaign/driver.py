@@ -289,13 +289,11 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
                 current[-1].withdraw()
             drop_side_caches(directory, campaign)
             raise
-        except KeyboardInterrupt as exc:  # before the executor took the signals over (Ctrl-C,
-            # or any signal while waiting for a device: device_lock.WaitStopped)
-            drop_side_caches(directory, campaign)
+        except KeyboardInterrupt as exc:  # before the executor took the signals (or a device's
+            drop_side_caches(directory, campaign)  # wait did: device_lock.WaitStopped)
+            signum = getattr(exc, "signum", signal.SIGINT)
             with deferred_signals(lambda _signum: None):
-                raise finish.interrupted(directory, campaign, settings,
-                                         getattr(exc, "signum", signal.SIGINT), [],
-                                         out) from None
+                raise finish.interrupted(directory, campaign, settings, signum, [], out) from None
         except BaseException:
             drop_side_caches(directory, campaign)
             raise
