@@ -129,8 +129,7 @@ def _take(key: str, folder: Path, what: str, limit: float | None,
     path = folder / f"{key}.lock"
     fd = _open(path)
     try:
-        with contextlib.ExitStack() as waiting:
-            _wait(fd, path, key, limit, out, waiting)
+        _wait(fd, path, key, limit, out)
     except BaseException:
         os.close(fd)
         raise
@@ -142,37 +141,41 @@ def _take(key: str, folder: Path, what: str, limit: float | None,
     return fd
 
 
-def _wait(fd: int, path: Path, key: str, limit: float | None, out: Callable[[str], None],
-          waiting: contextlib.ExitStack) -> None:
-    """Poll `fd`'s lock until it is taken, saying who holds it; from the first miss until the
-    wait ends, SIGINT, SIGTERM or SIGHUP stop it (WaitStopped)."""
-    said: str | None = None
-    started, armed = time.monotonic(), False
+def _locked(fd: int) -> bool:
+    """Take `fd`'s lock if it is free; whether it was."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _wait(fd: int, path: Path, key: str, limit: float | None,
+          out: Callable[[str], None]) -> None:
+    """Poll `fd`'s lock until it is taken, saying who holds it; while it waits, SIGINT,
+    SIGTERM or SIGHUP stop the wait (WaitStopped)."""
+    if _locked(fd):
+        return
 
     def stop(signum: int) -> None:
         raise WaitStopped(signum, key)
 
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        if not armed:
-            waiting.enter_context(deferred_signals(stop))
-            armed = True
-        holder = _holder(path)
-        waited = time.monotonic() - started
-        if limit is not None and waited >= limit:
-            raise DeviceBusy(f"device {key} is held by another harness run ({holder}); waited "
-                             f"{waited:.0f} s ({WAIT_VAR}={limit:g}); run again once it ends, "
-                             f"or raise {WAIT_VAR}")
-        if holder != said:
-            out(f"{BUSY_MARKER} device={key} held_by: {holder}; waiting "
-                + (f"up to {limit:g} s" if limit is not None else "until it ends")
-                + f" (lock {path})")
-            said = holder
-        time.sleep(POLL_S)
+    said: str | None = None
+    started = time.monotonic()
+    with deferred_signals(stop):
+        while not _locked(fd):
+            holder = _holder(path)
+            waited = time.monotonic() - started
+            if limit is not None and waited >= limit:
+                raise DeviceBusy(f"device {key} is held by another harness run ({holder}); "
+                                 f"waited {waited:.0f} s ({WAIT_VAR}={limit:g}); run again "
+                                 f"once it ends, or raise {WAIT_VAR}")
+            if holder != said:
+                out(f"{BUSY_MARKER} device={key} held_by: {holder}; waiting "
+                    + (f"up to {limit:g} s" if limit is not None else "until it ends")
+                    + f" (lock {path})")
+                said = holder
+            time.sleep(POLL_S)
 
 
 @contextlib.contextmanager

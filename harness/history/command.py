@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
                    help="only nights from then on, e.g. 2026-11-01")
     v.add_argument("--op", default=None, dest="op", metavar="OP")
     v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
-                   help=f"smallest step reported, in %% (default {changes_floor()})")
+                   help=f"smallest step reported, in %% (default {changes.FLOOR_PCT})")
     _by(v)
     v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
     v.add_argument("dirs", metavar="DIR", nargs="+")
@@ -125,10 +125,6 @@ def _by(verb: argparse.ArgumentParser) -> None:
     verb.add_argument("--by", choices=("time", "commit"), default="time", dest="by",
                       help="order each row's nights by time (default) or by FlagGems commit, "
                       "each commit's nights together in the order commits were first measured")
-
-
-def changes_floor() -> float:
-    return changes.FLOOR_PCT
 
 
 def _where(args: argparse.Namespace, create: bool) -> store.Where:

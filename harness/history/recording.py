@@ -23,7 +23,7 @@ def record(flags: Mapping[str, object], environ: Mapping[str, str], out: Path,
     try:  # the store needs the `history` extra; a harness without it runs as before
         from harness.history import importer
     except ImportError as exc:  # pragma: no cover - exercised where the extra is absent
-        if source != "default" and value != "off":
+        if source != "default":
             write_line(f"history: {directory} not recorded: the store needs SQLAlchemy "
                        f"({exc}); pip install 'harness[history]', then harness history "
                        f"import {directory}")
