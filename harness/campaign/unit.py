@@ -105,6 +105,24 @@ def skip_reason(directory: Path, unit: Unit) -> str | None:
     return "; ".join(dict.fromkeys(str(why) for _, why in ends.values()))
 
 
+def skipped_in_round_0(directory: Path, unit: Unit) -> str | None:
+    """pytest's reason where `unit` is a later round of an operator whose round 0 every side
+    skipped; None otherwise. Such a round is not run: nothing of it could be compared, and
+    side B would have no winners of A's round 0 to replay."""
+    return skip_reason(directory, Unit(unit.op, 0)) if unit.round else None
+
+
+def _not_run(directory: Path, unit: Unit, why: str) -> None:
+    """Each side's run directory of a round that is not run, saying so in its identity (the
+    state and reason that skip_reason and the reports read)."""
+    for side in unit.sides:
+        run_dir = directory / unit.run_rel(side)
+        _set_aside(run_dir)
+        run_dir.mkdir(parents=True)
+        identity.write_identity(run_dir, {"op": unit.op, "state": SKIPPED, "reason": why,
+                                          "rows": 0, "not_run": "round 0 was skipped"})
+
+
 def unit_end(directory: Path, unit: Unit, codes: list[int]) -> tuple[int, str | None]:
     """The unit's exit code and, where it is not ok, its last line: why. Every side skipped
     is 0 (the driver reads skipped); one side skipped and the other not is a failure, since
@@ -126,7 +144,12 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
              axis: Axis, out: Callable[[str], None] = print) -> int:
     """Run the unit's sides in its round's order, each with its side's plan (`plans`: its
     interpreter, where the sides are two stacks); exit 0 (every side ok, or every side
-    skipped), or the first side's failing code, saying why on the last line."""
+    skipped), or the first side's failing code, saying why on the last line. A later round
+    of an operator skipped in round 0 is recorded skipped without a run (skipped_in_round_0)."""
+    if (why := skipped_in_round_0(directory, unit)) is not None:
+        _not_run(directory, unit, why)
+        out(f"AB_STEP {unit.id} not run: round 0 was skipped on every side ({why})")
+        return 0
     codes = []
     only = variables.named("WORKERS").lookup({}, variables.environ())[0]
     for side in unit.sides:

@@ -41,13 +41,13 @@ def test_quits():
 }
 
 
-def campaign(tmp_path: Path, ops: str):
+def campaign(tmp_path: Path, ops: str, rounds: int = 1):
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text(SHAPES)
     suite = private_suite(tmp_path)
     for name, text in HOSTILE.items():
         (suite / "benchmark" / name).write_text(text)
-    return harness("ab", "--backend", "cpu", "--ops", ops, "--axis", "none", "--rounds", "1",
+    return harness("ab", "--backend", "cpu", "--ops", ops, "--axis", "none", "--rounds", str(rounds),
                    "--shape-mode", "file", "--shape-file", str(shapes), "--flaggems-dir",
                    str(suite), "--out", str(tmp_path / "runs"))
 
@@ -56,7 +56,7 @@ def test_operators_pytest_skipped_read_skipped_with_its_reason_and_the_campaign_
         tmp_path):
     # Regression: a benchmark pytest skipped (FlagGems' test_inplace_fused_experts, "vLLM not
     # installed") read ok with 0 rows.
-    proc = campaign(tmp_path, "skipmod,skiptest,tanh")
+    proc = campaign(tmp_path, "skipmod,skiptest,tanh", rounds=2)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     directory = the_campaign(tmp_path)
     found = units(directory)
@@ -69,6 +69,16 @@ def test_operators_pytest_skipped_read_skipped_with_its_reason_and_the_campaign_
         "skipped", "vLLM not installed")
     assert ops["skiptest"]["verdict"] == "skipped" and ops["tanh"]["rows"] == 2
     assert "skipmod/r0 skipped" in proc.stdout  # the progress line
+    # Round 1 of an operator skipped in round 0 is skipped with its reason, and no pytest
+    # starts for it: its run directories hold the identity alone.
+    assert (found["skipmod/r1"]["status"], found["skipmod/r1"]["reason"]) == (
+        "skipped", "vLLM not installed")
+    assert found["skiptest/r1"]["status"] == "skipped"
+    for side in "AB":
+        assert sorted(p.name for p in (directory / "skipmod" / side / "r1").iterdir()) == [
+            "run_identity.json"]
+        assert (directory / "skipmod" / side / "r0" / "run.log").is_file()
+    assert found["tanh/r1"]["status"] == "ok" and ops["tanh"]["rows"] == 2
     line = "0 faster, 0 slower, 0 same, 0 failed, 2 skipped, 1 inconclusive of 3 operators"
     assert line in proc.stdout and line in (directory / "ab.md").read_text()
     assert "| skipmod | skipped |" in (directory / "ab.md").read_text()
