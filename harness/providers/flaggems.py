@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import fnmatch
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ class Scan:
 # --------------------------------------------------------------------------- static scan
 
 
-def scan_benchmark(flaggems_dir: Path) -> Scan:
+def scan_benchmark(flaggems_dir: Path, only: str | None = None) -> Scan:
     """Parse ``benchmark/**/test_*.py`` with ``ast``; nothing is imported or executed.
 
     Module-level ``def test_*`` functions become nodes (classes are not collected: FlagGems has
@@ -63,11 +64,13 @@ def scan_benchmark(flaggems_dir: Path) -> Scan:
     module-level ``pytestmark`` (appended after the function's own, as pytest orders them).
     Files are visited in sorted posix-path order, functions in source order. A file that does
     not parse is left out and its path listed in ``Scan.unparsable``, its error in ``why``.
+    `only` (``benchmark/test_mm.py``): that file alone, where it is one of them; its nodes are
+    those the whole scan finds in it, since a file's marks are its own.
     """
     root = Path(flaggems_dir)
     files = sorted(
         (p.relative_to(root).as_posix(), p) for p in (root / BENCHMARK_DIR).rglob("test_*.py")
-    )
+    ) if only is None else [(only, root / only)] if _benchmark_file(root, only) else []
     nodes: list[Node] = []
     why: dict[str, str] = {}
     for rel, path in files:
@@ -80,6 +83,14 @@ def scan_benchmark(flaggems_dir: Path) -> Scan:
     return Scan(tuple(nodes), tuple(why), why)
 
 
+def _benchmark_file(root: Path, rel: str) -> bool:
+    """Whether `rel` is a ``test_*.py`` file under the tree's benchmark folder, as the whole
+    scan's glob would find it."""
+    path = PurePosixPath(rel)
+    return (path.parts[:1] == (BENCHMARK_DIR,) and ".." not in path.parts
+            and fnmatch.fnmatch(path.name, "test_*.py") and (root / rel).is_file())
+
+
 def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:
     """Why a benchmark file does not parse, as every message puts it: "line N: why" for a
     syntax error, else the error's own words."""
@@ -88,9 +99,10 @@ def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:
     return str(exc)
 
 
-def scan_tree(flaggems_dir: Path) -> list[Node]:
-    """The nodes of `scan_benchmark`; each unparsable file is logged as a warning and skipped."""
-    scan = scan_benchmark(flaggems_dir)
+def scan_tree(flaggems_dir: Path, only: str | None = None) -> list[Node]:
+    """The nodes of `scan_benchmark` (of the file `only`, where given); each unparsable file is
+    logged as a warning and skipped."""
+    scan = scan_benchmark(flaggems_dir, only)
     for rel in scan.unparsable:
         log.warning("skipped %s: it does not parse as Python", rel)
     return list(scan.nodes)

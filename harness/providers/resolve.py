@@ -120,6 +120,13 @@ def _resolve_test_node(nodes: Sequence[Node], test_node: str, flaggems_dir: Path
     )
 
 
+def test_node_file(test_node: str) -> str | None:
+    """The benchmark file a ``path::function`` TEST_NODE names (``benchmark/test_mm.py``); None
+    for any other form."""
+    file, sep, function = test_node.strip().partition("::")
+    return _benchmark_path(file) if sep and file and function else None
+
+
 def _benchmark_path(name: str) -> str:
     """``test_mm.py``, ``./benchmark/test_mm.py`` -> ``benchmark/test_mm.py``."""
     path = PurePosixPath(name.replace("\\", "/"))

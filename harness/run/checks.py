@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -95,9 +96,17 @@ def _test_node(settings: Settings, facts: Facts, env: Environment) -> Facts:
     if not (settings.op or settings.test_node):
         raise PreflightError("test_node", "nothing to run: set OP or TEST_NODE")
     fg_dir = facts["flaggems_dir"]
-    node = resolve.resolve_node(flaggems.scan_tree(fg_dir), op=settings.op,
-                                 op_file=settings.op_file, test_node=settings.test_node,
-                                 flaggems_dir=fg_dir)
+    node = None
+    if settings.test_node and (file := resolve.test_node_file(settings.test_node)):
+        # Every unit of a campaign names its node: its file alone is parsed (the whole tree
+        # took 0.32 s a unit on an H100 host); the whole scan words any error.
+        with contextlib.suppress(PreflightError, UsageError):
+            node = resolve.resolve_node(flaggems.scan_tree(fg_dir, only=file),
+                                        test_node=settings.test_node, flaggems_dir=fg_dir)
+    if node is None:
+        node = resolve.resolve_node(flaggems.scan_tree(fg_dir), op=settings.op,
+                                     op_file=settings.op_file, test_node=settings.test_node,
+                                     flaggems_dir=fg_dir)
     return {"node": node, "op": settings.op or flaggems.op_name_for(node)}
 
 

@@ -47,9 +47,9 @@ def campaign(tmp_path: Path, ops: str, rounds: int = 1):
     suite = private_suite(tmp_path)
     for name, text in HOSTILE.items():
         (suite / "benchmark" / name).write_text(text)
-    return harness("ab", "--backend", "cpu", "--ops", ops, "--axis", "none", "--rounds", str(rounds),
-                   "--shape-mode", "file", "--shape-file", str(shapes), "--flaggems-dir",
-                   str(suite), "--out", str(tmp_path / "runs"))
+    return harness("ab", "--backend", "cpu", "--ops", ops, "--axis", "none",
+                   "--rounds", str(rounds), "--shape-mode", "file", "--shape-file",
+                   str(shapes), "--flaggems-dir", str(suite), "--out", str(tmp_path / "runs"))
 
 
 def test_operators_pytest_skipped_read_skipped_with_its_reason_and_the_campaign_exits_0(

@@ -89,6 +89,28 @@ def test_unknown_op_lists_close_matches(tmp_path):
     assert check == "test_node" and "benchmark/test_tanh.py::test_tanh" in detail
 
 
+def test_a_named_node_is_resolved_from_its_file_alone_and_a_bad_one_worded_from_the_tree(
+        tmp_path, monkeypatch):
+    from harness.providers import flaggems
+
+    make_tree(tmp_path / "fg")
+    (tmp_path / "fg" / "benchmark" / "test_other.py").write_text("def test_tanh2():\n    pass\n")
+    scans = []
+    real = flaggems.scan_tree
+    monkeypatch.setattr(flaggems, "scan_tree",
+                        lambda root, only=None: scans.append(only) or real(root, only))
+    node = "benchmark/test_tanh.py::test_tanh"
+    plan = run_preflight(settings(tmp_path, op=None, node=node), env())
+    assert plan.node.nodeid == node and plan.node.marks == ("tanh",) and plan.op == "tanh"
+    assert scans == ["benchmark/test_tanh.py"]  # the other file was never parsed
+    scans.clear()
+    check, detail = failing_check(settings(tmp_path, op=None,
+                                           node="benchmark/test_tanh.py::test_tanh2"))
+    # the closest nodes come from the whole tree, as before
+    assert check == "test_node" and "benchmark/test_other.py::test_tanh2" in detail
+    assert scans == ["benchmark/test_tanh.py", None]
+
+
 def test_shape_file_checked_only_in_file_mode(tmp_path):
     make_tree(tmp_path / "fg")
     missing = settings(tmp_path, shape_mode="file", shape_file=str(tmp_path / "no.yaml"))

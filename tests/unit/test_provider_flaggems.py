@@ -155,6 +155,20 @@ def test_scan_tree_reads_marks_and_skips_what_is_not_a_node(tmp_path: Path) -> N
     )
 
 
+def test_scanning_one_file_finds_exactly_the_nodes_the_whole_scan_finds_in_it(
+        tmp_path: Path) -> None:
+    root = write_tree(tmp_path, SCAN_FILES)
+    whole = scan_tree(root)
+    for file in ("benchmark/test_a.py", "benchmark/test_b.py", "benchmark/test_FLA/test_x.py"):
+        assert scan_tree(root, only=file) == [n for n in whole if n.path == file]
+    assert scan_benchmark(root, only="benchmark/test_broken.py").unparsable == (
+        "benchmark/test_broken.py",)
+    # what the whole scan would never read is not read alone either
+    for outside in ("benchmark/base.py", "benchmark/helper_test.py", "benchmark/test_none.py",
+                    "benchmark/../benchmark/test_a.py", "test_a.py", "benchmark/test_FLA"):
+        assert scan_tree(root, only=outside) == [], outside
+
+
 def test_scan_reports_and_logs_unparsable_files(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
