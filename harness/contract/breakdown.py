@@ -4,9 +4,12 @@ The timing plugin writes one line per pytest session (harness.plugins.phases); t
 timed the run's wall, adds what no session sees: `startup` (the launch, the interpreter, the
 imports of torch, pytest and flag_gems, pytest's configuration, up to collection; between two
 sessions of one run, such as a capture rescue, the time from one's end to the next one's
-collection) and `unattributed` (the wall less every phase: the process's exit, the host's own
-work). Stamps are `time.monotonic()` on both sides; a startup that does not fit the wall (a
-clock not shared with the host) is left out and lands in `unattributed`. Outside that wall the
+collection), `worker_checks` (a worker's own work after each session, before it answers:
+putting back what a fresh process has, comparing its state with the session's start, the
+device's state; its `prepare` before the session is part of startup) and `unattributed` (the
+wall less every phase: the process's exit, the host's own work). Stamps are
+`time.monotonic()` on both sides; a startup that does not fit the wall (a clock not shared
+with the host) is left out and lands in `unattributed`. Outside that wall the
 host's run adds `host`: its seconds before pytest's launch (the run directory, the devices
 read, the replayed winners laid out) and after pytest ended (outputs, fingerprints, the
 devices read again, the identity), which a campaign's units pay on top of their runs' walls.
@@ -26,7 +29,10 @@ BREAKDOWN_FILE = "time_breakdown.json"
 SCHEMA = 1
 # In the order a session spends them; every session phase of the plugin and the host's two.
 PHASES = ("startup", "collection", "inputs", "reference", "warmup", "capture", "replays",
-          "direct", "tests_other", "teardown", "session_other", "unattributed")
+          "direct", "tests_other", "teardown", "session_other", "worker_checks",
+          "unattributed")
+# A worker's seconds after a session (launch facts' `worker_s`) that worker_checks sums.
+WORKER_CHECKS = ("restore", "compare", "device")
 
 
 def read_sessions(run_dir: Path) -> list[dict[str, Any]]:
@@ -43,11 +49,23 @@ def read_sessions(run_dir: Path) -> list[dict[str, Any]]:
     return [s for s in sessions if isinstance(s, dict) and isinstance(s.get("phases"), dict)]
 
 
-def compose(sessions: Sequence[Mapping[str, Any]], started: float, wall_s: float
-            ) -> dict[str, Any]:
+def worker_checks(launches: Sequence[Mapping[str, Any]]) -> float:
+    """The seconds the run's workers spent after their sessions (the launch facts of
+    lease.start_pytest); 0 for a run in fresh processes."""
+    total = 0.0
+    for facts in launches:
+        seconds = facts.get("worker_s")
+        if isinstance(seconds, Mapping):
+            total += sum(float(seconds.get(k) or 0.0) for k in WORKER_CHECKS)
+    return total
+
+
+def compose(sessions: Sequence[Mapping[str, Any]], started: float, wall_s: float,
+            checks_s: float = 0.0) -> dict[str, Any]:
     """The document of a run whose pytest sessions were `sessions`, launched at `started`
-    (monotonic) and ended `wall_s` later."""
+    (monotonic) and ended `wall_s` later, its workers having spent `checks_s` after them."""
     totals = {p: 0.0 for p in PHASES}
+    totals["worker_checks"] = checks_s
     previous_end = started
     for session in sessions:
         startup = float(session["collect_start"]) - previous_end
@@ -63,11 +81,13 @@ def compose(sessions: Sequence[Mapping[str, Any]], started: float, wall_s: float
             "rows": [r for s in sessions for r in s.get("rows", [])]}
 
 
-def write(run_dir: Path, started: float, wall_s: float) -> Path:
-    """Fold the run's session lines into time_breakdown.json and remove them."""
+def write(run_dir: Path, started: float, wall_s: float,
+          launches: Sequence[Mapping[str, Any]] = ()) -> Path:
+    """Fold the run's session lines (and its workers' checks, from `launches`) into
+    time_breakdown.json and remove them."""
     sessions = read_sessions(run_dir)
-    path = atomic_write_text(run_dir / BREAKDOWN_FILE,
-                             json.dumps(compose(sessions, started, wall_s), indent=1) + "\n")
+    doc = compose(sessions, started, wall_s, worker_checks(launches))
+    path = atomic_write_text(run_dir / BREAKDOWN_FILE, json.dumps(doc, indent=1) + "\n")
     (run_dir / boundary.PHASES_FILE).unlink(missing_ok=True)
     return path
 

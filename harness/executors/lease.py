@@ -107,6 +107,8 @@ class WorkerRun:
         if reply is not None:
             self.returncode = int(reply["rc"])
             self.facts["retired"] = reply.get("retire")
+            if isinstance(reply.get("seconds"), dict):
+                self.facts["worker_s"] = reply["seconds"]  # its own work around the session
         else:  # the worker died mid-session: its exit status, as the host reaped it
             try:
                 send_line(self._lease, {"op": "ended"})

@@ -175,6 +175,9 @@ class Worker:
             self.threads = torch.get_num_threads()
         self.signals = {s: signal.getsignal(s) for s in RESTORED_SIGNALS}
         self.left: str | None = None  # what the last session left that a fresh process lacks
+        # the last session's own seconds around pytest: `prepare` (its fingerprint before),
+        # `restore`, `compare` (what it left) and `device` (the device's state after it)
+        self.seconds: dict[str, float] = {}
 
     def session(self, request: dict[str, Any], fd: int) -> int:
         """Run one pytest session with its output on `fd`; its exit code (3 where pytest
@@ -182,6 +185,7 @@ class Worker:
         args = [str(a) for a in request["args"]]
         cwd = Path(request["cwd"])
         env = {str(k): str(v) for k, v in request["env"].items()}
+        began, self.seconds = time.perf_counter(), {}
         roots, plugins = test_roots(args, cwd), session_plugins(args, env)
         handlers = _handlers()
         threads = set(threading.enumerate())
@@ -204,15 +208,19 @@ class Worker:
                 # (Python's gc.freeze, as a server freezes before it forks); _restore
                 # unfreezes it.
                 gc.freeze()
+                self.seconds["prepare"] = time.perf_counter() - began
                 rc = int(pytest.main(args, plugins=[probe]))
             except SystemExit as exc:
                 rc = exc.code if isinstance(exc.code, int) else 1
             except BaseException:
                 traceback.print_exc()
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
+        ended = time.perf_counter()
         gone = set(self._restore(handlers, roots, plugins))
+        restored = time.perf_counter()
         self.left = self.left_behind(threads, before, probe.collected, gone, device,
                                      probe.plugin_modules)
+        self.seconds.update(restore=restored - ended, compare=time.perf_counter() - restored)
         return rc
 
     def _device(self, env: dict[str, str]) -> str | None:
@@ -313,13 +321,16 @@ class Worker:
                     print(f"worker: a request that does not read: {exc}", flush=True)
                     continue
                 rc = self.session(request, fd)
+                checked = time.perf_counter()
                 try:
                     why = self.retire_reason(rc, request["env"])
                 except Exception as exc:  # noqa: BLE001 - the run must get its reply
                     why = f"its state could not be checked: {type(exc).__name__}: {exc}"
+                self.seconds["device"] = time.perf_counter() - checked
+                seconds = {k: round(v, 6) for k, v in self.seconds.items()}
                 with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why})
-                                 .encode() + b"\n")
+                    conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why,
+                                             "seconds": seconds}).encode() + b"\n")
             if why is not None:
                 print(f"worker: retired after session {self.runs}: {why}", flush=True)
                 return

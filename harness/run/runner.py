@@ -360,7 +360,7 @@ def _execute(settings: Settings, plan: Plan, *, out: Callable[[str], None],
                                       stopper, launches, worker)
         wall = time.monotonic() - started
         log.write(f"# pytest exit code: {rc}; wall {wall:.2f} s\n".encode())
-    breakdown.write(run_dir, started, wall)
+    breakdown.write(run_dir, started, wall, launches)
     rows, source = outputs.write_outputs(settings, run_dir, rescued=rescued is not None)
     tests = ending.read_outcomes(run_dir)
     end = ending.decide(rc, len(rows), tests, times_nothing=settings.warmup_share is not None,

@@ -99,6 +99,20 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
     assert len(pids[0]) == len(pids[1]) == 1 and pids[0] != pids[1]
     assert sorted(ran[f"{op}/B/r1"][0].get("new_because", "") for op in ("add", "tanh")) == [
         "", "its generation 'r1' is new (its environment's worker served 'r0')"]
+    # a worker's own seconds around each session: in its launch, and after the session in
+    # the run's breakdown (worker_checks), which still sums to the run's wall
+    for rel, launch in ran.items():
+        phases = json.loads((directory / rel / "time_breakdown.json").read_text())["phases"]
+        wall = json.loads((directory / rel / "time_breakdown.json").read_text())["wall_s"]
+        assert sum(phases.values()) == pytest.approx(wall, abs=1e-4)
+        if rel.split("/")[1] == "A":
+            assert "worker_s" not in launch[0] and phases["worker_checks"] == 0.0
+            continue
+        seconds = launch[0]["worker_s"]
+        assert set(seconds) == {"prepare", "restore", "compare", "device"}, seconds
+        assert all(v >= 0 for v in seconds.values()) and seconds["restore"] > 0
+        assert phases["worker_checks"] == pytest.approx(
+            seconds["restore"] + seconds["compare"] + seconds["device"], abs=1e-5)
     assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker (2 started)" in (
         directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(

@@ -69,6 +69,19 @@ def test_the_run_document_adds_startup_and_what_no_session_saw():
     assert list(doc["phases"]) == list(breakdown.PHASES)
 
 
+def test_a_workers_checks_after_its_sessions_are_their_own_phase_not_unattributed():
+    launches = [{"kind": "worker", "worker_s": {"prepare": 0.2, "restore": 0.1,
+                                                "compare": 0.25, "device": 0.05}},
+                {"kind": "process"}, {"kind": "worker", "worker_s": {"restore": 0.1}},
+                {"kind": "worker", "worker_s": "garbled"}]
+    checks = breakdown.worker_checks(launches)
+    assert checks == pytest.approx(0.5)  # prepare is before the session: startup's
+    doc = breakdown.compose([session_line(1003.0, 1010.0, replays=4.0)], started=1000.0,
+                            wall_s=11.0, checks_s=checks)
+    assert doc["phases"]["worker_checks"] == 0.5 and doc["phases"]["unattributed"] == 3.5
+    assert sum(doc["phases"].values()) == pytest.approx(doc["wall_s"])
+
+
 def test_a_startup_on_a_clock_the_host_does_not_share_is_left_unattributed():
     doc = breakdown.compose([session_line(5.0, 9.0, direct=3.0)], started=1000.0, wall_s=10.0)
     assert doc["phases"]["startup"] == 0.0 and doc["phases"]["unattributed"] == 7.0
