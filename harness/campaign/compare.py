@@ -16,6 +16,7 @@ from harness.contract.results import RESULTS_JSONL
 from harness.contract.states import OK, SKIPPED
 from harness.errors import UsageError
 from harness.report import comparison
+from harness.report.abresult import in_geomean
 from harness.report.sources import load_source
 from harness.stats import looks, noisefloor
 
@@ -121,7 +122,7 @@ def campaign_wide(rows: list[comparison.AbRow], unpaired: list[comparison.Unpair
                  "last look's): " + "; ".join(f"{op} {', '.join(map(str, k))} (look {len(k)})"
                                              for op, k in (seen or {}).items() if k)]
     rows = [dataclasses.replace(r, stats=s) for r, s in zip(rows, adjusted, strict=True)]
-    gm = stats.rows_geomean([r.stats for r in rows], method.confidence)
+    gm = stats.rows_geomean([r.stats for r in rows if in_geomean(r.flags)], method.confidence)
     return comparison.AbReport(
         a_label="A", b_label="B", rows=tuple(rows), unpaired=tuple(unpaired),
         geomean_speedup_pct=None if gm is None else gm.speedup_pct,

@@ -14,7 +14,7 @@ from harness.contract.jsonfields import Fields, check_bands
 from harness.contract.states import RUN_STATUSES
 from harness.errors import UsageError
 from harness.fsutil import atomic_write_json, read_json
-from harness.report.abresult import AbReport, AbRow, Unpaired
+from harness.report.abresult import AbReport, AbRow, Unpaired, in_geomean
 from harness.report.sources import AB_JSON
 
 SCHEMA = "harness-ab/1"
@@ -383,7 +383,8 @@ def as_report(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any])
     doc = as_document(source)
     rows, method = doc.rows, doc.method
     geomean = (doc.geomean_speedup_pct, doc.geomean_ci_low_pct, doc.geomean_ci_high_pct)
-    computed = stats.rows_geomean([r.stats for r in rows], method.confidence)
+    timed = [r for r in rows if in_geomean(r.flags)]
+    computed = stats.rows_geomean([r.stats for r in timed], method.confidence)
     if geomean[0] is None and computed is not None:
         geomean = (computed.speedup_pct, computed.ci_low_pct, computed.ci_high_pct)
     elif computed is not None and computed.ci_low_pct is None:
@@ -396,5 +397,4 @@ def as_report(source: AbReport | AbDocument | Mapping[str, Any] | Sequence[Any])
         direct_rows=sum(1 for r in rows if any(DIRECT_MARKER in f for f in r.flags)),
         notes=doc.notes, method=method, geomean_ci_low_pct=geomean[1],
         geomean_ci_high_pct=geomean[2],
-        op_geomeans=stats.group_geomeans([(r.op, r.stats) for r in rows], str,
-                                         method.confidence))
+        op_geomeans=stats.group_geomeans([(r.op, r.stats) for r in timed], str, method.confidence))

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness import stats
+from harness.contract.boundary import NO_DEVICE_WORK
 
 # what ab.md says its numbers are: a reader saw the medians' ratio and the speedup disagree in
 # sign on a noisy row
 SPEEDUP_SAID = ("A ms and B ms are medians over rounds; speedup % is the mean of the per-round "
                 "log ratios ln(A/B) as (exp(mean) - 1) * 100, positive when B is faster.")
 Key = tuple[str, str, str, int]  # (op, dtype, shape, occurrence): mm measures a key twice
+
+
+def in_geomean(flags: Iterable[str]) -> bool:
+    """Whether a row with these flags counts in a geometric mean (of an operator, a campaign,
+    a report): not where its calls ran no kernel (NO_DEVICE_WORK), since its ratio is then the
+    timer's own jitter. Every other flagged row counts, and the report says how many."""
+    return NO_DEVICE_WORK not in flags
 
 
 @dataclass(frozen=True)

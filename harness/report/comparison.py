@@ -19,7 +19,7 @@ from harness.contract.boundary import (
 )
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
-from harness.report.abresult import AbReport, AbRow, Key, Unpaired
+from harness.report.abresult import AbReport, AbRow, Key, Unpaired, in_geomean
 from harness.report.sources import CALIBER_FIELDS, Source, caliber_of
 
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
@@ -176,7 +176,7 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
         group=lambda key: key[0], floor_at=floor_at,
-        unmeasured={k for k, f in flags.items() if NO_DEVICE_WORK in f})
+        unmeasured={k for k, f in flags.items() if not in_geomean(f)})
     paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))

@@ -9,7 +9,7 @@ from harness import stats
 from harness.contract.states import CRASHED, ERROR, FAILED, TIMEOUT
 from harness.report import render
 from harness.report.abjson import AbDocument, OperatorSummary, Worst, as_report
-from harness.report.abresult import SPEEDUP_SAID, AbReport
+from harness.report.abresult import SPEEDUP_SAID, AbReport, in_geomean
 from harness.report.render import pct
 from harness.stats import OpVerdict
 
@@ -37,7 +37,8 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
     out = {}
     for op, info in ops.items():
         mine = [r for r in rows if r["op"] == op]
-        worst = min(mine, key=lambda r: r["speedup_pct"], default=None)
+        timed = [r for r in mine if in_geomean(r.get("flags") or ())]
+        worst = min(timed, key=lambda r: r["speedup_pct"], default=None)
         skipped = bool(info.get("skipped"))
         out[op] = OperatorSummary(
             verdict=stats.operator_verdict([r["verdict"] for r in mine],
@@ -45,7 +46,7 @@ def operator_summaries(rows: Sequence[Mapping[str, Any]], ops: Mapping[str, Mapp
                                            bool(info.get("pending")), skipped,
                                            bool(info.get("excluded"))),
             rows=len(mine), rounds=info.get("rounds"),
-            geomean_speedup_pct=geomean_pct([r["speedup_pct"] for r in mine]),
+            geomean_speedup_pct=geomean_pct([r["speedup_pct"] for r in timed]),
             worst=None if worst is None else Worst(worst["dtype"], worst["shape"],
                                                    worst["speedup_pct"], worst["verdict"]),
             units_failed=info.get("units_failed") or 0,

@@ -182,6 +182,21 @@ def test_a_row_whose_calls_ran_no_kernel_on_either_side_is_flagged_not_judged():
     # its ratio is jitter: the geometric means are the timed row's alone (0%, not -29%)
     assert report.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
     assert dict(report.op_geomeans)["unbind"].speedup_pct == pytest.approx(0.0, abs=1e-9)
+    # and so in every other geometric mean: the campaign's over all its operators, a report
+    # read back from ab.json, and each operator's summary, whose worst row is a timed one
+    from harness.campaign.compare import campaign_wide
+    from harness.report import abjson, suite_report
+
+    wide = campaign_wide(list(report.rows), [], [], 1.0, list(report.op_geomeans))
+    assert wide.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
+    rows = [abjson.row_json(r) for r in report.rows]
+    back = abjson.as_report(rows)
+    assert back.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
+    assert dict(back.op_geomeans)["unbind"].speedup_pct == pytest.approx(0.0, abs=1e-9)
+    summary = suite_report.operator_summaries(rows, {"unbind": {"rounds": 2}})["unbind"]
+    assert summary.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
+    assert summary.worst is not None and summary.worst.shape == "[[4096, 4096], 0]"
+    assert summary.rows == 2  # the row without work is still listed, flagged
     # work on one side only is a difference, not a row without work
     one = comparison.compare([view_source("a", 5.2e-6)] * 2,
                              [view_source("b", 0.0012), view_source("b", 0.0013)])
