@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract import breakdown
+from harness.contract.identity import read_identity
 from harness.errors import UsageError
 from harness.report.sources import CAMPAIGN_JSON
 
@@ -41,10 +42,17 @@ def _documents(folder: Path) -> dict[Path, dict[str, Any]]:
                          "campaign directory")
     docs = {p.resolve(): d for p in sorted(folder.rglob(breakdown.BREAKDOWN_FILE))
             if (d := breakdown.read(p)) is not None}
-    if not docs:
+    if not docs and not _not_run(folder):  # a round a campaign did not run has no wall
         raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r}; expected a "
                          "run, batch or campaign directory of runs made by this harness")
     return docs
+
+
+def _not_run(folder: Path) -> bool:
+    """Whether `folder` is the run directory of a campaign round recorded without a run (its
+    operator's round 0 was skipped on every side)."""
+    found = read_identity(folder)
+    return found is not None and bool(found.doc.get("not_run"))
 
 
 def total(*folders: Path) -> Total:
@@ -53,6 +61,9 @@ def total(*folders: Path) -> Total:
     seen: dict[Path, dict[str, Any]] = {}
     for folder in folders:
         seen.update(_documents(folder))
+    if not seen:  # every folder a round not run
+        raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below "
+                         f"{', '.join(repr(str(f)) for f in folders)}: no run there ran")
     docs = list(seen.values())
     phases = {p: 0.0 for p in breakdown.PHASES}
     host = {p: 0.0 for p in breakdown.HOST_PHASES}

@@ -129,6 +129,25 @@ def test_a_folder_without_runs_is_refused_by_name(tmp_path):
         report.total(tmp_path / "nope")
 
 
+def test_a_round_a_campaign_did_not_run_adds_nothing_and_is_not_refused(tmp_path):
+    # A later round of an operator skipped in round 0 has run directories without a run, and
+    # `time_breakdown.py CAMPAIGN/*/*/r[1-9]*` reaches them.
+    from harness.campaign import unit as ab_unit
+    from harness.campaign.plan import Unit
+
+    ab_unit._not_run(tmp_path, Unit("skips", 1), "no vLLM")
+    rounds = [tmp_path / "skips" / side / "r1" for side in "AB"]
+    runs = campaign(tmp_path / "c")
+    total = report.total(runs, *rounds)
+    assert total.runs == 2 and total.wall_s == 20.0
+    with pytest.raises(UsageError, match="no time_breakdown.json"):
+        report.total(*rounds)  # nothing to sum at all is still an error
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "run_identity.json").write_text('{"state": "ok"}')
+    with pytest.raises(UsageError, match="other"):
+        report.total(runs, tmp_path / "other")
+
+
 def test_the_script_prints_the_table_and_fails_on_an_empty_folder(tmp_path):
     script = [sys.executable, str(REPO_ROOT / "scripts" / "time_breakdown.py")]
     done = subprocess.run([*script, str(campaign(tmp_path / "c"))], capture_output=True,
