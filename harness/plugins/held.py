@@ -24,7 +24,7 @@ def every_object() -> list[Any]:
     """`gc.get_objects()` with the objects `gc.freeze` moved out of the collector's sight: a
     worker freezes what outlives its session (harness.plugins.worker), and `get_objects` lists
     no frozen object. Frozen again before it returns, the session's objects with them (the
-    worker unfreezes everything when the session ends)."""
+    worker collects everything now and then: worker.COLLECT_ALL_EVERY)."""
     if not gc.get_freeze_count():
         return gc.get_objects()
     gc.unfreeze()

@@ -271,19 +271,26 @@ def test_a_sessions_collections_skip_what_the_worker_held_before_it(suite, tmp_p
     # FlagGems collects garbage after every shape; on an H100 a worker holding torch, Triton
     # and flag_gems spent 0.15-0.2 s a shape on it. What lived before the session (and what
     # its collection imported) is frozen out of those collections for the session alone.
+    from harness.plugins.worker import COLLECT_ALL_EVERY
+
     with WorkerHost() as host:
         mark = tmp_path / "collected"
-        for n in (1, 2):
+        for n in range(1, COLLECT_ALL_EVERY + 1):
             for made in tmp_path.glob("collected-*"):
                 made.unlink()
             rc, out, facts = run(host, suite, "test_frozen.py", ZL_TEST_MARK=str(mark))
             assert rc == 0 and facts["session"] == n, (out, facts)
+            # the dropped cycle stays frozen past its session; the worker's whole collection
+            # every COLLECT_ALL_EVERY sessions takes every session's (one session's own
+            # collection costs a fraction of a whole one)
+            whole = n == COLLECT_ALL_EVERY
+            assert (tmp_path / "collected-held").exists() == whole, (n, out)
+            assert ("collect" in facts["worker_s"]) == whole, facts["worker_s"]
             frozen, tracked = (int(out.split(word + " ", 1)[1].split()[0])
                                for word in ("frozen", "tracked"))
             assert frozen > tracked, out  # torch and pytest are frozen, the session's not
             assert "gone True" in out  # collection's garbage went before the freeze
             assert "held True" in out  # frozen: the session's own collection passed it by
-            assert (tmp_path / "collected-held").read_text() == "collected"  # at its end
 
 
 @SLOW
@@ -653,6 +660,31 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     worker.torch = torch
     assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
+
+
+def test_device_memory_above_the_last_baseline_collects_everything_before_it_is_judged(
+        monkeypatch):
+    # What lived before a session stays frozen after it, so garbage frozen with it (a test
+    # module's tensor it dropped) is collected only by a whole collection: the device check
+    # runs one wherever more is allocated than after the last one.
+    from harness.plugins.worker import Worker
+
+    device = _Device(held=8 << 20)
+    worker = Worker()
+    worker.torch = _Torch(device)
+    collected = []
+
+    def collect_all() -> None:
+        collected.append(device.held)
+        device.held = 8 << 20  # the frozen garbage's tensors freed
+
+    monkeypatch.setattr(worker, "collect_all", collect_all)
+    env = {boundary.BACKEND_VAR: "cuda"}
+    assert worker.retire_reason(0, env) is None and collected == [8 << 20]  # the first: baseline
+    assert worker.retire_reason(0, env) is None and collected == [8 << 20]  # nothing more held
+    device.held = 1 << 30  # a GiB that frozen garbage holds: judged after it is collected
+    assert worker.retire_reason(0, env) is None and collected == [8 << 20, 1 << 30]
+    assert worker.baseline == 8 << 20
 
 
 def test_memory_held_says_so_even_where_naming_what_holds_it_fails(monkeypatch):
