@@ -32,7 +32,7 @@ PHASES = ("startup", "collection", "inputs", "reference", "warmup", "capture", "
           "direct", "tests_other", "teardown", "session_other", "worker_checks",
           "unattributed")
 # A worker's seconds after a session (launch facts' `worker_s`) that worker_checks sums.
-WORKER_CHECKS = ("restore", "compare", "device", "collect")
+WORKER_CHECKS = ("restore", "garbage", "compare", "device", "collect")
 
 
 def read_sessions(run_dir: Path) -> list[dict[str, Any]]:

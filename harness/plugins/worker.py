@@ -181,8 +181,9 @@ class Worker:
         self.signals = {s: signal.getsignal(s) for s in RESTORED_SIGNALS}
         self.left: str | None = None  # what the last session left that a fresh process lacks
         # the last session's own seconds around pytest: `prepare` (its fingerprint before),
-        # `restore`, `compare` (what it left), `device` (the device's state after it) and
-        # `collect` (a collection of everything, where one ran)
+        # `restore`, `garbage` (its own garbage collected), `compare` (what it left), `device`
+        # (the device's state after it) and `collect` (a collection of everything, where one
+        # ran)
         self.seconds: dict[str, float] = {}
         self.baseline: int | None = None  # device bytes allocated after the last whole collection
 
@@ -227,7 +228,8 @@ class Worker:
         restored = time.perf_counter()
         self.left = self.left_behind(threads, before, probe.collected, gone, device,
                                      probe.plugin_modules)
-        self.seconds.update(restore=restored - ended, compare=time.perf_counter() - restored)
+        self.seconds.update(restore=restored - ended - self.seconds.get("garbage", 0.0),
+                            compare=time.perf_counter() - restored)
         return rc
 
     def _device(self, env: dict[str, str]) -> str | None:
@@ -284,7 +286,9 @@ class Worker:
                 signal.signal(signum, handler)
         if self.torch is not None and self.threads:
             self.torch.set_num_threads(self.threads)
+        began = time.perf_counter()
         gc.collect()
+        self.seconds["garbage"] = time.perf_counter() - began
         return gone
 
     def collect_all(self) -> None:

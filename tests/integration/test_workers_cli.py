@@ -109,10 +109,10 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
             assert "worker_s" not in launch[0] and phases["worker_checks"] == 0.0
             continue
         seconds = launch[0]["worker_s"]
-        assert set(seconds) == {"prepare", "restore", "compare", "device"}, seconds
+        assert set(seconds) == {"prepare", "restore", "garbage", "compare", "device"}, seconds
         assert all(v >= 0 for v in seconds.values()) and seconds["restore"] > 0
         assert phases["worker_checks"] == pytest.approx(
-            seconds["restore"] + seconds["compare"] + seconds["device"], abs=1e-5)
+            sum(seconds[k] for k in ("restore", "garbage", "compare", "device")), abs=1e-5)
     assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker (2 started)" in (
         directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(
