@@ -807,6 +807,20 @@ def test_a_worker_busy_when_the_next_generation_begins_stops_when_its_run_ends(m
     assert [w.generation for w in host._workers] == ["r2", "r2"]
 
 
+def test_a_module_is_the_sessions_exactly_where_its_file_lies_under_a_test_root(tmp_path):
+    # Compared as text (pathlib's is_relative_to took 0.2 s a look on an H100 host): a sibling
+    # whose name only starts like a root's is not under it.
+    roots = (str(tmp_path / "benchmark"), str(tmp_path / "tests") + "/")
+    for path, expected in ((tmp_path / "benchmark" / "test_mm.py", True),
+                           (tmp_path / "benchmark", True),
+                           (tmp_path / "benchmark_old" / "test_mm.py", False),
+                           (tmp_path / "benchmark.py", False),
+                           (tmp_path / "tests" / "conftest.py", True),
+                           (tmp_path / "other" / "benchmark" / "x.py", False)):
+        assert owned._under(str(path), roots) is expected, path
+        assert any(path.is_relative_to(r) for r in roots) is expected, path  # as before
+
+
 def test_a_workers_module_files_are_resolved_once_however_many_sessions_look(monkeypatch,
                                                                              tmp_path):
     # Each session looked up every module's file twice (its collection's and its end's):
