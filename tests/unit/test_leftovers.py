@@ -146,6 +146,34 @@ def test_a_module_loaded_by_path_under_a_name_no_import_reaches_may_be_replaced(
     assert changed(before) == ["sys.modules['zl_launcher'] removed"]
 
 
+def test_a_module_loaded_by_path_under_a_name_no_import_reaches_may_change_its_names(
+        lib, monkeypatch, tmp_path):
+    # Seen on an H100: a session's launcher loaded by path updated the one module that holds
+    # __triton_launcher (its launch, __spec__ and __loader__), which retired the worker after
+    # every session of reciprocal (6-7 s for the next unit's new worker).
+    import importlib.machinery
+
+    module = types.ModuleType("zl_launcher")
+    module.__spec__ = importlib.machinery.ModuleSpec("zl_launcher", None)
+    module.__loader__, module.__file__ = object(), str(tmp_path / "launcher.so")
+    module.launch = print
+    monkeypatch.setitem(sys.modules, "zl_launcher", module)
+    before = leftovers.take(lambda name: name in ("zl_fake_lib", "zl_launcher"))
+    module.__spec__ = importlib.machinery.ModuleSpec("zl_launcher", None)
+    module.__loader__ = object()
+    module.__file__ = str(tmp_path / "launcher-again.so")
+    module.launch = repr
+    assert changed(before) == []
+    fresh = leftovers.take(lambda name: name == "zl_launcher")
+    module.launch = print  # the same load: a patch, not a load by path
+    assert changed(fresh) == ["zl_launcher.launch"]
+    module.launch = repr
+    (tmp_path / "zl_launcher.py").write_text("")  # a name an import reaches: a difference
+    monkeypatch.syspath_prepend(tmp_path)
+    assert changed(before) == ["zl_launcher.__loader__", "zl_launcher.__spec__",
+                               "zl_launcher.launch"]
+
+
 class Memoizing:
     """As SQLAlchemy's classes write their traversal functions at their first use."""
 
