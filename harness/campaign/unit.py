@@ -144,12 +144,7 @@ def run_unit(settings: Settings, plans: Mapping[str, Plan], directory: Path, uni
              axis: Axis, out: Callable[[str], None] = print) -> int:
     """Run the unit's sides in its round's order, each with its side's plan (`plans`: its
     interpreter, where the sides are two stacks); exit 0 (every side ok, or every side
-    skipped), or the first side's failing code, saying why on the last line. A later round
-    of an operator skipped in round 0 is recorded skipped without a run (skipped_in_round_0)."""
-    if (why := skipped_in_round_0(directory, unit)) is not None:
-        _not_run(directory, unit, why)
-        out(f"AB_STEP {unit.id} not run: round 0 was skipped on every side ({why})")
-        return 0
+    skipped), or the first side's failing code, saying why on the last line."""
     codes = []
     only = variables.named("WORKERS").lookup({}, variables.environ())[0]
     for side in unit.sides:
@@ -241,9 +236,13 @@ def run_unit_command(directory: Path, unit_id: str, settings: Settings,
     campaign = load(directory, "campaign")
     entry = campaign.unit(unit_id)
     unit = Unit(entry.op, entry.round)
-    plans = side_plans(settings, campaign.axis, directory, out)
     hold_unit_lock(directory, unit_id)  # `harness ab-unit` runs one unit: held until it exits
     try:
+        if (why := skipped_in_round_0(directory, unit)) is not None:  # nothing to run or check
+            _not_run(directory, unit, why)
+            out(f"AB_STEP {unit.id} not run: round 0 was skipped on every side ({why})")
+            return 0
+        plans = side_plans(settings, campaign.axis, directory, out)
         return run_unit(settings, plans, directory, unit, campaign.axis, out)
     except (NoSpace, OSError) as exc:
         if (full := no_space(exc)) is None:

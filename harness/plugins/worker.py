@@ -59,8 +59,8 @@ SHOWN_CHANGES = 8  # names of changed state in a retirement's reason
 # Sessions between two collections of everything: what lived before a session stays frozen
 # after it, and only the session's own objects are collected when it ends (a whole collection
 # took a median 0.19 s on an H100 holding torch, Triton and flag_gems; the session's own, 0.2
-# ms). Device memory held past the last baseline collects everything at once; so does a
-# worker's every Nth session.
+# ms). Device memory other than after the last whole collection collects everything at once;
+# so does a worker's every Nth session; both before the session's state is compared.
 COLLECT_ALL_EVERY = 16
 
 
@@ -186,7 +186,8 @@ class Worker:
         # (the device's state after it) and `collect` (a collection of everything, where one
         # ran)
         self.seconds: dict[str, float] = {}
-        self.baseline: int | None = None  # device bytes allocated after the last whole collection
+        # the device's bytes allocated after the last whole collection (collect_all)
+        self.baseline: int | None = None
 
     def session(self, request: dict[str, Any], fd: int) -> int:
         """Run one pytest session with its output on `fd`; its exit code (3 where pytest
@@ -214,8 +215,8 @@ class Worker:
                 # holding torch, Triton and flag_gems (on an H100 a worker's rows spent
                 # 0.18-0.24 s between calls, a 64x64 input's too). What was alive before the
                 # session outlives it, so it is frozen out of the session's collections
-                # (Python's gc.freeze, as a server freezes before it forks); _restore
-                # unfreezes it.
+                # (Python's gc.freeze, as a server freezes before it forks); collect_all
+                # unfreezes it now and then.
                 gc.freeze()
                 self.seconds["prepare"] = time.perf_counter() - began
                 rc = int(pytest.main(args, plugins=[probe]))
@@ -225,11 +226,12 @@ class Worker:
                 traceback.print_exc()
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
         ended = time.perf_counter()
-        gone = set(self._restore(handlers, roots, plugins))
+        gone = set(self._restore(handlers, roots, plugins, device))
         restored = time.perf_counter()
         self.left = self.left_behind(threads, before, probe.collected, gone, device,
                                      probe.plugin_modules)
-        self.seconds.update(restore=restored - ended - self.seconds.get("garbage", 0.0),
+        collected = self.seconds.get("garbage", 0.0) + self.seconds.get("collect", 0.0)
+        self.seconds.update(restore=restored - ended - collected,
                             compare=time.perf_counter() - restored)
         return rc
 
@@ -270,10 +272,11 @@ class Worker:
         return None
 
     def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
-                 plugins: set[str]) -> list[str]:
+                 plugins: set[str], device: str | None = None) -> list[str]:
         """Put back what a fresh process has; the modules removed (the session's own). What
         lived before the session (and what its collection imported) stays frozen: only the
-        session's own garbage is collected here (collect_all takes the rest)."""
+        session's own garbage is collected here, and everything where collect_due says so,
+        before the session's state is compared (a finalizer's effect is then seen)."""
         _drop_handlers(handlers)
         gone = session_modules(roots, plugins)
         forget(gone)
@@ -290,14 +293,40 @@ class Worker:
         began = time.perf_counter()
         gc.collect()
         self.seconds["garbage"] = time.perf_counter() - began
+        if self.collect_due(device):
+            self.collect_all(device)
         return gone
 
-    def collect_all(self) -> None:
-        """Collect every object, the frozen ones too (the next session freezes again)."""
+    def allocated(self, device: str | None) -> int | None:
+        """The bytes the session's device has allocated (the allocator's own count, no
+        synchronize); None where torch has not used it."""
+        module = getattr(self.torch, device, None) if self.torch is not None and device else None
+        initialized = getattr(module, "is_initialized", None)
+        count = getattr(module, "memory_allocated", None)
+        try:
+            if initialized is None or count is None or not initialized():
+                return None
+            return int(count())
+        except Exception:  # noqa: BLE001 - the device check after the session says why
+            return None
+
+    def collect_due(self, device: str | None) -> bool:
+        """Whether everything is collected after this session: every COLLECT_ALL_EVERY
+        sessions, and wherever the device's allocated bytes differ from those after the last
+        whole collection (garbage still frozen may hold them, or have let them go)."""
+        if self.runs % COLLECT_ALL_EVERY == 0:
+            return True
+        allocated = self.allocated(device)
+        return allocated is not None and allocated != self.baseline
+
+    def collect_all(self, device: str | None = None) -> None:
+        """Collect every object, the frozen ones too (the next session freezes again); the
+        device's allocated bytes then are the baseline."""
         began = time.perf_counter()
         gc.unfreeze()
         gc.collect()
-        self.seconds["collect"] = self.seconds.get("collect", 0.0) + time.perf_counter() - began
+        self.baseline = self.allocated(device)
+        self.seconds["collect"] = time.perf_counter() - began
 
     def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:
         """Why this worker must not run another session after one that exited `rc` with the
@@ -324,13 +353,6 @@ class Worker:
             module.synchronize()
             module.empty_cache()
             allocated = int(module.memory_allocated())
-            if self.baseline is not None and allocated <= self.baseline:
-                self.baseline = allocated
-            else:
-                # garbage still frozen may hold it: what a fresh process would not have
-                self.collect_all()
-                module.empty_cache()
-                allocated = self.baseline = int(module.memory_allocated())
         except Exception as exc:  # noqa: BLE001 - any error here means the device is unusable
             return f"the device failed after the session: {type(exc).__name__}: {exc}"
         return held.retire_reason(self.torch, module, backend.torch_device, allocated)
@@ -353,10 +375,7 @@ class Worker:
                     why = self.retire_reason(rc, request["env"])
                 except Exception as exc:  # noqa: BLE001 - the run must get its reply
                     why = f"its state could not be checked: {type(exc).__name__}: {exc}"
-                self.seconds["device"] = time.perf_counter() - checked - \
-                    self.seconds.get("collect", 0.0)
-                if why is None and self.runs % COLLECT_ALL_EVERY == 0:
-                    self.collect_all()
+                self.seconds["device"] = time.perf_counter() - checked
                 seconds = {k: round(v, 6) for k, v in self.seconds.items()}
                 with contextlib.suppress(OSError):
                     conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why,

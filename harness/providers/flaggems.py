@@ -87,8 +87,10 @@ def _benchmark_file(root: Path, rel: str) -> bool:
     """Whether `rel` is a ``test_*.py`` file under the tree's benchmark folder, as the whole
     scan's glob would find it."""
     path = PurePosixPath(rel)
+    folders = [root.joinpath(*path.parts[:n]) for n in range(2, len(path.parts))]
     return (path.parts[:1] == (BENCHMARK_DIR,) and ".." not in path.parts
-            and fnmatch.fnmatch(path.name, "test_*.py") and (root / rel).is_file())
+            and fnmatch.fnmatch(path.name, "test_*.py") and (root / rel).is_file()
+            and not any(f.is_symlink() for f in folders))  # rglob follows no linked folder
 
 
 def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:

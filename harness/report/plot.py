@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness import axes, stats
 from harness.fsutil import atomic_write_bytes
 from harness.report.abjson import Caliber
-from harness.report.abresult import AbReport, AbRow
+from harness.report.abresult import AbReport, AbRow, in_geomean
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -117,8 +117,8 @@ def operator_lines(report: AbReport, verdicts: Mapping[str, str] | None = None
         rows = by_op.get(op, [])
         verdict = verdicts.get(op) or stats.operator_verdict(
             [r.stats.verdict.value for r in rows], False)
-        mean = means.get(op)  # every operator with a paired row has one
-        speedups = [r.stats.speedup_pct for r in rows]
+        mean = means.get(op)  # every operator with a timed row has one (in_geomean)
+        speedups = [r.stats.speedup_pct for r in rows if in_geomean(r.flags)]
         lines.append(OperatorLine(op, str(verdict), len(rows)) if mean is None else
                      OperatorLine(op, str(verdict), len(rows), mean.speedup_pct, mean.ci_low_pct,
                                   mean.ci_high_pct, min(speedups), max(speedups)))

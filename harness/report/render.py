@@ -17,7 +17,7 @@ from harness.contract.boundary import DIRECT_MARKER
 from harness.contract.results import SUCCESS, Row
 from harness.report import plot
 from harness.report.abjson import AbDocument, Caliber, Liveness, as_document, as_report, caliber_of
-from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow
+from harness.report.abresult import SPEEDUP_SAID, AbReport, AbRow, in_geomean
 from harness.report.comparison import SELF_TUNED, sides_caliber
 from harness.report.sources import Source
 from harness.stats import noisefloor
@@ -271,9 +271,13 @@ def _method_lines(report: AbReport) -> list[str]:
 
 
 def geomean_line(report: AbReport) -> str:
-    flagged = sum(1 for r in report.rows if r.stats.flagged)
+    timed = [r for r in report.rows if in_geomean(r.flags)]
+    flagged = sum(1 for r in timed if r.stats.flagged)
+    left = len(report.rows) - len(timed)
     line = (f"geometric mean speedup: {pct(report.geomean_speedup_pct)}% over "
-            f"{len(report.rows)} paired rows ({flagged} flagged), interval over rows "
+            f"{len(timed)} paired rows ({flagged} flagged"
+            + (f"; {left} without device work left out" if left else "")
+            + f"), interval over rows "
             f"{interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}")
     if report.direct_rows:
         line += (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; "

@@ -101,7 +101,7 @@ def _test_node(settings: Settings, facts: Facts, env: Environment) -> Facts:
         # Every unit of a campaign names its node: its file alone is parsed (the whole tree
         # took 0.32 s a unit on an H100 host); the whole scan words any error.
         with contextlib.suppress(PreflightError, UsageError):
-            node = resolve.resolve_node(flaggems.scan_tree(fg_dir, only=file),
+            node = resolve.resolve_node(list(flaggems.scan_benchmark(fg_dir, only=file).nodes),
                                         test_node=settings.test_node, flaggems_dir=fg_dir)
     if node is None:
         node = resolve.resolve_node(flaggems.scan_tree(fg_dir), op=settings.op,

@@ -197,6 +197,14 @@ def test_a_row_whose_calls_ran_no_kernel_on_either_side_is_flagged_not_judged():
     assert summary.geomean_speedup_pct == pytest.approx(0.0, abs=1e-9)
     assert summary.worst is not None and summary.worst.shape == "[[4096, 4096], 0]"
     assert summary.rows == 2  # the row without work is still listed, flagged
+    from harness.report import plot, render
+
+    (line,) = plot.operator_lines(report)
+    assert (line.rows, line.worst, line.best) == (2, pytest.approx(0.0, abs=1e-9),
+                                                  pytest.approx(0.0, abs=1e-9))
+    assert render.geomean_line(report).startswith(
+        "geometric mean speedup: +0.0% over 1 paired rows (0 flagged; 1 without device work "
+        "left out)")
     # work on one side only is a difference, not a row without work
     one = comparison.compare([view_source("a", 5.2e-6)] * 2,
                              [view_source("b", 0.0012), view_source("b", 0.0013)])

@@ -97,8 +97,11 @@ def test_a_named_node_is_resolved_from_its_file_alone_and_a_bad_one_worded_from_
     (tmp_path / "fg" / "benchmark" / "test_other.py").write_text("def test_tanh2():\n    pass\n")
     scans = []
     real = flaggems.scan_tree
+    real_file = flaggems.scan_benchmark
     monkeypatch.setattr(flaggems, "scan_tree",
                         lambda root, only=None: scans.append(only) or real(root, only))
+    monkeypatch.setattr(flaggems, "scan_benchmark",
+                        lambda root, only=None: scans.append(only) or real_file(root, only))
     node = "benchmark/test_tanh.py::test_tanh"
     plan = run_preflight(settings(tmp_path, op=None, node=node), env())
     assert plan.node.nodeid == node and plan.node.marks == ("tanh",) and plan.op == "tanh"
@@ -108,7 +111,7 @@ def test_a_named_node_is_resolved_from_its_file_alone_and_a_bad_one_worded_from_
                                            node="benchmark/test_tanh.py::test_tanh2"))
     # the closest nodes come from the whole tree, as before
     assert check == "test_node" and "benchmark/test_other.py::test_tanh2" in detail
-    assert scans == ["benchmark/test_tanh.py", None]
+    assert scans == ["benchmark/test_tanh.py", None, None]  # the whole tree's scan, logged
 
 
 def test_shape_file_checked_only_in_file_mode(tmp_path):

@@ -164,8 +164,11 @@ def test_scanning_one_file_finds_exactly_the_nodes_the_whole_scan_finds_in_it(
     assert scan_benchmark(root, only="benchmark/test_broken.py").unparsable == (
         "benchmark/test_broken.py",)
     # what the whole scan would never read is not read alone either
+    (root / "benchmark" / "linked").symlink_to(root / "benchmark" / "test_FLA")
+    assert [n.path for n in scan_tree(root)] == [n.path for n in whole]  # rglob skips the link
     for outside in ("benchmark/base.py", "benchmark/helper_test.py", "benchmark/test_none.py",
-                    "benchmark/../benchmark/test_a.py", "test_a.py", "benchmark/test_FLA"):
+                    "benchmark/../benchmark/test_a.py", "test_a.py", "benchmark/test_FLA",
+                    "benchmark/linked/test_x.py"):
         assert scan_tree(root, only=outside) == [], outside
 
 

@@ -87,6 +87,24 @@ def test_a_startup_on_a_clock_the_host_does_not_share_is_left_unattributed():
     assert doc["phases"]["startup"] == 0.0 and doc["phases"]["unattributed"] == 7.0
 
 
+def test_a_rescued_runs_first_workers_checks_are_counted_once_in_its_second_startup(tmp_path):
+    # A capture rescue sets the first session's line aside: its whole time, the worker's
+    # checks after it too, is the next session's startup, and counted there alone.
+    started = time.monotonic()
+    (tmp_path / boundary.PHASES_FILE).write_text(
+        json.dumps(session_line(started + 6, started + 9, direct=3.0)) + "\n")
+    launches = [{"kind": "worker", "worker_s": {"restore": 0.5}},
+                {"kind": "worker", "worker_s": {"restore": 0.25}}]
+    doc = breakdown.read(breakdown.write(tmp_path, started, 10.0, launches))
+    assert doc is not None and doc["phases"]["worker_checks"] == 0.25
+    assert doc["phases"]["startup"] == pytest.approx(6.0)
+    assert doc["phases"]["unattributed"] == pytest.approx(0.75)
+    assert min(doc["phases"].values()) >= 0
+    (tmp_path / boundary.PHASES_FILE).write_text("")  # no session line: nothing of theirs
+    doc = breakdown.read(breakdown.write(tmp_path, started, 10.0, launches))
+    assert doc is not None and doc["phases"]["worker_checks"] == 0.0
+
+
 def test_write_folds_the_session_lines_and_a_cut_line_is_skipped(tmp_path):
     started = time.monotonic()
     (tmp_path / boundary.PHASES_FILE).write_text(

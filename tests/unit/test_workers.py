@@ -85,6 +85,27 @@ def test_frozen():
     print("frozen", gc.get_freeze_count(), "tracked", len(gc.get_objects()), "gone", gone,
           "held", not made("held"))
 ''',
+    # a cycle made at collection that a test drops, whose finalizer patches torch: frozen
+    # past its session, it runs when the worker collects everything
+    "test_del_patch.py": '''import torch
+
+
+class Patcher:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        torch.tanh = lambda x: x
+
+
+held = Patcher()
+
+
+def test_del_patch():
+    global held
+    held = None
+    print("patched", getattr(torch.tanh, "__name__", "") == "<lambda>")
+''',
     "test_thread.py": '''import threading
 import time
 
@@ -291,6 +312,23 @@ def test_a_sessions_collections_skip_what_the_worker_held_before_it(suite, tmp_p
             assert frozen > tracked, out  # torch and pytest are frozen, the session's not
             assert "gone True" in out  # collection's garbage went before the freeze
             assert "held True" in out  # frozen: the session's own collection passed it by
+
+
+@SLOW
+def test_a_finalizer_a_whole_collection_runs_is_seen_before_the_next_session(suite):
+    # Regression: the whole collection ran after the session's state was compared, so a
+    # frozen finalizer's patch of torch reached the next sessions and retired nothing.
+    from harness.plugins.worker import COLLECT_ALL_EVERY
+
+    with WorkerHost() as host:
+        for n in range(1, COLLECT_ALL_EVERY + 1):
+            rc, out, facts = run(host, suite, "test_del_patch.py")
+            assert rc == 0 and facts["session"] == n and "patched False" in out, (n, out)
+            if n < COLLECT_ALL_EVERY:
+                assert not facts.get("retired"), (n, facts)
+        assert "torch.tanh" in facts["retired"], facts  # the 16th, whose end collected all
+        rc, out, facts = run(host, suite, "test_del_patch.py")
+        assert facts["session"] == 1 and "patched False" in out  # a new worker
 
 
 @SLOW
@@ -662,29 +700,30 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
 
 
-def test_device_memory_above_the_last_baseline_collects_everything_before_it_is_judged(
+def test_device_memory_other_than_its_baseline_collects_everything_after_the_session(
         monkeypatch):
     # What lived before a session stays frozen after it, so garbage frozen with it (a test
-    # module's tensor it dropped) is collected only by a whole collection: the device check
-    # runs one wherever more is allocated than after the last one.
-    from harness.plugins.worker import Worker
+    # module's tensor it dropped) goes only with a whole collection: one runs wherever the
+    # device's allocated bytes differ from those after the last one, more or fewer (a library
+    # cache let go can hide garbage under the old count), and every COLLECT_ALL_EVERY sessions.
+    from harness.plugins import worker as worker_module
 
     device = _Device(held=8 << 20)
-    worker = Worker()
+    worker = worker_module.Worker()
     worker.torch = _Torch(device)
-    collected = []
-
-    def collect_all() -> None:
-        collected.append(device.held)
-        device.held = 8 << 20  # the frozen garbage's tensors freed
-
-    monkeypatch.setattr(worker, "collect_all", collect_all)
-    env = {boundary.BACKEND_VAR: "cuda"}
-    assert worker.retire_reason(0, env) is None and collected == [8 << 20]  # the first: baseline
-    assert worker.retire_reason(0, env) is None and collected == [8 << 20]  # nothing more held
-    device.held = 1 << 30  # a GiB that frozen garbage holds: judged after it is collected
-    assert worker.retire_reason(0, env) is None and collected == [8 << 20, 1 << 30]
-    assert worker.baseline == 8 << 20
+    assert worker.collect_due("cuda")  # no baseline yet
+    worker.collect_all("cuda")
+    assert worker.baseline == 8 << 20 and "collect" in worker.seconds
+    worker.runs = 1
+    assert not worker.collect_due("cuda")
+    for held_now in (1 << 30, 4 << 20):
+        device.held = held_now
+        assert worker.collect_due("cuda"), held_now
+    device.held = 8 << 20
+    worker.runs = worker_module.COLLECT_ALL_EVERY
+    assert worker.collect_due("cuda")  # its every Nth session
+    worker.runs += 1
+    assert not worker.collect_due("cuda") and not worker.collect_due(None)
 
 
 def test_memory_held_says_so_even_where_naming_what_holds_it_fails(monkeypatch):
