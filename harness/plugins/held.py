@@ -34,6 +34,20 @@ def every_object() -> list[Any]:
         gc.freeze()
 
 
+def allocated(torch: Any, device: str | None) -> int | None:
+    """The bytes torch's module of `device` has allocated (the allocator's own count, no
+    synchronize); None where torch has not used the device."""
+    module = getattr(torch, device, None) if torch is not None and device else None
+    initialized = getattr(module, "is_initialized", None)
+    count = getattr(module, "memory_allocated", None)
+    try:
+        if initialized is None or count is None or not initialized():
+            return None
+        return int(count())
+    except Exception:  # noqa: BLE001 - the device check after the session says why
+        return None
+
+
 def retire_reason(torch: Any, module: Any, device_type: str, allocated: int) -> str | None:
     """Why `allocated` bytes still held on the device after a session retire its worker, or
     None within the allowance (`module`: torch's module of the device, as the backend names it)."""

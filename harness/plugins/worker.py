@@ -181,10 +181,8 @@ class Worker:
             self.threads = torch.get_num_threads()
         self.signals = {s: signal.getsignal(s) for s in RESTORED_SIGNALS}
         self.left: str | None = None  # what the last session left that a fresh process lacks
-        # the last session's own seconds around pytest: `prepare` (its fingerprint before),
-        # `restore`, `garbage` (its own garbage collected), `compare` (what it left), `device`
-        # (the device's state after it) and `collect` (a collection of everything, where one
-        # ran)
+        # the last session's own seconds: `prepare` (its fingerprint before), `restore`,
+        # `garbage` (its own), `compare`, `device`, and `collect` (everything) where one ran
         self.seconds: dict[str, float] = {}
         # the device's bytes allocated after the last whole collection (collect_all)
         self.baseline: int | None = None
@@ -297,26 +295,13 @@ class Worker:
             self.collect_all(device)
         return gone
 
-    def allocated(self, device: str | None) -> int | None:
-        """The bytes the session's device has allocated (the allocator's own count, no
-        synchronize); None where torch has not used it."""
-        module = getattr(self.torch, device, None) if self.torch is not None and device else None
-        initialized = getattr(module, "is_initialized", None)
-        count = getattr(module, "memory_allocated", None)
-        try:
-            if initialized is None or count is None or not initialized():
-                return None
-            return int(count())
-        except Exception:  # noqa: BLE001 - the device check after the session says why
-            return None
-
     def collect_due(self, device: str | None) -> bool:
         """Whether everything is collected after this session: every COLLECT_ALL_EVERY
         sessions, and wherever the device's allocated bytes differ from those after the last
         whole collection (garbage still frozen may hold them, or have let them go)."""
         if self.runs % COLLECT_ALL_EVERY == 0:
             return True
-        allocated = self.allocated(device)
+        allocated = held.allocated(self.torch, device)
         return allocated is not None and allocated != self.baseline
 
     def collect_all(self, device: str | None = None) -> None:
@@ -325,7 +310,7 @@ class Worker:
         began = time.perf_counter()
         gc.unfreeze()
         gc.collect()
-        self.baseline = self.allocated(device)
+        self.baseline = held.allocated(self.torch, device)
         self.seconds["collect"] = time.perf_counter() - began
 
     def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:

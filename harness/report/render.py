@@ -272,17 +272,13 @@ def _method_lines(report: AbReport) -> list[str]:
 
 def geomean_line(report: AbReport) -> str:
     timed = [r for r in report.rows if in_geomean(r.flags)]
-    flagged = sum(1 for r in timed if r.stats.flagged)
     left = len(report.rows) - len(timed)
-    line = (f"geometric mean speedup: {pct(report.geomean_speedup_pct)}% over "
-            f"{len(timed)} paired rows ({flagged} flagged"
-            + (f"; {left} without device work left out" if left else "")
-            + f"), interval over rows "
-            f"{interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}")
-    if report.direct_rows:
-        line += (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; "
-                 "rows marked *)")
-    return line
+    return (f"geometric mean speedup: {pct(report.geomean_speedup_pct)}% over {len(timed)} "
+            f"paired rows ({sum(1 for r in timed if r.stats.flagged)} flagged"
+            + (f"; {left} without device work left out" if left else "") + "), interval over "
+            f"rows {interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}"
+            + (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; rows "
+               "marked *)" if report.direct_rows else ""))
 
 
 def ab_tables(report: AbReport) -> list[str]:
