@@ -82,7 +82,8 @@ def total(*folders: Path) -> Total:
 def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, float]:
     """Where `folder` is a campaign directory: for each finished unit whose runs (a side's
     folder below the operator's) are all among `runs` and carry their host seconds, the
-    unit's wall less its runs' walls and host seconds, keyed by folder and unit; else none."""
+    unit's wall less its runs' walls and host seconds, keyed by folder and unit (a round not
+    run: its whole wall); else none."""
     try:
         campaign = json.loads((folder / CAMPAIGN_JSON).read_text(encoding="utf-8"))
         units = [u for u in campaign["units"] if isinstance(u.get("wall_s"), int | float)]
@@ -90,13 +91,18 @@ def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, 
         return {}
     found = {}
     for unit in units:
+        key = f"{folder}::{unit['op']}/r{unit['round']}"
+        sides = list((folder / str(unit["op"])).glob(f"*/r{unit['round']}"))
+        if sides and all(_not_run(side) for side in sides):
+            found[key] = float(unit["wall_s"])  # a round not run: its whole wall the host's
+            continue
         paths = {p.resolve() for p in (folder / str(unit["op"])).glob(
             f"*/r{unit['round']}/{breakdown.BREAKDOWN_FILE}")}
         if not paths or not paths <= set(runs) or any("host" not in runs[p] for p in paths):
             continue
         inside = sum(float(runs[p]["wall_s"]) + sum(float(v) for v in runs[p]["host"].values())
                      for p in paths)
-        found[f"{folder}::{unit['op']}/r{unit['round']}"] = float(unit["wall_s"]) - inside
+        found[key] = float(unit["wall_s"]) - inside
     return found
 
 

@@ -211,6 +211,14 @@ def test_a_campaigns_units_say_what_the_host_spent_outside_their_runs(tmp_path):
     # a run alone: the host's part, no units
     alone = report.total(tmp_path / "sum" / "A" / "r1")
     assert alone.units is None and alone.host["host_after"] == 0.5
+    # a round not run (its operator skipped in round 0): its unit's whole wall is the host's
+    from harness.campaign import unit as ab_unit
+    from harness.campaign.plan import Unit
+
+    ab_unit._not_run(tmp_path, Unit("skips", 1), "no vLLM")
+    units.append({"op": "skips", "round": 1, "wall_s": 0.75})
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
+    assert report.total(tmp_path).units == pytest.approx(1.0 + 0.75)
     breakdown.add_host(tmp_path / "nothing", 1.0, 1.0)  # a run that wrote no document
     assert not (tmp_path / "nothing").exists()
 
