@@ -120,7 +120,7 @@ def _not_run(directory: Path, unit: Unit, why: str) -> None:
         _set_aside(run_dir)
         run_dir.mkdir(parents=True)
         identity.write_identity(run_dir, {"op": unit.op, "state": SKIPPED, "reason": why,
-                                          "rows": 0, "not_run": "round 0 was skipped"})
+                                          "rows": 0, identity.NOT_RUN: "round 0 was skipped"})
 
 
 def unit_end(directory: Path, unit: Unit, codes: list[int]) -> tuple[int, str | None]:

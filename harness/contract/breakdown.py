@@ -89,8 +89,7 @@ def write(run_dir: Path, started: float, wall_s: float,
     # the launches whose sessions are here, the last ones: an earlier launch whose line a
     # capture rescue set aside is in the next session's startup, its checks with it
     doc = compose(sessions, started, wall_s,
-                  worker_checks(launches[max(0, len(launches) - len(sessions)):]
-                                if sessions else []))
+                  worker_checks(launches[max(0, len(launches) - len(sessions)):]))
     path = atomic_write_text(run_dir / BREAKDOWN_FILE, json.dumps(doc, indent=1) + "\n")
     (run_dir / boundary.PHASES_FILE).unlink(missing_ok=True)
     return path

@@ -18,6 +18,8 @@ from harness.fsutil import atomic_write_json
 HARNESS_GLOBS = ("harness/**/*.py", "examples/**/*", "containers/**/*", "scripts/**/*",
                  "Makefile", "pyproject.toml", "noxfile.py")
 IDENTITY_FILE = "run_identity.json"
+# run_identity.json's field of a campaign round recorded without a run: why it was not run
+NOT_RUN = "not_run"
 # What timed a graph-timed run whose identity (or campaign, or header) predates GRAPH_TIMER.
 FORMER_GRAPH_TIMER = "upstream"
 SCHEMA = 1

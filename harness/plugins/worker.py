@@ -56,11 +56,8 @@ RESTORED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1
 THREAD_GRACE_S = 1.0  # a session's threads that end within this are not left behind
 CHILD_GRACE_S = 2.0  # SIGTERM, then this long before SIGKILL, for what a session left running
 SHOWN_CHANGES = 8  # names of changed state in a retirement's reason
-# Sessions between two collections of everything: what lived before a session stays frozen
-# after it, and only the session's own objects are collected when it ends (a whole collection
-# took a median 0.19 s on an H100 holding torch, Triton and flag_gems; the session's own, 0.2
-# ms). Device memory other than after the last whole collection collects everything at once;
-# so does a worker's every Nth session; both before the session's state is compared.
+# Sessions between two collections of everything (collect_due): a whole collection took a
+# median 0.19 s on an H100 holding torch, Triton and flag_gems; a session's own, 0.2 ms.
 COLLECT_ALL_EVERY = 16
 
 
@@ -223,15 +220,28 @@ class Worker:
             except BaseException:
                 traceback.print_exc()
                 rc = int(pytest.ExitCode.INTERNAL_ERROR)
-        ended = time.perf_counter()
-        gone = set(self._restore(handlers, roots, plugins, device))
-        restored = time.perf_counter()
-        self.left = self.left_behind(threads, before, probe.collected, gone, device,
-                                     probe.plugin_modules)
-        collected = self.seconds.get("garbage", 0.0) + self.seconds.get("collect", 0.0)
-        self.seconds.update(restore=restored - ended - collected,
-                            compare=time.perf_counter() - restored)
+        with self._timed("restore"):
+            gone = set(self._restore(handlers, roots, plugins))
+        # What lived before the session (and what its collection imported) stays frozen: the
+        # session's own garbage is collected, and everything where collect_due says so, both
+        # before the session's state is compared (what a finalizer changes is then seen).
+        with self._timed("garbage"):
+            gc.collect()
+        if self.collect_due(device):
+            self.collect_all(device)
+        with self._timed("compare"):
+            self.left = self.left_behind(threads, before, probe.collected, gone, device,
+                                         probe.plugin_modules)
         return rc
+
+    @contextlib.contextmanager
+    def _timed(self, key: str) -> Iterator[None]:
+        """Add the seconds of the block to `seconds[key]`."""
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - began
 
     def _device(self, env: dict[str, str]) -> str | None:
         if self.torch is None or boundary.BACKEND_VAR not in env:
@@ -270,11 +280,8 @@ class Worker:
         return None
 
     def _restore(self, handlers: dict[str, list[logging.Handler]], roots: list[Path],
-                 plugins: set[str], device: str | None = None) -> list[str]:
-        """Put back what a fresh process has; the modules removed (the session's own). What
-        lived before the session (and what its collection imported) stays frozen: only the
-        session's own garbage is collected here, and everything where collect_due says so,
-        before the session's state is compared (a finalizer's effect is then seen)."""
+                 plugins: set[str]) -> list[str]:
+        """Put back what a fresh process has; the modules removed (the session's own)."""
         _drop_handlers(handlers)
         gone = session_modules(roots, plugins)
         forget(gone)
@@ -288,11 +295,6 @@ class Worker:
                 signal.signal(signum, handler)
         if self.torch is not None and self.threads:
             self.torch.set_num_threads(self.threads)
-        began = time.perf_counter()
-        gc.collect()
-        self.seconds["garbage"] = time.perf_counter() - began
-        if self.collect_due(device):
-            self.collect_all(device)
         return gone
 
     def collect_due(self, device: str | None) -> bool:
@@ -307,11 +309,10 @@ class Worker:
     def collect_all(self, device: str | None = None) -> None:
         """Collect every object, the frozen ones too (the next session freezes again); the
         device's allocated bytes then are the baseline."""
-        began = time.perf_counter()
-        gc.unfreeze()
-        gc.collect()
-        self.baseline = held.allocated(self.torch, device)
-        self.seconds["collect"] = time.perf_counter() - began
+        with self._timed("collect"):
+            gc.unfreeze()
+            gc.collect()
+            self.baseline = held.allocated(self.torch, device)
 
     def retire_reason(self, rc: int, env: dict[str, str]) -> str | None:
         """Why this worker must not run another session after one that exited `rc` with the
@@ -355,12 +356,11 @@ class Worker:
                     print(f"worker: a request that does not read: {exc}", flush=True)
                     continue
                 rc = self.session(request, fd)
-                checked = time.perf_counter()
-                try:
-                    why = self.retire_reason(rc, request["env"])
-                except Exception as exc:  # noqa: BLE001 - the run must get its reply
-                    why = f"its state could not be checked: {type(exc).__name__}: {exc}"
-                self.seconds["device"] = time.perf_counter() - checked
+                with self._timed("device"):
+                    try:
+                        why = self.retire_reason(rc, request["env"])
+                    except Exception as exc:  # noqa: BLE001 - the run must get its reply
+                        why = f"its state could not be checked: {type(exc).__name__}: {exc}"
                 seconds = {k: round(v, 6) for k, v in self.seconds.items()}
                 with contextlib.suppress(OSError):
                     conn.sendall(json.dumps({"rc": rc, "run": self.runs, "retire": why,

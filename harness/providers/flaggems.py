@@ -101,10 +101,9 @@ def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:
     return str(exc)
 
 
-def scan_tree(flaggems_dir: Path, only: str | None = None) -> list[Node]:
-    """The nodes of `scan_benchmark` (of the file `only`, where given); each unparsable file is
-    logged as a warning and skipped."""
-    scan = scan_benchmark(flaggems_dir, only)
+def scan_tree(flaggems_dir: Path) -> list[Node]:
+    """The nodes of `scan_benchmark`; each unparsable file is logged as a warning and skipped."""
+    scan = scan_benchmark(flaggems_dir)
     for rel in scan.unparsable:
         log.warning("skipped %s: it does not parse as Python", rel)
     return list(scan.nodes)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.contract import breakdown
-from harness.contract.identity import read_identity
+from harness.contract.identity import NOT_RUN, read_identity
 from harness.errors import UsageError
 from harness.report.sources import CAMPAIGN_JSON
 
@@ -52,7 +52,7 @@ def _not_run(folder: Path) -> bool:
     """Whether `folder` is the run directory of a campaign round recorded without a run (its
     operator's round 0 was skipped on every side)."""
     found = read_identity(folder)
-    return found is not None and bool(found.doc.get("not_run"))
+    return found is not None and bool(found.doc.get(NOT_RUN))
 
 
 def total(*folders: Path) -> Total:
