@@ -70,13 +70,14 @@ def scan_benchmark(flaggems_dir: Path, only: str | None = None) -> Scan:
     root = Path(flaggems_dir)
     files = sorted(
         (p.relative_to(root).as_posix(), p) for p in (root / BENCHMARK_DIR).rglob("test_*.py")
+        if p.is_file()  # a folder named test_x.py is no benchmark file
     ) if only is None else [(only, root / only)] if _benchmark_file(root, only) else []
     nodes: list[Node] = []
     why: dict[str, str] = {}
     for rel, path in files:
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
-        except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        except (SyntaxError, UnicodeDecodeError, ValueError, OSError) as exc:
             why[rel] = parse_failure(exc)
             continue
         nodes.extend(_module_nodes(rel, tree))
@@ -93,7 +94,7 @@ def _benchmark_file(root: Path, rel: str) -> bool:
             and not any(f.is_symlink() for f in folders))  # rglob follows no linked folder
 
 
-def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError) -> str:
+def parse_failure(exc: SyntaxError | UnicodeDecodeError | ValueError | OSError) -> str:
     """Why a benchmark file does not parse, as every message puts it: "line N: why" for a
     syntax error, else the error's own words."""
     if isinstance(exc, SyntaxError):

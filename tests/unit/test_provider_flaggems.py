@@ -173,6 +173,20 @@ def test_scanning_one_file_finds_exactly_the_nodes_the_whole_scan_finds_in_it(
         assert scan_benchmark(root, only=outside).nodes == (), outside
 
 
+def test_a_folder_or_binary_named_like_a_benchmark_file_never_breaks_the_scan(
+        tmp_path: Path) -> None:
+    # Regression: a folder named benchmark/test_dir.py raised IsADirectoryError out of every
+    # preflight of the tree, a traceback where one line was due.
+    root = write_tree(tmp_path, SCAN_FILES)
+    (root / "benchmark" / "test_dir.py").mkdir()
+    (root / "benchmark" / "test_bin.py").write_bytes(b"\x7fELF\x00\x01\xff\xfe" * 40)
+    scan = scan_benchmark(root)
+    assert "benchmark/test_dir.py" not in scan.unparsable
+    assert "benchmark/test_bin.py" in scan.unparsable
+    assert [n.path for n in scan.nodes] == [n.path for n in scan_tree(write_tree(
+        tmp_path / "clean", SCAN_FILES))]
+
+
 def test_scan_reports_and_logs_unparsable_files(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
