@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.settings.spec import EMBEDDED_SUITE, REPO_ROOT
+from tests.gate_plugin import AT_VAR, GATE_VAR
 from tests.procs import wait_for
 
 SHAPES = "tanh:\n  shapes:\n    - [8, 8]\nadd:\n  shapes:\n    - [8, 8]\n"
@@ -107,10 +108,19 @@ def batch_node_mode(env: Mapping[str, str], shared: Path) -> None:
         "tanh": f"{job}_0", "nosuchop": f"{job}_0", "add": f"{job}_1"}
 
 
-def _start(env: Mapping[str, str], args: list[str]) -> subprocess.Popen:
+def _start(env: Mapping[str, str], args: list[str], gate: Path | None = None, at: int = 1,
+           output: Path | None = None) -> subprocess.Popen:
+    """`harness ARGS` running; with `gate`, its `at`-th pytest held at its first benchmark
+    until the test creates gate/go (tests/gate_plugin), so that a task cannot finish before
+    the test has acted, however slow the machine."""
+    held = {} if gate is None else {GATE_VAR: str(gate), AT_VAR: str(at),
+                                    "PYTEST_PLUGINS": "tests.gate_plugin"}
+    if gate is not None:
+        gate.mkdir()
+    sink = subprocess.PIPE if output is None else output.open("w")
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT,
-                            env={**env, "PYTHONPATH": str(REPO_ROOT)}, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            env={**env, **held, "PYTHONPATH": str(REPO_ROOT)}, text=True,
+                            stdout=sink, stderr=subprocess.STDOUT)
 
 
 def _first_unit_ok(shared: Path) -> bool:
@@ -121,10 +131,14 @@ def _first_unit_ok(shared: Path) -> bool:
 def interrupt_then_resume(env: Mapping[str, str], shared: Path) -> None:
     """Ctrl-C cancels the arrays (scancel) and marks the campaign interrupted; resume
     resubmits only the units that did not finish."""
+    # The second unit's first pytest (the third of the campaign: two sides a unit) is held:
+    # it cannot end ok between the test's look and the signal (it did, on a loaded machine).
+    gate = shared / "gate"
     proc = _start(env, ["ab", *common_args(shared), "--ops", "tanh,add", "--axis", "none",
-                        "--rounds", "1", "--slurm-parallel", "1"])
+                        "--rounds", "1", "--slurm-parallel", "1"], gate, at=3)
     try:
-        wait_for(lambda: _first_unit_ok(shared), 600, "the first unit to finish", poll=0.2)
+        wait_for(lambda: _first_unit_ok(shared) and (gate / "ready").exists(), 600,
+                 "the first unit to finish and the second to start", poll=0.2)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=300)
     finally:
@@ -152,11 +166,13 @@ def interrupt_then_resume(env: Mapping[str, str], shared: Path) -> None:
 def detach_then_reattach(env: Mapping[str, str], shared: Path) -> None:
     """With --detach, Ctrl-C leaves the array running; resume re-attaches to it (no new
     submission) and writes the report."""
+    # The task's pytest is held until the resume has re-attached: a task that ended before the
+    # resume began (a loaded machine) would leave nothing to re-attach to.
+    gate = shared / "gate"
     proc = _start(env, ["ab", *common_args(shared), "--op", "tanh", "--axis", "none",
-                        "--rounds", "1", "--detach"])
+                        "--rounds", "1", "--detach"], gate)
     try:
-        wait_for(lambda: list((shared / "runs" / "ab").glob("*/*/slurm/started/*.json")),
-                 600, "the task to start", poll=0.2)
+        wait_for(lambda: (gate / "ready").exists(), 600, "the task's pytest to start", poll=0.2)
         proc.send_signal(signal.SIGINT)
         output, _ = proc.communicate(timeout=120)
     finally:
@@ -165,9 +181,20 @@ def detach_then_reattach(env: Mapping[str, str], shared: Path) -> None:
     assert proc.returncode == 130 and "detached: job(s)" in output, output[-3000:]
     directory = campaign_dir(shared)
     assert json.loads((directory / "campaign.json").read_text())["state"] == "submitted"
-    resumed = harness(env, "ab", "--resume", str(directory))
-    assert resumed.returncode == 0, says(resumed)
-    assert "re-attaching to job(s)" in resumed.stdout and "submitted job" not in resumed.stdout
+    said = shared / "resume.out"
+    resume = _start(env, ["ab", "--resume", str(directory)], output=said)
+    try:
+        wait_for(lambda: "re-attaching to job(s)" in said.read_text() or resume.poll() is not None,
+                 300, "the resume to re-attach", poll=0.2)
+        (gate / "go").touch()
+        resume.wait(timeout=600)
+    finally:
+        (gate / "go").touch()
+        if resume.poll() is None:
+            resume.kill()
+    stdout = said.read_text()
+    assert resume.returncode == 0, stdout[-4000:]
+    assert "re-attaching to job(s)" in stdout and "submitted job" not in stdout
     assert units(directory)["tanh/r0"]["status"] == "ok"
     assert not list((directory / "slurm").glob("s2-*"))
 
