@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -63,3 +64,39 @@ def children(pid: int, needle: str = "") -> list[int]:
         if int(fields[1]) == pid and fields[0] != "Z" and needle in cmdline:
             found.append(int(stat.parent.name))
     return found
+
+
+def _tree(pid: int) -> list[str]:
+    """`pid` and its live descendants, one line each: pid, state, kernel wait, command line."""
+    lines, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        try:
+            state = Path(f"/proc/{here}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = Path(f"/proc/{here}/wchan").read_text()
+            cmdline = Path(f"/proc/{here}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        lines.append(f"{here} {state} {wchan or '-'} {cmdline[:300]}")
+        todo.extend(children(here))
+    return lines
+
+
+def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """proc.communicate(timeout); past it, fail with what the process tree was doing and every
+    thread's stack of `proc` (started with PYTHONFAULTHANDLER=1, it prints them on SIGABRT),
+    so that a hang seen once on a loaded machine can be read rather than guessed."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = _tree(proc.pid)
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise AssertionError(
+            f"{proc.args} did not end within {timeout} s; its processes:\n" + "\n".join(tree)
+            + f"\nits output's end:\n{(out or '')[-3000:]}\nits threads at SIGABRT:\n"
+            + f"{(err or '')[-8000:]}") from None

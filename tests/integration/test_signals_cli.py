@@ -13,7 +13,7 @@ import pytest
 
 from harness.settings.spec import REPO_ROOT
 from tests.gate_plugin import AT_VAR, GATE_VAR
-from tests.procs import alive, wait_for
+from tests.procs import alive, communicate_or_dump, wait_for
 
 from .test_batch_cli import group_members
 from .test_run_cli import harness, suite_files
@@ -29,7 +29,7 @@ def interrupt(args: list[str], gate: Path, signum: int, at: int = 1
     harness `signum`; return its outcome and that pytest's pid."""
     gate.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), GATE_VAR: str(gate), AT_VAR: str(at),
-           "PYTEST_PLUGINS": "tests.gate_plugin"}
+           "PYTEST_PLUGINS": "tests.gate_plugin", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -38,7 +38,7 @@ def interrupt(args: list[str], gate: Path, signum: int, at: int = 1
         assert proc.poll() is None, proc.communicate()
         pytest_pid = int((gate / "ready").read_text())
         proc.send_signal(signum)
-        stdout, stderr = proc.communicate(timeout=300)  # seconds, or never
+        stdout, stderr = communicate_or_dump(proc, 120)  # seconds (17 at most seen), or never
     finally:
         if proc.poll() is None:
             proc.kill()
