@@ -27,7 +27,10 @@ NODES_TSV = Path(__file__).resolve().parents[1] / "data" / "provider" / "benchma
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-         "--window-size=1400,1000")
+         "--window-size=1400,1000",
+         # shared memory in a temporary file, not /dev/shm: a container's is often 64 MB, which
+         # a page of 1,112 operators can fill, and a renderer out of it can crash or stall
+         "--disable-dev-shm-usage")
 
 
 def _missing() -> str | None:
