@@ -72,4 +72,6 @@ def slurm(session: nox.Session) -> None:
     # torch. Only tests/slurm, where the cluster fixture lives, is collected.
     session.install("-r", "requirements/cpu.txt")
     session.install("--no-deps", "-e", ".")
-    session.run("pytest", "-m", "slurm", "tests/slurm", *session.posargs, env=BYTECODE)
+    # its durations too: CI prints this session's log whole, where its time went included
+    session.run("pytest", "-m", "slurm", "tests/slurm", "--durations=15", *session.posargs,
+                env=BYTECODE)

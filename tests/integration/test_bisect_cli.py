@@ -102,8 +102,9 @@ def test_resume_takes_the_abs_that_ended_and_runs_only_the_rest(repo, found, tmp
 
 def test_ends_that_do_not_differ_stop_after_the_ends_check(repo, tmp_path):
     _, commits, _ = repo
+    # three fixed rounds: ROUNDS=auto added rounds to rows already within the floor (39 s)
     proc = bisect(repo, tmp_path, "--good", commits[0], "--bad",
-                  commits[bisect_repo.SLOW_AT - 1])
+                  commits[bisect_repo.SLOW_AT - 1], "--rounds", "3")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "bisect: the ends do not differ" in proc.stdout
     (folder,) = (tmp_path / "bisect" / "tanh").iterdir()
