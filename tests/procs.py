@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -90,6 +92,8 @@ def communicate_or_dump(proc: subprocess.Popen, timeout: float) -> tuple[str, st
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         tree = _tree(proc.pid)
+        with contextlib.suppress(OSError):  # the stacks, not a core file in the checkout
+            resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
         proc.send_signal(signal.SIGABRT)
         try:
             out, err = proc.communicate(timeout=30)
