@@ -4,6 +4,7 @@ that every node sees."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -117,10 +118,11 @@ def _start(env: Mapping[str, str], args: list[str], gate: Path | None = None, at
                                     "PYTEST_PLUGINS": "tests.gate_plugin"}
     if gate is not None:
         gate.mkdir()
-    sink = subprocess.PIPE if output is None else output.open("w")
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT,
-                            env={**env, **held, "PYTHONPATH": str(REPO_ROOT)}, text=True,
-                            stdout=sink, stderr=subprocess.STDOUT)
+    with contextlib.ExitStack() as stack:  # the child has its own copy of the file
+        sink = subprocess.PIPE if output is None else stack.enter_context(output.open("w"))
+        return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT,
+                                env={**env, **held, "PYTHONPATH": str(REPO_ROOT)}, text=True,
+                                stdout=sink, stderr=subprocess.STDOUT)
 
 
 def _first_unit_ok(shared: Path) -> bool:
