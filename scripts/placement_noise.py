@@ -1,0 +1,139 @@
+"""Where a microsecond row's round-to-round spread comes from: its process, or where its inputs lie.
+
+Each of --processes fresh processes imports flag_gems and, for each row, times it with the
+harness's default graph timer (GRAPH_TIMER=adaptive) --repeats times on one set of inputs
+(`same`), then once on each of --placements copies of those inputs, each copy allocated after
+a spacer of a random size so that it lies elsewhere in device memory (`moved`). A campaign's
+rounds are fresh processes, so the spread of a row's `same` medians between processes is the
+spread its rounds see. Where the `moved` medians spread much less between processes, the
+inputs' placement is the cause, and timing a row over several placements in a session cures
+it; where they spread alike, the cause is the process. Needs a CUDA device, torch, triton and
+flag_gems (FlagGems' src on PYTHONPATH):
+
+    python3 scripts/placement_noise.py --processes 6 --out placement.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+# rows that moved 1-5% between an A/A's rounds on an H100 (docs/figures.md), and a long one
+ROWS = ("rot90 64x64", "rot90 400x800", "rot90 1024x1024", "max_dim 64x64", "reciprocal 64x64",
+        "asinh 64x64", "sum 2^20", "pixel_shuffle 8x36x64x64", "exp 4096x4096")
+
+
+def inputs(name: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The row's call and its inputs (tensors on the device, float16)."""
+    import torch
+
+    def rand(*shape: int) -> Any:
+        return torch.randn(*shape, device="cuda", dtype=torch.float16)
+
+    table: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+        "rot90 64x64": (lambda x: torch.rot90(x, 1, [0, 1]), (rand(64, 64),)),
+        "rot90 400x800": (lambda x: torch.rot90(x, 1, [0, 1]), (rand(400, 800),)),
+        "rot90 1024x1024": (lambda x: torch.rot90(x, 1, [0, 1]), (rand(1024, 1024),)),
+        "max_dim 64x64": (lambda x: torch.max(x, 1), (rand(64, 64),)),
+        "reciprocal 64x64": (torch.reciprocal, (rand(64, 64),)),
+        "asinh 64x64": (torch.asinh, (rand(64, 64),)),
+        "sum 2^20": (torch.sum, (rand(1 << 20),)),
+        "pixel_shuffle 8x36x64x64": (lambda x: torch.pixel_shuffle(x, 3), (rand(8, 36, 64, 64),)),
+        "exp 4096x4096": (torch.exp, (rand(4096, 4096),)),
+    }
+    if name not in table:
+        raise SystemExit(f"unknown row {name!r}; known: {', '.join(table)}")
+    return table[name]
+
+
+def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], Any]:
+    """Copies of `args` with the same sizes and strides, allocated after a spacer of 0-64 MiB in
+    steps of 4 KiB (returned too, so it stays allocated while the copies are timed)."""
+    import torch
+
+    spacer = torch.empty(rng.randrange(0, 1 << 14) * 4096, dtype=torch.uint8, device="cuda")
+    copies = tuple(torch.empty_strided(a.size(), a.stride(), dtype=a.dtype,
+                                       device=a.device).copy_(a) for a in args)
+    return copies, spacer
+
+
+def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str, list[float]]]:
+    """{row: {"same": [ms, ...], "moved": [ms, ...]}} of this process."""
+    import flag_gems
+    import torch
+
+    from harness.plugins.capture import adaptive_graph_bench
+
+    bench = adaptive_graph_bench(torch.cuda, torch.cuda.CUDAGraph)
+    rng = random.Random(seed)
+    flag_gems.enable()
+    out: dict[str, dict[str, list[float]]] = {}
+    for name in ROWS:
+        fn, args = inputs(name)
+        fn(*args)
+        torch.cuda.synchronize()
+        same = [float(bench(lambda: fn(*args), rep=100)) for _ in range(repeats)]
+        moves = []
+        for _ in range(placements):
+            copies, spacer = moved(args, rng)
+            moves.append(float(bench(lambda c=copies: fn(*c), rep=100)))
+            del copies, spacer
+        out[name] = {"same": same, "moved": moves}
+    return out
+
+
+def _sd_pct(values: list[float]) -> float:
+    logs = [math.log(v) for v in values]
+    return 100 * statistics.stdev(logs) if len(logs) > 1 else float("nan")
+
+
+def report(runs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
+    """A line per row: its median, the sd in % of log time within a process (same inputs,
+    moved inputs; medians over processes) and between the processes' medians (same, moved)."""
+    lines = [f"{'row':26} {'median us':>9} {'within same':>11} {'within moved':>12} "
+             f"{'between same':>12} {'between moved':>13}"]
+    for name in ROWS:
+        same = [run[name]["same"] for run in runs]
+        moves = [run[name]["moved"] for run in runs]
+        lines.append(
+            f"{name:26} {1000 * statistics.median(v for s in same for v in s):9.3f} "
+            f"{statistics.median(_sd_pct(s) for s in same):10.2f}% "
+            f"{statistics.median(_sd_pct(m) for m in moves):11.2f}% "
+            f"{_sd_pct([statistics.median(s) for s in same]):11.2f}% "
+            f"{_sd_pct([statistics.median(m) for m in moves]):12.2f}%")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--placements", type=int, default=5)
+    parser.add_argument("--out", help="write every process's timings here as JSON")
+    parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print(json.dumps(one_process(args.repeats, args.placements, args.child)))
+        return
+    runs = []
+    for index in range(args.processes):
+        done = subprocess.run([sys.executable, __file__, "--child", str(index), "--repeats",
+                               str(args.repeats), "--placements", str(args.placements)],
+                              capture_output=True, text=True, check=True)
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"process {index + 1}/{args.processes} done", file=sys.stderr, flush=True)
+    print("\n".join(report(runs)))
+    if args.out:
+        with open(args.out, "w") as handle:
+            json.dump(runs, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
