@@ -79,11 +79,11 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
         fn, args = inputs(name)
         fn(*args)
         torch.cuda.synchronize()
-        same = [float(bench(lambda: fn(*args), rep=100)) for _ in range(repeats)]
+        same = [float(bench(lambda f=fn, a=args: f(*a), rep=100)) for _ in range(repeats)]
         moves = []
         for _ in range(placements):
             copies, spacer = moved(args, rng)
-            moves.append(float(bench(lambda c=copies: fn(*c), rep=100)))
+            moves.append(float(bench(lambda f=fn, c=copies: f(*c), rep=100)))
             del copies, spacer
         out[name] = {"same": same, "moved": moves}
     return out
