@@ -71,9 +71,8 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
                 for i in range(n)]
         _, judged = looks.judge(rows, [seen[i // PER_OP] for i in range(n)],
                                 noise_floor_pct=1.0, planned=most - least + 1)
-        found = looks.row_priors(judged)  # as the driver's look moderates them
         active = {op for op in active
-                  if _goes_on(op, judged, found, seen[op], rounds[op], least, most,
+                  if _goes_on(op, judged, seen[op], rounds[op], least, most,
                               rules, op < unchanged)}
         if not active:
             return judged, rounds
@@ -81,23 +80,18 @@ def campaign(rng: np.random.Generator, *, effect: float = 0.0, sd: tuple[float, 
             rounds[op] += 1
 
 
-def _goes_on(op: int, judged: list[stats.RowStats], found: list[looks.Prior | None],
-             seen: list[int], done: int, least: int, most: int, rules: bool, unchanged: bool
-             ) -> bool:
-    """Whether the driver (adaptive.stop_reason) gives operator `op` another round; `found`:
-    each row's prior (looks.row_priors)."""
-    span = range(op * PER_OP, (op + 1) * PER_OP)
-    rows = [AbRow(f"op{op}", "float16", f"[{i}]", 1, judged[i], ()) for i in span]
+def _goes_on(op: int, judged: list[stats.RowStats], seen: list[int], done: int, least: int,
+             most: int, rules: bool, unchanged: bool) -> bool:
+    """Whether the driver (adaptive.stop_reason) gives operator `op` another round."""
+    rows = [AbRow(f"op{op}", "float16", f"[{i}]", 1, judged[i], ())
+            for i in range(op * PER_OP, (op + 1) * PER_OP)]
     undecided = sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows)
     look = adaptive.Look(rows=PER_OP, undecided=undecided, done=done, ended_well=True)
     if rules:
         look = dataclasses.replace(look, unchanged=unchanged and len(seen) == 1,
                                    futile=adaptive.futile_rows(rows, seen, most,
                                                                most - least + 1,
-                                                               stats.CONFIDENCE, False,
-                                                               dict(zip(rows, (found[i] for i
-                                                                               in span),
-                                                                        strict=True))))
+                                                               stats.CONFIDENCE, False))
     return adaptive.stop_reason(look, most) is None
 
 

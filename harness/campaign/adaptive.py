@@ -70,13 +70,11 @@ def stop_reason(look: Look, most: int) -> str | None:
 
 
 def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: int,
-                confidence: float, noise_known: bool,
-                prior: Mapping[AbRow, looks.Prior | None] | None = None) -> tuple[str, ...]:
+                confidence: float, noise_known: bool) -> tuple[str, ...]:
     """The operator's undecided rows that MAX_ROUNDS cannot decide, each as "float16 [64, 64]
     (+-2.1% at best, against its 1% floor)": the half-width its interval would reach at
     MAX_ROUNDS at the least, against the floor it must lie inside. With `noise_known`
-    (NOISE_FROM) a row's noise is at most its A/A's (looks.sd_of_floor of its floor); a row in
-    `prior` has its variance moderated as its verdict had (looks.row_priors)."""
+    (NOISE_FROM) a row's noise is at most its A/A's (looks.sd_of_floor of its floor)."""
     out = []
     for row in rows:
         s = row.stats
@@ -84,8 +82,7 @@ def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: 
             continue
         floor = max(stats.MIN_NOISE_FLOOR_PCT, s.noise_floor_pct or 0.0)
         width = looks.futile_width(s, seen, most, planned=planned, confidence=confidence,
-                                   noise_sd=looks.sd_of_floor(floor) if noise_known else None,
-                                   prior=(prior or {}).get(row))
+                                   noise_sd=looks.sd_of_floor(floor) if noise_known else None)
         if width is not None:
             name = f"{row.dtype} {row.shape}" + (f" #{row.occurrence}" if row.occurrence > 1
                                                   else "")
@@ -126,7 +123,6 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     for op, seen in compare.op_looks(directory, campaign).items():
         campaign.ops[op].looks = seen
     result, identities, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
-    prior = dict(zip(result.rows, looks.row_priors([r.stats for r in result.rows]), strict=True))
     least, most = campaign.auto["min"], campaign.auto["max"]
     open_ops = [op for op, info in campaign.ops.items()
                 if not (info.reason or info.excluded or info.stopped or info.skipped)]
@@ -143,8 +139,7 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
             ended_well=all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op),
             unchanged=op in unchanged,
             futile=futile_rows(rows, info.looks, most, most - least + 1,
-                               result.method.confidence, bool(campaign.noise_floor_bands),
-                               prior))
+                               result.method.confidence, bool(campaign.noise_floor_bands)))
         info.stopped = stop_reason(look, most)
         if info.stopped is None:
             grow[op] = done + 1

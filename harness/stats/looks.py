@@ -8,19 +8,18 @@ from dataclasses import replace
 
 from harness.stats import (
     MIN_NOISE_FLOOR_PCT,
+    T_METHOD,
     Method,
     RowStats,
     adjust_rows,
     log_of_pct,
     pct_of_log,
 )
-from harness.stats.moderated import Prior, priors
 from harness.stats.tdist import chi2_quantile, student_t_quantile, t_interval
 
 DEFAULT = Method()
 SPENDING = ("alpha spent over looks (Bonferroni: differences 6/(pi^2 k^2), same mostly at the "
             "last planned look)")
-MODERATED = "variance moderated over {rows} rows (empirical Bayes, prior {df} df)"
 SAME_TAIL = 0.2  # of the equivalence alpha, what looks past the plan (a RESUME adding rounds) get
 SAME_LAST = 0.55  # of it, what the last planned look (MAX_ROUNDS) gets when more than one is
 # A futility projection errs toward going on: it takes the noise at its lower bound and the
@@ -68,49 +67,7 @@ def same_share(look: int, planned: int = 1) -> float:
 def spending_method(method: Method = DEFAULT) -> Method:
     """The method of a campaign judged at more than one look: the same t interval and BH q,
     with alpha spent over looks; its text names both."""
-    return replace(method, name=f"{method.name}, {SPENDING}")
-
-
-def _logs(row: RowStats) -> list[float]:
-    return [log_of_pct(v) for v in row.round_speedups_pct]
-
-
-def row_priors(rows: Sequence[RowStats]) -> list[Prior | None]:
-    """Each row's prior variance from the campaign's rows (stats.moderated.priors), fitted
-    over the rows that are not flagged and have two rounds or more; all None where too few."""
-    fits: list[tuple[float, float, float] | None] = []
-    for row in rows:
-        logs = _logs(row)
-        if row.flagged or len(logs) < 2:
-            fits.append(None)
-            continue
-        mean = math.fsum(logs) / len(logs)
-        fits.append((math.fsum((v - mean) ** 2 for v in logs) / (len(logs) - 1),
-                     float(len(logs) - 1), row.a_ms))
-    return priors(fits)
-
-
-def moderated_method(method: Method, found: Sequence[Prior | None]) -> Method:
-    """The method whose rows' variances `found` moderated: its name says over how many rows
-    and with what prior; `method` itself where none was."""
-    used = [p for p in found if p is not None]
-    if not used:
-        return method
-    df = "inf" if math.isinf(used[0].df) else f"{used[0].df:.3g}"
-    return replace(method, name=f"{method.name}, "
-                   + MODERATED.format(rows=len(used), df=df))
-
-
-def remoderated(row: RowStats, prior: Prior | None, confidence: float) -> RowStats:
-    """The row's interval and p-value again with its variance moderated by `prior` (as it is
-    where None)."""
-    if prior is None or row.flagged:
-        return row
-    interval = t_interval(_logs(row), confidence, prior.moderate)
-    if interval is None:
-        return row
-    return replace(row, ci_low_pct=pct_of_log(interval.low), ci_high_pct=pct_of_log(interval.high),
-                   p_value=interval.p_value, p_adjusted=interval.p_value)
+    return replace(method, name=f"{T_METHOD}, {SPENDING}")
 
 
 def extended(looks: Sequence[Sequence[int]]) -> bool:
@@ -118,8 +75,8 @@ def extended(looks: Sequence[Sequence[int]]) -> bool:
     return any(len(k) > 1 for k in looks)
 
 
-def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: int = 1,
-              prior: Prior | None = None) -> RowStats:
+def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: int = 1
+              ) -> RowStats:
     """The row judged as valid under monitoring, `looks` its operator's round counts so far.
 
     Look k (1, 2, ...) of n_k rounds takes the row's first min(n_k, its rounds) rounds. The
@@ -131,22 +88,21 @@ def monitored(row: RowStats, looks: Sequence[int], confidence: float, planned: i
     (stats.magnitude_pct), is `same_bound_pct`, so a row once shown equivalent stays so, as a
     row once called stays called; wrong at most (1 - confidence) / 2 over all looks, as one
     look's is today. A row missing from some rounds is taken as if its rounds were the first
-    ones. Errs wide. Every interval moderates the row's variance by `prior` where given.
+    ones. Errs wide.
     """
     if not looks:
         raise ValueError("a row is judged at one look at least")
-    logs = _logs(row)
-    moderate = None if prior is None or row.flagged else prior.moderate
+    logs = [log_of_pct(v) for v in row.round_speedups_pct]
     p_values, bounds = [], []
     for k, n in enumerate(looks, 1):
         seen = logs[:min(n, len(logs))]
-        interval = t_interval(seen, confidence, moderate)
+        interval = t_interval(seen, confidence)
         if interval is not None:
             p_values.append(min(1.0, interval.p_value / share(k)))
-        same = t_interval(seen, 1.0 - (1.0 - confidence) * same_share(k, planned), moderate)
+        same = t_interval(seen, 1.0 - (1.0 - confidence) * same_share(k, planned))
         if same is not None:
             bounds.append(pct_of_log(max(-same.low, same.high)))  # its larger |log ratio|
-    last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)), moderate)
+    last = t_interval(logs, 1.0 - (1.0 - confidence) * share(len(looks)))
     p = min(p_values) if p_values else None
     low, high = (None, None) if last is None else (pct_of_log(last.low), pct_of_log(last.high))
     return replace(row, ci_low_pct=low, ci_high_pct=high, p_value=p, p_adjusted=p,
@@ -159,23 +115,19 @@ def judge(rows: Sequence[RowStats], looks: Sequence[Sequence[int]], *, noise_flo
     `planned` the looks the campaign planned before it ran (1; MAX_ROUNDS - MIN_ROUNDS + 1 for
     ROUNDS=auto).
 
-    Each row's variance is moderated by the others' (row_priors) where there are enough.
-    Judged once (one look planned, no operator with two): adjust_rows with `method`.
+    Judged once (one look planned, no operator with two): adjust_rows with `method`, today's
+    verdicts.
     Otherwise every row is `monitored` from its operator's first look and Benjamini-Hochberg
     runs over those p-values at the method's q: under "no row differs" the chance of any
     faster or slower call stays at most q however many times rounds were added.
     """
     if len(rows) != len(looks):
         raise ValueError(f"{len(rows)} rows, {len(looks)} operators' looks")
-    found = row_priors(rows)
-    method = moderated_method(method, found)
     if not extended(looks) and planned == 1:
-        return method, adjust_rows([remoderated(r, p, method.confidence) for r, p in
-                                    zip(rows, found, strict=True)],
-                                   noise_floor_pct=noise_floor_pct, method=method)
+        return method, adjust_rows(rows, noise_floor_pct=noise_floor_pct, method=method)
     spent = spending_method(method)
-    return spent, adjust_rows([monitored(r, k, method.confidence, planned, p) for r, k, p in
-                               zip(rows, looks, found, strict=True)],
+    return spent, adjust_rows([monitored(r, k, method.confidence, planned) for r, k in
+                               zip(rows, looks, strict=True)],
                               noise_floor_pct=noise_floor_pct, method=spent)
 
 
@@ -185,13 +137,13 @@ def sd_of_floor(floor_pct: float) -> float:
     return log_of_pct(floor_pct) / NORMAL_975
 
 
-def _half_width(sd: float, rounds: int, alpha: float, df: float) -> float:
-    return student_t_quantile(1.0 - alpha / 2.0, df) * sd / math.sqrt(rounds)
+def _half_width(sd: float, rounds: int, alpha: float) -> float:
+    return student_t_quantile(1.0 - alpha / 2.0, rounds - 1) * sd / math.sqrt(rounds)
 
 
 def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int,
-                 confidence: float = DEFAULT.confidence, noise_sd: float | None = None,
-                 prior: Prior | None = None) -> float | None:
+                 confidence: float = DEFAULT.confidence, noise_sd: float | None = None
+                 ) -> float | None:
     """The half-width in % that a row's same interval would reach at `most` rounds
     (MAX_ROUNDS) when by then it can be neither same nor called; None while it can be either.
 
@@ -203,29 +155,22 @@ def futile_width(row: RowStats, looks: Sequence[int], most: int, *, planned: int
     to come at a truth FUTILITY_BOUND's t bound away from the mean so far, toward zero for
     `same` and away from it for a call. Same is out of reach when that mean plus the half-width
     passes the floor; a call when that mean is within the floor or the calls' half-width. Errs
-    toward None: futility never reads a row same, it only stops adding rounds for it. With
-    `prior` the row's variance and its degrees of freedom, now and at `most`, are the
-    moderated ones (stats.moderated).
+    toward None: futility never reads a row same, it only stops adding rounds for it.
     """
-    logs = _logs(row)
+    logs = [log_of_pct(v) for v in row.round_speedups_pct]
     n = len(logs)
     if row.flagged or n < 2 or n >= most:
         return None
     mean = math.fsum(logs) / n
-    var, df = math.fsum((v - mean) ** 2 for v in logs) / (n - 1), float(n - 1)
-    df_most = float(most - 1)
-    if prior is not None:
-        var, df = prior.moderate(var, df)
-        df_most = prior.moderate(var, df_most)[1]
-    sd = math.sqrt(var)
-    low_sd = sd if math.isinf(df) else sd * math.sqrt(df / chi2_quantile(FUTILITY_BOUND, df))
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in logs) / (n - 1))
+    low_sd = sd * math.sqrt((n - 1) / chi2_quantile(FUTILITY_BOUND, n - 1))
     if noise_sd is not None:
         low_sd = min(low_sd, noise_sd)
     last = len(looks) + most - (looks[-1] if looks else n)  # the look at `most` rounds
     alpha = 1.0 - confidence
-    same = _half_width(low_sd, most, alpha * same_share(last, planned), df_most)
-    call = _half_width(low_sd, most, alpha * share(last), df_most)
-    moves = student_t_quantile(FUTILITY_BOUND, df) * sd / math.sqrt(n)
+    same = _half_width(low_sd, most, alpha * same_share(last, planned))
+    call = _half_width(low_sd, most, alpha * share(last))
+    moves = student_t_quantile(FUTILITY_BOUND, n - 1) * sd / math.sqrt(n)
     near = (n * abs(mean) + (most - n) * max(0.0, abs(mean) - moves)) / most
     far = (n * abs(mean) + (most - n) * (abs(mean) + moves)) / most
     floor = log_of_pct(max(MIN_NOISE_FLOOR_PCT, row.noise_floor_pct or MIN_NOISE_FLOOR_PCT))

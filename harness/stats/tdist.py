@@ -4,7 +4,7 @@ adjustment; pure."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -162,18 +162,13 @@ class TInterval:
     n: int
 
 
-def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
-               moderate: Callable[[float, float], tuple[float, float]] | None = None
-               ) -> TInterval | None:
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> TInterval | None:
     """The Student-t interval of the mean of `values` and the t test of mean = 0; None below 2.
 
     The interval is mean +- t(1 - alpha/2, n - 1) * sd / sqrt(n): its coverage is exact for
     normal values at any n, which per-round log ratios of latencies roughly are; with three
     rounds it is wide (t = 4.30), as three rounds warrant. Values that do not vary give a point
     interval and p = 0 (1 when the mean is zero too): the data show no spread to test against.
-    `moderate` maps (sample variance, n - 1) to the (variance, degrees of freedom) used
-    instead (stats.moderated: the variance shrunk toward other rows'); then values that do not
-    vary still get the moderated spread.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence={confidence!r}; expected 0 < confidence < 1")
@@ -186,14 +181,11 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE,
     # float arithmetic, not statistics.stdev's exact fractions: as accurate to a few ulps and
     # tens of times faster, which a campaign of thousands of rows judged at each look needs
     spread = math.fsum((v - mean) ** 2 for v in values) if min(values) < max(values) else 0.0
-    var, df = spread / (n - 1), float(n - 1)
-    if moderate is not None:
-        var, df = moderate(var, df)
-    se = math.sqrt(var) / math.sqrt(n)
+    se = math.sqrt(spread / (n - 1)) / math.sqrt(n)
     if se == 0.0:
         return TInterval(mean, mean, mean, 1.0 if mean == 0.0 else 0.0, n)
-    half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * se
-    return TInterval(mean, mean - half, mean + half, student_t_two_sided_p(mean / se, df), n)
+    half = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, n - 1) * se
+    return TInterval(mean, mean - half, mean + half, student_t_two_sided_p(mean / se, n - 1), n)
 
 
 def benjamini_hochberg(p_values: Sequence[float | None]) -> tuple[float | None, ...]:

@@ -35,17 +35,15 @@ def test_adaptive_a_a_campaigns_call_no_more_than_q(sim):
 def test_a_large_effect_stops_at_min_rounds_and_a_5pct_one_is_found_before_max(sim):
     rounds, called, _ = sim.by_effect(1, 5, 50.0)
     assert (rounds, called) == (2.0, 1.0)
-    # a 5% effect at 0.5% noise: found at MIN_ROUNDS with variances moderated over the
-    # campaign's rows (3.56 rounds an operator with each row's own variance alone)
     rounds, called, _ = sim.by_effect(1, 5, 5.0)
-    assert called == 1.0 and rounds <= 3.0
+    assert called == 1.0 and 2.0 < rounds < 6.0
     rounds, called, same = sim.by_effect(1, 5, 0.0)
-    assert called == 0.0 and same > 0.6  # 0.83 of the A/A rows at 0.5% noise read same
+    assert called == 0.0 and same > 0.3  # 0.54: half the A/A rows at 0.5% noise read same
 
 
 def test_adaptive_a_a_reads_more_rows_same_than_three_fixed_rounds(sim):
-    # 10 campaigns of 100 rows at 0.1-2% noise: 0.650 same with ROUNDS=auto, 0.608 with 3
-    # fixed rounds (the same draws; 0.598 and 0.471 with each row's own variance alone)
+    # 10 campaigns of 100 rows at 0.1-2% noise: 0.558 same with ROUNDS=auto, 0.473 with 3
+    # fixed rounds (the same draws)
     auto, fixed, rounds = sim.a_a_same(1, 10)
     assert auto > fixed > 0.3
     assert rounds <= 6.0
@@ -59,20 +57,18 @@ def test_rows_a_floor_apart_are_rarely_read_same_however_often_looked_at(sim):
 
 def test_futility_stops_microsecond_rows_early_without_losing_a_same_or_a_call(sim):
     # 5 A/A campaigns of 20 operators, each with one row at 1.5-6% noise and four at 0.1-0.3%:
-    # 5.98 rounds an operator without futility, 4.67 with it; 0.802 of rows same without,
-    # 0.798 with (one row in 250: a quiet row whose operator stopped, its variance moderated
-    # toward the microsecond rows', all of one latency here)
+    # 6.00 rounds an operator without futility, 5.20 with it; 0.800 of rows same either way
     off_rounds, off_same, off_called = sim.micro_mix(1, 5, rules=False)
     on_rounds, on_same, on_called = sim.micro_mix(1, 5, rules=True)
-    assert off_rounds > 5.9 and on_rounds < 5.0
-    assert on_same >= off_same - 0.01 and on_called == off_called == 0.0
+    assert off_rounds == 6.0 and on_rounds < 5.5
+    assert on_same == off_same and on_called == off_called == 0.0
     # every row 10% faster at 2% noise: futility stops none that a call was in reach of
     assert sim.by_effect(1, 5, 10.0, sd=0.02, rules=True)[1] == \
         sim.by_effect(1, 5, 10.0, sd=0.02, rules=False)[1]
 
 
 def test_operators_of_unchanged_code_and_source_stop_at_their_first_look(sim):
-    # two FlagGems commits: 16 of 20 operators unchanged, 4 changed by 5% on every row: 2.48
-    # rounds an operator, 0.176 of rows called
+    # two FlagGems commits: 16 of 20 operators unchanged, 4 changed by 5% on every row: 2.57
+    # rounds an operator, 0.164 of rows called
     rounds, _, called = sim.micro_mix(1, 5, rules=True, effect_pct=5.0, unchanged=16)
     assert rounds < 3.0 and called >= 0.15  # the 4 changed operators' rows are 0.2 of all
