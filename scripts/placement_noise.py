@@ -54,11 +54,13 @@ def inputs(name: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
 
 
 def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], Any]:
-    """Copies of `args` with the same sizes and strides, allocated after a spacer of 0-64 MiB in
-    steps of 4 KiB (returned too, so it stays allocated while the copies are timed)."""
+    """Copies of `args` (tensors) with the same sizes and strides, allocated after a spacer of
+    0-64 MiB in steps of 4 KiB on their device (returned too, so it stays allocated while the
+    copies are timed)."""
     import torch
 
-    spacer = torch.empty(rng.randrange(0, 1 << 14) * 4096, dtype=torch.uint8, device="cuda")
+    spacer = torch.empty(rng.randrange(0, 1 << 14) * 4096, dtype=torch.uint8,
+                         device=args[0].device)
     copies = tuple(torch.empty_strided(a.size(), a.stride(), dtype=a.dtype,
                                        device=a.device).copy_(a) for a in args)
     return copies, spacer
