@@ -1,14 +1,17 @@
-"""Where a microsecond row's round-to-round spread comes from: its process, or where its inputs lie.
+"""Where a microsecond row's round-to-round spread comes from: its process, where its inputs
+lie, or its kernels' loaded code.
 
 Each of --processes fresh processes imports flag_gems and, for each row, times it with the
 harness's default graph timer (GRAPH_TIMER=adaptive) --repeats times on one set of inputs
-(`same`), then once on each of --placements copies of those inputs, each copy allocated after
-a spacer of a random size so that it lies elsewhere in device memory (`moved`). A campaign's
-rounds are fresh processes, so the spread of a row's `same` medians between processes is the
-spread its rounds see. Where the `moved` medians spread much less between processes, the
-inputs' placement is the cause, and timing a row over several placements in a session cures
-it; where they spread alike, the cause is the process. Needs a CUDA device, torch, triton and
-flag_gems (FlagGems' src on PYTHONPATH):
+(`same`); then once on each of --placements copies of those inputs, each copy allocated after
+a spacer of a random size so that it lies elsewhere in device memory (`moved`); then
+--placements times more, each after every Triton kernel of the process was dropped from its
+in-memory cache, so that the row's kernels are loaded again from the compile cache into
+another module (`reloaded`). A campaign's rounds are fresh processes, so the spread of a row's
+`same` medians between processes is the spread its rounds see. Where `moved` (or `reloaded`)
+spreads within a process as much as `same` does between processes, that is the cause; where
+it spreads no more than `same` within a process, it is not. Needs a CUDA device, torch, triton
+and flag_gems (FlagGems' src on PYTHONPATH):
 
     python3 scripts/placement_noise.py --processes 6 --out placement.json
 """
@@ -16,12 +19,14 @@ flag_gems (FlagGems' src on PYTHONPATH):
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
 import statistics
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -66,10 +71,31 @@ def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], A
     return copies, spacer
 
 
+KINDS = ("same", "moved", "reloaded")
+
+
+def reload_kernels(jit_class: type) -> int:
+    """Drop every compiled kernel that instances of `jit_class` (Triton's JITFunction) hold in
+    memory (`device_caches` in Triton 3, `cache` before), so that each is loaded again at its
+    next call; how many functions held any."""
+    dropped = 0
+    with warnings.catch_warnings():  # a deprecated module's proxy warns when asked its class
+        warnings.simplefilter("ignore")
+        found = [obj for obj in gc.get_objects() if isinstance(obj, jit_class)]
+    for obj in found:
+        caches = [getattr(obj, name, None) for name in ("device_caches", "cache")]
+        full = [held for held in caches if isinstance(held, dict) and held]
+        for held in full:
+            held.clear()
+        dropped += bool(full)
+    return dropped
+
+
 def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str, list[float]]]:
-    """{row: {"same": [ms, ...], "moved": [ms, ...]}} of this process."""
+    """{row: {kind: [ms, ...]}} of this process, for each of KINDS."""
     import flag_gems
     import torch
+    from triton.runtime.jit import JITFunction
 
     from harness.plugins.capture import adaptive_graph_bench
 
@@ -87,7 +113,14 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
             copies, spacer = moved(args, rng)
             moves.append(float(bench(lambda f=fn, c=copies: f(*c), rep=100)))
             del copies, spacer
-        out[name] = {"same": same, "moved": moves}
+        reloads = []
+        for _ in range(placements):
+            if not reload_kernels(JITFunction):
+                break  # no Triton kernel held: the row is torch's own
+            fn(*args)  # loads the kernels again, outside the timed graph
+            torch.cuda.synchronize()
+            reloads.append(float(bench(lambda f=fn, a=args: f(*a), rep=100)))
+        out[name] = {"same": same, "moved": moves, "reloaded": reloads}
     return out
 
 
@@ -96,20 +129,24 @@ def _sd_pct(values: list[float]) -> float:
     return 100 * statistics.stdev(logs) if len(logs) > 1 else float("nan")
 
 
+def _median_sd(groups: list[list[float]]) -> float:
+    spreads = [_sd_pct(g) for g in groups if len(g) > 1]
+    return statistics.median(spreads) if spreads else float("nan")
+
+
 def report(runs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
-    """A line per row: its median, the sd in % of log time within a process (same inputs,
-    moved inputs; medians over processes) and between the processes' medians (same, moved)."""
-    lines = [f"{'row':26} {'median us':>9} {'within same':>11} {'within moved':>12} "
-             f"{'between same':>12} {'between moved':>13}"]
+    """A line per row: its median, the sd in % of log time within a process for each of KINDS
+    (the median over processes) and between the processes' medians of each kind; nan where a
+    kind has fewer than two timings (a run made before `reloaded` existed has none)."""
+    lines = [f"{'row':26} {'median us':>9} " + " ".join(f"{'within ' + k:>15}" for k in KINDS)
+             + " " + " ".join(f"{'between ' + k:>16}" for k in KINDS)]
     for name in ROWS:
-        same = [run[name]["same"] for run in runs]
-        moves = [run[name]["moved"] for run in runs]
-        lines.append(
-            f"{name:26} {1000 * statistics.median(v for s in same for v in s):9.3f} "
-            f"{statistics.median(_sd_pct(s) for s in same):10.2f}% "
-            f"{statistics.median(_sd_pct(m) for m in moves):11.2f}% "
-            f"{_sd_pct([statistics.median(s) for s in same]):11.2f}% "
-            f"{_sd_pct([statistics.median(m) for m in moves]):12.2f}%")
+        kinds = {k: [run[name].get(k, []) for run in runs] for k in KINDS}
+        within = [_median_sd(kinds[k]) for k in KINDS]
+        between = [_sd_pct([statistics.median(g) for g in kinds[k] if g]) for k in KINDS]
+        middle = 1000 * statistics.median(v for g in kinds["same"] for v in g)
+        lines.append(f"{name:26} {middle:9.3f} " + " ".join(f"{w:14.2f}%" for w in within) + " "
+                     + " ".join(f"{b:15.2f}%" for b in between))
     return lines
 
 

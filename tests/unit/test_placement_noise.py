@@ -31,7 +31,8 @@ def _runs(between: float, within: float) -> list[dict[str, dict[str, list[float]
     out = []
     for offset in (0.0, between, -between, 2 * between):
         times = [math.exp(offset + (within if i % 2 else -within)) * 1e-3 for i in range(5)]
-        out.append({row: {"same": times, "moved": [math.exp(offset) * 1e-3] * 5}
+        out.append({row: {"same": times, "moved": [math.exp(offset) * 1e-3] * 5,
+                          "reloaded": times[:1]}
                     for row in placement_noise.ROWS})
     return out
 
@@ -41,10 +42,35 @@ def test_the_report_tells_a_process_offset_from_a_spread_within_a_process():
     assert lines[0].split()[:3] == ["row", "median", "us"]
     cells = lines[1].split()
     assert cells[0:2] == ["rot90", "64x64"]
-    within_same, within_moved, between_same, between_moved = (
-        float(c.rstrip("%")) for c in cells[3:7])
+    within_same, within_moved, within_reloaded, between_same, between_moved, _ = (
+        float(c.rstrip("%")) for c in cells[3:9])
     # alternating +-0.5%: sd 0.548%; processes at 0, +2, -2, +4%: sd 2.58% (each median of `same`
     # lies 0.5% below its process's offset, so the medians spread as the offsets do)
     assert within_same == pytest.approx(0.55, abs=0.01) and within_moved == 0.0
     assert between_same == pytest.approx(2.58, abs=0.01) == between_moved
+    assert math.isnan(within_reloaded)  # one timing a process: no spread to tell
     assert len(lines) == 1 + len(placement_noise.ROWS)
+
+
+def test_a_run_made_before_reloads_existed_still_reports():
+    runs = [{row: {k: v for k, v in kinds.items() if k != "reloaded"}
+             for row, kinds in run.items()} for run in _runs(between=0.01, within=0.0)]
+    cells = placement_noise.report(runs)[1].split()
+    assert cells[5] == "nan%" and cells[8] == "nan%" and float(cells[6].rstrip("%")) > 1.0
+
+
+class _Kernel:
+    """Stands for Triton's JITFunction: compiled kernels held per device."""
+
+    def __init__(self, held: dict) -> None:
+        self.device_caches = held
+
+
+def test_reloading_drops_every_held_kernel_and_counts_the_functions_that_held_any():
+    held, empty = _Kernel({0: "compiled"}), _Kernel({})
+    held.cache = {"key": "older Triton"}  # both names held: one function all the same
+    other = type("Other", (), {"device_caches": {0: "kept"}})()
+    assert placement_noise.reload_kernels(_Kernel) == 1
+    assert held.device_caches == {} == held.cache and other.device_caches == {0: "kept"}
+    assert placement_noise.reload_kernels(_Kernel) == 0
+    del empty
