@@ -150,14 +150,28 @@ def report(runs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
     return lines
 
 
-def main() -> None:
+def _at_least(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of at least "
+                                             f"{least}")
+        return value
+    return parse
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processes", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--placements", type=int, default=5)
+    # two of each at least: a spread needs two timings
+    parser.add_argument("--processes", type=_at_least(2), default=6)
+    parser.add_argument("--repeats", type=_at_least(2), default=5)
+    parser.add_argument("--placements", type=_at_least(2), default=5)
     parser.add_argument("--out", help="write every process's timings here as JSON")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.child is not None:
         print(json.dumps(one_process(args.repeats, args.placements, args.child)))
         return

@@ -74,3 +74,13 @@ def test_reloading_drops_every_held_kernel_and_counts_the_functions_that_held_an
     assert held.device_caches == {} == held.cache and other.device_caches == {0: "kept"}
     assert placement_noise.reload_kernels(_Kernel) == 0
     del empty
+
+
+@pytest.mark.parametrize("flag,value", [("--processes", "0"), ("--repeats", "1"),
+                                        ("--placements", "x; rm")])
+def test_too_few_timings_to_spread_are_refused_in_one_line_naming_the_value(flag, value, capsys):
+    with pytest.raises(SystemExit) as ended:
+        placement_noise.main([flag, value])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument {flag}: {value!r}: expected a whole number of at least 2" in err
