@@ -19,7 +19,6 @@ and flag_gems (FlagGems' src on PYTHONPATH):
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import random
@@ -28,7 +27,12 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.plugins.held import every_object  # noqa: E402
 
 # rows that moved 1-5% between an A/A's rounds on an H100 (docs/figures.md), and a long one
 ROWS = ("rot90 64x64", "rot90 400x800", "rot90 1024x1024", "max_dim 64x64", "reciprocal 64x64",
@@ -81,7 +85,7 @@ def reload_kernels(jit_class: type) -> int:
     dropped = 0
     with warnings.catch_warnings():  # a deprecated module's proxy warns when asked its class
         warnings.simplefilter("ignore")
-        found = [obj for obj in gc.get_objects() if isinstance(obj, jit_class)]
+        found = [obj for obj in every_object() if isinstance(obj, jit_class)]
     for obj in found:
         caches = [getattr(obj, name, None) for name in ("device_caches", "cache")]
         full = [held for held in caches if isinstance(held, dict) and held]
