@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="write every process's timings here as JSON")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.out and (Path(args.out).is_dir() or not Path(args.out).parent.resolve().is_dir()):
+        # said before the processes run, not after, when their timings would be lost
+        parser.error(f"--out {args.out!r}: expected a file in an existing folder")
     if args.child is not None:
         print(json.dumps(one_process(args.repeats, args.placements, args.child)))
         return
@@ -188,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"process {index + 1}/{args.processes} done", file=sys.stderr, flush=True)
     print("\n".join(report(runs)))
     if args.out:
-        with open(args.out, "w") as handle:
+        with open(args.out, "w", encoding="utf-8") as handle:
             json.dump(runs, handle, indent=1)
 
 

@@ -84,3 +84,14 @@ def test_too_few_timings_to_spread_are_refused_in_one_line_naming_the_value(flag
     assert ended.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"argument {flag}: {value!r}: expected a whole number of at least 2" in err
+
+
+@pytest.mark.parametrize("where", ["folder", "missing/out.json"])
+def test_an_out_that_cannot_be_written_is_refused_before_any_process_runs(where, tmp_path,
+                                                                            capsys):
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SystemExit) as ended:
+        placement_noise.main(["--out", str(tmp_path / where), "--processes", "2"])
+    assert ended.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"--out {str(tmp_path / where)!r}: expected a file in an existing folder")
