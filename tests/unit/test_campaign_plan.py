@@ -302,15 +302,26 @@ def _units(*ids: str) -> list[Unit]:
     return [campaign.parse_unit_id(i) for i in ids]
 
 
-def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_median_for_unknowns():
+def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_mean_for_unknowns():
     units = _units("a/r0", "a/r1", "b/r0", "c/r0", "c/r1", "c/r2")
     line = campaign.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
-    # c has no wall: the median of a's and b's (30 s); longest first onto the freest device.
-    assert line == ("projected wall of 6 units (walls of 2 operators, the median 30 s for the 1 "
-                    "others): 1 device 2.3 min, 8 devices 30 s, 64 devices 30 s")
+    # c has no wall: the mean of a's and b's (20 s); longest first onto the freest device.
+    assert line == ("projected wall of 6 units (walls of 2 operators, the mean 20 s for the 1 "
+                    "others): 1 device 1.8 min, 8 devices 30 s, 64 devices 30 s")
     spans = campaign.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
     assert campaign.projection(_units("a/r0"), {}) is None
+
+
+def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
+    # Regression: unknown operators took the known ones' median. Walls are skewed (one
+    # attention operator took ten times the others), so a draw's median understated the
+    # suite's sum: two of three operators at 2-3 s said 3 s for each of the 97 others.
+    draw = {"a": 2.0, "b": 3.0, "c": 100.0}
+    units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
+    line = campaign.projection(units, draw, devices=(1,))
+    assert line == ("projected wall of 100 units (walls of 3 operators, the mean 35 s for the "
+                    "97 others): 1 device 58.3 min")
 
 
 def test_the_projection_takes_round_0_from_the_walls_of_round_0():
@@ -318,11 +329,11 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     # tuning and torch's reference: a campaign's projection left round 0's cost out.
     units = _units("a/r0", "a/r1", "a/r2", "b/r0", "b/r1", "b/r2")
     line = campaign.projection(units, {"a": 10.0}, {"a": 40.0})
-    # b: round 0 the median of round 0's walls (40 s), later rounds the median wall (10 s)
-    assert line == ("projected wall of 6 units (walls of 1 operators, the median 10 s for the 1 "
-                    "others; round 0 from its own units, the median 40 s for the 1 others): "
+    # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s)
+    assert line == ("projected wall of 6 units (walls of 1 operators, the mean 10 s for the 1 "
+                    "others; round 0 from its own units, the mean 40 s for the 1 others): "
                     "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
-    # the median of round 0 is the campaign's operators', where any has one
+    # the mean of round 0 is the campaign's operators', where any has one
     assert campaign.projection(units, {"a": 10.0}, {"a": 40.0, "z": 1000.0}) == line
 
 
