@@ -4,7 +4,7 @@ lie, or its kernels' loaded code.
 Each of --processes fresh processes imports flag_gems and, for each row, times it with the
 harness's default graph timer (GRAPH_TIMER=adaptive) --repeats times on one set of inputs
 (`same`); then once on each of --placements copies of those inputs, each copy allocated after
-a spacer of a random size so that it lies elsewhere in device memory (`moved`); then
+spacers of random sizes so that it lies elsewhere in device memory (`moved`); then
 --placements times more, each after every Triton kernel of the process was dropped from its
 in-memory cache, so that the row's kernels are loaded again from the compile cache into
 another module (`reloaded`). A campaign's rounds are fresh processes, so the spread of a row's
@@ -62,14 +62,22 @@ def inputs(name: str) -> tuple[Callable[..., Any], tuple[Any, ...]]:
     return table[name]
 
 
+# torch's caching allocator keeps requests of at most 1 MiB in a pool of its own (2 MiB
+# segments); a spacer there moves a small tensor, which a large spacer would not.
+SMALL_REQUEST = 1 << 20
+
+
 def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], Any]:
-    """Copies of `args` (tensors) with the same sizes and strides, allocated after a spacer of
-    0-64 MiB in steps of 4 KiB on their device (returned too, so it stays allocated while the
-    copies are timed)."""
+    """Copies of `args` (tensors) with the same sizes and strides, allocated after spacers on
+    their device, returned too so that they stay allocated while the copies are timed: 0-64
+    MiB in steps of 4 KiB, and 0-63 small requests of 1 MiB each, so that small and large
+    tensors alike land elsewhere (each pool gets a spacer)."""
     import torch
 
-    spacer = torch.empty(rng.randrange(0, 1 << 14) * 4096, dtype=torch.uint8,
-                         device=args[0].device)
+    device = args[0].device
+    spacer = [torch.empty(rng.randrange(0, 1 << 14) * 4096, dtype=torch.uint8, device=device)]
+    spacer += [torch.empty(SMALL_REQUEST, dtype=torch.uint8, device=device)
+               for _ in range(rng.randrange(0, 64))]
     copies = tuple(torch.empty_strided(a.size(), a.stride(), dtype=a.dtype,
                                        device=a.device).copy_(a) for a in args)
     return copies, spacer
@@ -78,16 +86,21 @@ def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], A
 KINDS = ("same", "moved", "reloaded")
 
 
-def reload_kernels(jit_class: type) -> int:
-    """Drop every compiled kernel that instances of `jit_class` (Triton's JITFunction) hold in
-    memory (`device_caches` in Triton 3, `cache` before), so that each is loaded again at its
-    next call; how many functions held any."""
+def reload_kernels(*classes: type) -> int:
+    """Drop every compiled kernel that instances of `classes` hold in memory, so that each is
+    loaded again at its next call; how many objects held any. Triton's JITFunction holds them
+    in `device_caches` (Triton 3) or `cache` (before); a launcher in front of it (FlagGems'
+    LibEntry) may keep its own, a dict or a dict per device in `kernel_cache`, and launch from
+    there without asking the JITFunction again."""
     dropped = 0
     with warnings.catch_warnings():  # a deprecated module's proxy warns when asked its class
         warnings.simplefilter("ignore")
-        found = [obj for obj in every_object() if isinstance(obj, jit_class)]
+        found = [obj for obj in every_object() if isinstance(obj, classes)]
     for obj in found:
-        caches = [getattr(obj, name, None) for name in ("device_caches", "cache")]
+        caches: list[Any] = [getattr(obj, name, None)
+                             for name in ("device_caches", "cache", "kernel_cache")]
+        caches = [c for held in caches
+                  for c in (held if isinstance(held, (tuple, list)) else (held,))]
         full = [held for held in caches if isinstance(held, dict) and held]
         for held in full:
             held.clear()
@@ -99,6 +112,7 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
     """{row: {kind: [ms, ...]}} of this process, for each of KINDS."""
     import flag_gems
     import torch
+    from flag_gems.utils.libentry import LibEntry
     from triton.runtime.jit import JITFunction
 
     from harness.plugins.capture import adaptive_graph_bench
@@ -119,7 +133,7 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
             del copies, spacer
         reloads = []
         for _ in range(placements):
-            if not reload_kernels(JITFunction):
+            if not reload_kernels(JITFunction, LibEntry):
                 break  # no Triton kernel held: the row is torch's own
             fn(*args)  # loads the kernels again, outside the timed graph
             torch.cuda.synchronize()

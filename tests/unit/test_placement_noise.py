@@ -22,7 +22,12 @@ def test_moved_inputs_keep_values_sizes_and_strides_at_other_addresses():
     for a, c in zip(args, copies, strict=True):
         assert torch.equal(a, c) and c.stride() == a.stride() and c.size() == a.size()
         assert c.data_ptr() != a.data_ptr()
-    assert spacer.dtype == torch.uint8 and spacer.numel() % 4096 == 0
+    large, *small = spacer
+    assert large.dtype == torch.uint8 and large.numel() % 4096 == 0
+    # small requests get a spacer of their own pool: 1 MiB each, at most 63 of them
+    assert len(small) < 64 and all(t.numel() == placement_noise.SMALL_REQUEST for t in small)
+    sizes = {len(placement_noise.moved(args, random.Random(seed))[1]) for seed in range(20)}
+    assert len(sizes) > 1  # the count of small spacers varies from one placement to the next
 
 
 def _runs(between: float, within: float) -> list[dict[str, dict[str, list[float]]]]:
@@ -74,6 +79,22 @@ def test_reloading_drops_every_held_kernel_and_counts_the_functions_that_held_an
     assert held.device_caches == {} == held.cache and other.device_caches == {0: "kept"}
     assert placement_noise.reload_kernels(_Kernel) == 0
     del empty
+
+
+class _Launcher:
+    """Stands for a launcher in front of Triton (FlagGems' LibEntry): a dict per device of
+    the kernels it launches without asking Triton again."""
+
+    def __init__(self) -> None:
+        self.kernel_cache = ({"key": "compiled"}, {}, {"other": "compiled"})
+
+
+def test_reloading_also_drops_a_launchers_own_kernels_per_device():
+    # Regression: only Triton's JITFunction caches were dropped, and FlagGems' LibEntry went
+    # on launching the kernels it held, so "reloaded" timed the same loaded code again.
+    launcher, kernel = _Launcher(), _Kernel({0: "compiled"})
+    assert placement_noise.reload_kernels(_Kernel, _Launcher) == 2
+    assert launcher.kernel_cache == ({}, {}, {}) and kernel.device_caches == {}
 
 
 @pytest.mark.parametrize("flag,value", [("--processes", "0"), ("--repeats", "1"),
