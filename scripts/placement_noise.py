@@ -1,16 +1,18 @@
 """Where a microsecond row's round-to-round spread comes from: its process, where its inputs
-lie, or its kernels' loaded code.
+and outputs lie, or its kernels' loaded code.
 
 Each of --processes fresh processes imports flag_gems and, for each row, times it with the
 harness's default graph timer (GRAPH_TIMER=adaptive) --repeats times on one set of inputs
 (`same`); then once on each of --placements copies of those inputs, each copy allocated after
-spacers of random sizes so that it lies elsewhere in device memory (`moved`); then
---placements times more, each after every Triton kernel of the process was dropped from its
-in-memory cache, so that the row's kernels are loaded again from the compile cache into
-another module (`reloaded`). A campaign's rounds are fresh processes, so the spread of a row's
-`same` medians between processes is the spread its rounds see. Where `moved` (or `reloaded`)
-spreads within a process as much as `same` does between processes, that is the cause; where
-it spreads no more than `same` within a process, it is not. Needs a CUDA device, torch, triton
+spacers of random sizes so that it lies elsewhere in device memory (`moved`); then as many
+times on such copies, each timed while every graph captured before it lives on, so that its
+outputs too are allocated in memory not used before (`apart`); then --placements times more,
+each after every Triton kernel of the process was dropped from its in-memory cache, so that
+the row's kernels are loaded again from the compile cache into another module (`reloaded`).
+A campaign's rounds are fresh processes, so the spread of a row's `same` medians between
+processes is the spread its rounds see. Where `moved`, `apart` or `reloaded` spreads within
+a process as much as `same` does between processes, that is the cause; where it spreads no
+more than `same` within a process, it is not. Needs a CUDA device, torch, triton
 and flag_gems (FlagGems' src on PYTHONPATH):
 
     python3 scripts/placement_noise.py --processes 6 --out placement.json
@@ -83,7 +85,21 @@ def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], A
     return copies, spacer
 
 
-KINDS = ("same", "moved", "reloaded")
+KINDS = ("same", "moved", "apart", "reloaded")
+
+
+def keeping(graph_cls: type, kept: list[Any]) -> type:
+    """`graph_cls` whose every instance is also appended to `kept`: while a graph lives, so
+    does the memory pool its capture allocated outputs from, so the next capture's outputs
+    land in memory of their own rather than in the last one's, freed."""
+
+    class Kept(graph_cls):  # type: ignore[misc,valid-type]
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            graph = super().__new__(cls, *args, **kwargs)
+            kept.append(graph)
+            return graph
+
+    return Kept
 
 
 def reload_kernels(*classes: type) -> int:
@@ -118,6 +134,8 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
     from harness.plugins.capture import adaptive_graph_bench
 
     bench = adaptive_graph_bench(torch.cuda, torch.cuda.CUDAGraph)
+    kept: list[Any] = []
+    bench_apart = adaptive_graph_bench(torch.cuda, keeping(torch.cuda.CUDAGraph, kept))
     rng = random.Random(seed)
     flag_gems.enable()
     out: dict[str, dict[str, list[float]]] = {}
@@ -131,6 +149,13 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
             copies, spacer = moved(args, rng)
             moves.append(float(bench(lambda f=fn, c=copies: f(*c), rep=100)))
             del copies, spacer
+        aparts, held = [], []
+        for _ in range(placements):
+            copies, spacer = moved(args, rng)
+            aparts.append(float(bench_apart(lambda f=fn, c=copies: f(*c), rep=100)))
+            held.append((copies, spacer))  # inputs stay where they were put, too
+        kept.clear()
+        del held
         reloads = []
         for _ in range(placements):
             if not reload_kernels(JITFunction, LibEntry):
@@ -138,7 +163,7 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
             fn(*args)  # loads the kernels again, outside the timed graph
             torch.cuda.synchronize()
             reloads.append(float(bench(lambda f=fn, a=args: f(*a), rep=100)))
-        out[name] = {"same": same, "moved": moves, "reloaded": reloads}
+        out[name] = {"same": same, "moved": moves, "apart": aparts, "reloaded": reloads}
     return out
 
 

@@ -37,7 +37,7 @@ def _runs(between: float, within: float) -> list[dict[str, dict[str, list[float]
     for offset in (0.0, between, -between, 2 * between):
         times = [math.exp(offset + (within if i % 2 else -within)) * 1e-3 for i in range(5)]
         out.append({row: {"same": times, "moved": [math.exp(offset) * 1e-3] * 5,
-                          "reloaded": times[:1]}
+                          "apart": times[1:3], "reloaded": times[:1]}
                     for row in placement_noise.ROWS})
     return out
 
@@ -47,21 +47,25 @@ def test_the_report_tells_a_process_offset_from_a_spread_within_a_process():
     assert lines[0].split()[:3] == ["row", "median", "us"]
     cells = lines[1].split()
     assert cells[0:2] == ["rot90", "64x64"]
-    within_same, within_moved, within_reloaded, between_same, between_moved, _ = (
-        float(c.rstrip("%")) for c in cells[3:9])
+    (within_same, within_moved, within_apart, within_reloaded, between_same, between_moved,
+     between_apart, _) = (float(c.rstrip("%")) for c in cells[3:11])
     # alternating +-0.5%: sd 0.548%; processes at 0, +2, -2, +4%: sd 2.58% (each median of `same`
     # lies 0.5% below its process's offset, so the medians spread as the offsets do)
     assert within_same == pytest.approx(0.55, abs=0.01) and within_moved == 0.0
     assert between_same == pytest.approx(2.58, abs=0.01) == between_moved
     assert math.isnan(within_reloaded)  # one timing a process: no spread to tell
+    # two timings a process, 1% apart: sd 0.707%; their medians sit on the offsets
+    assert within_apart == pytest.approx(0.71, abs=0.01)
+    assert between_apart == pytest.approx(2.58, abs=0.01)
     assert len(lines) == 1 + len(placement_noise.ROWS)
 
 
-def test_a_run_made_before_reloads_existed_still_reports():
-    runs = [{row: {k: v for k, v in kinds.items() if k != "reloaded"}
+def test_a_run_made_before_reloads_and_kept_graphs_existed_still_reports():
+    runs = [{row: {k: v for k, v in kinds.items() if k in ("same", "moved")}
              for row, kinds in run.items()} for run in _runs(between=0.01, within=0.0)]
     cells = placement_noise.report(runs)[1].split()
-    assert cells[5] == "nan%" and cells[8] == "nan%" and float(cells[6].rstrip("%")) > 1.0
+    assert cells[5:7] == ["nan%", "nan%"] and cells[9:11] == ["nan%", "nan%"]
+    assert float(cells[7].rstrip("%")) > 1.0
 
 
 class _Kernel:
@@ -79,6 +83,19 @@ def test_reloading_drops_every_held_kernel_and_counts_the_functions_that_held_an
     assert held.device_caches == {} == held.cache and other.device_caches == {0: "kept"}
     assert placement_noise.reload_kernels(_Kernel) == 0
     del empty
+
+
+def test_a_kept_graph_class_keeps_every_instance_and_stays_that_class():
+    class Graph:  # built in __new__, as torch.cuda.CUDAGraph is
+        def __new__(cls, keep_graph: bool = False):
+            graph = super().__new__(cls)
+            graph.keep_graph = keep_graph
+            return graph
+
+    kept: list = []
+    cls = placement_noise.keeping(Graph, kept)
+    first, second = cls(), cls(keep_graph=True)
+    assert kept == [first, second] and isinstance(first, Graph) and second.keep_graph
 
 
 class _Launcher:
