@@ -6,7 +6,7 @@ import dataclasses
 import shlex
 from pathlib import Path
 
-from harness.campaign import ab, driver, plan
+from harness.campaign import ab, driver, plan, projection
 from harness.campaign.document import Campaign, walls_by_op
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env, side_base
@@ -49,9 +49,11 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                      f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
-    first, later = plan.walls_by_round(Path(campaign.walls_from)) if campaign.walls_from \
-        else ({}, {})
-    projected = plan.projection([plan.parse_unit_id(t.id) for t in tasks], later or walls, first)
+    earlier = projection.walls_by_round(Path(campaign.walls_from)) if campaign.walls_from \
+        else projection.RoundWalls()
+    projected = projection.projection(
+        [plan.parse_unit_id(t.id) for t in tasks], earlier.later or walls, earlier.first,
+        starts=(earlier.start_first, earlier.start_later))
     return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from harness.axes import Axis
 from harness.campaign import plan as campaign
+from harness.campaign import projection
 from harness.campaign.document import Campaign, load
 from harness.campaign.driver import UnitEvents
 from harness.campaign.plan import Unit
@@ -304,13 +305,13 @@ def _units(*ids: str) -> list[Unit]:
 
 def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_mean_for_unknowns():
     units = _units("a/r0", "a/r1", "b/r0", "c/r0", "c/r1", "c/r2")
-    line = campaign.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
+    line = projection.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
     # c has no wall: the mean of a's and b's (20 s); longest first onto the freest device.
     assert line == ("projected wall of 6 units (walls of 2 operators, the mean 20 s for the 1 "
                     "others): 1 device 1.8 min, 8 devices 30 s, 64 devices 30 s")
-    spans = campaign.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
+    spans = projection.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
-    assert campaign.projection(_units("a/r0"), {}) is None
+    assert projection.projection(_units("a/r0"), {}) is None
 
 
 def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
@@ -319,7 +320,7 @@ def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
     # suite's sum: two of three operators at 2-3 s said 3 s for each of the 97 others.
     draw = {"a": 2.0, "b": 3.0, "c": 100.0}
     units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
-    line = campaign.projection(units, draw, devices=(1,))
+    line = projection.projection(units, draw, devices=(1,))
     assert line == ("projected wall of 100 units (walls of 3 operators, the mean 35 s for the "
                     "97 others): 1 device 58.3 min")
 
@@ -328,13 +329,13 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     # Regression: each operator's median unit stood for its round 0 too, which pays side A's
     # tuning and torch's reference: a campaign's projection left round 0's cost out.
     units = _units("a/r0", "a/r1", "a/r2", "b/r0", "b/r1", "b/r2")
-    line = campaign.projection(units, {"a": 10.0}, {"a": 40.0})
+    line = projection.projection(units, {"a": 10.0}, {"a": 40.0})
     # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s)
     assert line == ("projected wall of 6 units (walls of 1 operators, the mean 10 s for the 1 "
                     "others; round 0 from its own units, the mean 40 s for the 1 others): "
                     "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
     # the mean of round 0 is the campaign's operators', where any has one
-    assert campaign.projection(units, {"a": 10.0}, {"a": 40.0, "z": 1000.0}) == line
+    assert projection.projection(units, {"a": 10.0}, {"a": 40.0, "z": 1000.0}) == line
 
 
 def test_round_0_and_later_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
@@ -344,10 +345,66 @@ def test_round_0_and_later_walls_come_from_a_campaign_and_not_from_a_batch(tmp_p
     doc.unit("add/r0").wall_s = None  # not finished
     doc.save(tmp_path)
     # mm's later rounds took 15 and 10 s: their median is the larger of the two
-    assert campaign.walls_by_round(tmp_path) == ({"mm": 30.0}, {"mm": 15.0, "add": 4.0})
+    assert projection.walls_by_round(tmp_path) == projection.RoundWalls(
+        {"mm": 30.0}, {"mm": 15.0, "add": 4.0})
     (tmp_path / "batch").mkdir()
     (tmp_path / "batch" / "ops_status.csv").write_text("op,status,wall_s\nmm,ok,12.5\n")
-    assert campaign.walls_by_round(tmp_path / "batch") == ({}, {})
+    assert projection.walls_by_round(tmp_path / "batch") == projection.RoundWalls()
+
+
+def _run_files(run_dir, startup, new_because=None):
+    run_dir.mkdir(parents=True)
+    launch = {"kind": "worker", "pid": 1, "session": 1}
+    if new_because:
+        launch["new_because"] = new_because
+    (run_dir / "run_identity.json").write_text(json.dumps({"launch": [launch]}))
+    (run_dir / "time_breakdown.json").write_text(json.dumps({"phases": {"startup": startup}}))
+
+
+def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_path):
+    # Regression: the first unit of each round paid its sides' worker starts (10-16 s on an
+    # H100 for a worker that imports FlagGems) inside its wall, so a draw of twelve charged
+    # every one of a suite's 918 operators a twelfth of them.
+    doc = document(tmp_path, rounds=2, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
+    walls = {"mm/r0": 40.0, "add/r0": 8.0, "mm/r1": 20.0, "add/r1": 4.0}
+    started = {"mm/r0": "10:00:00", "add/r0": "10:00:40", "mm/r1": "10:00:50",
+               "add/r1": "10:01:10"}
+    for unit in doc.units:
+        unit.status, unit.wall_s, unit.device = "ok", walls[unit.id], "0"
+        unit.started_utc = f"2026-12-06T{started[unit.id]}+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", 12.0, "the first of its environment")
+    _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
+    _run_files(tmp_path / "add/A/r0", 0.2)  # a worker reused: not a start
+    _run_files(tmp_path / "add/B/r0", 3.0, "the last one of its environment retired")
+    _run_files(tmp_path / "mm/A/r1", 3.0, "its generation 'r1' is new")
+    _run_files(tmp_path / "mm/B/r1", 5.0, "its generation 'r1' is new")
+    # mm/r0 and mm/r1 started their rounds; add's restart is its own (mm retired the worker)
+    assert projection.round_starts(tmp_path, load(tmp_path)) == {"mm/r0": 16.0, "mm/r1": 8.0}
+    earlier = projection.walls_by_round(tmp_path)
+    assert earlier == projection.RoundWalls({"mm": 24.0, "add": 8.0}, {"mm": 12.0, "add": 4.0},
+                                            16.0, 8.0)
+    units = [Unit(op, r) for op in ("mm", "add", "x", "y") for r in range(3)]
+    line = projection.projection(units, earlier.later, earlier.first, devices=(1, 2),
+                                 starts=(earlier.start_first, earlier.start_later))
+    # 24 + 8 + 2 x 16 (the mean) in round 0, 2 x (12 + 4 + 2 x 8) later: 128 s, plus the
+    # starts once: 16 + 2 x 8 = 32 s on each device
+    assert line == ("projected wall of 12 units (walls of 2 operators, the mean 8 s for the 2 "
+                    "others; round 0 from its own units, the mean 16 s for the 2 others; worker "
+                    "starts once a round and device, 16 s in round 0 and 8 s later): "
+                    "1 device 2.7 min, 2 devices 1.6 min")
+
+
+def test_unreadable_run_files_count_no_start(tmp_path):
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    unit = doc.unit("mm/r0")
+    unit.status, unit.wall_s, unit.started_utc = "ok", 9.0, "2026-12-06T10:00:00+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", "soon", "the first of its environment")
+    (tmp_path / "mm/B/r0").mkdir(parents=True)
+    (tmp_path / "mm/B/r0/run_identity.json").write_bytes(b"\x00\xff binary")
+    assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+    assert projection.walls_by_round(tmp_path).first == {"mm": 9.0}
 
 
 def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
