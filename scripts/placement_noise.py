@@ -4,16 +4,17 @@ and outputs lie, or its kernels' loaded code.
 Each of --processes fresh processes imports flag_gems and, for each row, times it with the
 harness's default graph timer (GRAPH_TIMER=adaptive) --repeats times on one set of inputs
 (`same`); then once on each of --placements copies of those inputs, each copy allocated after
-spacers of random sizes so that it lies elsewhere in device memory (`moved`); then as many
-times on such copies, each timed while every graph captured before it lives on, so that its
-outputs too are allocated in memory not used before (`apart`); then --placements times more,
-each after every Triton kernel of the process was dropped from its in-memory cache, so that
-the row's kernels are loaded again from the compile cache into another module (`reloaded`).
-A campaign's rounds are fresh processes, so the spread of a row's `same` medians between
-processes is the spread its rounds see. Where `moved`, `apart` or `reloaded` spreads within
-a process as much as `same` does between processes, that is the cause; where it spreads no
-more than `same` within a process, it is not. Needs a CUDA device, torch, triton
-and flag_gems (FlagGems' src on PYTHONPATH):
+spacers of random sizes so that it lies elsewhere in device memory (`moved`); then as many times
+on such copies, each timed while every graph captured before it lives on, so that its outputs
+too are allocated in memory not used before (`apart`); then --placements times more, each after
+every Triton kernel of the process was dropped from its in-memory cache, so that the row's
+kernels are loaded again from the compile cache into another module (`reloaded`). Every
+autotuned kernel keeps its first config only (pin_configs), as a campaign's rounds replay one
+set of winners. A campaign's rounds are fresh processes, so the spread of a row's `same` medians
+between processes is the spread its rounds see. Where `moved`, `apart` or `reloaded` spreads
+within a process as much as `same` does between processes, that is the cause; where it spreads
+no more than `same` within a process, it is not. Needs a CUDA device, torch, triton and
+flag_gems (FlagGems' src on PYTHONPATH):
 
     python3 scripts/placement_noise.py --processes 6 --out placement.json
 """
@@ -124,11 +125,30 @@ def reload_kernels(*classes: type) -> int:
     return dropped
 
 
+def pin_configs(tuner_class: type) -> int:
+    """Leave every instance of `tuner_class` (Triton's Autotuner, FlagGems' LibTuner) its first
+    config alone, so that it runs that config without tuning; how many had more. A process
+    that tunes picks its own winner where configs are close (pixel_shuffle's BLOCK_SIZE on an
+    H100: 3.71 or 4.12 us, process by process), while a campaign's rounds all replay side A's
+    round 0: a spread between processes must not count a choice that campaigns make once."""
+    pinned = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = [obj for obj in every_object() if isinstance(obj, tuner_class)]
+    for obj in found:
+        configs = getattr(obj, "configs", None)
+        if isinstance(configs, list) and len(configs) > 1:
+            obj.configs = configs[:1]
+            pinned += 1
+    return pinned
+
+
 def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str, list[float]]]:
     """{row: {kind: [ms, ...]}} of this process, for each of KINDS."""
     import flag_gems
     import torch
     from flag_gems.utils.libentry import LibEntry
+    from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
     from harness.plugins.capture import adaptive_graph_bench
@@ -141,6 +161,7 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
     out: dict[str, dict[str, list[float]]] = {}
     for name in ROWS:
         fn, args = inputs(name)
+        pin_configs(Autotuner)  # before the row's first call, which would tune
         fn(*args)
         torch.cuda.synchronize()
         same = [float(bench(lambda f=fn, a=args: f(*a), rep=100)) for _ in range(repeats)]

@@ -98,6 +98,18 @@ def test_a_kept_graph_class_keeps_every_instance_and_stays_that_class():
     assert kept == [first, second] and isinstance(first, Graph) and second.keep_graph
 
 
+class _Tuner:
+    def __init__(self, configs: list) -> None:
+        self.configs = configs
+
+
+def test_pinning_leaves_each_tuner_its_first_config_and_counts_those_that_had_more():
+    many, one, none = _Tuner(["BLOCK 256", "BLOCK 512"]), _Tuner(["BLOCK 64"]), _Tuner([])
+    assert placement_noise.pin_configs(_Tuner) == 1
+    assert many.configs == ["BLOCK 256"] and one.configs == ["BLOCK 64"] and none.configs == []
+    assert placement_noise.pin_configs(_Tuner) == 0
+
+
 class _Launcher:
     """Stands for a launcher in front of Triton (FlagGems' LibEntry): a dict per device of
     the kernels it launches without asking Triton again."""
