@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign import projection
+from harness.campaign.document import load
+
 from .test_ab_cli import harness
 from .test_ab_suite_cli import SHAPES, units
 from .test_batch_cli import private_suite
@@ -113,6 +116,15 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
         assert all(v >= 0 for v in seconds.values()) and seconds["restore"] > 0
         assert phases["worker_checks"] == pytest.approx(
             sum(seconds[k] for k in ("restore", "garbage", "compare", "device")), abs=1e-5)
+    # what the suite's projection sets apart: side B's one worker start a round, in that
+    # round's first unit; side A's fresh processes pay their own start in every unit
+    starts = projection.round_starts(directory, load(directory))
+    assert sorted(unit.rpartition("/r")[2] for unit in starts) == ["0", "1"], starts
+    for unit, seconds in starts.items():
+        op, _, r = unit.rpartition("/r")
+        assert "new_because" in ran[f"{op}/B/r{r}"][0]
+        phases = json.loads((directory / op / "B" / f"r{r}" / "time_breakdown.json").read_text())
+        assert seconds == pytest.approx(phases["phases"]["startup"]) and seconds > 0
     assert "how pytest ran: side A: 4 in a fresh process; side B: 4 in a worker (2 started)" in (
         directory / "ab.md").read_text()
     assert "pytest: in workers that stay up" in harness(
