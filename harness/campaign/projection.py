@@ -22,9 +22,9 @@ class RoundWalls:
 
     `first` and `later`: seconds per operator of its round-0 unit and of its later ones (their
     median), each less the worker starts it paid for its round (round_starts). `start_first`
-    and `start_later`: what those starts took on one device in round 0 and in a later round
-    (means over the campaign's devices and rounds), which a suite pays once a round and
-    device whatever its operators."""
+    and `start_later`: what those starts took on one device in round 0 and in a later round,
+    the mean over the (round, device) pairs where any was found; a suite pays them once a
+    round and device whatever its operators."""
 
     first: dict[str, float] = field(default_factory=dict)
     later: dict[str, float] = field(default_factory=dict)
@@ -34,23 +34,29 @@ class RoundWalls:
 
 def round_starts(path: Path, campaign: Campaign) -> dict[str, float]:
     """Seconds of worker starts that a unit of the campaign at `path` paid for its round rather
-    than for its operator, by unit id. In each round, the first unit to start on a device
-    (by started_utc, ties in the plan's order) finds no worker of that round and starts one a
-    side: the `startup` (time_breakdown.json) of each of its runs whose launch started a worker
-    (`new_because` in run_identity.json). A run in a fresh process, or one whose files are
-    missing or unreadable, counts nothing. Never more than the unit's wall."""
-    firsts: dict[tuple[int, str], UnitRecord] = {}
-    for unit in campaign.units:
-        if unit.started_utc is None or unit.wall_s is None:
+    than for its operator, by unit id. Each side's worker of a round and device is started by
+    the first of that round's units on that device (by started_utc, ties in the plan's order)
+    whose run on that side started a worker (`new_because` in run_identity.json's `launch`):
+    that run's `startup` (time_breakdown.json) is the start. A later start in the round (a
+    worker retired by the operator before, a resume's new driver) stays in its unit's wall,
+    where the projection overstates rather than understates. A run of more than one pytest
+    session (a capture rescued), in a fresh process, or with files missing or unreadable
+    counts nothing. Never more than the unit's wall."""
+    found: dict[tuple[int, str, str], tuple[str, int, UnitRecord, float]] = {}
+    for order, unit in enumerate(campaign.units):
+        wall = unit.wall_s
+        if unit.started_utc is None or wall is None or not math.isfinite(wall) or wall <= 0:
             continue
-        key = (unit.round, unit.device or "")
-        if key not in firsts or unit.started_utc < (firsts[key].started_utc or ""):
-            firsts[key] = unit
-    out = {}
-    for unit in firsts.values():
-        seconds = sum(_start_s(path / Unit(unit.op, unit.round).run_rel(side)) for side in SIDES)
-        if seconds > 0:
-            out[unit.id] = min(seconds, unit.wall_s or 0.0)
+        for side in SIDES:
+            key = (unit.round, unit.device or "", side)
+            if key in found and found[key][:2] <= (unit.started_utc, order):
+                continue
+            seconds = _start_s(path / Unit(unit.op, unit.round).run_rel(side))
+            if seconds > 0:
+                found[key] = (unit.started_utc, order, unit, seconds)
+    out: dict[str, float] = {}
+    for _, _, unit, seconds in found.values():
+        out[unit.id] = min(out.get(unit.id, 0.0) + seconds, unit.wall_s or 0.0)
     return out
 
 
@@ -61,10 +67,13 @@ def _start_s(run_dir: Path) -> float:
                    for launch in identity.get("launch") or ()):
             return 0.0
         breakdown = json.loads((run_dir / BREAKDOWN_FILE).read_text(encoding="utf-8"))
-        seconds = float(breakdown["phases"]["startup"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        seconds = breakdown["phases"]["startup"]
+        sessions = breakdown.get("sessions", 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return 0.0
-    return seconds if math.isfinite(seconds) and seconds > 0 else 0.0
+    if sessions != 1 or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return 0.0  # two sessions' startup holds the gap between them too, not a start alone
+    return float(seconds) if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
 def walls_by_round(path: Path) -> RoundWalls:
@@ -78,18 +87,19 @@ def walls_by_round(path: Path) -> RoundWalls:
     starts = round_starts(path, campaign)
     first: dict[str, float] = {}
     later: dict[str, list[float]] = {}
+    paid: dict[bool, list[float]] = {True: [], False: []}  # by round 0 or not
     for unit in campaign.units:
         if unit.wall_s is None:
             continue
-        wall = unit.wall_s - starts.get(unit.id, 0.0)
+        start = starts.get(unit.id, 0.0)
+        if start:
+            paid[unit.round == 0].append(start)
         if unit.round == 0:
-            first[unit.op] = wall
+            first[unit.op] = unit.wall_s - start
         else:
-            later.setdefault(unit.op, []).append(wall)
-    by_round = [(int(uid.rpartition("/r")[2]) == 0, s) for uid, s in starts.items()]
+            later.setdefault(unit.op, []).append(unit.wall_s - start)
     return RoundWalls(first, {op: sorted(w)[len(w) // 2] for op, w in later.items()},
-                      _mean([s for zero, s in by_round if zero]),
-                      _mean([s for zero, s in by_round if not zero]))
+                      _mean(paid[True]), _mean(paid[False]))
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -104,7 +114,8 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     wall in `walls` or, unknown, the mean of the known ones; a round-0 unit takes its
     operator's wall in `first` (or their mean) where `first` has any. Units go to the device
     that frees first, longest first; then each device pays `starts` (RoundWalls' start_first
-    and start_later) once for round 0 and once for each later round. None with no wall known.
+    and start_later) once for each round it got a unit of: round 0's and each later one's.
+    None with no wall known.
 
     The mean, not the median: where the known operators are a random draw from the suite, the
     draw's mean times the suite's size estimates the suite's sum without bias, and walls are
@@ -119,17 +130,19 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     first = first or {}
     first_known = [first[op] for op in ops if op in first] or list(first.values())
     first_mean = math.fsum(first_known) / len(first_known) if first_known else mean
-    each = sorted((first.get(u.op, first_mean) if first and u.round == 0
-                   else walls.get(u.op, mean) for u in units), reverse=True)
-    rounds = {u.round for u in units}
-    paid = (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
+    each = sorted(((first.get(u.op, first_mean) if first and u.round == 0
+                    else walls.get(u.op, mean), u.round) for u in units), reverse=True)
     spans = []
     for count in devices:
         free = [0.0] * count
-        for wall in each:
-            free[free.index(min(free))] += wall
-        spans.append(f"{count} device{'' if count == 1 else 's'} "
-                     f"{_duration(max(free) + paid)}")
+        rounds: list[set[int]] = [set() for _ in range(count)]
+        for wall, round_ in each:
+            device = free.index(min(free))
+            free[device] += wall
+            rounds[device].add(round_)
+        ends = [f + (starts[0] if 0 in r else 0.0) + starts[1] * len(r - {0})
+                for f, r in zip(free, rounds, strict=True)]
+        spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}")
     guessed = sum(1 for op in ops if op not in walls)
     rest = f", the mean {mean:.0f} s for the {guessed} others" if guessed else ""
     unfirst = sum(1 for op in ops if op not in first)

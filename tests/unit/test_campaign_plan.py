@@ -395,6 +395,29 @@ def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_
                     "1 device 2.7 min, 2 devices 1.6 min")
 
 
+def test_a_rounds_start_is_found_past_a_first_unit_that_started_no_worker(tmp_path):
+    # Regression (review): the round's first unit alone was read, so a skipped first unit
+    # left the next one's worker start inside that operator's wall.
+    doc = document(tmp_path, rounds=1, ops={"a": {"node": "a"}, "b": {"node": "b"}})
+    for unit, wall, at in ((doc.unit("a/r0"), 0.4, "00"), (doc.unit("b/r0"), 20.0, "01")):
+        unit.status, unit.wall_s = "ok", wall
+        unit.started_utc = f"2026-12-06T10:00:{at}+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "b/A/r0", 7.0, "the first of its environment")
+    _run_files(tmp_path / "b/B/r0", 3.0, "the first of its environment")
+    assert projection.round_starts(tmp_path, load(tmp_path)) == {"b/r0": 10.0}
+
+
+def test_each_device_pays_the_starts_of_the_rounds_it_ran():
+    # Regression (review): every round's starts went to the busiest device, even where 64
+    # devices each ran one unit of one round.
+    units = [Unit(op, r) for op in "abcd" for r in range(3)]
+    walls = dict.fromkeys("abcd", 10.0)
+    line = projection.projection(units, walls, devices=(1, 64), starts=(16.0, 8.0))
+    # one device: 120 s + 16 + 2 x 8; 64 devices: one unit each, a round-0 one pays 16
+    assert line is not None and line.endswith("1 device 2.5 min, 64 devices 26 s")
+
+
 def test_unreadable_run_files_count_no_start(tmp_path):
     doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
     unit = doc.unit("mm/r0")
@@ -405,6 +428,18 @@ def test_unreadable_run_files_count_no_start(tmp_path):
     (tmp_path / "mm/B/r0/run_identity.json").write_bytes(b"\x00\xff binary")
     assert projection.round_starts(tmp_path, load(tmp_path)) == {}
     assert projection.walls_by_round(tmp_path).first == {"mm": 9.0}
+    for startup in ("12", True, float("nan"), -3.0):  # a number of seconds, or nothing
+        (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
+            json.dumps({"phases": {"startup": startup}}))
+        assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+    # two sessions (a capture rescued): their startup holds the gap between them, not a start
+    (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
+        json.dumps({"sessions": 2, "phases": {"startup": 6.0}}))
+    assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+    (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
+        json.dumps({"sessions": 1, "phases": {"startup": 6.0}}))
+    assert projection.round_starts(tmp_path, load(tmp_path)) == {"mm/r0": 6.0}
+    assert projection.walls_by_round(tmp_path).first == {"mm": 3.0}
 
 
 def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
