@@ -17,12 +17,14 @@ from harness.contract.boundary import (
     FLAG_MARKERS,
     NO_DEVICE_WORK,
 )
+from harness.contract.records import Winner, read_records
 from harness.contract.results import SUCCESS, Row
 from harness.errors import UsageError
 from harness.report.abresult import AbReport, AbRow, Key, Unpaired, in_geomean
 from harness.report.sources import CALIBER_FIELDS, Source, caliber_of
 
 SELF_TUNED = "not a same-config comparison: both sides tuned for themselves"
+WINNERS_NAMED = 3  # keys the note of differing winners names; the rest are counted
 
 
 def keyed(rows: Sequence[Row]) -> dict[Key, Row]:
@@ -119,7 +121,41 @@ def tuning_notes(a: Sequence[Source], b: Sequence[Source]) -> list[str]:
     if _replays_from(b, dirs_a) or _replays_from(a, dirs_b) or (
             len(shared) == 1 and all(i.get("replay_from") for i in ids)):
         return []
-    return [SELF_TUNED]
+    return [SELF_TUNED, *_winners_note(a, b)]
+
+
+def _winners(side: Sequence[Source]) -> dict[tuple[str, str, str], Winner]:
+    """The winners a side's runs recorded (autotune_records), by kernel and key; a run with no
+    records, or unreadable ones, adds none."""
+    found: dict[tuple[str, str, str], Winner] = {}
+    for directory, _ in (item for s in side for item in s.identities):
+        try:
+            found.update(read_records(directory).index())
+        except UsageError:
+            continue
+    return found
+
+
+def _winners_note(a: Sequence[Source], b: Sequence[Source]) -> list[str]:
+    """Where two self-tuned sides settled on different configs for one key of one kernel:
+    a row that runs that key may differ by the configs each side picked (on an H100, one
+    process in four or five tuned pixel_shuffle to a config 11% slower than the others did),
+    not by what the sides are. [] where no key both tuned differs."""
+    wa, wb = _winners(a), _winners(b)
+    both = sorted(set(wa) & set(wb))
+    differ = [k for k in both if wa[k].config != wb[k].config]
+    if not differ:
+        return []
+
+    def config(winner: Winner) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(winner.config.items())) or "{}"
+
+    named = "; ".join(f"{k[1]} {k[2]}: A {config(wa[k])}, B {config(wb[k])}"
+                      for k in differ[:WINNERS_NAMED])
+    more = len(differ) - WINNERS_NAMED
+    return [f"tuning settled differently on {len(differ)} of the {len(both)} keys both sides "
+            f"tuned, so a row of such a key may differ by its configs: {named}"
+            + (f"; and {more} more" if more > 0 else "")]
 
 
 def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:

@@ -11,6 +11,7 @@ import pytest
 
 from harness import cli
 from harness.contract.boundary import DIRECT_MARKER, REPLAY_FALLBACK_MARKER
+from harness.contract.records import Records, Winner, write_records
 from harness.contract.results import Row, write_results
 from harness.errors import UsageError
 from harness.report.comparison import SELF_TUNED, compare
@@ -148,6 +149,42 @@ def test_two_self_tuned_sides_are_flagged(tmp_path: Path) -> None:
     out: list[str] = []
     render_ab_md(compare([load_source(a)], [load_source(b)]), out.append)
     assert f"- FLAG: {SELF_TUNED}" in out
+
+
+def _winners(run: Path, blocks: dict[int, int]) -> None:
+    """autotune_records/winners.jsonl of `run`: pixel_shuffle's BLOCK_SIZE for each n_elements."""
+    records = Records(winners=[
+        Winner("triton", "flag_gems.ops.pixel_shuffle:pixel_shuffle_kernel",
+               (n, "torch.float16"), {"BLOCK_SIZE": block, "num_warps": 4})
+        for n, block in blocks.items()])
+    write_records(run, records)
+
+
+def test_self_tuned_sides_name_the_keys_whose_winners_differ(tmp_path: Path) -> None:
+    # Each fresh process that tuned pixel_shuffle on an H100 picked its own BLOCK_SIZE where two
+    # were close, and read 3.7 or 4.1 us by that choice: where the sides tune for themselves, a
+    # row of such a key differs by its configs, and the report says which keys those are.
+    a = run_dir(tmp_path / "a", [row()])
+    b = run_dir(tmp_path / "b", [row()])
+    _winners(a, {24: 256, 1048576: 2048, 1179648: 512, 16384: 256, 262144: 1024, 9: 256})
+    _winners(b, {24: 256, 1048576: 512, 1179648: 1024, 16384: 512, 262144: 256, 7: 128})
+    notes = compare([load_source(a)], [load_source(b)]).notes
+    (note,) = [n for n in notes if n.startswith("tuning settled differently")]
+    assert note.startswith("tuning settled differently on 4 of the 5 keys both sides tuned")
+    # the first three named (sorted by key text), the fourth counted
+    assert ("flag_gems.ops.pixel_shuffle:pixel_shuffle_kernel [1048576, \"torch.float16\"]: "
+            "A BLOCK_SIZE=2048 num_warps=4, B BLOCK_SIZE=512 num_warps=4") in note
+    assert note.endswith("; and 1 more") and "[24," not in note
+    out: list[str] = []
+    render_ab_md(compare([load_source(a)], [load_source(b)]), out.append)
+    assert any(line.startswith("- note: tuning settled differently") for line in out)
+    # one config on every shared key: nothing to name; replayed winners: no comparison made
+    _winners(b, {24: 256, 1048576: 2048, 1179648: 512, 16384: 256, 262144: 1024})
+    assert not [n for n in compare([load_source(a)], [load_source(b)]).notes
+                if n.startswith("tuning settled")]
+    replaying = run_dir(tmp_path / "c", [row()], replay_from=str(a))
+    _winners(replaying, {24: 128})
+    assert compare([load_source(a)], [load_source(replaying)]).notes == ()
 
 
 @pytest.mark.parametrize("case", ["b_replays_a", "b_replays_a_records", "both_replay_x",
