@@ -90,7 +90,7 @@ def from_text(text: str, origin: str = "records") -> Records:
                                dict(item["config"]))
                 (records.candidates if item["kind"] == "candidate" else records.winners
                  ).append(found)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise UsageError(f"{origin}:{number}: not an autotune record ({exc})") from None
     return records
 

@@ -182,6 +182,12 @@ def test_self_tuned_sides_name_the_keys_whose_winners_differ(tmp_path: Path) -> 
     _winners(b, {24: 256, 1048576: 2048, 1179648: 512, 16384: 256, 262144: 1024})
     assert not [n for n in compare([load_source(a)], [load_source(b)]).notes
                 if n.startswith("tuning settled")]
+    # records that cannot be read (nested past the parser's depth, binary) name nothing
+    (b / "autotune_records" / "winners.jsonl").write_text("[" * 100_000 + "\n")
+    assert not [n for n in compare([load_source(a)], [load_source(b)]).notes
+                if n.startswith("tuning settled")]
+    (b / "autotune_records" / "winners.jsonl").write_bytes(b"\x00\xff\xfe")
+    assert SELF_TUNED in compare([load_source(a)], [load_source(b)]).notes
     replaying = run_dir(tmp_path / "c", [row()], replay_from=str(a))
     _winners(replaying, {24: 128})
     assert compare([load_source(a)], [load_source(replaying)]).notes == ()
