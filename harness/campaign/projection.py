@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -10,8 +9,9 @@ from pathlib import Path
 
 from harness.campaign.document import CAMPAIGN_JSON, Campaign, UnitRecord, load
 from harness.campaign.plan import SIDES, Unit
-from harness.contract.breakdown import BREAKDOWN_FILE
-from harness.contract.identity import IDENTITY_FILE
+from harness.contract import breakdown
+from harness.contract.identity import read_identity
+from harness.errors import UsageError
 
 PROJECTED_DEVICES = (1, 8, 64)
 
@@ -62,16 +62,17 @@ def round_starts(path: Path, campaign: Campaign) -> dict[str, float]:
 
 def _start_s(run_dir: Path) -> float:
     try:
-        identity = json.loads((run_dir / IDENTITY_FILE).read_text(encoding="utf-8"))
-        if not any(isinstance(launch, dict) and launch.get("new_because")
-                   for launch in identity.get("launch") or ()):
-            return 0.0
-        breakdown = json.loads((run_dir / BREAKDOWN_FILE).read_text(encoding="utf-8"))
-        seconds = breakdown["phases"]["startup"]
-        sessions = breakdown.get("sessions", 1)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        ident = read_identity(run_dir)
+        doc = breakdown.read(run_dir / breakdown.BREAKDOWN_FILE)
+    except (UsageError, OSError, RecursionError):
         return 0.0
-    if sessions != 1 or isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+    launches = ident.doc.get("launch") if ident is not None else None
+    if not isinstance(launches, list) or doc is None or not any(
+            isinstance(launch, dict) and launch.get("new_because") for launch in launches):
+        return 0.0
+    seconds = doc["phases"].get("startup")
+    if doc.get("sessions", 1) != 1 or isinstance(seconds, bool) \
+            or not isinstance(seconds, (int, float)):
         return 0.0  # two sessions' startup holds the gap between them too, not a start alone
     return float(seconds) if math.isfinite(seconds) and seconds > 0 else 0.0
 
@@ -126,10 +127,10 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     known = [walls[op] for op in ops if op in walls]
     if not known:
         return None
-    mean = math.fsum(known) / len(known)
+    mean = _mean(known)
     first = first or {}
     first_known = [first[op] for op in ops if op in first] or list(first.values())
-    first_mean = math.fsum(first_known) / len(first_known) if first_known else mean
+    first_mean = _mean(first_known) if first_known else mean
     each = sorted(((first.get(u.op, first_mean) if first and u.round == 0
                     else walls.get(u.op, mean), u.round) for u in units), reverse=True)
     spans = []

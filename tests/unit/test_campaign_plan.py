@@ -358,7 +358,8 @@ def _run_files(run_dir, startup, new_because=None):
     if new_because:
         launch["new_because"] = new_because
     (run_dir / "run_identity.json").write_text(json.dumps({"launch": [launch]}))
-    (run_dir / "time_breakdown.json").write_text(json.dumps({"phases": {"startup": startup}}))
+    (run_dir / "time_breakdown.json").write_text(
+        json.dumps({"wall_s": 30.0, "phases": {"startup": startup}}))
 
 
 def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_path):
@@ -430,14 +431,14 @@ def test_unreadable_run_files_count_no_start(tmp_path):
     assert projection.walls_by_round(tmp_path).first == {"mm": 9.0}
     for startup in ("12", True, float("nan"), -3.0):  # a number of seconds, or nothing
         (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
-            json.dumps({"phases": {"startup": startup}}))
+            json.dumps({"wall_s": 30.0, "phases": {"startup": startup}}))
         assert projection.round_starts(tmp_path, load(tmp_path)) == {}
     # two sessions (a capture rescued): their startup holds the gap between them, not a start
     (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
-        json.dumps({"sessions": 2, "phases": {"startup": 6.0}}))
+        json.dumps({"sessions": 2, "wall_s": 30.0, "phases": {"startup": 6.0}}))
     assert projection.round_starts(tmp_path, load(tmp_path)) == {}
     (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
-        json.dumps({"sessions": 1, "phases": {"startup": 6.0}}))
+        json.dumps({"sessions": 1, "wall_s": 30.0, "phases": {"startup": 6.0}}))
     assert projection.round_starts(tmp_path, load(tmp_path)) == {"mm/r0": 6.0}
     assert projection.walls_by_round(tmp_path).first == {"mm": 3.0}
 
