@@ -103,6 +103,10 @@ def _no_choices(backend: Backend) -> Sequence[str]:
     return ()
 
 
+def _not_code_only(axis: Axis, backend: Backend) -> bool:
+    return False
+
+
 def _side_label(axis: Axis, side: str) -> str:
     return f"{side}={axis.value(side)}"
 
@@ -131,6 +135,10 @@ class AxisKind:
     side_pythons: bool = False  # A and B are interpreters: each side's pytest runs in its own
     side_images: bool = False  # A and B are images: each side's pytest runs in a container
     side_commits: bool = False  # A and B are FlagGems commits: each side runs its own tree
+    # Whether the sides differ in nothing but the code FlagGems' kernels compile to (or in
+    # nothing at all): sides that compiled the same code, replaying one set of winners, ran the
+    # same operator. ROUNDS=auto stops such a campaign's operators at their first look.
+    code_only: Callable[[Axis, Backend], bool] = _not_code_only
     side_label: Callable[[Axis, str], str] = _side_label  # a side named in an error
     tune: str = "replay"  # TUNE's default: replay (A/r0's winners) or each (a side its own)
     strict_replay: bool = True  # a key missing from the replayed winners fails the operator

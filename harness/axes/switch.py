@@ -56,7 +56,13 @@ def reaches_torch(axis: Axis, backend: Backend) -> bool:
     return not (axis.variable is not None and backend.is_compiler_switch(axis.variable))
 
 
+def code_only(axis: Axis, backend: Backend) -> bool:
+    """A switch of the compiler's code generation (Backend.is_codegen_switch) changes nothing
+    else; FlagGems' own variables and any other may change what its Python does."""
+    return axis.variable is not None and backend.is_codegen_switch(axis.variable)
+
+
 KIND = AxisKind(
     name="switch", variables=("A", "B"), sides=sides,
     match=match, liveness=liveness.of_switch, plan_text=plan_text, reaches_torch=reaches_torch,
-    by_name=False, choices=choices, hint=hint)
+    code_only=code_only, by_name=False, choices=choices, hint=hint)

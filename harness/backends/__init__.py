@@ -74,9 +74,15 @@ def no_clocks(visible: str | None, ordinal: int) -> ClockReader | str:
     return ""
 
 
-# What every Triton-based stack reads only in its compiler or in FlagGems: Triton's and
-# FlagTree's knobs (TRITON_*, FLAGTREE_*, MLIR_ENABLE_*) and FlagGems' own (FLAGGEMS_*).
-COMPILER_VARIABLES = ("TRITON_", "FLAGTREE_", "MLIR_ENABLE_", "FLAGGEMS_")
+# What every Triton-based stack reads only in the compiler of FlagGems' kernels: Triton's and
+# FlagTree's knobs. FlagGems' own (FLAGGEMS_*) are read by its Python too.
+CODEGEN_VARIABLES = ("TRITON_", "FLAGTREE_", "MLIR_ENABLE_")
+COMPILER_VARIABLES = (*CODEGEN_VARIABLES, "FLAGGEMS_")
+
+
+def _named(variable: str, names: Sequence[str]) -> bool:
+    """Whether `variable` is one of `names`, or starts with one that ends in "_" (a prefix)."""
+    return any(variable.startswith(n) if n.endswith("_") else variable == n for n in names)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ class Backend:
     # Compiler switches by short AXIS name -> the environment variable this stack reads.
     switches: Mapping[str, str] = field(default_factory=dict)
     # Further variables (a name, or a prefix ending in "_") read only by the compiler of
-    # FlagGems' kernels or by FlagGems: a switch among them cannot change torch's reference.
+    # FlagGems' kernels: a switch among them changes nothing but the code those compile to.
     compiler_variables: tuple[str, ...] = ()
     # Variables an AXIS may name on this stack besides its compiler's: read by torch or the
     # runtime too, so a switch among them may change torch's reference.
@@ -137,8 +143,14 @@ class Backend:
     def is_compiler_switch(self, variable: str) -> bool:
         """Whether `variable` reaches only the compiler of FlagGems' kernels or FlagGems (its
         switches, COMPILER_VARIABLES, its compiler_variables), never torch's own kernels."""
-        names = (*self.switches.values(), *COMPILER_VARIABLES, *self.compiler_variables)
-        return any(variable.startswith(n) if n.endswith("_") else variable == n for n in names)
+        return self.is_codegen_switch(variable) or _named(variable, COMPILER_VARIABLES)
+
+    def is_codegen_switch(self, variable: str) -> bool:
+        """Whether `variable` reaches nothing but the code FlagGems' kernels compile to (its
+        switches, CODEGEN_VARIABLES, its compiler_variables): where the two sides compiled the
+        same code, they ran the same operator."""
+        return _named(variable, (*self.switches.values(), *CODEGEN_VARIABLES,
+                                 *self.compiler_variables))
 
     def axis_switches(self) -> dict[str, str]:
         """Every AXIS this stack knows, by short name or in full, and the variable it sets: its

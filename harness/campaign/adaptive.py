@@ -4,11 +4,13 @@ Every operator runs MIN_ROUNDS first. Then, at each look, the campaign's rows ar
 report judges them (looks.judge: alpha spent over the looks an operator had, so that looking
 after every round and stopping when a row is decided keeps each verdict's error rate), and an
 operator gets one more round while a row of it is inconclusive that MAX_ROUNDS may still decide
-(looks.futile_width). It stops, and says why, when every row is faster, slower or same; when
-its compiled code and Python source are the same on both sides (two FlagGems commits), at its
-first look; at MAX_ROUNDS; when no undecided row of it can be decided by MAX_ROUNDS (those rows
-stay inconclusive); or when it has no paired row to judge. Stopping never changes a verdict's
-meaning: each is valid whatever rule chose the rounds.
+(looks.futile_width). It stops, and says why, when every row is faster, slower or same; at
+its first look when both sides ran the same code (unchanged_ops: an operator of two FlagGems
+commits whose compiled code and Python source are the same on both sides; every operator of an
+A/A, or of a switch of code generation that changed no kernel); at MAX_ROUNDS; when no
+undecided row of it can be decided by MAX_ROUNDS (those rows stay inconclusive); or when it has
+no paired row to judge. Stopping never changes a verdict's meaning: each is valid whatever rule
+chose the rounds.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import stats
+from harness import backends, stats
 from harness.axes.liveness import compiled_sets
 from harness.campaign import compare, plan, refs
 from harness.campaign.document import Campaign
+from harness.campaign.unit import cache_fingerprints
 from harness.contract.states import OK, SKIPPED
+from harness.errors import UsageError
 from harness.providers.opsource import PackageSource, op_source_hash
 from harness.report.abresult import AbRow
 from harness.stats import looks
@@ -92,19 +96,47 @@ def futile_rows(rows: Sequence[AbRow], seen: Sequence[int], most: int, planned: 
 
 def unchanged_ops(directory: Path, campaign: Campaign,
                   identities: Mapping[str, compare.Identities], ops: Sequence[str]) -> set[str]:
-    """Of `ops`, those whose sides compiled the same code (side B nothing side A did not, as
-    the report's `unchanged` reads) from the same Python source in each side's FlagGems tree;
-    none unless the sides are two FlagGems commits."""
-    if not campaign.axis.kind.side_commits:
+    """Of `ops`, those whose two sides ran the same code, which by then is all they can show:
+    none unless side B replays side A's winners (TUNE=replay), and then
+
+    - two FlagGems commits: an operator whose side B compiled nothing its side A did not (as
+      the report's `unchanged` reads), from the same Python source in each side's tree;
+    - sides that differ in nothing but compiled code (AxisKind.code_only: an A/A, a switch of
+      the compiler's code generation): every operator, where side B compiled nothing side A
+      did not over the whole campaign and each side compiled something. The whole campaign's
+      code and not an operator's own: a side's units share one Triton cache and a worker's
+      kernels in memory, so a kernel that operators share is fingerprinted with the first
+      one that compiled it, and an operator's own fingerprints need not show all it ran (a
+      commit's source, which covers what an operator imports, does). A switch that changed
+      any kernel stops none of them this way.
+    """
+    axis = campaign.axis
+    if axis.tune != "replay":  # each side's own winners: the same code may run other configs
         return set()
-    code = [op for op in ops if op in identities and _same_code(identities[op])]
-    if not code:
+    if axis.kind.side_commits:
+        return _same_source(directory, [op for op in ops if op in identities
+                                        and _same_code(identities[op])])
+    backend = campaign.caliber.get("backend")
+    try:
+        code_only = isinstance(backend, str) and axis.kind.code_only(axis, backends.get(backend))
+    except UsageError:  # a backend this harness does not know: what its switch reaches neither
+        return set()
+    if not code_only:
+        return set()
+    a, b = ({*campaign.side_artifacts.get(side, ()), *cache_fingerprints(directory, side)}
+            for side in plan.SIDES)
+    return set(ops) if a and b and b <= a else set()
+
+
+def _same_source(directory: Path, ops: Sequence[str]) -> set[str]:
+    """Of `ops`, those whose Python source is the same in each side's FlagGems tree."""
+    if not ops:
         return set()
     parsed: dict[bytes, ast.Module | None] = {}  # the sides share most modules' text
     sources = [PackageSource(refs.side_tree(directory, side) / refs.PACKAGE_DIR, parsed)
                for side in plan.SIDES]
     found = set()
-    for op in code:
+    for op in ops:
         a, b = (op_source_hash(source, op) for source in sources)
         if a is not None and a == b:
             found.add(op)

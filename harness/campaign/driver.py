@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.campaign import adaptive, finish, nospace, plan, refs
+from harness.campaign import adaptive, finish, nospace, plan
 from harness.campaign.document import Campaign, DriverRecord, utc_now
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.campaign.unit import side_cache, skip_reason
+from harness.campaign.unit import cache_fingerprints, side_cache, skip_reason
 from harness.contract.states import (
     FINISHED,
     INTERRUPTED,
@@ -35,7 +35,6 @@ from harness.executors.base import Ended, Executor, Outcome, Task
 from harness.executors.procs import deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.report.sources import DRIVER_LOCK
-from harness.run import artifacts
 from harness.settings import cmdline, variables
 from harness.settings.spec import Settings
 
@@ -127,11 +126,7 @@ def drop_side_caches(directory: Path, campaign: Campaign) -> None:
     remove the caches: a resume starts them afresh."""
     seen = campaign.side_artifacts
     for side in SIDES:
-        cache = side_cache(directory, side)
-        if (cache / "triton").is_dir():
-            tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
-            found = artifacts.artifact_hashes(cache / "triton", cache,
-                                              *([tree] if tree.is_dir() else []))
+        if found := cache_fingerprints(directory, side):
             seen[side] = sorted({*seen.get(side, ()), *found})
     try:
         campaign.save(directory)

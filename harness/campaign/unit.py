@@ -43,6 +43,17 @@ def side_cache(directory: Path, side: str) -> Path:
     return directory / CACHE_DIR / side
 
 
+def cache_fingerprints(directory: Path, side: str) -> set[str]:
+    """The fingerprint of every artifact the side's campaign cache holds now; none once it was
+    dropped (campaign.side_artifacts keeps what each drop held)."""
+    cache = side_cache(directory, side)
+    if not (cache / "triton").is_dir():
+        return set()
+    tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
+    return set(artifacts.artifact_hashes(cache / "triton", cache,
+                                         *([tree] if tree.is_dir() else [])))
+
+
 def cache_env(directory: Path, side: str) -> dict[str, str]:
     cache = side_cache(directory, side).resolve()
     return {"FLAGGEMS_CACHE_DIR": str(cache / "flaggems"),

@@ -114,9 +114,81 @@ def test_an_operator_is_unchanged_where_its_code_and_its_source_are_the_same_on_
     assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos", "sin", "mm"]) == {"cos"}
     assert adaptive.unchanged_ops(tmp_path, doc, {"cos": _ids(["k1"], ["k5"])}, ["cos"]) == set()
     assert adaptive.unchanged_ops(tmp_path, doc, {"cos": _ids([], [])}, ["cos"]) == set()
-    # a switch's sides run one tree: equal code there is the liveness question, not a stop
-    other = _flaggems_campaign(tmp_path / "switch", axis="none")
-    assert adaptive.unchanged_ops(tmp_path / "switch", other, identities, ["cos"]) == set()
+    # each side tuned for itself: the same code may run other winners
+    doc.axis = Axis("flaggems", None, given_tune="each")
+    assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos"]) == set()
+
+
+def _compiled(directory: Path, side: str, *kernels: str) -> None:
+    """Kernels in a side's campaign Triton cache, each an entry of one artifact."""
+    for kernel in kernels:
+        entry = directory / plan.CACHE_DIR / side / "triton" / f"key-{kernel}"
+        entry.mkdir(parents=True, exist_ok=True)
+        (entry / f"{kernel}.ptx").write_text(f"// the code of {kernel}\n")
+
+
+def _one_stack(tmp_path: Path, axis: Axis, backend: str = "cuda"):
+    return plan.new_campaign(directory=tmp_path, axis=axis, caliber={"backend": backend},
+                             argv=[], ops={op: {"node": f"benchmark/t.py::test_{op}"}
+                                           for op in ("cos", "mm")}, rounds=2, walls={},
+                             walls_from=None)
+
+
+def test_every_operator_of_an_aa_stops_at_its_first_look_where_side_b_compiled_nothing_new(
+        tmp_path: Path):
+    # An operator's own fingerprints would not do: "mm" compiled nothing of its own here
+    # (a kernel "cos" compiled first, shared through the side's cache), which says nothing.
+    doc = _one_stack(tmp_path, Axis("none", None))
+    identities = {"cos": _ids(["k1", "k2"], ["k1"]), "mm": _ids([], [])}
+    _compiled(tmp_path, "A", "k1", "k2")
+    _compiled(tmp_path, "B", "k1")
+    assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos", "mm"]) == {"cos", "mm"}
+    # side B compiled a kernel side A never did: no operator is shown unchanged, not even
+    # the one whose own fingerprints are among side A's
+    _compiled(tmp_path, "B", "k9")
+    assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos", "mm"]) == set()
+
+
+def test_a_dropped_cache_counts_by_what_the_campaign_recorded_of_it(tmp_path: Path):
+    doc = _one_stack(tmp_path, Axis("none", None))
+    doc.side_artifacts = {"A": ["f1", "f2"], "B": ["f1"]}  # a resume dropped the caches
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == {"cos"}
+    doc.side_artifacts = {"A": ["f1"], "B": ["f3"]}
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set()
+    # nothing compiled on a side (no Triton there, or a switch that interprets instead):
+    # no code to be the same
+    for recorded in ({"A": ["f1"]}, {"B": ["f1"]}, {}):
+        doc.side_artifacts = recorded
+        assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set(), recorded
+
+
+@pytest.mark.parametrize(("axis", "backend", "stops"), [
+    (Axis("DISABLE_PTXAS_OPT", "DISABLE_PTXAS_OPT"), "cuda", True),  # the code generator's
+    (Axis("RLC_ENHANCE", "FLAGTREE_RLC_ENHANCE"), "cuda", True),
+    (Axis("TRITON_DEFAULT_FP_FUSION", "TRITON_DEFAULT_FP_FUSION"), "cuda", True),
+    # FlagGems' own variable is read by its Python too: the same kernels may be called
+    # otherwise
+    (Axis("FOLDSCALE", "FLAGGEMS_MXFP4_FOLDSCALE"), "cuda", False),
+    (Axis("OMP_NUM_THREADS", "OMP_NUM_THREADS"), "cpu", False),  # read by torch
+    (Axis("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"), "cuda", False),  # env:NAME
+    (Axis("none", None, given_tune="each"), "cuda", False),  # each side its own winners
+])
+def test_a_switch_stops_its_operators_only_where_it_reaches_nothing_but_generated_code(
+        tmp_path: Path, axis: Axis, backend: str, stops: bool):
+    doc = _one_stack(tmp_path, axis, backend)
+    for side in plan.SIDES:
+        _compiled(tmp_path, side, "k1")
+    found = adaptive.unchanged_ops(tmp_path, doc, {}, ["cos", "mm"])
+    assert found == ({"cos", "mm"} if stops else set())
+
+
+def test_a_campaign_without_a_backend_it_knows_stops_nothing_by_its_code(tmp_path: Path):
+    doc = _one_stack(tmp_path, Axis("none", None))
+    for side in plan.SIDES:
+        _compiled(tmp_path, side, "k1")
+    for caliber in ({}, {"backend": None}, {"backend": "nosuch"}, {"backend": ["cuda"]}):
+        doc.caliber = caliber  # an older harness's, or one edited by hand
+        assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set(), caliber
 
 
 def test_futile_rows_are_named_with_the_width_they_would_reach_and_their_floor():
