@@ -307,8 +307,10 @@ def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_mean_for_u
     units = _units("a/r0", "a/r1", "b/r0", "c/r0", "c/r1", "c/r2")
     line = projection.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
     # c has no wall: the mean of a's and b's (20 s); longest first onto the freest device.
+    # its spread: a and b drawn again give c 10, 20 or 30 s a unit (80-140 s in all)
     assert line == ("projected wall of 6 units (walls of 2 operators, the mean 20 s for the 1 "
-                    "others): 1 device 1.8 min, 8 devices 30 s, 64 devices 30 s")
+                    "others): 1 device 1.8 min (90%: 1.3 min to 2.3 min, drawing the 2 "
+                    "operators again), 8 devices 30 s, 64 devices 30 s")
     spans = projection.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
     assert projection.projection(_units("a/r0"), {}) is None
@@ -322,7 +324,27 @@ def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
     units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
     line = projection.projection(units, draw, devices=(1,))
     assert line == ("projected wall of 100 units (walls of 3 operators, the mean 35 s for the "
-                    "97 others): 1 device 58.3 min")
+                    "97 others): 1 device 58.3 min (90%: 5.5 min to 1.9 h, drawing the 3 "
+                    "operators again)")
+
+
+def test_a_projection_from_a_draw_states_how_far_another_draw_would_move_it():
+    # Drawn again with replacement, a draw of three where one operator takes 50 times the
+    # others' wall gives 97 unknown operators a mean of 2-3 s (all drawn from the quick two,
+    # 30% of draws) up to 67 s (the slow one twice): the projection states that spread.
+    draw = {"a": 2.0, "b": 3.0, "c": 100.0}
+    units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
+    line = projection.projection(units, draw, devices=(1, 8))
+    assert line is not None and "(90%: 5.5 min to 1.9 h, drawing the 3 operators again)" in line
+    assert projection.projection(units, draw, devices=(1, 8)) == line  # seeded: the same
+    assert "devices 7.5 min," not in line and line.count("90%") == 1  # one device's alone
+    # alike walls: another draw moves nothing
+    even = projection.projection(units, dict.fromkeys(draw, 6.0), devices=(1,))
+    assert even is not None and even.endswith("1 device 10.0 min (90%: 10.0 min to 10.0 min, "
+                                              "drawing the 3 operators again)")
+    # no operator unknown, or only one known: nothing to draw again
+    assert "90%" not in (projection.projection(units[:3], draw) or "")
+    assert "90%" not in (projection.projection(units, {"a": 2.0}) or "")
 
 
 def test_the_projection_takes_round_0_from_the_walls_of_round_0():
