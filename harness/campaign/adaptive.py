@@ -111,8 +111,8 @@ def unchanged_ops(directory: Path, campaign: Campaign,
       any kernel stops none of them this way.
     """
     axis = campaign.axis
-    if axis.tune != "replay":  # each side's own winners: the same code may run other configs
-        return set()
+    if not ops or axis.tune != "replay":  # each side's own winners: the same code may run
+        return set()  # other configs
     if axis.kind.side_commits:
         return _same_source(directory, [op for op in ops if op in identities
                                         and _same_code(identities[op])])
