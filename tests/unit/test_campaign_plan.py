@@ -411,11 +411,13 @@ def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_
     line = projection.projection(units, earlier.later, earlier.first, devices=(1, 2),
                                  starts=(earlier.start_first, earlier.start_later))
     # 24 + 8 + 2 x 16 (the mean) in round 0, 2 x (12 + 4 + 2 x 8) later: 128 s, plus the
-    # starts once: 16 + 2 x 8 = 32 s on each device
+    # starts once: 16 + 2 x 8 = 32 s on each device; drawn again, x and y take add's walls
+    # (128 s in all) or mm's (192 s) or between
     assert line == ("projected wall of 12 units (walls of 2 operators, the mean 8 s for the 2 "
                     "others; round 0 from its own units, the mean 16 s for the 2 others; worker "
                     "starts once a round and device, 16 s in round 0 and 8 s later): "
-                    "1 device 2.7 min, 2 devices 1.6 min")
+                    "1 device 2.7 min (90%: 2.1 min to 3.2 min, drawing the 2 operators "
+                    "again), 2 devices 1.6 min")
 
 
 def test_a_rounds_start_is_found_past_a_first_unit_that_started_no_worker(tmp_path):
