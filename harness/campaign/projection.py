@@ -136,7 +136,7 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     first_mean = _mean(first_known) if first_known else mean
     each = sorted(((first.get(u.op, first_mean) if first and u.round == 0
                     else walls.get(u.op, mean), u.round) for u in units), reverse=True)
-    spread = _draw_spread(units, walls, first, starts)
+    spread = _draw_spread(units, walls, first, first_mean, starts)
     spans = []
     for count in devices:
         free = [0.0] * count
@@ -162,31 +162,34 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
 
 
 def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
-                 first: Mapping[str, float], starts: tuple[float, float]) -> str | None:
+                 first: Mapping[str, float], first_mean: float, starts: tuple[float, float]
+                 ) -> str | None:
     """How far the one-device wall may lie from the projection where unknown operators take
     the known ones' mean: DRAW_SHARE of the walls the known operators give when drawn again
-    with replacement (RESAMPLES times, seeded: the same line each time), as "90%: 3.1 h to 7.4 h,
-    drawing the 12 operators again". A draw of a dozen skewed walls moves its mean a lot,
-    and a projection from it says so. None where no operator is unknown or fewer than two are
-    known."""
-    ops = {u.op for u in units}
-    pool = sorted(op for op in ops if op in walls)
-    guessed = [u for u in units if u.op not in walls]
-    if not guessed or len(pool) < 2:
+    with replacement (RESAMPLES times, seeded: the same line each time), as "90%: 3.1 h to
+    7.4 h, drawing the 12 operators again"; a draw with no round-0 wall takes the
+    projection's `first_mean` for round 0. A draw of a dozen skewed walls moves its mean a
+    lot, and a projection from it says so. None where no wall is unknown or fewer than two
+    operators are known."""
+    pool = sorted({u.op for u in units if u.op in walls})
+    zeros = [u.op for u in units if first and u.round == 0]  # round 0 from round 0's walls
+    rest = [u.op for u in units if not (first and u.round == 0)]
+    own = math.fsum([*(first[op] for op in zeros if op in first),
+                     *(walls[op] for op in rest if op in walls)])
+    unknown_first = sum(1 for op in zeros if op not in first)
+    unknown = sum(1 for op in rest if op not in walls)
+    if not (unknown_first or unknown) or len(pool) < 2:
         return None
-    own = math.fsum(first.get(u.op, walls[u.op]) if first and u.round == 0 else walls[u.op]
-                    for u in units if u.op in walls)
     rounds = {u.round for u in units}
     paid = (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
-    zeros = sum(1 for u in guessed if first and u.round == 0)
     rng = random.Random(0)
     totals = []
     for _ in range(RESAMPLES):
         drawn = rng.choices(pool, k=len(pool))
         mean = _mean([walls[op] for op in drawn])
         firsts = [first[op] for op in drawn if op in first]
-        first_mean = _mean(firsts) if firsts else mean
-        totals.append(own + zeros * first_mean + (len(guessed) - zeros) * mean + paid)
+        totals.append(own + unknown_first * (_mean(firsts) if firsts else first_mean)
+                      + unknown * mean + paid)
     totals.sort()
     low = totals[int(RESAMPLES * (1 - DRAW_SHARE) / 2)]
     high = totals[int(RESAMPLES * (1 + DRAW_SHARE) / 2) - 1]
