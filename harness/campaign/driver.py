@@ -14,7 +14,7 @@ from pathlib import Path
 from harness.campaign import adaptive, finish, nospace, plan
 from harness.campaign.document import Campaign, DriverRecord, utc_now
 from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
-from harness.campaign.unit import cache_fingerprints, side_cache, skip_reason
+from harness.campaign.unit import cache_files, keep_unmatched, side_cache, skip_reason
 from harness.contract.states import (
     FINISHED,
     INTERRUPTED,
@@ -125,9 +125,14 @@ def drop_side_caches(directory: Path, campaign: Campaign) -> None:
     """Fingerprint what each side's cache compiled (kept in campaign.json for liveness), then
     remove the caches: a resume starts them afresh."""
     seen = campaign.side_artifacts
+    found = {side: cache_files(directory, side) for side in SIDES}
+    try:
+        keep_unmatched(directory, set(seen.get("A", ())), found)
+    except OSError:  # a full disk: the fingerprints below are what liveness needs
+        pass
     for side in SIDES:
-        if found := cache_fingerprints(directory, side):
-            seen[side] = sorted({*seen.get(side, ()), *found})
+        if found[side]:
+            seen[side] = sorted({*seen.get(side, ()), *found[side]})
     try:
         campaign.save(directory)
     finally:  # on a full device too: the caches are what frees it

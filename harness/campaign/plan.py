@@ -26,6 +26,7 @@ from harness.errors import UsageError
 from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
+UNMATCHED_DIR = "unmatched"  # a few of side B's artifacts that side A never had
 LOGS_DIR = "logs"
 SIDES = ("A", "B")
 

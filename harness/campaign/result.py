@@ -18,7 +18,7 @@ from harness.campaign.compare import (
 )
 from harness.campaign.document import Campaign
 from harness.campaign.evidence import decide_liveness
-from harness.campaign.plan import SIDES, round_walls
+from harness.campaign.plan import SIDES, UNMATCHED_DIR, round_walls
 from harness.contract import identity, states
 from harness.contract.states import CRASHED, ERROR, FAILED, SKIPPED, TIMEOUT
 from harness.report import abjson, suite_report
@@ -106,6 +106,15 @@ def _walls_note(walls: Mapping[str, Any], tune: str = "replay") -> list[str]:
             f"{walls['round0_unit_mean_s']} s a unit; later rounds (replay) "
             f"{walls['later_unit_mean_s'] or '-'} s a unit over {walls['later_units']} units"]
 
+def _unmatched_note(directory: Path) -> list[str]:
+    kept = sorted((directory / UNMATCHED_DIR / "B").glob("*/*"))
+    if not kept:
+        return []
+    return [f"side B compiled artifacts side A never did: {len(kept)} of them are kept in "
+            f"{UNMATCHED_DIR}/B/, each beside side A's of the same name in {UNMATCHED_DIR}/A/ "
+            "where it had one, to see what differs"]
+
+
 def _operators(directory: Path, campaign: Campaign, doc: abjson.AbDocument,
                identities: Mapping[str, Identities], failures: Mapping[str, str]
                ) -> dict[str, abjson.OperatorSummary]:
@@ -141,7 +150,7 @@ def build_document(directory: Path, campaign: Campaign, settings: Settings,
         auto.append(f"ROUNDS=auto (MIN_ROUNDS {campaign.auto['min']}, MAX_ROUNDS "
                     f"{campaign.auto['max']}): each operator ran rounds while a row of it was "
                     "undecided; its rounds and why it stopped are in the operators' table")
-    doc = abjson.document_of(result, caliber, notes=[*notes, *auto,
+    doc = abjson.document_of(result, caliber, notes=[*notes, *_unmatched_note(directory), *auto,
                                     *_walls_note(caliber["walls"], campaign.axis.tune)],
                              liveness=None if live is None else abjson.Liveness(
                                  live["status"], live.get("detail")))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from harness.axes import Axis
 from harness.campaign import ab, refs
 from harness.campaign.document import load
-from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, Unit
+from harness.campaign.plan import CACHE_DIR, LOGS_DIR, SIDES, UNMATCHED_DIR, Unit
 from harness.contract import identity
 from harness.contract.states import OK, SKIPPED
 from harness.errors import (
@@ -37,6 +38,9 @@ def resume_hint(directory: Path) -> str:
     return f"harness ab --resume {directory}"
 
 
+KEPT_UNMATCHED = 6  # of side B's artifacts that side A never had, in UNMATCHED_DIR
+
+
 def side_cache(directory: Path, side: str) -> Path:
     """The side's FlagGems and Triton caches, shared by all of its units, never by the other
     side's."""
@@ -46,12 +50,39 @@ def side_cache(directory: Path, side: str) -> Path:
 def cache_fingerprints(directory: Path, side: str) -> set[str]:
     """The fingerprint of every artifact the side's campaign cache holds now; none once it was
     dropped (campaign.side_artifacts keeps what each drop held)."""
+    return set(cache_files(directory, side))
+
+
+def cache_files(directory: Path, side: str) -> dict[str, Path]:
+    """The artifacts the side's campaign cache holds now, by fingerprint (artifact_files)."""
     cache = side_cache(directory, side)
     if not (cache / "triton").is_dir():
-        return set()
+        return {}
     tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
-    return set(artifacts.artifact_hashes(cache / "triton", cache,
-                                         *([tree] if tree.is_dir() else [])))
+    return artifacts.artifact_files(cache / "triton", cache, *([tree] if tree.is_dir() else []))
+
+
+def keep_unmatched(directory: Path, seen_a: set[str], found: Mapping[str, Mapping[str, Path]]
+                   ) -> None:
+    """Copy, before the caches go, up to KEPT_UNMATCHED of side B's artifacts whose fingerprint
+    side A never had (`seen_a` beside `found["A"]`) into UNMATCHED_DIR/B/<entry>/<file>, each
+    with side A's file of the same name where its cache has one (UNMATCHED_DIR/A/...): what
+    made a switch read live by its code, or an A/A's two sides differ, stays to be looked at.
+    Files kept by an earlier drop count toward the bound."""
+    unmatched = sorted((path for fp, path in found.get("B", {}).items()
+                        if fp not in seen_a and fp not in found.get("A", {})),
+                       key=lambda p: (p.stat().st_size, str(p)))
+    kept = directory / UNMATCHED_DIR
+    room = KEPT_UNMATCHED - sum(1 for _ in (kept / "B").glob("*/*"))
+    by_name = {(p.parent.name, p.name): p for p in found.get("A", {}).values()}
+    names = {p.name: p for p in found.get("A", {}).values()}
+    for path in unmatched[:max(0, room)]:
+        twin = by_name.get((path.parent.name, path.name)) or names.get(path.name)
+        for side, source in (("B", path), ("A", twin)):
+            if source is not None:
+                target = kept / side / path.parent.name / source.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
 
 
 def cache_env(directory: Path, side: str) -> dict[str, str]:

@@ -31,10 +31,18 @@ _LINE_DIRECTIVE = re.compile(rb"^\s*\.(?:file|loc)\b.*$\n?", re.MULTILINE)
 
 def artifact_hashes(triton_cache: Path, *private_roots: Path) -> tuple[str, ...]:
     """sha256 fingerprint of every compiled artifact in a Triton cache, sorted and unique."""
+    return tuple(sorted(artifact_files(triton_cache, *private_roots)))
+
+
+def artifact_files(triton_cache: Path, *private_roots: Path) -> dict[str, Path]:
+    """Every compiled artifact in a Triton cache by its fingerprint: the first file (by path)
+    that has it."""
     roots = roots_of(*private_roots)
-    return tuple(sorted({fingerprint(path.read_bytes(), roots)
-                         for path in triton_cache.glob("*/*")
-                         if path.is_file() and path.suffix not in SKIPPED_SUFFIXES}))
+    found: dict[str, Path] = {}
+    for path in sorted(triton_cache.glob("*/*")):
+        if path.is_file() and path.suffix not in SKIPPED_SUFFIXES:
+            found.setdefault(fingerprint(path.read_bytes(), roots), path)
+    return found
 
 
 def roots_of(*paths: Path | None) -> tuple[bytes, ...]:
