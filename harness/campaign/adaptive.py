@@ -24,7 +24,7 @@ from harness import backends, stats
 from harness.axes.liveness import compiled_sets
 from harness.campaign import compare, plan, refs
 from harness.campaign.document import Campaign
-from harness.campaign.unit import cache_fingerprints
+from harness.campaign.unit import cache_kernels
 from harness.contract.states import OK, SKIPPED
 from harness.errors import UsageError
 from harness.providers.opsource import PackageSource, op_source_hash
@@ -102,13 +102,16 @@ def unchanged_ops(directory: Path, campaign: Campaign,
     - two FlagGems commits: an operator whose side B compiled nothing its side A did not (as
       the report's `unchanged` reads), from the same Python source in each side's tree;
     - sides that differ in nothing but compiled code (AxisKind.code_only: an A/A, a switch of
-      the compiler's code generation): every operator, where side B compiled nothing side A
-      did not over the whole campaign and each side compiled something. The whole campaign's
-      code and not an operator's own: a side's units share one Triton cache and a worker's
-      kernels in memory, so a kernel that operators share is fingerprinted with the first
-      one that compiled it, and an operator's own fingerprints need not show all it ran (a
-      commit's source, which covers what an operator imports, does). A switch that changed
-      any kernel stops none of them this way.
+      the compiler's code generation): every operator, where each kernel in side B's cache is
+      one in side A's (its artifacts and launch settings: artifacts.kernel_fingerprints) and
+      each side compiled something, over the whole campaign, its caches never dropped. The
+      whole campaign's code and not an operator's own: a side's units share one Triton cache
+      and a worker's kernels in memory, so a kernel that operators share is fingerprinted
+      with the first one that compiled it, and an operator's own fingerprints need not show
+      all it ran (a commit's source, which covers what an operator imports, does). By kernel
+      and not by artifact: side A's cache also holds its tuning candidates, and a kernel of
+      side B's whose code equals one candidate's is still another kernel where its launch
+      settings are another's. A switch that changed any kernel stops none of them this way.
     """
     axis = campaign.axis
     if not ops or axis.tune != "replay":  # each side's own winners: the same code may run
@@ -121,10 +124,12 @@ def unchanged_ops(directory: Path, campaign: Campaign,
         code_only = isinstance(backend, str) and axis.kind.code_only(axis, backends.get(backend))
     except UsageError:  # a backend this harness does not know: what its switch reaches neither
         return set()
-    if not code_only:
+    if not code_only or any(campaign.side_artifacts.values()):  # caches dropped since (a
+        return set()  # resume): what they held is known by artifact, not by kernel
+    try:
+        a, b = (cache_kernels(directory, side) for side in plan.SIDES)
+    except OSError:  # a file of a cache that cannot be read shows nothing
         return set()
-    a, b = ({*campaign.side_artifacts.get(side, ()), *cache_fingerprints(directory, side)}
-            for side in plan.SIDES)
     return set(ops) if a and b and b <= a else set()
 
 

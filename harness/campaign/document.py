@@ -184,8 +184,8 @@ class Campaign:
             noise_from=read.optional("noise_from", str),
             noise_floor_bands=list(read.optional("noise_floor_bands", list) or []),
             executor=executor,
-            side_artifacts={k: list(v) for k, v in
-                            (read.optional("side_artifacts", dict) or {}).items()},
+            side_artifacts={side: read.child("side_artifacts").strings(side)
+                            for side in (read.optional("side_artifacts", dict) or {})},
             interrupted=read.optional("interrupted", dict),
             auto=read.optional("auto", dict),
             driver=None if driver is None else DriverRecord(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +137,7 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     first_mean = _mean(first_known) if first_known else mean
     each = sorted(((first.get(u.op, first_mean) if first and u.round == 0
                     else walls.get(u.op, mean), u.round) for u in units), reverse=True)
-    spread = _draw_spread(units, walls, first, first_mean, starts)
+    spread = _draw_spread(units, walls, first, starts)
     spans = []
     for count in devices:
         free = [0.0] * count
@@ -162,39 +163,40 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
 
 
 def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
-                 first: Mapping[str, float], first_mean: float, starts: tuple[float, float]
-                 ) -> str | None:
+                 first: Mapping[str, float], starts: tuple[float, float]) -> str | None:
     """How far the one-device wall may lie from the projection where unknown operators take
-    the known ones' mean: DRAW_SHARE of the walls the known operators give when drawn again
-    with replacement (RESAMPLES times, seeded: the same line each time), as "90%: 3.1 h to
-    7.4 h, drawing the 12 operators again"; a draw with no round-0 wall takes the
-    projection's `first_mean` for round 0. A draw of a dozen skewed walls moves its mean a
-    lot, and a projection from it says so. None where no wall is unknown or fewer than two
-    operators are known."""
-    pool = sorted({u.op for u in units if u.op in walls})
+    the known ones' means: DRAW_SHARE of the walls that the plan's known operators give when
+    drawn again with replacement (RESAMPLES times, seeded: the same line each time), each
+    drawn operator bringing its round-0 wall and its later wall where it has them, as "90%:
+    3.1 h to 7.4 h, drawing the 12 operators again". A draw of a dozen skewed walls moves
+    its means a lot, and a projection from it says so. None where no wall is unknown, or
+    where a mean that unknown walls take rests on fewer than two operators of the plan."""
     zeros = [u.op for u in units if first and u.round == 0]  # round 0 from round 0's walls
     rest = [u.op for u in units if not (first and u.round == 0)]
-    own = math.fsum([*(first[op] for op in zeros if op in first),
-                     *(walls[op] for op in rest if op in walls)])
     unknown_first = sum(1 for op in zeros if op not in first)
     unknown = sum(1 for op in rest if op not in walls)
-    if not (unknown_first or unknown) or len(pool) < 2:
+    pool = sorted({op for op in (*zeros, *rest) if op in walls or op in first})
+    if not (unknown_first or unknown) \
+            or unknown_first and sum(1 for op in pool if op in first) < 2 \
+            or unknown and sum(1 for op in pool if op in walls) < 2:
         return None
+    own = math.fsum([*(first[op] for op in zeros if op in first),
+                     *(walls[op] for op in rest if op in walls)])
     rounds = {u.round for u in units}
     paid = (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
     rng = random.Random(0)
-    totals = []
-    for _ in range(RESAMPLES):
+    totals: list[float] = []
+    while len(totals) < RESAMPLES:
         drawn = rng.choices(pool, k=len(pool))
-        mean = _mean([walls[op] for op in drawn])
+        later = [walls[op] for op in drawn if op in walls]
         firsts = [first[op] for op in drawn if op in first]
-        totals.append(own + unknown_first * (_mean(firsts) if firsts else first_mean)
-                      + unknown * mean + paid)
-    totals.sort()
-    low = totals[int(RESAMPLES * (1 - DRAW_SHARE) / 2)]
-    high = totals[int(RESAMPLES * (1 + DRAW_SHARE) / 2) - 1]
-    return (f"{DRAW_SHARE:.0%}: {_duration(low)} to {_duration(high)}, drawing the {len(pool)} "
-            "operators again")
+        if (unknown and not later) or (unknown_first and not firsts):
+            continue  # a draw with no wall of a kind it needs: drawn again
+        totals.append(own + unknown_first * (_mean(firsts) if unknown_first else 0.0)
+                      + unknown * (_mean(later) if unknown else 0.0) + paid)
+    cuts = statistics.quantiles(totals, n=round(2 / (1 - DRAW_SHARE)), method="inclusive")
+    return (f"{DRAW_SHARE:.0%}: {_duration(cuts[0])} to {_duration(cuts[-1])}, drawing the "
+            f"{len(pool)} operators again")
 
 
 def _duration(seconds: float) -> str:

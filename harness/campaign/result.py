@@ -107,7 +107,7 @@ def _walls_note(walls: Mapping[str, Any], tune: str = "replay") -> list[str]:
             f"{walls['later_unit_mean_s'] or '-'} s a unit over {walls['later_units']} units"]
 
 def _unmatched_note(directory: Path) -> list[str]:
-    kept = sorted((directory / UNMATCHED_DIR / "B").glob("*/*"))
+    kept = [p for p in (directory / UNMATCHED_DIR / "B").glob("*/*") if p.is_file()]
     if not kept:
         return []
     return [f"side B compiled artifacts side A never did: {len(kept)} of them are kept in "

@@ -47,10 +47,14 @@ def side_cache(directory: Path, side: str) -> Path:
     return directory / CACHE_DIR / side
 
 
-def cache_fingerprints(directory: Path, side: str) -> set[str]:
-    """The fingerprint of every artifact the side's campaign cache holds now; none once it was
-    dropped (campaign.side_artifacts keeps what each drop held)."""
-    return set(cache_files(directory, side))
+def cache_kernels(directory: Path, side: str) -> set[str]:
+    """A fingerprint per kernel the side's campaign cache holds now (kernel_fingerprints)."""
+    cache = side_cache(directory, side)
+    if not (cache / "triton").is_dir():
+        return set()
+    tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
+    return artifacts.kernel_fingerprints(cache / "triton", cache,
+                                         *([tree] if tree.is_dir() else []))
 
 
 def cache_files(directory: Path, side: str) -> dict[str, Path]:
@@ -73,7 +77,7 @@ def keep_unmatched(directory: Path, seen_a: set[str], found: Mapping[str, Mappin
                         if fp not in seen_a and fp not in found.get("A", {})),
                        key=lambda p: (p.stat().st_size, str(p)))
     kept = directory / UNMATCHED_DIR
-    room = KEPT_UNMATCHED - sum(1 for _ in (kept / "B").glob("*/*"))
+    room = KEPT_UNMATCHED - sum(1 for p in (kept / "B").glob("*/*") if p.is_file())
     by_name = {(p.parent.name, p.name): p for p in found.get("A", {}).values()}
     names = {p.name: p for p in found.get("A", {}).values()}
     for path in unmatched[:max(0, room)]:

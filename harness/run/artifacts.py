@@ -18,6 +18,7 @@ debug information out:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import struct
 from pathlib import Path
@@ -43,6 +44,47 @@ def artifact_files(triton_cache: Path, *private_roots: Path) -> dict[str, Path]:
         if path.is_file() and path.suffix not in SKIPPED_SUFFIXES:
             found.setdefault(fingerprint(path.read_bytes(), roots), path)
     return found
+
+
+# What a kernel's metadata (its cache entry's <name>.json) says of how it is launched: two
+# kernels of equal code launched otherwise (more stages' shared memory, other warps) differ.
+LAUNCH_FIELDS = ("name", "num_warps", "num_ctas", "num_stages", "maxnreg", "cluster_dims",
+                 "shared", "tmem_size", "global_scratch_size", "global_scratch_align",
+                 "launch_cooperative_grid", "launch_pdl", "waves_per_eu", "kpack",
+                 "matrix_instr_nonkdim")
+GROUP_PREFIX = "__grp__"  # a cache entry's index of its files, not the kernel's metadata
+
+
+def kernel_fingerprints(triton_cache: Path, *private_roots: Path) -> set[str]:
+    """One fingerprint per kernel in a Triton cache (an entry: a directory of one compile):
+    its artifacts' fingerprints together, with the launch settings its metadata records
+    (LAUNCH_FIELDS). Where a side's artifacts are all among the other's one by one, a kernel
+    of its may still be none of the other's: its code equal to one tuning candidate's and its
+    launch settings another's. OSError where a file cannot be read."""
+    roots = roots_of(*private_roots)
+    found = set()
+    for entry in sorted(p for p in triton_cache.glob("*") if p.is_dir()):
+        digest = hashlib.sha256()
+        for path in sorted(p for p in entry.iterdir() if p.is_file()):
+            if path.suffix not in SKIPPED_SUFFIXES:
+                digest.update(fingerprint(path.read_bytes(), roots).encode())
+            elif path.suffix == ".json" and not path.name.startswith(GROUP_PREFIX):
+                digest.update(_launch(path.read_bytes()))
+        found.add(digest.hexdigest())
+    return found
+
+
+def _launch(data: bytes) -> bytes:
+    """The launch settings of a kernel's metadata, as canonical JSON; its whole text where it
+    is not a JSON object."""
+    try:
+        meta = json.loads(data)
+    except ValueError:
+        return data
+    if not isinstance(meta, dict):
+        return data
+    return json.dumps({k: meta.get(k) for k in LAUNCH_FIELDS}, sort_keys=True,
+                      default=str).encode()
 
 
 def roots_of(*paths: Path | None) -> tuple[bytes, ...]:

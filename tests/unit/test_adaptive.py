@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -119,12 +121,12 @@ def test_an_operator_is_unchanged_where_its_code_and_its_source_are_the_same_on_
     assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos"]) == set()
 
 
-def _compiled(directory: Path, side: str, *kernels: str) -> None:
+def _compiled(directory: Path, side: str, *kernels: str, code: str | None = None) -> None:
     """Kernels in a side's campaign Triton cache, each an entry of one artifact."""
     for kernel in kernels:
         entry = directory / plan.CACHE_DIR / side / "triton" / f"key-{kernel}"
         entry.mkdir(parents=True, exist_ok=True)
-        (entry / f"{kernel}.ptx").write_text(f"// the code of {kernel}\n")
+        (entry / "k.ptx").write_text(code or f"// the code of {kernel}\n")
 
 
 def _one_stack(tmp_path: Path, axis: Axis, backend: str = "cuda"):
@@ -149,17 +151,41 @@ def test_every_operator_of_an_aa_stops_at_its_first_look_where_side_b_compiled_n
     assert adaptive.unchanged_ops(tmp_path, doc, identities, ["cos", "mm"]) == set()
 
 
-def test_a_dropped_cache_counts_by_what_the_campaign_recorded_of_it(tmp_path: Path):
-    doc = _one_stack(tmp_path, Axis("none", None))
-    doc.side_artifacts = {"A": ["f1", "f2"], "B": ["f1"]}  # a resume dropped the caches
-    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == {"cos"}
-    doc.side_artifacts = {"A": ["f1"], "B": ["f3"]}
+def test_a_kernel_of_side_b_is_not_side_as_where_only_its_code_equals_a_tuning_candidates(
+        tmp_path: Path):
+    # Side A compiled two candidates of one kernel; side B, under a switch that leaves out
+    # pipelining, compiled the winner (3 stages) to the code of A's 1-stage candidate. Each of
+    # B's artifacts is among A's, but B's kernel is none of A's: it launches otherwise.
+    doc = _one_stack(tmp_path, Axis("DISABLE_LLVM_OPT", "DISABLE_LLVM_OPT"))
+    for side, entry, code, stages in (("A", "K1", "// unpipelined", 1),
+                                      ("A", "K3", "// pipelined", 3),
+                                      ("B", "K3", "// unpipelined", 3)):
+        _compiled(tmp_path, side, entry, code=code)
+        meta = tmp_path / plan.CACHE_DIR / side / "triton" / f"key-{entry}" / "k.json"
+        meta.write_text(json.dumps({"name": "k", "num_stages": stages, "num_warps": 4,
+                                    "hash": f"{side}-{entry}"}))
     assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set()
-    # nothing compiled on a side (no Triton there, or a switch that interprets instead):
-    # no code to be the same
-    for recorded in ({"A": ["f1"]}, {"B": ["f1"]}, {}):
-        doc.side_artifacts = recorded
-        assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set(), recorded
+    # the same launch settings: the same kernel (the cache key in "hash" is not one)
+    meta.write_text(json.dumps({"name": "k", "num_stages": 1, "num_warps": 4, "hash": "x"}))
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == {"cos"}
+
+
+def test_caches_dropped_before_the_look_or_unreadable_stop_nothing(tmp_path: Path):
+    doc = _one_stack(tmp_path, Axis("none", None))
+    for side in plan.SIDES:
+        _compiled(tmp_path, side, "k1")
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == {"cos"}
+    doc.side_artifacts = {"A": ["f1"], "B": ["f1"]}  # a resume dropped the caches before
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set()
+    doc.side_artifacts = {}
+    unreadable = tmp_path / plan.CACHE_DIR / "B" / "triton" / "key-k1" / "gone.ptx"
+    unreadable.symlink_to("/proc/self/mem")  # a file whose reading fails (EIO)
+    assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set()
+    unreadable.unlink()
+    # nothing compiled on a side (no Triton there, or a switch that interprets instead)
+    for side in plan.SIDES:
+        shutil.rmtree(tmp_path / plan.CACHE_DIR / side)
+        assert adaptive.unchanged_ops(tmp_path, doc, {}, ["cos"]) == set(), side
 
 
 @pytest.mark.parametrize(("axis", "backend", "stops"), [

@@ -342,13 +342,16 @@ def test_a_projection_from_a_draw_states_how_far_another_draw_would_move_it():
     even = projection.projection(units, dict.fromkeys(draw, 6.0), devices=(1,))
     assert even is not None and even.endswith("1 device 10.0 min (90%: 10.0 min to 10.0 min, "
                                               "drawing the 3 operators again)")
-    # an operator whose round 0 did not finish takes round 0's mean, as the projection does:
-    # its spread is that of round 0's walls alone, around the projection
-    units = _units("a/r0", "a/r1", "b/r0", "b/r1")
-    line = projection.projection(units, {"a": 1.0, "b": 1.0}, {"a": 10.0, "c": 50.0},
+    # an operator with a round-0 wall and no later one (a campaign cut short) counts in the
+    # round-0 mean of the projection and of every draw: the spread holds the projection
+    units = [Unit(op, r) for op in ("a", "b", "d", "x") for r in (0, 1)]
+    line = projection.projection(units, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0, "d": 1000.0},
                                  devices=(1,))
     assert line is not None and line.endswith(
-        "1 device 22 s (90%: 22 s to 22 s, drawing the 2 operators again)")
+        "1 device 22.3 min (90%: 16.8 min to 27.9 min, drawing the 3 operators again)")
+    # a mean that rests on one operator's wall has no spread to state
+    units = _units("a/r0", "a/r1", "b/r0", "b/r1", "c/r0")
+    assert "90%" not in (projection.projection(units, {"a": 1.0, "b": 1.0}, {"a": 10.0}) or "x")
     # no operator unknown, or only one known: nothing to draw again
     assert "90%" not in (projection.projection(units[:3], draw) or "")
     assert "90%" not in (projection.projection(units, {"a": 2.0}) or "")

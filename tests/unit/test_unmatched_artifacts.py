@@ -72,3 +72,14 @@ def test_code_side_a_compiled_before_a_resume_is_not_side_bs_own(tmp_path):
     _artifact(tmp_path, "B", "K1", "k.ptx", "// compiled before the resume\n")
     driver.drop_side_caches(tmp_path, doc)  # after the resume: B compiled what A had
     assert not (tmp_path / plan.UNMATCHED_DIR).exists()
+
+
+def test_a_copy_that_fails_still_records_the_fingerprints_and_drops_the_caches(tmp_path):
+    doc = _campaign(tmp_path)
+    _artifact(tmp_path, "A", "KA", "k.ptx", "// A's\n")
+    _artifact(tmp_path, "B", "KB", "k.ptx", "// B's\n")
+    (tmp_path / plan.UNMATCHED_DIR).write_text("a file where the folder goes")
+    driver.drop_side_caches(tmp_path, doc)
+    assert len(doc.side_artifacts["A"]) == 1 and len(doc.side_artifacts["B"]) == 1
+    assert not (tmp_path / plan.CACHE_DIR).exists()
+    assert result._unmatched_note(tmp_path) == []  # nothing was kept, so nothing is said
