@@ -118,6 +118,24 @@ def test_load_refuses_what_is_not_a_campaign(tmp_path, content):
         load(tmp_path)
 
 
+@pytest.mark.parametrize(("recorded", "field"), [
+    ({"A": "9f86d081", "B": "6030"}, "side_artifacts.A is '9f86d081'; expected a list"),
+    ({"A": 5}, "side_artifacts.A is 5; expected a list"),
+    ({"A": ["9f86"], "B": [1]}, "side_artifacts.B[0] is 1; expected a str"),
+])
+def test_recorded_fingerprints_that_are_not_lists_of_strings_are_refused(tmp_path, recorded,
+                                                                         field):
+    # Regression (review): a string was taken as a list of its characters, so two hex
+    # fingerprints read as sets of hex digits, one inside the other: "the same code".
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    doc.save(tmp_path)
+    data = json.loads((tmp_path / "campaign.json").read_text())
+    data["side_artifacts"] = recorded
+    (tmp_path / "campaign.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        load(tmp_path)
+
+
 def test_walls_come_from_a_batch_or_an_earlier_campaign(tmp_path):
     batch = tmp_path / "batch"
     batch.mkdir()
