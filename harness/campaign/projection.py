@@ -146,8 +146,7 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
             device = free.index(min(free))
             free[device] += wall
             rounds[device].add(round_)
-        ends = [f + (starts[0] if 0 in r else 0.0) + starts[1] * len(r - {0})
-                for f, r in zip(free, rounds, strict=True)]
+        ends = [f + _starts_for(r, starts) for f, r in zip(free, rounds, strict=True)]
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}"
                      + (f" ({spread})" if count == 1 and spread else ""))
     guessed = sum(1 for op in ops if op not in walls)
@@ -182,8 +181,7 @@ def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
         return None
     own = math.fsum([*(first[op] for op in zeros if op in first),
                      *(walls[op] for op in rest if op in walls)])
-    rounds = {u.round for u in units}
-    paid = (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
+    paid = _starts_for({u.round for u in units}, starts)
     rng = random.Random(0)
     totals: list[float] = []
     while len(totals) < RESAMPLES:
@@ -192,11 +190,16 @@ def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
         firsts = [first[op] for op in drawn if op in first]
         if (unknown and not later) or (unknown_first and not firsts):
             continue  # a draw with no wall of a kind it needs: drawn again
-        totals.append(own + unknown_first * (_mean(firsts) if unknown_first else 0.0)
-                      + unknown * (_mean(later) if unknown else 0.0) + paid)
+        totals.append(own + unknown_first * _mean(firsts) + unknown * _mean(later) + paid)
     cuts = statistics.quantiles(totals, n=round(2 / (1 - DRAW_SHARE)), method="inclusive")
     return (f"{DRAW_SHARE:.0%}: {_duration(cuts[0])} to {_duration(cuts[-1])}, drawing the "
             f"{len(pool)} operators again")
+
+
+def _starts_for(rounds: set[int], starts: tuple[float, float]) -> float:
+    """What a device that runs units of `rounds` pays for worker starts: round 0's once, a
+    later round's once each (RoundWalls' start_first and start_later)."""
+    return (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
 
 
 def _duration(seconds: float) -> str:

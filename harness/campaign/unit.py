@@ -49,21 +49,24 @@ def side_cache(directory: Path, side: str) -> Path:
 
 def cache_kernels(directory: Path, side: str) -> set[str]:
     """A fingerprint per kernel the side's campaign cache holds now (kernel_fingerprints)."""
-    cache = side_cache(directory, side)
-    if not (cache / "triton").is_dir():
-        return set()
-    tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
-    return artifacts.kernel_fingerprints(cache / "triton", cache,
-                                         *([tree] if tree.is_dir() else []))
+    found = _triton_cache(directory, side)
+    return artifacts.kernel_fingerprints(*found) if found else set()
 
 
 def cache_files(directory: Path, side: str) -> dict[str, Path]:
     """The artifacts the side's campaign cache holds now, by fingerprint (artifact_files)."""
+    found = _triton_cache(directory, side)
+    return artifacts.artifact_files(*found) if found else {}
+
+
+def _triton_cache(directory: Path, side: str) -> tuple[Path, ...] | None:
+    """The side's campaign Triton cache and the private roots its artifacts name (the side's
+    cache; two FlagGems commits: the side's own tree); None where it holds none."""
     cache = side_cache(directory, side)
     if not (cache / "triton").is_dir():
-        return {}
-    tree = refs.side_tree(directory, side)  # two FlagGems commits: the side's own
-    return artifacts.artifact_files(cache / "triton", cache, *([tree] if tree.is_dir() else []))
+        return None
+    tree = refs.side_tree(directory, side)
+    return (cache / "triton", cache, *([tree] if tree.is_dir() else []))
 
 
 def keep_unmatched(directory: Path, seen_a: set[str], found: Mapping[str, Mapping[str, Path]]
