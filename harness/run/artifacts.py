@@ -79,7 +79,7 @@ def _launch(data: bytes) -> bytes:
     is not a JSON object."""
     try:
         meta = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: not metadata
         return data
     if not isinstance(meta, dict):
         return data

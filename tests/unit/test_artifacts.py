@@ -118,3 +118,23 @@ def test_kernels_of_two_flaggems_trees_fingerprint_alike_where_their_code_does(t
     # a root inside another is replaced first: the outer one would leave its tail behind
     assert artifacts.roots_of(tmp_path, tmp_path / "stacks") == (
         str((tmp_path / "stacks").resolve()).encode(), str(tmp_path.resolve()).encode())
+
+
+def test_a_kernel_is_its_code_and_its_launch_settings_whatever_its_metadata_holds(tmp_path):
+    from harness.run.artifacts import kernel_fingerprints
+
+    def kernel(cache, meta: bytes) -> set[str]:
+        entry = tmp_path / cache / "KEY"
+        entry.mkdir(parents=True)
+        (entry / "k.ptx").write_text("// code\n")
+        (entry / "__grp__k.json").write_text('{"child_paths": {}}')  # an index: not counted
+        (entry / "k.json").write_bytes(meta)
+        return kernel_fingerprints(tmp_path / cache)
+
+    plain = kernel("a", b'{"name": "k", "num_stages": 3, "hash": "one"}')
+    assert kernel("b", b'{"name": "k", "num_stages": 3, "hash": "two"}') == plain  # its key
+    assert kernel("c", b'{"name": "k", "num_stages": 1, "hash": "one"}') != plain
+    # metadata that is no JSON object, binary, or nested past the parser's depth is taken
+    # whole rather than failing
+    for cache, meta in (("d", b"[1, 2]"), ("e", b"\x00\xff"), ("f", b"[" * 100000)):
+        assert len(kernel(cache, meta)) == 1
