@@ -12,18 +12,21 @@ Prune = Callable[[Any, dict[str, Any]], list[Any]]
 # A filter gets the tuner, the kwargs and the rest of the chain, which it may call or not.
 Filter = Callable[[Any, dict[str, Any], Prune], list[Any]]
 
+SCREEN = "screen"  # the screen plugin
 PRECOMPILE = "precompile"  # the precompile plugin
 PIN = "pin"  # the autotune plugin
 SHARE = "share"  # the warmup_share plugin
 
 # Outermost first; Triton's own prune_configs is called last, by the innermost filter.
+# - screen times briefly what the rest returns (compiled ahead by precompile) and hands the
+#   tuner only the candidates within its ratio of the fastest.
 # - precompile compiles, ahead of timing, exactly the list the tuner will time (the pin's winner
 #   and run-off, or the shard's share) and claims configs under the sweep that pin noted.
 # - pin notes the sweep in progress, then returns a replayed key's winner (with its run-off)
 #   without calling the rest: a pinned key is pinned whatever the share, and Triton's own
 #   pruning never runs for it. A key the records lack falls through.
 # - share keeps this shard's share of what Triton's own pruning returns.
-ORDER: tuple[str, ...] = (PRECOMPILE, PIN, SHARE)
+ORDER: tuple[str, ...] = (SCREEN, PRECOMPILE, PIN, SHARE)
 
 
 def _bind(fn: Filter, inner: Prune) -> Prune:

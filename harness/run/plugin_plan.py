@@ -9,6 +9,7 @@ from harness.contract import boundary
 from harness.contract.warmup_share import WARMUP_SHARE_PLUGIN, share_text
 from harness.settings.spec import Settings
 from harness.tuning.precompile import PRECOMPILE_PLUGIN
+from harness.tuning.screen import SCREEN_PLUGIN
 
 DEVICE_SETUP = "harness.plugins.device_setup"
 CAPTURE = "harness.plugins.capture"
@@ -17,13 +18,14 @@ AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
 OUTCOMES = "harness.plugins.outcomes"
 PRECOMPILE = PRECOMPILE_PLUGIN
+SCREEN = SCREEN_PLUGIN
 WARMUP_SHARE = WARMUP_SHARE_PLUGIN
 SMOKE = "harness.plugins.smoke"
 
 
 def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
-                 precompile: bool = False, share: bool = False, smoke: bool = False
-                 ) -> tuple[str, ...]:
+                 precompile: bool = False, share: bool = False, smoke: bool = False,
+                 screen: bool = False) -> tuple[str, ...]:
     """The ordered `-p` modules for a run on `backend` with `timer` ("graph" or "direct").
 
     Compat plugins come first: they rewrite collection-time skip markers, and no other plugin
@@ -38,7 +40,9 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
     outcomes, which tells a skipped run from one that measured nothing. precompile
     applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
     concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
-    Triton. smoke (SHAPE_MODE=smoke) cuts each benchmark to one input of one dtype. Where
+    Triton. screen applies where `screen` (TUNE_SCREEN is on, and the run tunes for itself:
+    it replays no winners and is no parallel warmup's shard) on such a backend. smoke
+    (SHAPE_MODE=smoke) cuts each benchmark to one input of one dtype. Where screen,
     autotune, warmup_share and precompile hook into Triton's `Autotuner.prune_configs`, the
     order of their filters is `harness.plugins.prune.ORDER`'s, whatever their order here or
     their hooks' timing.
@@ -53,6 +57,8 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
         plugins.append(AUTOTUNE)
     if precompile and "triton" in backend.python_modules:
         plugins.append(PRECOMPILE)
+    if screen and not share and "triton" in backend.python_modules:
+        plugins.append(SCREEN)
     if smoke:
         plugins.append(SMOKE)
     return tuple(plugins)

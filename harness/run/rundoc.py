@@ -12,7 +12,7 @@ from harness.run import identity
 from harness.run.preflight import Plan
 from harness.settings import variables
 from harness.settings.spec import Settings
-from harness.tuning import precompile
+from harness.tuning import precompile, screen
 
 
 def read_runtime(run_dir: Path) -> dict[str, object]:
@@ -46,5 +46,6 @@ def identity_doc(settings: Settings, plan: Plan, command: list[str], image: str 
     compiled = precompile.read_side_file(run_dir)
     doc.update({"command": command, "extra_env": extra_env or {},
                 "warmup_share": list(settings.warmup_share) if settings.warmup_share else None,
-                "precompile": compiled or {"off": precompile_off or "no_report"}})
+                "precompile": compiled or {"off": precompile_off or "no_report"},
+                "screen": screen.read_side_file(run_dir)})
     return doc

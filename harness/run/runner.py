@@ -86,7 +86,8 @@ def build_invocation(settings: Settings, plan: Plan, run_dir: Path,
                            or settings.warmup_share is not None,
                            precompile=precompile_off(settings, plan) is None,
                            share=settings.warmup_share is not None,
-                           smoke=settings.shape_mode == "smoke")
+                           smoke=settings.shape_mode == "smoke",
+                           screen=settings.tune_screen and settings.replay_from is None)
     # Every value rides in its option (`--shape_file=PATH`): pytest takes a bare argument that
     # names an existing path as a test path when it chooses its rootdir and ini file, and a
     # shape file outside FLAGGEMS_DIR would move both off FlagGems' pytest.ini.

@@ -65,6 +65,7 @@ class Settings:
     parallel_warmup_gpus: int | None
     warmup_share: tuple[int, int] | None  # (I, N): a parallel warmup's shard; see WARMUP_SHARE
     compile_workers: int  # 0: candidates compile one by one as they are timed
+    tune_screen: bool  # a sweep's candidates timed briefly first (harness.tuning.screen)
     devices: tuple[str, ...]
     flaggems_dir: Path | None
     runner: str
@@ -102,6 +103,7 @@ class Settings:
             "replay_from": str(self.replay_from) if self.replay_from else None,
             "replay_strict": self.replay_strict,
             "compile_workers": self.compile_workers,
+            "tune_screen": self.tune_screen,
         }
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.contract import boundary
 from harness.contract.records import Records, Winner, to_text
-from harness.plugins.prune import ORDER, PIN, PRECOMPILE, SHARE, PruneChain
+from harness.plugins.prune import ORDER, PIN, PRECOMPILE, SCREEN, SHARE, PruneChain
 from harness.run import plugin_plan
 from tests.plugins import fakedev
 
@@ -35,20 +35,21 @@ def logging_filter(name, result=None):
     return prune
 
 
-def test_the_order_is_precompile_then_the_pin_then_the_share():
+def test_the_order_is_screen_then_precompile_then_the_pin_then_the_share():
     # Regression guard: this order was implied by hook timing (the precompile wrapper went on at
-    # session start, the pin in a trylast configure after the share's): keep it.
-    assert ORDER == (PRECOMPILE, PIN, SHARE)
+    # session start, the pin in a trylast configure after the share's): keep it. The screen
+    # times what precompile compiled together, so it sits outside it.
+    assert ORDER == (SCREEN, PRECOMPILE, PIN, SHARE)
 
 
 def test_filters_run_in_order_whatever_order_they_were_registered_in():
     chain = PruneChain(Tuner)
     try:
-        for name in (SHARE, PRECOMPILE, PIN):
+        for name in (SHARE, PRECOMPILE, SCREEN, PIN):
             chain.add(name, logging_filter(name))
         tuner = Tuner()
         assert tuner.prune_configs({}) == [1, 2, 3, 4]
-        assert tuner.calls == ["precompile", "pin", "share", "triton"]
+        assert tuner.calls == ["screen", "precompile", "pin", "share", "triton"]
         assert chain.active() == ORDER
     finally:
         chain.undo()
@@ -88,7 +89,7 @@ def test_an_unknown_or_repeated_filter_is_refused_naming_the_known_ones():
     chain = PruneChain(Tuner)
     try:
         with pytest.raises(ValueError, match=r"'sort'; expected one of \['pin', 'precompile', "
-                                             r"'share'\]"):
+                                             r"'screen', 'share'\]"):
             chain.add("sort", logging_filter("sort"))
         chain.add(PIN, logging_filter(PIN))
         with pytest.raises(ValueError, match="'pin' is registered already"):

@@ -1,0 +1,161 @@
+"""Time each candidate of a tuner's sweep briefly, and hand the tuner only the close ones.
+
+The harness loads it (TUNE_SCREEN=1) in a run that tunes for itself: never in one that replays
+recorded winners or in a parallel warmup's shard. `Screen` says where it steps in; the
+ratio and the brief budget are `harness.tuning.screen`'s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.contract import boundary
+from harness.contract.boundary import TUNE_SCREEN_DONE_MARKER as DONE_MARKER
+from harness.fsutil import atomic_write_json
+from harness.plugins.markers import write_marker
+from harness.plugins.precompile import candidates
+from harness.plugins.prune import SCREEN, Prune, PruneChain, prune_chain
+from harness.tuning.screen import PROBE_REP_MS, PROBE_WARMUP_MS, median_of, survivors
+
+READER = "the screen plugin"
+_MISSING = object()
+
+
+@dataclass
+class Screened:
+    """What the plugin did in this run: the side file's contents."""
+
+    sweeps: int = 0  # sweeps whose candidates were timed briefly
+    candidates: int = 0  # candidates timed briefly
+    kept: int = 0  # of them, handed to the tuner
+    seconds: float = 0.0  # spent timing briefly
+    skipped: dict[str, int] = field(default_factory=dict)  # sweeps left alone, by reason
+
+
+class Screen:
+    """The screen filter of `Autotuner.prune_configs`, outermost in
+    `harness.plugins.prune.ORDER`.
+
+    It takes the candidates the rest of the chain returns (compiled ahead by the precompile
+    filter where that runs), times each through the tuner's own `_bench` (its pre- and
+    post-hooks, its handling of a config that fails to compile) with the tuner's `do_bench`
+    swapped for Triton's at the brief budget, and returns, in their order, those within the
+    ratio of the fastest. A candidate whose brief time raised is kept: the tuner meets its
+    error as it always did. Where a tuner's `_bench` does not time through `do_bench`, its
+    class is left alone from then on.
+    """
+
+    def __init__(self, config: pytest.Config, run_dir: Path) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.facts = Screened()
+        self.do_bench: Callable[..., Any] | None = None  # triton.testing.do_bench
+        self.chain: PruneChain | None = None
+        self.unswappable: set[type] = set()
+
+    def install(self) -> None:
+        from triton.testing import do_bench
+
+        self.do_bench = do_bench
+        self.chain = prune_chain(self.config)
+        self.chain.add(SCREEN, self.screen)
+
+    def screen(self, tuner: Any, kwargs: dict[str, Any], inner: Prune) -> list[Any]:
+        """The screen filter: time briefly what the rest of the chain returns, return the
+        close ones."""
+        configs = inner(tuner, kwargs)
+        todo, reason = candidates(tuner, kwargs, configs)
+        if reason is None and type(tuner) in self.unswappable:
+            reason = "bench_not_swappable"
+        if reason is not None:
+            self._skip(reason)
+            return configs
+        started = time.perf_counter()
+        args = tuple(tuner.nargs.values())  # run() built nargs from its positional args
+        times: list[float] = []
+        for config in todo:
+            brief = self._brief(tuner, args, kwargs, config)
+            if brief is None:  # this tuner cannot be timed briefly: time everything fully
+                self.unswappable.add(type(tuner))
+                self._skip("bench_not_swappable")
+                return configs
+            times.append(brief)
+        timed_ok = [i for i, t in enumerate(times) if t != -math.inf]
+        kept = {id(todo[timed_ok[k]]) for k in survivors([times[i] for i in timed_ok])}
+        kept |= {id(c) for c, t in zip(todo, times, strict=True) if t == -math.inf}
+        self.facts.sweeps += 1
+        self.facts.candidates += len(todo)
+        self.facts.kept += len(kept)
+        self.facts.seconds += time.perf_counter() - started
+        timed = {id(c) for c in todo}
+        return [c for c in configs if id(c) not in timed or id(c) in kept]
+
+    def _brief(self, tuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               config: Any) -> float | None:
+        """`config`'s brief time in ms (-inf where it raised: kept whatever the others
+        took), or None where the tuner's `_bench` never called `do_bench`."""
+        called = []
+        do_bench = self.do_bench
+        assert do_bench is not None, "install() first"
+
+        def brief(fn: Callable[[], Any], quantiles: Any = None, **_: Any) -> Any:
+            called.append(1)
+            return do_bench(fn, warmup=PROBE_WARMUP_MS, rep=PROBE_REP_MS, quantiles=quantiles)
+
+        previous = vars(tuner).get("do_bench", _MISSING)
+        tuner.do_bench = brief
+        try:
+            timing = median_of(tuner._bench(*args, config=config, **kwargs))
+        except Exception:  # noqa: BLE001 the tuner raises it again when it times this config
+            timing = -math.inf
+        finally:
+            if previous is _MISSING:
+                del tuner.do_bench
+            else:
+                tuner.do_bench = previous
+        if not called and math.isfinite(timing):
+            return None
+        return timing
+
+    def _skip(self, reason: str) -> None:
+        self.facts.skipped[reason] = self.facts.skipped.get(reason, 0) + 1
+
+    def finish(self) -> None:
+        self.facts.seconds = round(self.facts.seconds, 3)
+        facts = asdict(self.facts)
+        words = [f"{k}={v}" for k, v in facts.items() if k != "skipped"]
+        words += [f"skipped_{k}={v}" for k, v in sorted(self.facts.skipped.items())]
+        write_marker(self.config, " ".join([DONE_MARKER, *words]))
+        atomic_write_json(self.run_dir / boundary.SCREEN_FILE, facts)
+
+    def uninstall(self) -> None:
+        if self.chain is not None:
+            self.chain.remove(SCREEN)
+
+
+SCREEN_STATE = pytest.StashKey[Screen]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run_dir = boundary.read(boundary.RUN_DIR, READER, pytest.UsageError)
+    config.stash[SCREEN_STATE] = Screen(config, run_dir)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    state = session.config.stash.get(SCREEN_STATE, None)
+    if state is not None:
+        state.install()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(SCREEN_STATE, None)
+    if state is not None:
+        state.uninstall()
+        state.finish()
