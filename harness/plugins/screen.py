@@ -100,7 +100,8 @@ class Screen:
     def _brief(self, tuner: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                config: Any) -> float | None:
         """`config`'s brief time in ms (-inf where it raised: kept whatever the others
-        took), or None where the tuner's `_bench` never called `do_bench`."""
+        took), or None where the tuner's `do_bench` cannot be swapped or its `_bench` never
+        called it."""
         called = []
         do_bench = self.do_bench
         assert do_bench is not None, "install() first"
@@ -110,7 +111,10 @@ class Screen:
             return do_bench(fn, warmup=PROBE_WARMUP_MS, rep=PROBE_REP_MS, quantiles=quantiles)
 
         previous = vars(tuner).get("do_bench", _MISSING)
-        tuner.do_bench = brief
+        try:
+            tuner.do_bench = brief
+        except AttributeError:  # a do_bench that cannot be set on the tuner: never swapped
+            return None
         try:
             timing = median_of(tuner._bench(*args, config=config, **kwargs))
         except Exception:  # noqa: BLE001 the tuner raises it again when it times this config

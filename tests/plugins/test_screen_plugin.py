@@ -181,3 +181,20 @@ def test_the_screen_is_planned_only_for_a_run_that_tunes_for_itself_with_triton(
     assert plugin_plan.SCREEN not in plugin_plan.plan_plugins(cuda, "graph", screen=True,
                                                               share=True)
     assert plugin_plan.SCREEN not in plugin_plan.plan_plugins(cpu, "direct", screen=True)
+
+
+class _Fixed(_Tuner):
+    """A tuner whose do_bench is a property without a setter."""
+
+    @property
+    def do_bench(self):
+        return lambda fn, quantiles=None: [1.0, 1.0, 1.0]
+
+
+def test_a_tuner_whose_do_bench_cannot_be_set_is_left_to_time_everything(tmp_path):
+    plugin = Screen(pytest.Config.__new__(pytest.Config), tmp_path)
+    plugin.do_bench = lambda fn, **_: pytest.fail("the brief timer must not run")
+    configs = [_Config(b) for b in (16, 32)]
+    tuner = _Fixed(configs)
+    assert plugin.screen(tuner, {"warmup": False}, lambda t, k: list(configs)) == configs
+    assert tuner.benched == [] and plugin.facts.skipped == {"bench_not_swappable": 1}
