@@ -250,7 +250,7 @@ TABLE: tuple[Var, ...] = (
         field="compile_workers", kind=kinds.WORKERS),
     Var("TUNE_SCREEN", "ZL_TUNE_SCREEN", "--tune-screen", "1: a sweep's candidates are timed "
         "briefly first, and the tuner times those within 1.3x of the fastest; 0: all of them",
-        "1", ("0", "1"), field="tune_screen", kind=kinds.SWITCH),
+        "0", ("0", "1"), field="tune_screen", kind=kinds.SWITCH),
     Var("AXIS", "ZL_AXIS", "--axis", "ab: a switch the backend knows (a short name such as "
         "RLC_ENHANCE, or its variable: `harness backends --json` lists axis_switches), "
         "env:NAME for any other environment variable, none (an A/A), python (two "

@@ -12,7 +12,7 @@ from harness.contract import boundary
 from harness.errors import UsageError
 from harness.providers.flaggems import Node
 from harness.run import runner
-from harness.run.plugin_plan import PRECOMPILE, plan_plugins
+from harness.run.plugin_plan import PRECOMPILE, SCREEN, plan_plugins
 from harness.run.preflight import Plan
 from harness.run.probe import probe_python
 from harness.settings import kinds, spec
@@ -156,3 +156,20 @@ def test_probe_finds_the_async_module_as_a_file_without_importing_it(tmp_path):
 def test_probe_without_triton_reports_the_feature_missing():
     facts = probe_python(sys.executable, ("torch",))
     assert facts["features"] == {precompile.ASYNC_MODULE: False}
+
+
+@pytest.mark.parametrize(("flags", "screened"), [
+    ({"tune_screen": "1"}, True),
+    ({}, False),  # off by default: the tuner times every candidate, as FlagGems' own runs do
+    ({"tune_screen": "1", "replay_from": "REPLAY"}, False),  # a replay tunes nothing itself
+    ({"tune_screen": "1", "warmup_share": "1/2"}, False),  # a shard's share is its own sweep
+])
+def test_the_screen_is_loaded_only_in_a_run_that_tunes_for_itself(tmp_path, flags, screened):
+    (tmp_path / "fg").mkdir()
+    if flags.get("replay_from"):
+        (tmp_path / "rec").mkdir()
+        flags = {**flags, "replay_from": str(tmp_path / "rec")}
+    settings = resolve(tmp_path, **flags)
+    inv = runner.build_invocation(settings, plan(), tmp_path / "r")
+    assert (SCREEN in inv.plugins) is screened
+    assert settings.caliber()["tune_screen"] is (flags.get("tune_screen") == "1")
