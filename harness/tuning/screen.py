@@ -22,8 +22,31 @@ SCREEN_PLUGIN = "harness.plugins.screen"
 # The brief time: Triton's do_bench at this budget (its own default is 25 ms and 100 ms).
 PROBE_WARMUP_MS = 2
 PROBE_REP_MS = 10
+# Where the tuner replays a device graph (FlagGems' libtuner by default), each of Triton's ten
+# replays of the brief graph lasts this long.
+PROBE_REPLAY_MS = 1
 # A candidate goes on to the tuner when its brief time is within this factor of the fastest.
 KEEP_RATIO = 1.3
+# A sweep whose first candidate takes this long a call is left to the tuner: at a few calls a
+# candidate, a brief time of such a kernel costs about what the tuner's own does.
+LONG_MS = 1.0
+# How a tuner times a candidate, by the first field of libtuner's `_benchmark_protocol`.
+_LEGACY = {"triton_do_bench": "event", "triton_do_bench_cudagraph_legacy": "replay"}
+
+
+def brief_kind(tuner: Any) -> str | None:
+    """How `tuner` times a candidate, so that its brief time is taken the same way: "replay"
+    (a device graph of calls replayed with the L2 cache warm: FlagGems' libtuner by default),
+    "event" (Triton's do_bench, the L2 cache cleared before each call), or None where it times
+    with a benchmark of its own, which a brief time could not stand in for."""
+    protocol = getattr(tuner, "benchmark_protocol", None)
+    if protocol is not None:
+        mode = getattr(getattr(protocol, "resolved_mode", None), "value", None)
+        return mode if mode in ("replay", "event") else None
+    legacy = vars(tuner).get("_benchmark_protocol")
+    if isinstance(legacy, tuple) and legacy:
+        return _LEGACY.get(str(legacy[0]))
+    return "event" if vars(tuner).get("_do_bench") is None else None
 
 
 def survivors(times: Sequence[float], ratio: float = KEEP_RATIO) -> list[int]:

@@ -142,7 +142,7 @@ class _Config:
 
 def test_a_tuner_that_never_calls_do_bench_is_left_to_time_everything(tmp_path):
     plugin = Screen(pytest.Config.__new__(pytest.Config), tmp_path)
-    plugin.do_bench = lambda fn, **_: pytest.fail("the brief timer must not run")
+    plugin.timers = {"event": lambda fn, q: pytest.fail("the brief timer must not run")}
     configs = [_Config(b) for b in (16, 32, 64)]
     tuner = _Tuner(configs)
     kwargs = {"warmup": False}
@@ -193,8 +193,86 @@ class _Fixed(_Tuner):
 
 def test_a_tuner_whose_do_bench_cannot_be_set_is_left_to_time_everything(tmp_path):
     plugin = Screen(pytest.Config.__new__(pytest.Config), tmp_path)
-    plugin.do_bench = lambda fn, **_: pytest.fail("the brief timer must not run")
+    plugin.timers = {"event": lambda fn, q: pytest.fail("the brief timer must not run")}
     configs = [_Config(b) for b in (16, 32)]
     tuner = _Fixed(configs)
     assert plugin.screen(tuner, {"warmup": False}, lambda t, k: list(configs)) == configs
     assert tuner.benched == [] and plugin.facts.skipped == {"bench_not_swappable": 1}
+
+
+def test_a_sweep_whose_first_candidate_is_long_is_left_to_the_tuner(suite, monkeypatch,
+                                                                     tmp_path):
+    monkeypatch.setenv("FAKE_BRIEF_16", "2.5")  # a brief time costs what the tuner's does
+    result, log, run_dir = run(suite, monkeypatch, tmp_path)
+    result.assert_outcomes(passed=1)
+    assert timed(log) == [16, 32, 48, 64, 128] * 2
+    assert [b[0] for b in log["brief"]] == [16, 16]  # one brief time a sweep, then no more
+    assert screen.read_side_file(run_dir)["skipped"] == {"long_kernel": 2}
+
+
+class _Memo(_Tuner):
+    """FlagTree's tuner: a meta it timed before returns its memo, untimed."""
+
+    def __init__(self, configs):
+        super().__init__(configs)
+        self.seen_tuned_metas = {}
+        self.resets = []
+
+    def _bench(self, *args, config, **kwargs):
+        meta = config.kwargs["BLOCK"] // 100  # 16 and 32 share a meta
+        if meta in self.seen_tuned_metas:
+            return self.seen_tuned_metas[meta]
+        result = self.seen_tuned_metas[meta] = self.do_bench(lambda: None, quantiles=(0.5,))
+        return result
+
+    def pre_hook(self, nargs, reset_only=False):
+        self.resets.append((nargs["BLOCK"], reset_only))
+
+
+class _MemoConfig(_Config):
+    def all_kwargs(self):
+        return dict(self.kwargs)
+
+
+def test_a_tuners_memo_of_timed_metas_is_put_back_and_a_lone_survivor_reset(tmp_path):
+    plugin = Screen(pytest.Config.__new__(pytest.Config), tmp_path)
+    briefs = iter([[0.1], [0.5], [0.9]])
+    plugin.timers = {"event": lambda fn, q: next(briefs)}
+    configs = [_MemoConfig(b) for b in (16, 32, 200)]
+    tuner = _Memo(configs)
+    tuner.seen_tuned_metas["kept"] = [9.0]
+    left = plugin.screen(tuner, {"warmup": False}, lambda t, k: list(configs))
+    # each candidate was timed briefly, none answered from a memo the brief times filled
+    assert left == configs[:1] and plugin.facts.candidates == 3
+    assert tuner.seen_tuned_metas == {"kept": [9.0]}  # as it was: the tuner times itself
+    assert tuner.resets == [(16, True)]  # the lone survivor's outputs zeroed, as after a sweep
+
+
+class _Protocol:
+    def __init__(self, mode):
+        self.resolved_mode = type("Mode", (), {"value": mode})()
+
+
+@pytest.mark.parametrize(("attributes", "kind"), [
+    ({"benchmark_protocol": _Protocol("replay")}, "replay"),
+    ({"benchmark_protocol": _Protocol("event")}, "event"),
+    ({"benchmark_protocol": None, "_benchmark_protocol": ("triton_do_bench", 25, 100)}, "event"),
+    ({"benchmark_protocol": None,
+      "_benchmark_protocol": ("triton_do_bench_cudagraph_legacy", 25, 100, 10, 10.0)}, "replay"),
+    ({"benchmark_protocol": None, "_benchmark_protocol": ("custom_do_bench", -1, -1)}, None),
+    ({"_do_bench": None}, "event"),  # Triton's own autotuner
+    ({"_do_bench": lambda fn, quantiles: [1.0]}, None),  # given a benchmark of its own
+])
+def test_the_brief_time_is_taken_the_way_the_tuner_times(attributes, kind):
+    tuner = type("Tuner", (), {})()
+    vars(tuner).update(attributes)
+    assert screen.brief_kind(tuner) == kind
+
+
+def test_a_tuner_with_a_benchmark_of_its_own_is_not_screened(tmp_path):
+    plugin = Screen(pytest.Config.__new__(pytest.Config), tmp_path)
+    configs = [_Config(b) for b in (16, 32)]
+    tuner = _Tuner(configs)
+    tuner._do_bench = lambda fn, quantiles: [1.0]
+    assert plugin.screen(tuner, {"warmup": False}, lambda t, k: list(configs)) == configs
+    assert tuner.benched == [] and plugin.facts.skipped == {"own_benchmark": 1}
