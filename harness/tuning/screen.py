@@ -1,11 +1,12 @@
 """Decisions of TUNE_SCREEN that the host and the screen plugin share.
 
-A tuner times every candidate of a sweep at its own budget (FlagGems' libtuner and Triton's
-autotuner: 25 ms of warmup and 100 ms of timed calls each, whatever the kernel takes), and
-keeps the fastest. Most candidates of a sweep lose by far more than any timer's noise, so the
-screen first times each candidate briefly and hands the tuner only those within KEEP_RATIO of
-the fastest brief time: the tuner then times those at its budget and keeps the fastest, as it
-would have among all of them, unless a brief time misread a candidate by more than the ratio.
+A tuner times every candidate of a sweep at its own budget (FlagGems' libtuner: a graph of
+calls replayed ten times at 10 ms each by default; Triton's autotuner: 25 ms of warmup and
+100 ms of timed calls), whatever the kernel takes, and keeps the fastest. Most candidates of a
+sweep lose by far more than any timer's noise, so the screen first times each candidate
+briefly and hands the tuner only those within KEEP_RATIO of the fastest brief time: the tuner
+then times those at its budget and keeps the fastest, as it would have among all of them,
+unless a brief time misread a candidate by more than the ratio.
 """
 
 from __future__ import annotations
