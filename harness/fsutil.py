@@ -61,6 +61,16 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def take_json(path: Path) -> Any:
+    """The JSON document a plugin left at `path` for the host, removed once read; None where
+    there is none."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    path.unlink()
+    return data
+
+
 def read_json(path: str | os.PathLike[str], name: str, error: type[HarnessError], *,
               missing: str, not_json: str) -> tuple[Path, Any]:
     """The JSON document at `path`, or named `name` inside the directory `path`: (its file,

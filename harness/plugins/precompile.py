@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ import pytest
 from harness.contract import boundary
 from harness.contract.boundary import COMPILE_WORKERS_DONE_MARKER as DONE_MARKER
 from harness.contract.boundary import COMPILE_WORKERS_OFF_MARKER as OFF_MARKER
-from harness.fsutil import atomic_write_json
-from harness.plugins.markers import write_marker
+from harness.plugins.markers import write_facts, write_marker
 from harness.plugins.prune import PRECOMPILE, Prune, PruneChain, prune_chain
 from harness.plugins.warmup_share import SHARD
 from harness.tuning.precompile import compile_cost
@@ -195,12 +194,7 @@ class Precompiler:
         return lambda config: claims.take(swept[1], swept[2], config)
 
     def finish(self) -> None:
-        self.facts.seconds = round(self.facts.seconds, 3)
-        facts = asdict(self.facts)
-        words = [f"{k}={v}" for k, v in facts.items() if k != "skipped"]
-        words += [f"skipped_{k}={v}" for k, v in sorted(self.facts.skipped.items())]
-        write_marker(self.config, " ".join([DONE_MARKER, *words]))
-        atomic_write_json(self.run_dir / boundary.PRECOMPILE_FILE, facts)
+        write_facts(self.config, DONE_MARKER, self.run_dir / boundary.PRECOMPILE_FILE, self.facts)
 
     def uninstall(self) -> None:
         if self.chain is not None:

@@ -11,7 +11,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,7 @@ import pytest
 
 from harness.contract import boundary
 from harness.contract.boundary import TUNE_SCREEN_DONE_MARKER as DONE_MARKER
-from harness.fsutil import atomic_write_json
-from harness.plugins.markers import write_marker
+from harness.plugins.markers import write_facts
 from harness.plugins.precompile import candidates
 from harness.plugins.prune import SCREEN, Prune, PruneChain, prune_chain
 from harness.tuning.screen import (
@@ -168,12 +167,7 @@ class Screen:
         self.facts.skipped[reason] = self.facts.skipped.get(reason, 0) + 1
 
     def finish(self) -> None:
-        self.facts.seconds = round(self.facts.seconds, 3)
-        facts = asdict(self.facts)
-        words = [f"{k}={v}" for k, v in facts.items() if k != "skipped"]
-        words += [f"skipped_{k}={v}" for k, v in sorted(self.facts.skipped.items())]
-        write_marker(self.config, " ".join([DONE_MARKER, *words]))
-        atomic_write_json(self.run_dir / boundary.SCREEN_FILE, facts)
+        write_facts(self.config, DONE_MARKER, self.run_dir / boundary.SCREEN_FILE, self.facts)
 
     def uninstall(self) -> None:
         if self.chain is not None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from harness.backends import Device
 from harness.contract import boundary
 from harness.executors.devices import visible_devices
+from harness.fsutil import take_json
 from harness.run import identity
 from harness.run.preflight import Plan
 from harness.settings import variables
@@ -17,11 +17,7 @@ from harness.tuning import precompile, screen
 
 def read_runtime(run_dir: Path) -> dict[str, object]:
     """The runtime facts the plugins left in the run directory (the file is then dropped)."""
-    path = run_dir / boundary.RUNTIME_FILE
-    if not path.is_file():
-        return {}
-    facts = json.loads(path.read_text(encoding="utf-8"))
-    path.unlink()
+    facts: dict[str, object] = take_json(run_dir / boundary.RUNTIME_FILE) or {}
     return facts
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.contract.boundary import PRECOMPILE_FILE
+from harness.fsutil import take_json
 
 PRECOMPILE_PLUGIN = "harness.plugins.precompile"
 # Triton's concurrent compile: under AsyncCompileMode(executor) a JIT function's compile is
@@ -54,9 +54,5 @@ def off_reason(workers: int, tunes_with_triton: bool, features: Mapping[str, boo
 def read_side_file(run_dir: Path) -> dict[str, object] | None:
     """The plugin's facts (workers, keys, candidates, compiled, failed, seconds); the file is
     removed once read. None when the plugin did not run."""
-    path = run_dir / PRECOMPILE_FILE
-    if not path.is_file():
-        return None
-    facts = json.loads(path.read_text(encoding="utf-8"))
-    path.unlink()
+    facts: dict[str, object] | None = take_json(run_dir / PRECOMPILE_FILE)
     return facts

@@ -11,13 +11,13 @@ unless a brief time misread a candidate by more than the ratio.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.contract.boundary import SCREEN_FILE
+from harness.fsutil import take_json
 
 SCREEN_PLUGIN = "harness.plugins.screen"
 # The brief time: Triton's do_bench at this budget (its own default is 25 ms and 100 ms).
@@ -74,9 +74,5 @@ def median_of(timing: Any) -> float:
 def read_side_file(run_dir: Path) -> dict[str, object] | None:
     """The plugin's facts (sweeps, candidates, kept, seconds, skipped); the file is removed
     once read. None when the plugin did not run."""
-    path = run_dir / SCREEN_FILE
-    if not path.is_file():
-        return None
-    facts = json.loads(path.read_text(encoding="utf-8"))
-    path.unlink()
+    facts: dict[str, object] | None = take_json(run_dir / SCREEN_FILE)
     return facts
