@@ -4,6 +4,7 @@ reads and private names. Each rule once failed in this codebase (see docs/DESIGN
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,14 +27,19 @@ MAX_FUNCTION_LINES = 60
 ENVIRON_READERS = ("settings/variables.py", "contract/boundary.py", "plugins/")
 
 
-def modules() -> Iterator[tuple[str, Path, ast.Module]]:
+@functools.cache
+def modules() -> tuple[tuple[str, Path, ast.Module], ...]:
+    """Every harness module's dotted name, path and syntax tree, parsed once for all the
+    tests here (read only: none of them changes a tree)."""
+    found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         rel = path.relative_to(PACKAGE_DIR)
         if rel.parts[0] == "cpu_suite":
             continue
         parts = rel.with_suffix("").parts
         name = ".".join(("harness", *(parts[:-1] if parts[-1] == "__init__" else parts)))
-        yield name, rel, ast.parse(path.read_text(encoding="utf-8"))
+        found.append((name, rel, ast.parse(path.read_text(encoding="utf-8"))))
+    return tuple(found)
 
 
 def imported(name: str, tree: ast.Module, known: set[str]) -> Iterator[tuple[str, ast.AST]]:

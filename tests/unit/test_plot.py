@@ -246,6 +246,7 @@ def test_a_suite_chart_colours_each_operator_by_its_verdict_in_ab_json() -> None
     assert "operator slower" in legend and "operator same" in legend
 
 
+@pytest.mark.slow  # a suite-scale figure drawn whole: 7-10 s, the edit loop's largest
 def test_two_hundred_operators_stay_readable() -> None:
     fig = figure(suite_document(200))
     renderer = fig.canvas.get_renderer()

@@ -23,6 +23,7 @@ def doc():
     return synth.suite_document(_suite(1112))
 
 
+@pytest.mark.slow  # a suite-scale figure drawn whole: 7-10 s, the edit loop's largest
 def test_a_suite_of_1112_operators_fits_a_screen_with_its_counts_in_the_title(doc, tmp_path):
     (tmp_path / "ab.json").write_text("{}")
     assert plot_suite.render_png(doc, tmp_path / "ab.png")
