@@ -1,0 +1,94 @@
+"""scripts/screen_compare.py: what the screen saved, and which rows its winners made slower, read
+from two campaigns' folders as the harness writes them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.historydata import make_run
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screen_compare.py"
+SCREEN = {"sweeps": 3, "candidates": 40, "kept": 9, "seconds": 0.8}
+
+
+@pytest.fixture(scope="module")
+def sc():
+    spec = importlib.util.spec_from_file_location("screen_compare", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(directory: Path, latencies, wall: float, warmup: float, reference: float,
+        **extra) -> None:
+    make_run(directory, "tanh", latencies, **extra)
+    (directory / "time_breakdown.json").write_text(json.dumps(
+        {"schema": 1, "wall_s": wall, "phases": {"warmup": warmup, "reference": reference,
+                                                 "replays": 1.0}, "rows": []}))
+
+
+def campaign(root: Path, a, b, wall: float, warmup: float, **extra) -> Path:
+    root.mkdir()
+    (root / "campaign.json").write_text("{}")
+    run(root / "tanh" / "A" / "r0", a, wall, warmup, 1.0, **extra)
+    run(root / "tanh" / "B" / "r0", b, wall, 0.5, 1.0)
+    return root
+
+
+@pytest.fixture
+def pair(tmp_path):
+    # Row [[64, 64]]: the screened winner reads 2.9% slower, but the same winners moved 3.8%
+    # between two runs: noise, not named. Row [[1024, 1024]]: 5.7% slower where the same
+    # winners moved 1%: the screen dropped its winner.
+    full = campaign(tmp_path / "full", [1.0, 0.010], [1.04, 0.0101], wall=10.0, warmup=6.0)
+    screened = campaign(tmp_path / "screened", [1.03, 0.0106], [1.03, 0.0106], wall=6.0,
+                        warmup=2.5, screen=SCREEN)
+    return screened, full
+
+
+def test_it_names_the_row_the_screen_made_slower_and_what_it_saved(sc, pair, capsys):
+    assert sc.main([str(pair[0]), str(pair[1])]) == 0
+    out = capsys.readouterr().out
+    assert "tanh: screened wall 6.0 warmup 2.5 reference 1.0; full wall 10.0 warmup 6.0 " \
+        "reference 1.0; screen {'sweeps': 3, 'candidates': 40, 'kept': 9, 'seconds': 0.8}" in out
+    assert "warmup + reference saved 3.5 s" in out
+    assert "slower beyond 1.5% where the same winners held: 1 (tanh torch.float32 " \
+        "[[1024, 1024]])" in out
+    slower = [line for line in out.splitlines() if line.endswith("<< slower")]
+    assert len(slower) == 1 and "[[1024, 1024]] 10.00 us: screened winners -5.66%" in slower[0]
+    assert "[[64, 64]] 1000.00 us: screened winners -2.91%, same winners -3.85%" in out
+
+
+def test_an_operator_without_rows_on_a_side_is_said_and_the_rest_compared(sc, pair, capsys):
+    screened, full = pair
+    (full / "tanh" / "B" / "r0" / "results.jsonl").unlink()
+    assert sc.main([str(screened), str(full)]) == 0
+    out = capsys.readouterr().out
+    assert "  no rows compared: " in out and "warmup + reference saved 3.5 s" in out
+
+
+@pytest.mark.parametrize("which", ["screened", "full"])
+def test_a_folder_that_is_no_campaign_is_named_and_exits_2(sc, pair, tmp_path, capsys, which):
+    args = [str(p) for p in pair]
+    args[which == "full"] = str(tmp_path)
+    assert sc.main(args) == 2
+    assert f"error: {str(tmp_path)!r} is not a campaign directory" in capsys.readouterr().err
+
+
+def test_campaigns_of_no_common_operator_are_refused(sc, pair, capsys):
+    screened, full = pair
+    (screened / "tanh").rename(screened / "cos")
+    assert sc.main([str(screened), str(full)]) == 2
+    assert "no operator ran side A of round 0 in both" in capsys.readouterr().err
+
+
+def test_a_run_without_its_breakdown_reads_as_unknown_and_saves_nothing(sc, pair, capsys):
+    screened, full = pair
+    (screened / "tanh" / "A" / "r0" / "time_breakdown.json").unlink()
+    assert sc.main([str(screened), str(full)]) == 0
+    out = capsys.readouterr().out
+    assert "tanh: screened -; full wall 10.0" in out and "saved 0.0 s" in out
