@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.contract.identity import read_identity
@@ -61,10 +62,18 @@ def speedups(a: Path, b: Path) -> dict[tuple[str, str, int], tuple[float, float]
             for r in report.rows if r.stats.speedup_pct is not None}
 
 
-def operator_lines(screened: Path, full: Path, op: str, write: Callable[[str], None]
-                   ) -> tuple[list[float], list[float], list[str], list[float]]:
-    """Write one operator's lines; (winner moves %, same-winner moves %, rows named, seconds
-    of warmup + reference saved)."""
+@dataclass
+class Tally:
+    """What the operators compared so far add up to."""
+    moved: list[float] = field(default_factory=list)  # screened winners against full, % a row
+    drift: list[float] = field(default_factory=list)  # the same winners in two runs, % a row
+    named: list[str] = field(default_factory=list)  # rows the screen most likely made slower
+    saved: list[float] = field(default_factory=list)  # warmup + reference seconds, an operator
+
+
+def operator_lines(screened: Path, full: Path, op: str, tally: Tally,
+                   write: Callable[[str], None]) -> None:
+    """Write one operator's lines and add what they found to `tally`."""
     times = {name: phases(round0(c, op)) for name, c in (("screened", screened), ("full", full))}
     ident = read_identity(round0(screened, op))
     screen = ident.doc.get("screen") if ident else None
@@ -72,24 +81,23 @@ def operator_lines(screened: Path, full: Path, op: str, write: Callable[[str], N
                            f"{t[2]:.1f}") for name, t in times.items()]
     write(f"{op}: {'; '.join(cells)}; screen {screen if screen is not None else '-'}")
     mine, theirs = times["screened"], times["full"]
-    saved = [] if mine is None or theirs is None else [sum(theirs[1:]) - sum(mine[1:])]
+    if mine is not None and theirs is not None:
+        tally.saved.append(sum(theirs[1:]) - sum(mine[1:]))
     try:
         winners = speedups(round0(full, op), round0(screened, op))
         same = speedups(round0(full, op), round0(full, op, "B"))
     except UsageError as exc:  # a side that timed no row (an operator FlagGems skipped)
         write(f"  no rows compared: {exc}")
-        return [], [], [], saved
-    moved, drift, named = [], [], []
+        return
     for key in sorted(set(winners) & set(same)):
         (pct, ms), (noise, _) = winners[key], same[key]
-        moved.append(pct)
-        drift.append(noise)
+        tally.moved.append(pct)
+        tally.drift.append(noise)
         worse = pct < -SLOWER_PCT and abs(noise) < -pct
         if worse:
-            named.append(f"{op} {key[0]} {key[1]}")
+            tally.named.append(f"{op} {key[0]} {key[1]}")
         write(f"  {key[0]} {key[1]} {ms * 1000:.2f} us: screened winners {pct:+.2f}%, same "
               f"winners {noise:+.2f}%{'  << slower' if worse else ''}")
-    return moved, drift, named, saved
 
 
 def compare_campaigns(screened: Path, full: Path, write: Callable[[str], None]) -> None:
@@ -101,16 +109,13 @@ def compare_campaigns(screened: Path, full: Path, write: Callable[[str], None]) 
     if not ops:
         raise UsageError(f"no operator ran side A of round 0 in both {str(screened)!r} and "
                          f"{str(full)!r}")
-    moved: list[float] = []
-    drift: list[float] = []
-    named: list[str] = []
-    saved: list[float] = []
+    tally = Tally()
     for op in ops:
-        m, d, n, s = operator_lines(screened, full, op, write)
-        moved, drift, named, saved = moved + m, drift + d, named + n, saved + s
-    write(f"operators {len(ops)}; warmup + reference saved {sum(saved):.1f} s")
-    if moved:
-        write(f"rows {len(moved)}: |screened winners| median "
-              f"{statistics.median(map(abs, moved)):.2f}%, |same winners| median "
-              f"{statistics.median(map(abs, drift)):.2f}%; slower beyond {SLOWER_PCT}% where the "
-              f"same winners held: {len(named)}" + (f" ({', '.join(named)})" if named else ""))
+        operator_lines(screened, full, op, tally, write)
+    write(f"operators {len(ops)}; warmup + reference saved {sum(tally.saved):.1f} s")
+    if tally.moved:
+        write(f"rows {len(tally.moved)}: |screened winners| median "
+              f"{statistics.median(map(abs, tally.moved)):.2f}%, |same winners| median "
+              f"{statistics.median(map(abs, tally.drift)):.2f}%; slower beyond {SLOWER_PCT}% "
+              f"where the same winners held: {len(tally.named)}"
+              + (f" ({', '.join(tally.named)})" if tally.named else ""))

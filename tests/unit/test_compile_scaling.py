@@ -3,21 +3,16 @@ Triton and a device)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "compile_scaling.py"
+from tests import scripts
 
 
 @pytest.fixture(scope="module")
 def cs():
-    spec = importlib.util.spec_from_file_location("compile_scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("compile_scaling")
 
 
 def test_the_sweep_is_48_distinct_configs_whose_tiles_divide_the_shape(cs):

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from harness import stats
+from tests import scripts
 
 pytest.importorskip("numpy")
 pytestmark = pytest.mark.slow  # simulations: about 20 s of CPU together
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "rounds_auto_sim.py"
 
 
 @pytest.fixture(scope="module")
 def sim():
-    spec = importlib.util.spec_from_file_location("rounds_auto_sim", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rounds_auto_sim"] = module
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("rounds_auto_sim")
 
 
 def test_adaptive_a_a_campaigns_call_no_more_than_q(sim):

@@ -3,24 +3,20 @@ from two campaigns' folders as the harness writes them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests import scripts
 from tests.historydata import make_run
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "screen_compare.py"
 SCREEN = {"sweeps": 3, "candidates": 40, "kept": 9, "seconds": 0.8}
 
 
 @pytest.fixture(scope="module")
 def sc():
-    spec = importlib.util.spec_from_file_location("screen_compare", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("screen_compare")
 
 
 def run(directory: Path, latencies, wall: float, warmup: float, reference: float,
