@@ -26,9 +26,10 @@ BYTECODE = {"PYTHONDONTWRITEBYTECODE": ""}
 def install_checkout(session: nox.Session) -> None:
     """The cpu requirements, then this checkout editable. Built without isolation: hatchling is
     among the requirements, and a fresh build environment for it took 2.9 s of every 5.6 s
-    reinstall, in a loop meant to take under a minute."""
-    session.install("-r", "requirements/cpu.txt")
-    session.install("--no-deps", "--no-build-isolation", "-e", ".")
+    reinstall, in a loop meant to take under a minute. Without compiling what is installed
+    (the Makefile's venv says why): a session's first install is what CI waits for."""
+    session.install("--no-compile", "-r", "requirements/cpu.txt")
+    session.install("--no-compile", "--no-deps", "--no-build-isolation", "-e", ".")
 
 
 @nox.session
