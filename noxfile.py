@@ -12,10 +12,11 @@ nox.options.reuse_existing_virtualenvs = True
 # pytest-xdist: a module's tests share one worker, so a module-scoped fixture is made once.
 # The edit loop runs one worker per core, modules in the order collected.
 PARALLEL = ("-n", "auto", "--dist", "loadscope", "--no-loadscope-reorder")
-# The whole suite: its integration tests mostly wait (on a child process, a signal's grace, a
-# unit's time limit, Slurm's scheduler), so more workers than cores, the modules with the most
-# tests first. No test's outcome rests on wall time or on a quiet host: timed A/As bound how
-# far a row moves rather than asserting that nothing is called.
+# The whole suite: its integration tests wait in part (on a child process, a signal's grace, a
+# unit's time limit), so one worker more than a small host's two cores; a fourth made it slower
+# (933 s against 885 s: docs/development.md). The modules with the most tests go first. No
+# test's outcome rests on wall time or on a quiet host: timed A/As bound how far a row moves
+# rather than asserting that nothing is called.
 WHOLE = ("-n", "3", "--dist", "loadscope")
 # Python's default, whatever the shell exports: with PYTHONDONTWRITEBYTECODE set, every pytest
 # session the tests start compiled the harness again and rewrote its plugins' asserts uncached
