@@ -46,9 +46,16 @@ def pair(tmp_path):
     return screened, full
 
 
+def compare(sc, pair, capsys) -> tuple[int, str, str]:
+    """The script's exit code, standard output and standard error on the pair, as it is now."""
+    rc = sc.main([str(pair[0]), str(pair[1])])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
 def test_it_names_the_row_the_screen_made_slower_and_what_it_saved(sc, pair, capsys):
-    assert sc.main([str(pair[0]), str(pair[1])]) == 0
-    out = capsys.readouterr().out
+    rc, out, _ = compare(sc, pair, capsys)
+    assert rc == 0
     assert "tanh: screened wall 6.0 warmup 2.5 reference 1.0; full wall 10.0 warmup 6.0 " \
         "reference 1.0; screen {'sweeps': 3, 'candidates': 40, 'kept': 9, 'seconds': 0.8}" in out
     assert "warmup + reference saved 3.5 s" in out
@@ -60,10 +67,9 @@ def test_it_names_the_row_the_screen_made_slower_and_what_it_saved(sc, pair, cap
 
 
 def test_an_operator_without_rows_on_a_side_is_said_and_the_rest_compared(sc, pair, capsys):
-    screened, full = pair
-    (full / "tanh" / "B" / "r0" / "results.jsonl").unlink()
-    assert sc.main([str(screened), str(full)]) == 0
-    out = capsys.readouterr().out
+    (pair[1] / "tanh" / "B" / "r0" / "results.jsonl").unlink()
+    rc, out, _ = compare(sc, pair, capsys)
+    assert rc == 0
     assert "  no rows compared: " in out and "warmup + reference saved 3.5 s" in out
 
 
@@ -76,15 +82,14 @@ def test_a_folder_that_is_no_campaign_is_named_and_exits_2(sc, pair, tmp_path, c
 
 
 def test_campaigns_of_no_common_operator_are_refused(sc, pair, capsys):
-    screened, full = pair
-    (screened / "tanh").rename(screened / "cos")
-    assert sc.main([str(screened), str(full)]) == 2
-    assert "no operator ran side A of round 0 in both" in capsys.readouterr().err
+    (pair[0] / "tanh").rename(pair[0] / "cos")
+    rc, _, err = compare(sc, pair, capsys)
+    assert rc == 2
+    assert "no operator ran side A of round 0 in both" in err
 
 
 def test_a_run_without_its_breakdown_reads_as_unknown_and_saves_nothing(sc, pair, capsys):
-    screened, full = pair
-    (screened / "tanh" / "A" / "r0" / "time_breakdown.json").unlink()
-    assert sc.main([str(screened), str(full)]) == 0
-    out = capsys.readouterr().out
+    (pair[0] / "tanh" / "A" / "r0" / "time_breakdown.json").unlink()
+    rc, out, _ = compare(sc, pair, capsys)
+    assert rc == 0
     assert "tanh: screened -; full wall 10.0" in out and "saved 0.0 s" in out
