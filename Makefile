@@ -61,16 +61,24 @@ test test-fast test-slurm lint: override export ZL_MAKE_ARGS :=
 nox: ## install nox where it is missing (each test target does it first)
 	@python3 -m nox --version >/dev/null 2>&1 || python3 -m pip install -q nox
 
-test: nox ## every host-independent test (nox -s tests; installs nox where missing)
-	python3 -m nox -s tests
+# A test session installs again only when what it installs from changed: nox keeps its venv,
+# and --no-install skips pip's calls (`make test-fast` took 62.1 s against 69.9 s, the medians
+# of 3 runs on two cores).
+# The stamp lives in the venv, so a venv that nox makes afresh is installed again.
+.nox/%/.installed: requirements/cpu.txt pyproject.toml noxfile.py | nox
+	python3 -m nox -s $* --install-only
+	@touch $@
+
+test: nox .nox/tests/.installed ## every host-independent test (nox -s tests; installs nox where missing)
+	python3 -m nox -s tests --no-install
 
 .PHONY: test-fast
-test-fast: nox ## unit and plugin tests only, the loop for every edit (nox -s fast)
-	python3 -m nox -s fast
+test-fast: nox .nox/fast/.installed ## unit and plugin tests only, the loop for every edit (nox -s fast)
+	python3 -m nox -s fast --no-install
 
 .PHONY: test-slurm
-test-slurm: nox ## the tests marked slurm, on a single-node Slurm they bring up (root; nox -s slurm)
-	python3 -m nox -s slurm
+test-slurm: nox .nox/slurm/.installed ## the tests marked slurm, on a single-node Slurm they bring up (root; nox -s slurm)
+	python3 -m nox -s slurm --no-install
 
 lint: nox ## ruff, mypy and hadolint (nox -s lint)
 	python3 -m nox -s lint
