@@ -88,7 +88,7 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
                    for side in SIDES}
         try:
             result = comparison.compare(sources["A"], sources["B"], noise_floor_pct=floor,
-                                        floor_at=model.at if model else None)
+                                        floor_at=model.at if model else None, round_ids=rounds)
         except UsageError as exc:
             failures[op] = str(exc)
             continue

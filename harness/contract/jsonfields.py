@@ -90,6 +90,13 @@ class Fields:
             raise self.fail(key, f"is {items!r:.60}, not a list of numbers")
         return tuple(items)
 
+    def integers(self, key: str) -> tuple[int, ...]:
+        """A list of integers; () when missing."""
+        items = self.opt_list(key) or []
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+            raise self.fail(key, f"is {items!r:.60}, not a list of integers")
+        return tuple(items)
+
     def text_lists(self, key: str) -> tuple[tuple[str, ...], ...]:
         """A list of lists of strings; () when missing."""
         items = self.opt_list(key) or []

@@ -190,15 +190,14 @@ def row_json(row: AbRow) -> dict[str, Any]:
     return {"op": row.op, "dtype": row.dtype, "shape": row.shape, "occurrence": row.occurrence,
             **{key: getattr(s, key) for key in _ROW_NUMBERS}, "verdict": s.verdict.value,
             "flags": list(row.flags), "round_speedups_pct": list(s.round_speedups_pct),
+            "round_ids": list(s.round_ids),
             **({"same_bound_pct": s.same_bound_pct} if s.verdict is stats.Verdict.SAME
                and s.same_bound_pct is not None else {})}
 
 
 def _operator_json(o: OperatorSummary) -> dict[str, Any]:
-    out = asdict(o)
-    if o.artifacts is None:
-        del out["artifacts"]  # an operator with no rows compiled nothing to compare
-    return out
+    # an operator with no rows compiled nothing to compare: no artifacts
+    return {k: v for k, v in asdict(o).items() if k != "artifacts" or v is not None}
 
 
 # ---------------------------------------------------------------- the loader
@@ -215,13 +214,16 @@ def _row(f: Fields) -> AbRow:
     if not speedup > -100.0:  # also nan: B took no time or less than none
         raise f.fail("speedup_pct", f"is {speedup!r}; expected a number above -100")
     flags = f.texts("flags")
+    per_round, ids = f.numbers("round_speedups_pct"), f.integers("round_ids")  # older: none
+    if ids and not len(set(ids)) == len(ids) == len(per_round):
+        raise f.fail("round_ids", f"is {list(ids)!r:.60}; expected {len(per_round)} distinct ids")
     return AbRow(op=f.text("op"), dtype=f.text("dtype"), shape=f.text("shape"),
                  occurrence=f.opt_integer("occurrence") or 1, flags=flags, stats=stats.RowStats(
                      a_ms=f.number("a_ms"), b_ms=f.number("b_ms"), speedup_pct=speedup,
                      min_pct=f.number("min_pct"), max_pct=f.number("max_pct"),
                      ci_low_pct=f.opt_number("ci_low_pct"), ci_high_pct=f.opt_number("ci_high_pct"),
                      flagged=bool(flags) or verdict is stats.Verdict.FLAGGED, verdict=verdict,
-                     round_speedups_pct=f.numbers("round_speedups_pct"), rounds=f.integer("rounds"),
+                     round_speedups_pct=per_round, round_ids=ids, rounds=f.integer("rounds"),
                      p_value=f.opt_number("p_value"), p_adjusted=f.opt_number("p_adjusted"),
                      noise_floor_pct=f.opt_number("noise_floor_pct"),  # older: not recorded
                      same_bound_pct=f.opt_number("same_bound_pct")))
@@ -298,10 +300,8 @@ def _status(f: Fields) -> CampaignStatus | None:
     if state not in RUN_STATUSES:
         raise f.fail("status", f"is {state!r}; expected one of: {', '.join(RUN_STATUSES)}")
     stop = f.opt_object("interrupted")
-    return CampaignStatus(
-        state, None if stop is None else Interruption(stop.opt_text("signal"),
-                                                      stop.opt_text("step")),
-        f.texts("finished_units"))
+    cut = None if stop is None else Interruption(stop.opt_text("signal"), stop.opt_text("step"))
+    return CampaignStatus(state, cut, f.texts("finished_units"))
 
 
 def _geomean(f: Fields) -> tuple[str, stats.GeomeanStats]:

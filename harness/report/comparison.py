@@ -197,10 +197,13 @@ def work_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]
 
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
             noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
-            floor_at: Callable[[float], float] | None = None) -> AbReport:
+            floor_at: Callable[[float], float] | None = None,
+            round_ids: Sequence[int] | None = None) -> AbReport:
     """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one).
 
     Each row is judged against `floor_at(its A ms)` where given, else `noise_floor_pct`.
+    `round_ids` numbers the rounds as the campaign did (default 0, 1, ...), so that rows of
+    several comparisons share a round's offset in one geometric mean.
     """
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
@@ -212,7 +215,7 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
         group=lambda key: key[0], floor_at=floor_at,
-        unmeasured={k for k, f in flags.items() if not in_geomean(f)})
+        unmeasured={k for k, f in flags.items() if not in_geomean(f)}, round_ids=round_ids)
     paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
     unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))

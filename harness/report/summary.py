@@ -48,7 +48,7 @@ def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
         raise UsageError(f"campaign {str(path)!r} has no {AB_JSON} and no round finished on "
                          "both sides")
     report_ = compare([load_source(a[r]) for r in both], [load_source(b[r]) for r in both],
-                      noise_floor_pct=noise_floor_pct)
+                      noise_floor_pct=noise_floor_pct, round_ids=both)
     dropped = sorted((a.keys() | b.keys()) - set(both))
     note = (f"no {AB_JSON}: compared from rounds {', '.join(map(str, both))}" +
             (f"; rounds {', '.join(map(str, dropped))} finished on one side only" if dropped

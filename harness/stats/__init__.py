@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Generic, TypeVar
 
+from harness.stats.geomean import GeomeanStats, geomean_stats, log_of_pct, pct_of_log
 from harness.stats.tdist import CONFIDENCE, benjamini_hochberg, t_interval
 
 MIN_NOISE_FLOOR_PCT = 1.0  # below this, a "difference" is within what clocks and caches move
@@ -123,19 +124,6 @@ def speedup_pct(a_ms: float, b_ms: float) -> float:
     return (a_ms / b_ms - 1.0) * 100.0
 
 
-def pct_of_log(log_ratio: float) -> float:
-    """A log ratio log(A / B) as a speedup in %: (exp(log_ratio) - 1) * 100.
-
-    Capped at exp(700) rather than overflowing: an interval that wide says nothing anyway.
-    """
-    return math.expm1(min(log_ratio, 700.0)) * 100.0
-
-
-def log_of_pct(pct: float) -> float:
-    """A speedup in % as its log ratio log(A / B); the inverse of pct_of_log."""
-    return math.log1p(pct / 100.0)
-
-
 def magnitude_pct(speedup: float) -> float:
     """How far a speedup in % is from none, either way, as the speedup of that factor.
 
@@ -226,10 +214,13 @@ class RowStats:
     noise_floor_pct: float | None = None  # the floor its verdict used; None: not recorded
     # where an interval other than ci decides `same` (alpha spent over looks): its larger |bound|
     same_bound_pct: float | None = None
+    # the round of each of round_speedups_pct, as the A/B numbered them; () where not recorded
+    round_ids: tuple[int, ...] = ()
 
 
 def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_floor_pct: float,
-              flagged: bool = False, method: Method = Method()) -> RowStats:
+              flagged: bool = False, method: Method = Method(),
+              round_ids: Sequence[int] = ()) -> RowStats:
     """RowStats of one row from its paired per-round latencies (at least one pair).
 
     The row alone is its own family: its adjusted p is its p. summarize_ab adjusts over every
@@ -251,49 +242,17 @@ def row_stats(a_rounds: Sequence[float], b_rounds: Sequence[float], *, noise_flo
         verdict=classify(low, high, effect, p_adjusted=p, noise_floor_pct=noise_floor_pct,
                          flagged=flagged, q=method.fdr_q or 1.0),
         round_speedups_pct=speedups, p_value=p, p_adjusted=p,
-        noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct))
-
-
-@dataclass(frozen=True)
-class GeomeanStats:
-    """The geometric mean of rows' speedups with its t interval (None: fewer than two rows
-    or one round)."""
-
-    speedup_pct: float
-    ci_low_pct: float | None
-    ci_high_pct: float | None
-    rows: int
-
-
-def geomean_stats(speedups_pct: Sequence[float], confidence: float = CONFIDENCE, *,
-                  rounds: int | None = None) -> GeomeanStats | None:
-    """The geometric mean of rows' speedups in % and a t interval on the mean of their logs.
-
-    Rows, not rounds, are the unit here: the interval is for the typical shape's effect, so it
-    holds the spread from shape to shape as well as each row's own noise, and errs wide when
-    shapes differ. None for no rows.
-
-    `rounds` is the most paired rounds behind any of the speedups (None: not known). With one,
-    there is no interval: every row's A and B then come from one pair of runs, and whatever
-    moves a whole run (clocks, the order A then B) moves every row alike, unseen by the spread
-    over rows; a switch that does nothing would get an interval that excludes zero.
-    """
-    if not speedups_pct:
-        return None
-    logs = [log_of_pct(s) for s in speedups_pct]
-    interval = None if rounds is not None and rounds < 2 else t_interval(logs, confidence)
-    return GeomeanStats(
-        speedup_pct=pct_of_log(math.fsum(logs) / len(logs)),
-        ci_low_pct=None if interval is None else pct_of_log(interval.low),
-        ci_high_pct=None if interval is None else pct_of_log(interval.high),
-        rows=len(logs))
+        noise_floor_pct=max(MIN_NOISE_FLOOR_PCT, noise_floor_pct), round_ids=tuple(round_ids))
 
 
 def rows_geomean(rows: Sequence[RowStats],
                  confidence: float = CONFIDENCE) -> GeomeanStats | None:
-    """geomean_stats of the rows' speedups, knowing their rounds: no interval at one round."""
+    """geomean_stats of the rows' speedups, knowing their rounds: no interval at one round, and
+    the rounds' shared offsets in it (a row without round_ids numbers its rounds in order)."""
     return geomean_stats([s.speedup_pct for s in rows], confidence,
-                         rounds=max((s.rounds for s in rows), default=0))
+                         rounds=max((s.rounds for s in rows), default=0),
+                         by_round=[dict(zip(s.round_ids or range(len(s.round_speedups_pct)),
+                                            s.round_speedups_pct, strict=True)) for s in rows])
 
 
 @dataclass(frozen=True)
@@ -336,7 +295,8 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
                  method: Method = Method(),
                  group: Callable[[_Key], Hashable] | None = None,
                  floor_at: Callable[[float], float] | None = None,
-                 unmeasured: Collection[_Key] = ()) -> AbResult[_Key]:
+                 unmeasured: Collection[_Key] = (),
+                 round_ids: Sequence[int] | None = None) -> AbResult[_Key]:
     """Pair latencies per key and round (round i of A with round i of B) and compute RowStats.
 
     Each mapping is one round of one side: key -> latency in ms; the caller keeps only measured
@@ -348,24 +308,29 @@ def summarize_ab(rows_a_by_round: Sequence[Mapping[_Key, float]],
     left out of every geometric mean.
 
     `floor_at` gives a row's noise floor from its A latency (its median over rounds, in ms);
-    without it every row gets `noise_floor_pct`.
+    without it every row gets `noise_floor_pct`. `round_ids` numbers the rounds (default 0, 1,
+    ...): each row records the ids of the rounds it paired in.
     """
     if len(rows_a_by_round) != len(rows_b_by_round):
         raise ValueError(f"rounds must pair: {len(rows_a_by_round)} on A, "
                          f"{len(rows_b_by_round)} on B")
+    ids = list(range(len(rows_a_by_round)) if round_ids is None else round_ids)
+    if len(ids) != len(rows_a_by_round):
+        raise ValueError(f"{len(ids)} round ids for {len(rows_a_by_round)} rounds")
     keys = dict.fromkeys(k for side in (rows_a_by_round, rows_b_by_round) for r in side for k in r)
     paired: list[tuple[_Key, RowStats]] = []
     unpaired_a: list[_Key] = []
     unpaired_b: list[_Key] = []
     for key in keys:
-        pairs = [(a[key], b[key]) for a, b in zip(rows_a_by_round, rows_b_by_round, strict=True)
+        pairs = [(a[key], b[key], r) for a, b, r
+                 in zip(rows_a_by_round, rows_b_by_round, ids, strict=True)
                  if key in a and key in b]
         if pairs:
-            a_ms, b_ms = zip(*pairs, strict=True)
+            a_ms, b_ms, paired_ids = zip(*pairs, strict=True)
             floor = floor_at(statistics.median(a_ms)) if floor_at else noise_floor_pct
             paired.append((key, row_stats(a_ms, b_ms, noise_floor_pct=floor,
                                           flagged=key in flagged or key in unmeasured,
-                                          method=method)))
+                                          method=method, round_ids=paired_ids)))
             continue
         if any(key in a for a in rows_a_by_round):
             unpaired_a.append(key)
