@@ -94,10 +94,16 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
             continue
         if not result.rows:  # its rounds ran to their end and paired nothing: say why
             failures[op] = _no_row_reason(campaign, op)
-        rows += result.rows
-        unpaired += result.unpaired
+        # each row is the campaign operator's whatever FlagGems' record calls it (it names
+        # scatter_reduce_two_inplace_sum's rows scatter_reduce_): the operator's verdict, its
+        # stopping rule, a gate and a bisection find its rows by the campaign's name
+        mine = [dataclasses.replace(r, op=op) for r in result.rows]
+        rows += mine
+        unpaired += [dataclasses.replace(u, op=op) for u in result.unpaired]
         notes += result.notes
-        op_geomeans += result.op_geomeans
+        found = stats.rows_geomean([r.stats for r in mine if in_geomean(r.flags)],
+                                   result.method.confidence)
+        op_geomeans += [(op, found)] if found else []
         identities[op] = {side: [d for s in srcs for _, d in s.identities]
                           for side, srcs in sources.items()}
     notes += outside_note(rows, model)

@@ -174,3 +174,31 @@ def test_how_pytest_ran_counts_each_sides_workers_started_and_retired():
     assert result.launch_note(identities) == (
         "how pytest ran: side A: 4 in a worker (2 started, 1 retired); "
         "side B: 3 in a fresh process, 1 in a worker (1 started)")
+
+
+def test_rows_are_the_campaign_operators_whatever_flaggems_record_calls_them(tmp_path):
+    # Regression: FlagGems records scatter_reduce_two_inplace_sum's rows as scatter_reduce_, so
+    # an H100 A/A read that operator "failed" with 0 rows beside its five measured rows, and
+    # its geometric mean went under the record's name.
+    import json
+
+    op = "scatter_reduce_two_inplace_sum"
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                 argv=[], ops={op: {"node": "n"}}, rounds=2, walls={},
+                                 walls_from=None)
+    campaign.python = sys.executable
+    for r, (a_ms, b_ms) in enumerate(((1.00, 1.01), (1.02, 1.00))):
+        campaign.unit(f"{op}/r{r}").status = "ok"
+        for side, ms in zip(plan.SIDES, (a_ms, b_ms), strict=True):
+            run = tmp_path / op / side / f"r{r}"
+            run.mkdir(parents=True)
+            rows = [{"op": "scatter_reduce_", "dtype": "torch.float16", "shape": f"[[{n}]]",
+                     "status": "SUCCESS", "latency_ms": ms * n, "latency_base_ms": None,
+                     "speedup": None, "mode": "kernel",
+                     "level": "core"} for n in (64, 256)]
+            (run / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    settings = spec.resolve({"backend": "cpu"}, {}, which=lambda _: None)
+    doc = result.build_document(tmp_path, campaign, settings)
+    assert {r.op for r in doc.rows} == {op} and len(doc.rows) == 2
+    assert doc.operators[op].rows == 2 and doc.operators[op].verdict != "failed"
+    assert [name for name, _ in doc.geomean_by_op] == [op]
