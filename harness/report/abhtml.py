@@ -95,7 +95,7 @@ def page_data(doc: AbDocument) -> dict[str, Any]:
         "title": f"A/B: {doc.caliber.axis or '-'} on {title}",
         "counts": suite_report.suite_line(operators) if operators else _row_counts(report),
         "geomean": f"geometric mean speedup {render.pct(report.geomean_speedup_pct)}% over "
-                   f"{len(report.rows)} paired rows, interval over rows {interval}",
+                   f"{len(report.rows)} paired rows, interval over rows and rounds {interval}",
         "said": SPEEDUP_SAID, "rerun": rerun.prefix(doc.caliber), "base": base,
         "ops": ops, "rows": [_row(r, index, gbps.get((r.op, r.dtype, r.shape, r.occurrence)))
                              for r in report.rows]}

@@ -276,7 +276,7 @@ def geomean_line(report: AbReport) -> str:
     return (f"geometric mean speedup: {pct(report.geomean_speedup_pct)}% over {len(timed)} "
             f"paired rows ({sum(1 for r in timed if r.stats.flagged)} flagged"
             + (f"; {left} without device work left out" if left else "") + "), interval over "
-            f"rows {interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}"
+            f"rows and rounds {interval(report.geomean_ci_low_pct, report.geomean_ci_high_pct)}"
             + (f" ({report.direct_rows} of them {REGIME}: {DIRECT_MARKER} on a side; rows "
                "marked *)" if report.direct_rows else ""))
 

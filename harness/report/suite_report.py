@@ -158,7 +158,8 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
     out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
     interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
     mean = (f"geometric mean speedup {pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} "
-            f"paired rows, interval over rows {interval}" if ab.rows else "no paired rows")
+            f"paired rows, interval over rows and rounds {interval}" if ab.rows
+            else "no paired rows")
     out += ["## Suite", "", f"**{suite_line(operators)}**; {mean}", "",
             f"{SPEEDUP_SAID} Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "

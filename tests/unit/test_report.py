@@ -144,7 +144,7 @@ def test_geomean_is_computed_when_absent_and_no_unpaired_is_said() -> None:
     md = render_markdown(doc, CALIBER)
     # Logs +-ln 2 over two rows: mean 0, se ln 2, t(0.975, 1) = 12.7062: 2^12.7062 = 6682.65.
     assert "geometric mean speedup: +0.0% over 2 paired rows (0 flagged), interval over rows " \
-           "[-100.0, +668165.1]" in md
+           "and rounds [-100.0, +668165.1]" in md
     assert "unpaired rows: none" in md and "**slower**" in md
     assert "| operator | rows | geometric mean speedup % |" not in md  # one operator
 
@@ -196,7 +196,7 @@ def test_one_round_prints_no_geometric_mean_interval(stored: tuple[float, float]
                                        stored[0], "geomean_ci_high_pct": stored[1]}
     doc = document(rows=one_round_rows(), **{"geomean_speedup_pct": None, **extra})
     md = render_markdown(doc, {**CALIBER, "rounds": 1})
-    assert "paired rows (0 flagged), interval over rows -\n" in md
+    assert "paired rows (0 flagged), interval over rows and rounds -\n" in md
     assert "| tanh | 2 | +2.7 | - |" in md and "| exp | 2 | +3.1 | - |" in md
     assert all(r[7] == "-" for r in table_rows(md))
     assert as_report(doc).geomean_ci_low_pct is None

@@ -79,7 +79,7 @@ def test_a_one_round_suite_prints_no_geometric_mean_interval():
     doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
                  "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
     md = suite_report.render_markdown(doc, notes=[])
-    assert "over 4 paired rows, interval over rows -\n" in md
+    assert "over 4 paired rows, interval over rows and rounds -\n" in md
 
 
 def test_a_suite_without_a_paired_row_says_so_instead_of_an_empty_mean():

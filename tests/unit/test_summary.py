@@ -98,7 +98,7 @@ def test_md_of_the_tanh_ab_shows_the_hand_checked_row() -> None:
     assert "| tanh | torch.float16 | [[64, 64]] | 0.03699 | 0.001395 | +2551.8 |" in text
     assert "geometric mean speedup:" in text
     # One log a side is one round: the spread over rows cannot see what moved the whole run.
-    assert "over 15 paired rows (0 flagged), interval over rows -\n" in text
+    assert "over 15 paired rows (0 flagged), interval over rows and rounds -\n" in text
     assert "one round per side" in text
     assert "t interval on per-round log ratios, 95%, BH q=0.05" in text
 
