@@ -193,11 +193,61 @@ def check_flaggems_dir(flaggems_dir: Path) -> None:
         )
 
 
+def pytest_config(start: Path) -> Path | None:
+    """The file pytest takes its configuration from for arguments under `start`, as it looks for
+    one: in `start`, then each directory above it, the first pytest.ini or .pytest.ini, a
+    pyproject.toml with a [tool.pytest.ini_options] table, a tox.ini with [pytest] or a
+    setup.cfg with [tool:pytest]; None where there is none."""
+    wanted = {"tox.ini": "pytest", "setup.cfg": "tool:pytest"}
+    for directory in (start, *start.parents):
+        for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+            path = directory / name
+            if not path.is_file():
+                continue
+            if name.startswith(("pytest", ".pytest")):
+                return path
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if name == "pyproject.toml":
+                if any(line.strip() in ("[tool.pytest.ini_options]", "[tool.pytest]")
+                       for line in text.splitlines()):
+                    return path
+                continue
+            parser = configparser.ConfigParser(interpolation=None, strict=False)
+            try:
+                parser.read_string(text)
+            except configparser.Error:
+                continue
+            if parser.has_section(wanted[name]):
+                return path
+    return None
+
+
+def check_config(flaggems_dir: Path) -> None:
+    """Fail check ``benchmark_file`` where pytest would configure FlagGems' run from a file
+    outside the checkout: a checkout copied without its pytest.ini, inside another project,
+    gets that project's options (its --strict-markers failed every operator of a campaign on
+    FlagGems' marks)."""
+    root = Path(flaggems_dir).resolve()
+    found = pytest_config(root / BENCHMARK_DIR)
+    if found is not None and not found.is_relative_to(root):
+        raise PreflightError(
+            "benchmark_file",
+            f"FLAGGEMS_DIR={str(flaggems_dir)!r} has no pytest configuration of its own, so "
+            f"pytest would configure its run from {str(found)!r}; copy FlagGems' pytest.ini "
+            "into it (a checkout has one)",
+        )
+
+
 def check_layout(flaggems_dir: Path) -> None:
-    """Fail check ``benchmark_file`` for a pre-5.3 layout (no ``benchmark/base.py``)."""
+    """Fail check ``benchmark_file`` for a pre-5.3 layout (no ``benchmark/base.py``) or a
+    configuration pytest would take from outside the checkout (check_config)."""
     check_flaggems_dir(flaggems_dir)
     bench = Path(flaggems_dir) / BENCHMARK_DIR
     if (bench / "base.py").is_file():
+        check_config(flaggems_dir)
         return
     older = "an older FlagGems layout"
     if (bench / "performance_utils.py").is_file():
