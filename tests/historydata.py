@@ -21,11 +21,13 @@ def identity(op: str, **extra: object) -> dict[str, object]:
             "state": "ok", "status": "complete", **extra}
 
 
-def make_run(directory: Path, op: str, latencies: Sequence[float], **extra: object) -> Path:
-    """A run folder: identity and one results.jsonl row per shape (latency i for shape i)."""
+def make_run(directory: Path, op: str, latencies: Sequence[float], record_op: str | None = None,
+             **extra: object) -> Path:
+    """A run folder: identity and one results.jsonl row per shape (latency i for shape i), its
+    rows named `record_op` where FlagGems' record names them otherwise than the operator."""
     directory.mkdir(parents=True)
     (directory / "run_identity.json").write_text(json.dumps(identity(op, **extra)))
-    rows = [{"op": op, "dtype": "torch.float32", "shape": shape, "status": "SUCCESS",
+    rows = [{"op": record_op or op, "dtype": "torch.float32", "shape": shape, "status": "SUCCESS",
              "latency_base_ms": ms * 2, "latency_ms": ms, "speedup": 2.0, "tflops": 0.5,
              "gbps": 100.0, "timer": "direct", "markers": [], "samples": [ms]}
             for shape, ms in zip(SHAPES, latencies, strict=False)]

@@ -99,8 +99,21 @@ def _float(value: object) -> float | None:
         return None
 
 
+def run_operator(run: Path) -> str | None:
+    """The operator a run of one test function measured (its run_identity's op), which names
+    its rows whatever FlagGems' record calls them: it names the rows of four scatter_reduce_two
+    benchmarks scatter_reduce_ and of ten einsum ones einsum, so one series would hold several
+    operators' nights. None for a run of a whole file or folder, or without an identity, whose
+    rows keep their record's names."""
+    found = read_identity(run)
+    doc = found.doc if found else {}
+    node, op = doc.get("node"), doc.get("op")
+    return op if isinstance(op, str) and op and isinstance(node, str) and "::" in node else None
+
+
 def result_rows(run: Path, side: str = "", round_: int = 0) -> Iterator[Row]:
-    """The rows of one run directory: results.jsonl where written, else results.csv."""
+    """The rows of one run directory: results.jsonl where written, else results.csv; each
+    named by run_operator where it gives a name."""
     if (run / RESULTS_JSONL).is_file():
         found: list[dict[str, Any]] = []
         for number, value in read_jsonl(run / RESULTS_JSONL, UsageError, "a result row"):
@@ -113,11 +126,13 @@ def result_rows(run: Path, side: str = "", round_: int = 0) -> Iterator[Row]:
             found = list(csv.DictReader(fh))
     else:
         return
+    operator = run_operator(run)
     for r in found:
         markers = r.get("markers") or []
         flags = ",".join(markers) if isinstance(markers, list) else str(markers)
-        yield Row(str(r.get("op") or ""), str(r.get("dtype") or ""), str(r.get("shape") or ""),
-                  side, round_, str(r.get("status") or ""), _float(r.get("latency_ms")),
+        yield Row(operator or str(r.get("op") or ""), str(r.get("dtype") or ""),
+                  str(r.get("shape") or ""), side, round_, str(r.get("status") or ""),
+                  _float(r.get("latency_ms")),
                   _float(r.get("latency_base_ms")), _float(r.get("gbps")),
                   _float(r.get("tflops")), r.get("timer") or None, flags, str(run))
 

@@ -369,3 +369,25 @@ def test_a_records_timer_names_its_graph_algorithm_so_two_algorithms_are_two_ser
     assert timer_text({"timer": "graph"}) == "graph:upstream"  # made before GRAPH_TIMER
     assert timer_text({"timer": "direct", "graph_timer": "adaptive"}) == "direct"
     assert timer_text({}) is None
+
+
+def test_a_runs_rows_are_its_operators_whatever_flaggems_record_calls_them(engine, tmp_path):
+    # Regression: FlagGems names the rows of its four scatter_reduce_two benchmarks (and of ten
+    # einsum ones) alike, so two operators' nights of one shape went into one series.
+    for op, ms in (("scatter_reduce_two_inplace_sum", 1.0),
+                   ("scatter_reduce_two_inplace_mean", 9.0)):
+        importer.import_folder(engine, make_run(tmp_path / op / "20261101-010000", op,
+                                                [ms, ms], record_op="scatter_reduce_"))
+    with sqlite3.connect(tmp_path / "h.sqlite") as db:
+        found = sorted(db.execute("select distinct op, latency_ms from rows").fetchall())
+    assert found == [("scatter_reduce_two_inplace_mean", 9.0),
+                     ("scatter_reduce_two_inplace_sum", 1.0)]
+
+
+def test_a_run_of_a_whole_file_keeps_the_records_names(tmp_path):
+    from harness.history.folders import read_folder
+
+    run = make_run(tmp_path / "scatter_reduce_two" / "20261101-010000", "scatter_reduce_two",
+                   [1.0, 2.0], record_op="scatter_reduce_",
+                   node="benchmark/test_scatter_reduce_two.py")
+    assert {r.op for r in read_folder(run).rows} == {"scatter_reduce_"}
