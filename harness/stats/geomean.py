@@ -45,22 +45,29 @@ def round_half_width(by_round: Sequence[Mapping[int, float]], confidence: float)
     """The half-width, in log ratio, that the rounds' shared offsets give a mean over rows.
 
     `by_round` holds each row's per-round log ratios by round id. A round's offset is the mean,
-    over the rows it timed, of each row's log ratio less that row's own mean; the half-width is
-    the t interval's of those offsets (rounds - 1 degrees of freedom). None below two rounds."""
+    over the rows it timed, of each row's log ratio less that row's own mean. Its weight is its
+    share of the mean over rows (each row's mean holds 1 / its rounds of each of its rounds),
+    so a round only a few rows reached counts for little: where most operators of a ROUNDS=auto
+    campaign stopped at 2 or 3 rounds and one ran to 6, the offsets of the first rounds make up
+    nearly all of the mean. The half-width is t * sd(offsets) * sqrt(sum of squared weights),
+    on 1 / (that sum) - 1 degrees of freedom (rounds - 1 where every row has every round), and
+    at least one. None below two rounds."""
     offsets: dict[int, list[float]] = {}
-    for row in by_round:
-        if not row:
-            continue
+    weights: dict[int, float] = {}
+    rows = [row for row in by_round if row]
+    for row in rows:
         mean = math.fsum(row.values()) / len(row)
         for r, value in row.items():
             offsets.setdefault(r, []).append(value - mean)
+            weights[r] = weights.get(r, 0.0) + 1.0 / (len(row) * len(rows))
     shared = [math.fsum(v) / len(v) for v in offsets.values()]
     if len(shared) < 2:
         return None
     centre = math.fsum(shared) / len(shared)
     sd = math.sqrt(math.fsum((s - centre) ** 2 for s in shared) / (len(shared) - 1))
-    q = student_t_quantile(1.0 - (1.0 - confidence) / 2.0, len(shared) - 1)
-    return q * sd / math.sqrt(len(shared))
+    squares = math.fsum(w * w for w in weights.values())
+    df = max(1.0, round(1.0 / squares - 1.0, 6))  # rounded: equal rounds give exactly R - 1
+    return student_t_quantile(1.0 - (1.0 - confidence) / 2.0, df) * sd * math.sqrt(squares)
 
 
 def geomean_stats(speedups_pct: Sequence[float], confidence: float = CONFIDENCE, *,
