@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 import configparser
 import fnmatch
+import importlib
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from harness.errors import PreflightError
 
@@ -193,34 +196,49 @@ def check_flaggems_dir(flaggems_dir: Path) -> None:
         )
 
 
+# pytest's configuration files in the order it takes them within a directory (pytest 9's
+# _pytest.config.findpaths.CONFIG_LOADERS_BY_NAME; 8 lacks the two .toml names)
+PYTEST_CONFIG_NAMES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini",
+                       "pyproject.toml", "tox.ini", "setup.cfg")
+
+
+def _toml(text: str) -> dict[str, Any]:
+    """A TOML document, read as pytest reads one: tomllib, or on Python 3.10 the tomli that
+    pytest requires there."""
+    name = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    found: dict[str, Any] = importlib.import_module(name).loads(text)
+    return found
+
+
+def _configures_pytest(path: Path) -> bool:
+    """Whether pytest takes `path`, one of PYTEST_CONFIG_NAMES, as its configuration: its own
+    files always; pyproject.toml with [tool.pytest.ini_options] or options in [tool.pytest];
+    tox.ini with [pytest]; setup.cfg with [tool:pytest] or [pytest] (which pytest refuses). A
+    file it would fail to parse counts too: the run would stop on it."""
+    if path.name in PYTEST_CONFIG_NAMES[:4]:
+        return True
+    try:
+        if path.name == "pyproject.toml":
+            tool = _toml(path.read_text(encoding="utf-8")).get("tool", {})
+            table = tool.get("pytest", {}) if isinstance(tool, dict) else {}
+            return isinstance(table, dict) and (
+                table.get("ini_options") is not None or any(k != "ini_options" for k in table))
+        import iniconfig  # pytest's own reader of .ini and .cfg files
+
+        sections = iniconfig.IniConfig(str(path)).sections
+    except Exception:  # noqa: BLE001 (any parse failure: pytest would stop on the file)
+        return True
+    return "pytest" in sections or (path.name == "setup.cfg" and "tool:pytest" in sections)
+
+
 def pytest_config(start: Path) -> Path | None:
-    """The file pytest takes its configuration from for arguments under `start`, as it looks for
-    one: in `start`, then each directory above it, the first pytest.ini or .pytest.ini, a
-    pyproject.toml with a [tool.pytest.ini_options] table, a tox.ini with [pytest] or a
-    setup.cfg with [tool:pytest]; None where there is none."""
-    wanted = {"tox.ini": "pytest", "setup.cfg": "tool:pytest"}
+    """The file pytest takes its configuration from for arguments under `start`, as it looks
+    for one: in `start`, then each directory above it, the first of PYTEST_CONFIG_NAMES that
+    configures pytest (_configures_pytest); None where there is none."""
     for directory in (start, *start.parents):
-        for name in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"):
+        for name in PYTEST_CONFIG_NAMES:
             path = directory / name
-            if not path.is_file():
-                continue
-            if name.startswith(("pytest", ".pytest")):
-                return path
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            if name == "pyproject.toml":
-                if any(line.strip() in ("[tool.pytest.ini_options]", "[tool.pytest]")
-                       for line in text.splitlines()):
-                    return path
-                continue
-            parser = configparser.ConfigParser(interpolation=None, strict=False)
-            try:
-                parser.read_string(text)
-            except configparser.Error:
-                continue
-            if parser.has_section(wanted[name]):
+            if path.is_file() and _configures_pytest(path):
                 return path
     return None
 

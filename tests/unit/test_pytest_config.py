@@ -71,8 +71,17 @@ def test_pytest_itself_takes_the_file_found(tmp_path, ini):
     ("setup.cfg", "[metadata]\nname = x\n", False),
     ("setup.cfg", "[tool:pytest]\naddopts = -q\n", True),
     ("pyproject.toml", "[project]\nname = 'x'\n", False),
-    ("setup.cfg", "\x00\xff not ini at all [", False),
+    ("setup.cfg", "\x00\xff not ini at all [", True),  # pytest stops on it too
     (".pytest.ini", "", True),
+    ("pytest.toml", "", True),  # pytest 9's own files, taken first
+    (".pytest.toml", "[pytest]\naddopts = ['-q']\n", True),
+    ("pyproject.toml", "[tool.pytest.ini_options]  # a comment\naddopts = '-q'\n", True),
+    ("pyproject.toml", "[tool]\npytest.ini_options.addopts = '-q'\n", True),
+    ("pyproject.toml", "[tool.\"pytest\"]\naddopts = ['-q']\n", True),
+    ("pyproject.toml", "[tool.pytest]\n", False),  # no options: pytest reads nothing from it
+    ("pyproject.toml", "[tool.pytest.ini_options\n", True),  # pytest stops on it
+    ("setup.cfg", "[pytest]\naddopts = -q\n", True),  # pytest refuses it: it stops the run
+    ("tox.ini", "[pytest]\naddopts = -q\naddopts = -x\n", True),  # a duplicate stops pytest
 ])
 def test_only_files_pytest_would_read_count(tmp_path, name, text, counts):
     bench = tmp_path / "FlagGems" / "benchmark"
