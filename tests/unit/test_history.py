@@ -391,3 +391,59 @@ def test_a_run_of_a_whole_file_keeps_the_records_names(tmp_path):
                    [1.0, 2.0], record_op="scatter_reduce_",
                    node="benchmark/test_scatter_reduce_two.py")
     assert {r.op for r in read_folder(run).rows} == {"scatter_reduce_"}
+
+
+def as_flaggems_names_them(root):
+    """Every run under `root` as FlagGems and a TEST_NODE run name it: rows scatter_reduce_,
+    the identity's op the node's first mark, scatter_reduce_two_."""
+    for results in root.rglob("results.jsonl"):
+        rows = [json.loads(line) for line in results.read_text().splitlines()]
+        results.write_text("".join(json.dumps({**r, "op": "scatter_reduce_"}) + "\n"
+                                   for r in rows))
+        ident = results.parent / "run_identity.json"
+        ident.write_text(json.dumps({**json.loads(ident.read_text()),
+                                     "op": "scatter_reduce_two_"}))
+
+
+@pytest.mark.parametrize("kind", ["batch", "campaign"])
+def test_a_batch_or_campaigns_rows_are_its_operators(tmp_path, kind):
+    # Regression: a campaign's units run by TEST_NODE, so their identities name the node's first
+    # mark (scatter_reduce_two_, shared by four operators), and a batch's runs their records'.
+    from harness.history.folders import read_folder
+
+    ops = {"scatter_reduce_two_inplace_sum": [1.0, 2.0],
+           "scatter_reduce_two_inplace_mean": [9.0, 8.0]}
+    made = (make_batch(tmp_path, "20261101-010000", ops) if kind == "batch" else
+            make_campaign(tmp_path, "20261101-010000", ops, rounds=2))
+    as_flaggems_names_them(tmp_path)
+    found = {(r.op, r.latency_ms) for r in read_folder(made).rows if r.side in ("", "A")}
+    assert {op for op, _ in found} == set(ops)
+    assert {ms for op, ms in found if op.endswith("_mean")} >= {9.0}
+    assert all(ms < 3 for op, ms in found if op.endswith("_sum"))
+
+
+def test_a_campaign_with_one_broken_side_identity_still_imports_its_rows(tmp_path):
+    # Regression: naming rows by each side run's identity made one bad identity fail the
+    # campaign's whole import.
+    from harness.history.folders import read_folder
+
+    made = make_campaign(tmp_path, "20261101-010000", {"mm": [1.0, 2.0]}, rounds=1)
+    (made / "mm" / "B" / "r0" / "run_identity.json").write_text(json.dumps({"rows": "3"}))
+    assert {r.op for r in read_folder(made).rows} == {"mm"}
+
+
+def test_a_folder_imported_by_an_older_reader_is_written_again(engine, tmp_path, monkeypatch):
+    # A store filled before rows were named by their operator holds them by the record's
+    # name; the next import of the same folder must replace them, not call it unchanged.
+    from harness.history import folders
+
+    op = "scatter_reduce_two_inplace_sum"
+    run = make_run(tmp_path / op / "20261101-010000", op, [1.0, 2.0], record_op="scatter_reduce_")
+    monkeypatch.setattr(folders, "READER_VERSION", 1)
+    first = importer.import_folder(engine, run)
+    assert importer.import_folder(engine, run).outcome == "unchanged"
+    monkeypatch.setattr(folders, "READER_VERSION", 2)
+    again = importer.import_folder(engine, run)
+    assert (again.outcome, again.record_id) == ("updated", first.record_id)
+    assert importer.import_folder(engine, run).outcome == "unchanged"
+    assert _counts(tmp_path / "h.sqlite")["records"] == 1
