@@ -40,9 +40,13 @@ def side_gbps(doc: AbDocument) -> dict[tuple[str, str, str, int], dict[str, floa
                 rows = read_results(Path(run))
             except UsageError:
                 continue
+            # a campaign's run DIR/OP/SIDE/rN: its rows are OP's, as ab.json names them,
+            # whatever FlagGems' record calls them (campaign.compare)
+            parts = run.rstrip("/").rsplit("/", 3)
+            op = parts[-3] if len(parts) == 4 and parts[-2] == side else None
             seen: dict[tuple[str, str, str], int] = {}
             for row in rows:
-                key3 = (row.op, row.dtype, row.shape)
+                key3 = (op or row.op, row.dtype, row.shape)
                 seen[key3] = seen.get(key3, 0) + 1
                 if row.gbps is not None:
                     found.setdefault((*key3, seen[key3]), {}).setdefault(side, []).append(row.gbps)

@@ -68,3 +68,35 @@ def test_the_report_writes_ab_html_with_its_picture_inline(tmp_path):
     verdicts = [r.stats.verdict.value for r in doc.rows]
     assert counts.startswith("rows: ") and counts.endswith(f" of {len(doc.rows)}")
     assert f"{verdicts.count('same')} same" in counts
+
+
+def test_gbps_of_operators_whose_records_share_a_name_stay_each_operators(tmp_path):
+    # Regression: ab.json names a campaign's rows by its operators, but the page looked their
+    # GB/s up by FlagGems' record name (scatter_reduce_ for four operators): every such row
+    # showed none, and the median mixed the operators.
+    import sys
+
+    from harness.axes import Axis
+    from harness.campaign import plan, result
+    from harness.settings import spec
+
+    ops = {"scatter_reduce_two_inplace_sum": 100.0, "scatter_reduce_two_inplace_mean": 200.0}
+    campaign = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={},
+                                 argv=[], ops={op: {"node": "n"} for op in ops}, rounds=2,
+                                 walls={}, walls_from=None)
+    campaign.python = sys.executable
+    for op, gbps in ops.items():
+        for r in range(2):
+            campaign.unit(f"{op}/r{r}").status = "ok"
+            for side in plan.SIDES:
+                run = tmp_path / op / side / f"r{r}"
+                run.mkdir(parents=True)
+                rows = [{"op": "scatter_reduce_", "dtype": "torch.float16", "shape": "[[64]]",
+                         "status": "SUCCESS", "latency_ms": 0.01, "latency_base_ms": None,
+                         "speedup": None, "gbps": gbps, "mode": "kernel", "level": "core"}]
+                (run / "results.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    doc = result.build_document(tmp_path, campaign, spec.resolve({"backend": "cpu"}, {},
+                                                                 which=lambda _: None))
+    found = abhtml.side_gbps(doc)
+    assert {op: found[(op, "torch.float16", "[[64]]", 1)] for op in ops} == {
+        op: {"A": gbps, "B": gbps} for op, gbps in ops.items()}
