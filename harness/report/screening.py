@@ -8,8 +8,8 @@ latency of the screen's winners against the full sweep's (the full campaign's A 
 screened one's, as `harness summary --ab` reads it) beside what the same winners read in two
 runs (the full campaign's A against its B). A screened row slower by more than SLOWER_PCT where
 the same winners moved less is named, where the operator's screen kept fewer candidates than it
-timed: there the screen most likely dropped the winner. Where it dropped none, the row is marked
-but not named: the two processes differed, not the candidates.
+timed, or recorded no screen at all: there the screen most likely dropped the winner. Where it
+dropped none, the row is marked but not named: the two processes differed, not the candidates.
 """
 
 from __future__ import annotations
@@ -91,17 +91,20 @@ def operator_lines(screened: Path, full: Path, op: str, tally: Tally,
     except UsageError as exc:  # a side that timed no row (an operator FlagGems skipped)
         write(f"  no rows compared: {exc}")
         return
-    # only a screen that kept fewer candidates than it timed can have dropped a winner
-    dropped = screen is not None and screen.get("kept", 0) < screen.get("candidates", 0)
+    # only a screen that kept fewer candidates than it timed can have dropped a winner; where
+    # the run recorded no screen (a parallel warmup's shards tuned), which it did is unknown
+    dropped = None if not isinstance(screen, dict) else \
+        screen.get("kept", 0) < screen.get("candidates", 0)
     for key in sorted(set(winners) & set(same)):
         (pct, ms), (noise, _) = winners[key], same[key]
         tally.moved.append(pct)
         tally.drift.append(noise)
         worse = pct < -SLOWER_PCT and abs(noise) < -pct
-        if worse and dropped:
+        if worse and dropped is not False:
             tally.named.append(f"{op} {key[0]} {key[1]}")
         mark = ("" if not worse else "  << slower" if dropped else
-                "  << slower, though the screen dropped no candidate of this operator")
+                "  << slower, though the screen dropped no candidate of this operator"
+                if dropped is False else "  << slower (the run recorded no screen)")
         write(f"  {key[0]} {key[1]} {ms * 1000:.2f} us: screened winners {pct:+.2f}%, same "
               f"winners {noise:+.2f}%{mark}")
 

@@ -96,17 +96,28 @@ def test_a_run_without_its_breakdown_reads_as_unknown_and_saves_nothing(sc, pair
 
 
 @pytest.mark.parametrize("screen", [{"sweeps": 0, "candidates": 0, "kept": 0, "seconds": 0.0},
-                                    {"sweeps": 2, "candidates": 50, "kept": 50, "seconds": 0.6},
-                                    None])
+                                    {"sweeps": 2, "candidates": 50, "kept": 50, "seconds": 0.6}])
 def test_a_screen_that_dropped_no_candidate_is_never_blamed(sc, tmp_path, capsys, screen):
     # Regression: on an H100 scatter_reduce_two_inplace_sum, which has no sweep, had two rows
     # named "the screen most likely dropped the winner": between-process noise, not the screen.
     full = campaign(tmp_path / "full", [1.0, 0.010], [1.04, 0.0101], wall=10.0, warmup=6.0)
-    extra = {} if screen is None else {"screen": screen}
     screened = campaign(tmp_path / "screened", [1.03, 0.0106], [1.03, 0.0106], wall=9.0,
-                        warmup=5.5, **extra)
+                        warmup=5.5, screen=screen)
     rc, out, _ = compare(sc, (screened, full), capsys)
     assert rc == 0
     assert "where the same winners held: 0\n" in out
     assert "[[1024, 1024]] 10.00 us: screened winners -5.66%, same winners -0.99%  << slower, " \
         "though the screen dropped no candidate of this operator" in out
+
+
+def test_a_run_that_recorded_no_screen_is_unknown_so_its_slower_row_is_named(sc, tmp_path,
+                                                                          capsys):
+    # Which candidates a run without screen facts dropped is unknown (its tuning may have run
+    # in a parallel warmup's shards): its slower row is named, never cleared.
+    full = campaign(tmp_path / "full", [1.0, 0.010], [1.04, 0.0101], wall=10.0, warmup=6.0)
+    screened = campaign(tmp_path / "screened", [1.03, 0.0106], [1.03, 0.0106], wall=9.0,
+                        warmup=5.5)
+    rc, out, _ = compare(sc, (screened, full), capsys)
+    assert rc == 0
+    assert "where the same winners held: 1 (tanh torch.float32 [[1024, 1024]])" in out
+    assert "same winners -0.99%  << slower (the run recorded no screen)" in out
