@@ -88,22 +88,17 @@ def compare_ops(directory: Path, campaign: Campaign, floor: float
                    for side in SIDES}
         try:
             result = comparison.compare(sources["A"], sources["B"], noise_floor_pct=floor,
-                                        floor_at=model.at if model else None, round_ids=rounds)
+                                        floor_at=model.at if model else None, round_ids=rounds,
+                                        op=op)
         except UsageError as exc:
             failures[op] = str(exc)
             continue
         if not result.rows:  # its rounds ran to their end and paired nothing: say why
             failures[op] = _no_row_reason(campaign, op)
-        # each row is the campaign operator's whatever FlagGems' record calls it (it names
-        # scatter_reduce_two_inplace_sum's rows scatter_reduce_): the operator's verdict, its
-        # stopping rule, a gate and a bisection find its rows by the campaign's name
-        mine = [dataclasses.replace(r, op=op) for r in result.rows]
-        rows += mine
-        unpaired += [dataclasses.replace(u, op=op) for u in result.unpaired]
+        rows += result.rows
+        unpaired += result.unpaired
         notes += result.notes
-        found = stats.rows_geomean([r.stats for r in mine if in_geomean(r.flags)],
-                                   result.method.confidence)
-        op_geomeans += [(op, found)] if found else []
+        op_geomeans += result.op_geomeans
         identities[op] = {side: [d for s in srcs for _, d in s.identities]
                           for side, srcs in sources.items()}
     notes += outside_note(rows, model)

@@ -40,10 +40,9 @@ def side_gbps(doc: AbDocument) -> dict[tuple[str, str, str, int], dict[str, floa
                 rows = read_results(Path(run))
             except UsageError:
                 continue
-            # a campaign's run DIR/OP/SIDE/rN: its rows are OP's, as ab.json names them,
-            # whatever FlagGems' record calls them (campaign.compare)
-            parts = run.rstrip("/").rsplit("/", 3)
-            op = parts[-3] if len(parts) == 4 and parts[-2] == side else None
+            # its rows are its operator's, as ab.json names them, whatever FlagGems' record
+            # calls them (comparison.compare's op)
+            op = run_operator(run)
             seen: dict[tuple[str, str, str], int] = {}
             for row in rows:
                 key3 = (op or row.op, row.dtype, row.shape)
@@ -54,6 +53,11 @@ def side_gbps(doc: AbDocument) -> dict[tuple[str, str, str, int], dict[str, floa
             for key, sides in found.items()}
 
 
+def run_operator(run: str) -> str | None:
+    """The operator of a campaign's side run, DIR/OP/SIDE/rN; None for a shorter path."""
+    return run.rsplit("/", 3)[-3] if run.count("/") >= 2 else None
+
+
 def _runs_by_op(doc: AbDocument) -> tuple[str, dict[str, dict[str, list[str]]]]:
     """(the folder every run lies under, each operator's run folders per side below it)."""
     every = [run for runs in (doc.sides or {}).values() for run in runs]
@@ -61,7 +65,7 @@ def _runs_by_op(doc: AbDocument) -> tuple[str, dict[str, dict[str, list[str]]]]:
     out: dict[str, dict[str, list[str]]] = {}
     for side, runs in (doc.sides or {}).items():
         for run in runs:  # DIR/OP/SIDE/rN
-            op = run.rsplit("/", 3)[-3] if run.count("/") >= 2 else run
+            op = run_operator(run) or run
             inside = base and run.startswith(base + "/")
             out.setdefault(op, {}).setdefault(side, []).append(
                 run[len(base) + 1:] if inside else run)

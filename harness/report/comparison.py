@@ -198,12 +198,15 @@ def work_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]
 def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = False,
             noise_floor_pct: float = stats.MIN_NOISE_FLOOR_PCT,
             floor_at: Callable[[float], float] | None = None,
-            round_ids: Sequence[int] | None = None) -> AbReport:
+            round_ids: Sequence[int] | None = None, op: str | None = None) -> AbReport:
     """An A/B of two sides, each a list of rounds (one Source per round; `--ab` gives one).
 
     Each row is judged against `floor_at(its A ms)` where given, else `noise_floor_pct`.
     `round_ids` numbers the rounds as the campaign did (default 0, 1, ...), so that rows of
-    several comparisons share a round's offset in one geometric mean.
+    several comparisons share a round's offset in one geometric mean. `op` names every row,
+    unpaired row and operator mean where given: a campaign's operator, whatever FlagGems' record
+    calls its rows (it names scatter_reduce_two_inplace_sum's scatter_reduce_), so that the
+    operator's verdict, its stopping rule, a gate and a bisection find them by that name.
     """
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
@@ -214,11 +217,11 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     result = stats.summarize_ab(
         [_latencies(rows) for rows in ka], [_latencies(rows) for rows in kb],
         noise_floor_pct=noise_floor_pct, flagged={k for k, f in flags.items() if f},
-        group=lambda key: key[0], floor_at=floor_at,
+        group=lambda key: op or key[0], floor_at=floor_at,
         unmeasured={k for k, f in flags.items() if not in_geomean(f)}, round_ids=round_ids)
-    paired = [AbRow(*k, stats=s, flags=flags[k]) for k, s in result.rows]
+    paired = [AbRow(op or k[0], *k[1:], stats=s, flags=flags[k]) for k, s in result.rows]
     done = {key for key, _ in result.rows}
-    unpaired = [Unpaired(*key, reason=_why_unpaired(key, ka, kb))
+    unpaired = [Unpaired(op or key[0], *key[1:], reason=_why_unpaired(key, ka, kb))
                 for key in flags if key not in done]
     gm = result.geomean
     low, high = (None, None) if gm is None else (gm.ci_low_pct, gm.ci_high_pct)
@@ -229,4 +232,4 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
         noise_floor_pct=result.noise_floor_pct,
         direct_rows=sum(1 for r in paired if any(DIRECT_MARKER in f for f in r.flags)),
         notes=tuple(notes), method=result.method, geomean_ci_low_pct=low,
-        geomean_ci_high_pct=high, op_geomeans=tuple((str(op), g) for op, g in result.groups))
+        geomean_ci_high_pct=high, op_geomeans=tuple((str(g), m) for g, m in result.groups))
