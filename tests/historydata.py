@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 SHAPES = ("[[64, 64]]", "[[1024, 1024]]")
@@ -22,14 +22,16 @@ def identity(op: str, **extra: object) -> dict[str, object]:
 
 
 def make_run(directory: Path, op: str, latencies: Sequence[float], record_op: str | None = None,
-             **extra: object) -> Path:
-    """A run folder: identity and one results.jsonl row per shape (latency i for shape i), its
-    rows named `record_op` where FlagGems' record names them otherwise than the operator."""
+             *, timer: str = "direct", markers: Sequence[str] = (), **extra: object) -> Path:
+    """A run folder: identity (timed by `timer`, `extra` over its fields) and one results.jsonl
+    row per shape (latency i for shape i), each timed by `timer` with `markers`, named `record_op`
+    where FlagGems' record names them otherwise than the operator."""
     directory.mkdir(parents=True)
-    (directory / "run_identity.json").write_text(json.dumps(identity(op, **extra)))
+    (directory / "run_identity.json").write_text(json.dumps(identity(op, **{"timer": timer,
+                                                                            **extra})))
     rows = [{"op": record_op or op, "dtype": "torch.float32", "shape": shape, "status": "SUCCESS",
              "latency_base_ms": ms * 2, "latency_ms": ms, "speedup": 2.0, "tflops": 0.5,
-             "gbps": 100.0, "timer": "direct", "markers": [], "samples": [ms]}
+             "gbps": 100.0, "timer": timer, "markers": list(markers), "samples": [ms]}
             for shape, ms in zip(SHAPES, latencies, strict=False)]
     (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return directory
@@ -52,9 +54,11 @@ def make_batch(root: Path, stamp: str, ops: dict[str, Sequence[float]]) -> Path:
 
 def make_campaign(root: Path, stamp: str, ops: dict[str, Sequence[float]], rounds: int = 3,
                   state: str = "done", done_rounds: int | None = None,
-                  step_b: float = 1.0) -> Path:
+                  step_b: float = 1.0, markers: Mapping[int, Sequence[str]] | None = None,
+                  timer: str = "direct") -> Path:
     """An A/B campaign: campaign.json, ab.json (once done) and OP/A/rN, OP/B/rN side runs;
-    B's latencies are A's times `step_b`, each round a little apart."""
+    B's latencies are A's times `step_b`, each round a little apart; round r's rows carry
+    `markers[r]` on both sides. `timer` "graph" makes its caliber the adaptive graph timer's."""
     directory = root / "ab" / f"none-suite/{stamp}"
     directory.mkdir(parents=True)
     done_rounds = rounds if done_rounds is None else done_rounds
@@ -68,14 +72,18 @@ def make_campaign(root: Path, stamp: str, ops: dict[str, Sequence[float]], round
                           "device": "-"})
             if finished:
                 wiggle = 1.0 + 0.001 * r
-                make_run(directory / op / "A" / f"r{r}", op, [v * wiggle for v in lat])
-                make_run(directory / op / "B" / f"r{r}", op, [v * wiggle * step_b for v in lat])
+                marked = (markers or {}).get(r, ())
+                make_run(directory / op / "A" / f"r{r}", op, [v * wiggle for v in lat],
+                         timer=timer, markers=marked)
+                make_run(directory / op / "B" / f"r{r}", op, [v * wiggle * step_b for v in lat],
+                         timer=timer, markers=marked)
     plan = {"schema": "harness-campaign/1", "dir": str(directory),
             "created_utc": f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}T{stamp[9:11]}:"
                            f"{stamp[11:13]}:{stamp[13:15]}Z",
             "axis": {"name": "none", "variable": None, "a": "0", "b": "1"},
-            "caliber": {"backend": "cpu", "timer": "direct", "level": "core",
-                        "shape_mode": "upstream"},
+            "caliber": {"backend": "cpu", "timer": timer, "level": "core",
+                        "shape_mode": "upstream",
+                        **({"graph_timer": "adaptive"} if timer == "graph" else {})},
             "ops": {op: {"node": f"benchmark/test_{op}.py::test_{op}", "rounds": rounds}
                     for op in ops}, "rounds": rounds, "state": state, "units": units}
     (directory / "campaign.json").write_text(json.dumps(plan))

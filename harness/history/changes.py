@@ -32,7 +32,8 @@ class Options:
 @dataclass(frozen=True)
 class Point:
     """One night's value of a row (`night_value` of its rounds) and what identifies it (record,
-    time, stack)."""
+    time, stack). A point whose attrs carry non-empty "flags" (every round timed while the
+    device throttled) is shown but never read as, or against, a step."""
 
     when: str
     latency_ms: float
@@ -42,10 +43,12 @@ class Point:
 
 @dataclass(frozen=True)
 class Change:
-    """A step: the first point after it, its size in % with an interval, and its test's p."""
+    """A step: the first point after it (`index` in the series given) and the read point before
+    it, its size in % with an interval, and its test's p."""
 
     index: int
     first: Point
+    before: Point
     before_ms: float
     after_ms: float
     step_pct: float
@@ -95,17 +98,23 @@ def candidates(logs: Sequence[float], variances: Sequence[float], opts: Options)
     return [int(b) for b in algo.predict(pen=opts.penalty * math.log(n)) if b < n]
 
 
+def readable(point: Point) -> bool:
+    """Whether a point is read for steps: a positive value, not flagged."""
+    return point.latency_ms > 0 and not point.attrs.get("flags")
+
+
 def find_changes(points: Sequence[Point], opts: Options | None = None) -> list[Change]:
     """The steps of one series ordered by time; each candidate must pass the weighted Welch
-    test at `max_p` and be at least `floor_pct` in size."""
+    test at `max_p` and be at least `floor_pct` in size. Only `readable` points are searched;
+    each change's index is its first point's in `points`."""
     opts = opts or Options()
-    if any(p.latency_ms <= 0 for p in points):
-        points = [p for p in points if p.latency_ms > 0]
-    logs = [math.log(p.latency_ms) for p in points]
+    where = [i for i, p in enumerate(points) if readable(p)]
+    read = [points[i] for i in where]
+    logs = [math.log(p.latency_ms) for p in read]
     floor = 1e-10  # a row that never varies still has the timer's resolution
-    variances = [max(night_variance(points), floor)] * len(points)
+    variances = [max(night_variance(read), floor)] * len(read)
     found = candidates(logs, variances, opts)
-    edges = [0, *found, len(points)]
+    edges = [0, *found, len(read)]
     changes = []
     for k, at in enumerate(found):
         lo, hi = max(edges[k], at - opts.window), min(edges[k + 2], at + opts.window)
@@ -116,8 +125,8 @@ def find_changes(points: Sequence[Point], opts: Options | None = None) -> list[C
         if test.p_value > opts.max_p or abs(step) < opts.floor_pct:
             continue
         half = 1.96 * test.se
-        changes.append(Change(at, points[at], _median(points[lo:at]),
-                              _median(points[at:hi]), step, math.expm1(test.diff - half) * 100,
+        changes.append(Change(where[at], read[at], read[at - 1], _median(read[lo:at]),
+                              _median(read[at:hi]), step, math.expm1(test.diff - half) * 100,
                               math.expm1(test.diff + half) * 100, test.p_value))
     return changes
 

@@ -72,6 +72,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("second", metavar="ID")
     v.add_argument("--side", choices=("A", "B"), default=None, dest="side",
                    help="a campaign's side to compare (default A)")
+    v.add_argument("--allow-mixed", action="store_true", dest="allow_mixed",
+                   help="compare records of different backends, devices or timers anyway")
     v = verbs.add_parser("changes", help="steps in each row's series, with the stack that "
                          "brought them")
     v.add_argument("--since", default=None, dest="since", metavar="UTC",
@@ -202,7 +204,8 @@ def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> i
                          + (f" and shape {args.shape!r}" if args.shape else ""))
     rows = [{"op": k.op, "dtype": k.dtype, "shape": k.shape, "side": k.side or "-",
              "backend": k.backend, "when": p.when, "record": p.record_id,
-             "latency_ms": p.latency_ms, "rounds": p.attrs["rounds"],
+             "timer": k.timer, "latency_ms": p.latency_ms, "rounds": p.attrs["rounds"],
+             "flags": p.attrs["flags"] or "-",
              "flaggems_commit": p.attrs["flaggems_commit"] or "-",
              "stack": p.attrs["stack"]} for k, p in queries.points_of(found)]
     render.table(rows, args.format, write_line, f"trend of {args.op}")
@@ -218,16 +221,22 @@ def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> i
 
 
 def _compare(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> int:
-    a, b, found = queries.compare(engine, args.first, args.second, args.side)
+    found = queries.compare(engine, args.first, args.second, args.side, args.allow_mixed)
+    a, b = found.first, found.second
     rows = [{"op": c.op, "dtype": c.dtype, "shape": c.shape, "first_ms": c.first_ms,
              "second_ms": c.second_ms, "change_pct": c.change_pct, "p_value": c.p_value,
              "rounds": f"{c.rounds[0]}/{c.rounds[1]}",
-             "beyond_noise": "yes" if c.beyond_noise else "no"} for c in found]
+             "beyond_noise": "flagged" if c.flags else "yes" if c.beyond_noise else "no",
+             "flags": ",".join(c.flags) or "-"} for c in found.rows]
     if args.format == "md":
-        moved = sum(1 for c in found if c.beyond_noise)
-        write_line(f"{moved} of {len(found)} shared rows changed beyond their noise "
+        moved = sum(1 for c in found.rows if c.beyond_noise)
+        flagged = sum(1 for c in found.rows if c.flags)
+        write_line(f"{moved} of {len(found.rows)} shared rows changed beyond their noise "
                    f"(Welch's t over rounds, p < {queries.ALPHA}, at least "
-                   f"{queries.NOISE_FLOOR_PCT}%): record {b.id} against {a.id}")
+                   f"{queries.NOISE_FLOOR_PCT}%): record {b.id} against {a.id}"
+                   + (f"; {flagged} flagged, never called (see flags)" if flagged else ""))
+        for note in found.notes:
+            write_line(note)
         write_line("")
     render.table(rows, args.format, write_line, "compare")
     return EXIT_OK
@@ -239,7 +248,7 @@ def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
     found = queries.ordered(queries.series(engine, args.op, since=args.since), args.by)
     for key, points in found.items():
         for c in changes.find_changes(points, opts):
-            before = points[c.index - 1]
+            before = c.before
             rows.append({"op": key.op, "dtype": key.dtype, "shape": key.shape,
                          "side": key.side or "-", "backend": key.backend,
                          "step_pct": c.step_pct, "low_pct": c.low_pct, "high_pct": c.high_pct,

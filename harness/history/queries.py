@@ -14,6 +14,12 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from harness import axes
+from harness.contract.boundary import (
+    CLOCKS_THROTTLED_MARKER,
+    DEVICE_WORK_MS,
+    FLAG_MARKERS,
+    NO_DEVICE_WORK,
+)
 from harness.errors import UsageError
 from harness.history import schema
 from harness.history.changes import Point, night_value
@@ -22,6 +28,15 @@ from harness.stats.welch import welch
 R, W = schema.records, schema.rows
 NOISE_FLOOR_PCT = 1.0  # compare: the smallest change called beyond noise, as ab's floor
 ALPHA = 0.05
+# What a series keeps apart and compare refuses to mix unless told: a row measured on another
+# backend or device, or by another timer, is another quantity, whatever its name.
+COMPARABLE = ("backend", "device", "timer")
+# compare's flag of a row whose two records timed it by different kinds of timer (a graph against
+# a direct timer where a capture fell back): its change is the timer's as much as the code's
+TIMER_DIFFERS = "TIMER_DIFFERS"
+# A round timed while the device throttled says nothing of the code: a night's value leaves it
+# out (`_point`). A fallback to another timer is not among these: it is another series.
+UNSTEADY = (CLOCKS_THROTTLED_MARKER,)
 
 
 @dataclass(frozen=True)
@@ -81,7 +96,10 @@ class SeriesKey:
 
 @dataclass(frozen=True)
 class Compared:
-    """One row in both records: each side's median, the change and whether it is beyond noise."""
+    """One row in both records: each side's median, the change and whether it is beyond noise.
+    `flags` say why a change is never called beyond noise: a FLAG_MARKERS marker in either
+    record's rounds (as `<record id>:<marker>`, as a campaign names a row's side), its two
+    records timing it differently (TIMER_DIFFERS) or no device work in any of its calls."""
 
     op: str
     dtype: str
@@ -92,6 +110,26 @@ class Compared:
     p_value: float | None
     rounds: tuple[int, int]
     beyond_noise: bool
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """compare's answer: the two records, their shared rows, and notes (mixed calibers)."""
+
+    first: Record
+    second: Record
+    rows: list[Compared]
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One round of a row in a record: its latency, the timer that took it and its markers."""
+
+    latency_ms: float
+    timer: str
+    markers: tuple[str, ...]
 
 
 def _record(row: object) -> Record:
@@ -133,11 +171,28 @@ def show(engine: Engine, ident: str) -> Detail:
     return Detail(record, int(count), units)
 
 
-def _point(when: str, record_id: int, latencies: list[float], stack: str | None,
+def _point(when: str, record_id: int, rounds: list[Sample], stack: str | None,
            commit: str | None) -> Point:
-    return Point(when, night_value(latencies), record_id,
-                 {"stack": stack or "", "flaggems_commit": commit or "",
-                  "rounds": str(len(latencies))})
+    """A night of a row: the fastest of its rounds that the device ran at its clocks
+    (UNSTEADY); where every round was marked, the fastest of them all, the point flagged with
+    those markers so that no step is read from it."""
+    steady = [r for r in rounds if not set(r.markers) & set(UNSTEADY)]
+    flags = "" if steady else ",".join(sorted({m for r in rounds for m in r.markers
+                                               if m in UNSTEADY}))
+    used = steady or rounds
+    counted = str(len(used)) if len(used) == len(rounds) else f"{len(used)} of {len(rounds)}"
+    return Point(when, night_value([r.latency_ms for r in used]), record_id,
+                 {"stack": stack or "", "flaggems_commit": commit or "", "rounds": counted,
+                  "flags": flags})
+
+
+def row_timer(record_timer: str | None, row_timer: str | None) -> str:
+    """The timer that measured a row: its record's (which names the graph timer's algorithm)
+    where the row was graph-timed or does not say, else the row's own, e.g. `direct` where its
+    capture fell back. Rows of one record can thus belong to different series."""
+    if row_timer and row_timer != "graph":
+        return row_timer
+    return record_timer or row_timer or ""
 
 
 def _commit(r: Any) -> str | None:
@@ -149,8 +204,10 @@ def _commit(r: Any) -> str | None:
 
 def series(engine: Engine, op: str | None = None, dtype: str | None = None,
            shape: str | None = None, since: str | None = None) -> dict[SeriesKey, list[Point]]:
-    """Every row's series of nightly points (median over rounds), oldest first."""
+    """Every row's series of nightly points (the fastest round, `_point`), oldest first; a
+    series holds one backend, device and timer (`row_timer`)."""
     query = (select(W.c.record_id, W.c.op, W.c.dtype, W.c.shape, W.c.side, W.c.latency_ms,
+                    W.c.timer.label("row_timer"), W.c.flags,
                     R.c.started_utc, R.c.backend, R.c.device, R.c.timer, R.c.stack_a,
                     R.c.stack_b, R.c.flaggems_commit, R.c.axis, R.c.axis_a, R.c.axis_b)
              .join(R, R.c.id == W.c.record_id).where(W.c.latency_ms.is_not(None))
@@ -163,44 +220,80 @@ def series(engine: Engine, op: str | None = None, dtype: str | None = None,
     nights: dict[SeriesKey, dict[int, list]] = defaultdict(dict)
     with engine.connect() as conn:
         for r in conn.execute(query):
+            timer = row_timer(r.timer, r.row_timer)
             key = SeriesKey(r.op, r.dtype, r.shape, r.side, r.backend or "", r.device or "",
-                            r.timer or "")
+                            timer)
             night = nights[key].setdefault(r.record_id, [r.started_utc, [],
                                                          r.stack_b if r.side == "B"
                                                          else r.stack_a, _commit(r)])
-            night[1].append(r.latency_ms)
+            night[1].append(Sample(r.latency_ms, timer, _markers(r.flags)))
     return {key: [_point(n[0], rid, n[1], n[2], n[3]) for rid, n in by_record.items()]
             for key, by_record in nights.items()}
 
 
-def _side_latencies(engine: Engine, record: Record, side: str | None
-                    ) -> dict[tuple[str, str, str], list[float]]:
+def _markers(flags: str | None) -> tuple[str, ...]:
+    return tuple(m for m in (flags or "").split(",") if m)
+
+
+def _side_rows(engine: Engine, record: Record, side: str | None
+               ) -> dict[tuple[str, str, str], list[Sample]]:
     chosen = side if side is not None else ("A" if record.kind == "campaign" else "")
-    query = select(W.c.op, W.c.dtype, W.c.shape, W.c.latency_ms).where(
+    query = select(W.c.op, W.c.dtype, W.c.shape, W.c.latency_ms, W.c.timer, W.c.flags).where(
         (W.c.record_id == record.id) & (W.c.side == chosen) & W.c.latency_ms.is_not(None))
-    found: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    found: dict[tuple[str, str, str], list[Sample]] = defaultdict(list)
     with engine.connect() as conn:
         for r in conn.execute(query):
-            found[(r.op, r.dtype, r.shape)].append(r.latency_ms)
+            found[(r.op, r.dtype, r.shape)].append(
+                Sample(r.latency_ms, row_timer(record.timer, r.timer), _markers(r.flags)))
     return found
 
 
-def compare(engine: Engine, first: str, second: str, side: str | None = None
-            ) -> tuple[Record, Record, list[Compared]]:
+def caliber_differences(first: Record, second: Record) -> list[str]:
+    """Each COMPARABLE field in which two records differ, as `field: 1='x' 2='y'`."""
+    return [f"{f}: {first.id}={getattr(first, f)!r} {second.id}={getattr(second, f)!r}"
+            for f in COMPARABLE if (getattr(first, f) or "") != (getattr(second, f) or "")]
+
+
+def row_flags(first: Record, second: Record, xa: Sequence[Sample], xb: Sequence[Sample]
+              ) -> tuple[str, ...]:
+    """Why a shared row's change is not to be called (see `Compared.flags`)."""
+    flags = [f"{rec.id}:{m}" for rec, rounds in ((first, xa), (second, xb))
+             for m in FLAG_MARKERS if any(m in r.markers for r in rounds)]
+    # the timer's kind (graph, direct): records timed by two graph algorithms differ in
+    # caliber, which compare refuses or notes once, not row by row
+    ta, tb = (sorted({r.timer.partition(":")[0] for r in rounds}) for rounds in (xa, xb))
+    if ta != tb:
+        flags.append(f"{TIMER_DIFFERS}:{'/'.join(ta)}->{'/'.join(tb)}")
+    if all(r.latency_ms < DEVICE_WORK_MS for r in (*xa, *xb)):
+        flags.append(NO_DEVICE_WORK)
+    return tuple(flags)
+
+
+def compare(engine: Engine, first: str, second: str, side: str | None = None,
+            allow_mixed: bool = False) -> Comparison:
     """The rows two records share, on one side each (A of a campaign unless `side`): the
-    change of the second against the first and Welch's test over their rounds."""
+    change of the second against the first and Welch's test over their rounds. Records that
+    differ in a COMPARABLE field are refused (UsageError naming each difference) unless
+    `allow_mixed`, and then the difference is a note; a flagged row is never beyond noise."""
     a, b = find_record(engine, first), find_record(engine, second)
-    la, lb = _side_latencies(engine, a, side), _side_latencies(engine, b, side)
+    diffs = caliber_differences(a, b)
+    if diffs and not allow_mixed:
+        raise UsageError(f"records {a.id} and {b.id} differ in caliber ({'; '.join(diffs)}); "
+                         "pass --allow-mixed to compare them anyway")
+    la, lb = _side_rows(engine, a, side), _side_rows(engine, b, side)
     out = []
     for key in sorted(set(la) & set(lb)):
-        xa, xb = la[key], lb[key]
+        xa = [r.latency_ms for r in la[key]]
+        xb = [r.latency_ms for r in lb[key]]
         ma, mb = statistics.median(xa), statistics.median(xb)
         change = (mb / ma - 1.0) * 100.0 if ma > 0 else math.nan
         test = welch([math.log(v) for v in xa if v > 0], [math.log(v) for v in xb if v > 0])
         p = test.p_value if test else None
-        beyond = p is not None and p < ALPHA and abs(change) >= NOISE_FLOOR_PCT
-        out.append(Compared(*key, ma, mb, change, p, (len(xa), len(xb)), beyond))
-    return a, b, out
+        flags = row_flags(a, b, la[key], lb[key])
+        beyond = not flags and p is not None and p < ALPHA and abs(change) >= NOISE_FLOOR_PCT
+        out.append(Compared(*key, ma, mb, change, p, (len(xa), len(xb)), beyond, flags))
+    notes = [f"mixed calibers (--allow-mixed): {'; '.join(diffs)}"] if diffs else []
+    return Comparison(a, b, out, notes)
 
 
 def verdict_counts(record: Record) -> str:

@@ -123,8 +123,9 @@ def test_compare_calls_a_change_beyond_the_rounds_noise(engine, tmp_path):
                                                         {"mm": [1.0, 2.0]}))
     tonight = make_campaign(root, "20261102-010000", {"mm": [1.1, 2.0]})
     now = importer.import_folder(engine, tonight)
-    _, _, rows = queries.compare(engine, str(last.record_id), str(now.record_id))
-    by_shape = {r.shape: r for r in rows}
+    found = queries.compare(engine, str(last.record_id), str(now.record_id))
+    by_shape = {r.shape: r for r in found.rows}
+    assert found.notes == [] and all(r.flags == () for r in found.rows)
     assert by_shape["[[64, 64]]"].beyond_noise and by_shape["[[64, 64]]"].change_pct == \
         pytest.approx(10.0)
     assert not by_shape["[[1024, 1024]]"].beyond_noise

@@ -1,0 +1,149 @@
+"""The history's comparisons never mix what was measured differently: records of another timer
+or device, a row whose capture fell back to the direct timer, rounds timed while the device
+throttled."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+pytest.importorskip("sqlalchemy")
+pytest.importorskip("ruptures")
+
+from harness import cli  # noqa: E402
+from harness.errors import UsageError  # noqa: E402
+from harness.history import changes, importer, queries, store  # noqa: E402
+from harness.history.changes import Point  # noqa: E402
+from tests.historydata import make_campaign, make_run  # noqa: E402
+
+THROTTLED = "GPU_CLOCKS_THROTTLED"
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    yield eng
+    eng.dispose()
+
+
+def _graph_run(root, night, latencies, *, graph_timer="adaptive", device="H100", **kw):
+    return make_run(root / "mm" / f"202611{night:02d}-010000", "mm", latencies, timer="graph",
+                    graph_timer=graph_timer, devices=[{"name": device}], **kw)
+
+
+def _ids(engine, *folders):
+    return [str(importer.import_folder(engine, f).record_id) for f in folders]
+
+
+def test_compare_refuses_records_of_another_timer_unless_allowed(engine, tmp_path):
+    first, second = _ids(engine, _graph_run(tmp_path, 1, [1.0, 2.0]),
+                         _graph_run(tmp_path, 2, [1.2, 2.0], graph_timer="upstream"))
+    with pytest.raises(UsageError, match=r"differ in caliber \(timer: 1='graph:adaptive' "
+                                         r"2='graph:upstream'\); pass --allow-mixed"):
+        queries.compare(engine, first, second)
+    found = queries.compare(engine, first, second, allow_mixed=True)
+    assert found.notes == ["mixed calibers (--allow-mixed): timer: 1='graph:adaptive' "
+                           "2='graph:upstream'"]
+    assert {r.shape: round(r.change_pct, 6) for r in found.rows} == {"[[64, 64]]": 20.0,
+                                                                     "[[1024, 1024]]": 0.0}
+    assert all(r.flags == () for r in found.rows)  # the difference is the note's, once
+
+
+def test_compare_flags_a_row_throttled_or_timed_otherwise_and_never_calls_it(engine, tmp_path):
+    root = tmp_path / "runs"
+    base = make_campaign(root, "20261101-010000", {"mm": [1.0, 2.0]}, timer="graph")
+    hot = make_campaign(root, "20261102-010000", {"mm": [1.1, 2.0]}, timer="graph",
+                        markers={1: [THROTTLED]})
+    fine = make_campaign(root, "20261103-010000", {"mm": [1.1, 2.0]}, timer="graph")
+    a, b, c = _ids(engine, base, hot, fine)
+    throttled = {r.shape: r for r in queries.compare(engine, a, b).rows}["[[64, 64]]"]
+    assert throttled.change_pct == pytest.approx(10.0, rel=1e-3)
+    assert throttled.flags == (f"{b}:{THROTTLED}",) and not throttled.beyond_noise
+    clean = {r.shape: r for r in queries.compare(engine, a, c).rows}["[[64, 64]]"]
+    assert clean.flags == () and clean.beyond_noise  # the same change, measured steadily
+    # one record's row fell back to the direct timer in every round
+    fell = make_campaign(root, "20261104-010000", {"mm": [1.1, 2.0]}, timer="graph")
+    for side_run in fell.glob("mm/A/r*"):
+        rows = [json.loads(x) for x in (side_run / "results.jsonl").read_text().splitlines()]
+        for row in rows:
+            row["timer"] = "direct"
+        (side_run / "results.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    (d,) = _ids(engine, fell)
+    direct = {r.shape: r for r in queries.compare(engine, a, d).rows}["[[64, 64]]"]
+    assert direct.flags == ("TIMER_DIFFERS:graph->direct",)
+    assert not direct.beyond_noise
+
+
+def test_the_cli_compare_says_which_rows_are_flagged_and_refuses_mixed_devices(tmp_path, capsys):
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    root = tmp_path / "runs"
+    base = make_campaign(root, "20261101-010000", {"mm": [1.0, 2.0]}, timer="graph")
+    hot = make_campaign(root, "20261102-010000", {"mm": [1.1, 2.0]}, timer="graph",
+                        markers={0: [THROTTLED], 1: [THROTTLED], 2: [THROTTLED]})
+    other = _graph_run(root, 3, [1.0, 2.0], device="H200")
+    assert cli.main(["history", "import", str(base), str(hot), str(other), *hist]) == 0
+    capsys.readouterr()
+    assert cli.main(["history", "compare", "1", "2", *hist]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("0 of 2 shared rows changed beyond their noise")
+    assert "2 flagged, never called (see flags)" in out.splitlines()[0]
+    assert f"| flagged | 2:{THROTTLED} |" in out
+    assert cli.main(["history", "compare", "1", "3", "--side", "A", *hist]) == 2
+    err = capsys.readouterr().err
+    assert "differ in caliber (" in err and "device: 1=" in err and "'H200'" in err
+
+
+def _night(i, value, flags=""):
+    return Point(f"2026-01-{i + 1:02d}", value, i, {"flags": flags})
+
+
+def test_a_throttled_night_is_never_read_as_a_step():
+    rng = random.Random(5)
+    values = [math.exp(rng.gauss(0.0, 0.01)) for _ in range(30)]
+    # the last four nights ran throttled, 20% slower
+    hot = [_night(i, v * (1.2 if i >= 26 else 1.0), THROTTLED if i >= 26 else "")
+           for i, v in enumerate(values)]
+    assert changes.find_changes(hot) == []
+    unmarked = [Point(p.when, p.latency_ms, p.record_id, {}) for p in hot]
+    assert [c.index for c in changes.find_changes(unmarked)] == [26]
+
+
+def test_a_changes_index_is_its_nights_in_the_series_given_and_before_skips_flagged_ones():
+    rng = random.Random(9)
+    values = [math.exp(rng.gauss(0.0, 0.005)) * (1.1 if i >= 20 else 1.0) for i in range(40)]
+    series = [_night(i, v, THROTTLED if i == 19 else "") for i, v in enumerate(values)]
+    (found,) = changes.find_changes(series)
+    assert found.index == 20 and found.first is series[20]
+    assert found.before is series[18]  # night 19 is flagged: not the night before the step
+
+
+def test_a_nights_value_leaves_its_throttled_rounds_out_and_a_fallback_is_its_own_series(
+        engine, tmp_path):
+    root = tmp_path / "runs"
+    # round 0 throttled and fastest: the night reads its two other rounds
+    part = make_campaign(root, "20261101-010000", {"mm": [1.0, 2.0]}, timer="graph",
+                         markers={0: [THROTTLED]})
+    whole = make_campaign(root, "20261102-010000", {"mm": [1.0, 2.0]}, timer="graph",
+                          markers={r: [THROTTLED] for r in range(3)})
+    importer.import_folder(engine, part)
+    importer.import_folder(engine, whole)
+    found = queries.series(engine, "mm", shape="[[64, 64]]")
+    (key,) = [k for k in found if k.side == "A"]
+    assert key.timer == "graph:adaptive"
+    first, second = found[key]
+    assert first.latency_ms == pytest.approx(1.001) and first.attrs["rounds"] == "2 of 3"
+    assert first.attrs["flags"] == ""
+    assert second.latency_ms == pytest.approx(1.0) and second.attrs["flags"] == THROTTLED
+    # a night whose capture fell back to the direct timer is another series, not a step
+    fell = make_campaign(root, "20261103-010000", {"mm": [1.3, 2.0]}, timer="graph")
+    for side_run in fell.glob("mm/*/r*"):
+        rows = [json.loads(x) for x in (side_run / "results.jsonl").read_text().splitlines()]
+        (side_run / "results.jsonl").write_text("".join(
+            json.dumps({**x, "timer": "direct"}) + "\n" for x in rows))
+    importer.import_folder(engine, fell)
+    timers = {k.timer: len(v) for k, v in queries.series(engine, "mm", shape="[[64, 64]]").items()
+              if k.side == "A"}
+    assert timers == {"graph:adaptive": 2, "direct": 1}
