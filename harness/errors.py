@@ -13,6 +13,7 @@ EXIT_PREFLIGHT = 3
 EXIT_AXIS_NOT_LIVE = 6
 EXIT_FAIL_ON = 7  # the campaign held a verdict that FAIL_ON names
 EXIT_SIGNAL_BASE = 128  # a run stopped by signal N exits 128 + N, as a shell reports it
+EXIT_BROKEN_PIPE = EXIT_SIGNAL_BASE + signal.SIGPIPE  # its reader left, as `yes | head` ends
 
 
 class HarnessError(Exception):

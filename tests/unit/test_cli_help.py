@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 import pytest
 
@@ -49,3 +51,14 @@ def test_every_user_subcommand_has_examples_that_it_parses(capsys):
         for line in usage.EXAMPLES[name]:
             words = line.split("#")[0].replace("<backend>", "cpu").split()[1:]
             parser.parse_args(words)  # an example that no longer parses fails here
+
+
+def test_a_reader_that_goes_away_ends_a_command_quietly(monkeypatch, capsys):
+    # Regression: `harness history trend OP | head -1` printed a BrokenPipeError traceback.
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    monkeypatch.setattr(sys, "stdout", os.fdopen(write_end, "w", buffering=1))
+    assert cli.main(["backends"]) == 141
+    sys.stdout.write("after\n")  # stdout now leads nowhere, and writing there cannot fail
+    sys.stdout.flush()
+    assert "Traceback" not in capsys.readouterr().err
