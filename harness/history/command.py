@@ -210,8 +210,8 @@ def _trend(engine: Engine, args: argparse.Namespace, write_line: WriteLine) -> i
              "stack": p.attrs["stack"]} for k, p in queries.points_of(found)]
     render.table(rows, args.format, write_line, f"trend of {args.op}")
     if args.png:
-        lines = {f"{k.dtype} {k.shape} {k.side}": [(p.when, p.latency_ms) for p in pts]
-                 for k, pts in found.items()}
+        labels = queries.series_labels(list(found))
+        lines = {labels[k]: [(p.when, p.latency_ms) for p in pts] for k, pts in found.items()}
         written = render.trend_png(lines, Path(args.png), f"{args.op}: latency by {args.by}",
                                    "night, oldest first" if args.by == "time"
                                    else "night, by FlagGems commit first measured")

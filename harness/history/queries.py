@@ -94,6 +94,15 @@ class SeriesKey:
     timer: str
 
 
+def series_labels(keys: Sequence[SeriesKey]) -> dict[SeriesKey, str]:
+    """A distinct label for each series: its dtype, shape and side, then its backend, device
+    and timer where the series given differ in them (a row's direct-timer fallback, another
+    device), so that no two series share a line of a plot."""
+    varying = [f for f in ("backend", "device", "timer") if len({getattr(k, f) for k in keys}) > 1]
+    return {k: " ".join([k.dtype, k.shape, k.side or "-", *(getattr(k, f) or "-" for f in varying)])
+            for k in keys}
+
+
 @dataclass(frozen=True)
 class Compared:
     """One row in both records: each side's median, the change and whether it is beyond noise.

@@ -147,3 +147,8 @@ def test_a_nights_value_leaves_its_throttled_rounds_out_and_a_fallback_is_its_ow
     timers = {k.timer: len(v) for k, v in queries.series(engine, "mm", shape="[[64, 64]]").items()
               if k.side == "A"}
     assert timers == {"graph:adaptive": 2, "direct": 1}
+    # one line of a trend's plot each, not the fallback drawn over the graph-timed nights
+    labels = queries.series_labels([k for k in queries.series(engine, "mm") if k.side == "A"])
+    assert len(set(labels.values())) == 4
+    assert {v for v in labels.values() if "[[64, 64]]" in v} == {
+        "torch.float32 [[64, 64]] A graph:adaptive", "torch.float32 [[64, 64]] A direct"}
