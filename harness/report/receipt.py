@@ -99,11 +99,11 @@ def side_record(side: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _inside(run_dir: str, base: Path) -> str | None:
-    """The posix path of a run directory relative to `base` (a relative one is taken as under
-    `base`); None for one outside it."""
-    path = Path(run_dir) if Path(run_dir).is_absolute() else base / run_dir
+    """The posix path of a run directory relative to `base`; None for one outside it. Both are
+    as the campaign's process names them: relative ones from its working directory (OUT=runs,
+    the default, names every run directory so)."""
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
+        return Path(run_dir).resolve().relative_to(base.resolve()).as_posix()
     except ValueError:
         return None
 

@@ -203,6 +203,23 @@ def test_results_pin_every_run_file_and_the_report(root: Path, tmp_path: Path) -
     assert result.ok and verify_lines(result) == ["RECEIPT_OK files=5 results=8"]
 
 
+def test_results_pin_the_run_files_of_a_campaign_named_by_a_relative_path(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Regression: with OUT=runs (the default) every run directory is named relative to the
+    # working directory, was taken as relative to the campaign's, and none was pinned.
+    campaign_with_results(root, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    camp = Path("camp")
+    write_receipt(camp, build_receipt(
+        campaign={"dir": "camp"}, rows=[ROW], commands=[], caliber={}, root=root,
+        sides={side: {"runs": [f"camp/tanh/{side}/r0"]} for side in ("A", "B")},
+        results_dir=camp))
+    results = load_receipt(camp)["results"]
+    assert results["runs"] == ["tanh/A/r0", "tanh/B/r0"] and len(results["files"]) == 8
+    (camp / "tanh" / "B" / "r0" / "results.csv").write_text("edited\n")
+    assert verify(camp, root=root).changed == ["camp/tanh/B/r0/results.csv"]
+
+
 def test_files_outside_the_results_may_change(root: Path, tmp_path: Path) -> None:
     directory = campaign_with_results(root, tmp_path)
     for rel in ("campaign.json", "ab.png", "logs/tanh-r0.log", "tanh/A/r0.attempt1/results.csv"):
