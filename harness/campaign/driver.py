@@ -81,18 +81,23 @@ def unit_tasks(directory: Path, campaign: Campaign, timeout_s: float | None = No
 def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: list[Task],
                 current: list[UnitEvents], out: Callable[[str], None],
                 more_tasks: Callable[[], list[Task]],
-                on_round: Callable[[], None] | None = None) -> Outcome:
+                on_round: Callable[[], None] | None = None,
+                on_measured: Callable[[], None] | None = None) -> Outcome:
     """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
-    none does or a signal stops it. `current` gets each batch's events, the last one last."""
+    none does or a signal stops it. `current` gets each batch's events, the last one last.
+    `on_measured` is called once the last unit has ended unstopped, before the session's
+    workers and devices are let go."""
     with executor.session():  # one worker host for every round (each has its own workers)
         while True:
             current.append(UnitEvents(directory, campaign, len(tasks), executor.slots, out,
                                       began=current[0].began if current else None,
                                       on_round=on_round))
             outcome = executor.run(tasks, current[-1])
-            if outcome.signal is not None or outcome.detached or campaign.auto is None:
+            if outcome.signal is not None or outcome.detached:
                 return outcome
-            if not adaptive.add_round(directory, campaign, out):
+            if campaign.auto is None or not adaptive.add_round(directory, campaign, out):
+                if on_measured is not None:
+                    on_measured()
                 return outcome
             campaign.save(directory)
             tasks = more_tasks()
@@ -260,9 +265,11 @@ def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print, *, timeout_s: float | None = None,
           workers: str = "1", settled: Sequence[Ended] = (),
-          on_round: Callable[[], None] | None = None) -> int:
+          on_round: Callable[[], None] | None = None,
+          on_measured: Callable[[], None] | None = None) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
-    (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends; write the report.
+    (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends and `on_measured`
+    once the last unit has ended and no signal stopped the units; write the report.
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
@@ -282,7 +289,8 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         current: list[UnitEvents] = []
         try:
             outcome = _run_rounds(directory, campaign, executor, tasks, current, out, lambda:
-                                  unit_tasks(directory, campaign, timeout_s, workers), on_round)
+                                  unit_tasks(directory, campaign, timeout_s, workers), on_round,
+                                  on_measured)
             events = current[-1]
         except HarnessError:
             if current:

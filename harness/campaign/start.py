@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from harness.campaign import ab, driver, dryrun, ops, plan, stacks, where
 from harness.campaign.document import Campaign, newest_alike
 from harness.contract.states import CampaignState
 from harness.errors import EXIT_OK, EXIT_PREFLIGHT, Interrupted, PreflightError, UsageError
-from harness.executors import Chosen, ExecutorDoc
+from harness.executors import Chosen, ExecutorDoc, procs
 from harness.executors.base import Ended, Executor
 from harness.history import recording
 from harness.report import ci, gate
@@ -182,16 +183,27 @@ def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exec
         recording.record(flags, env, settings.out, directory, out)
 
     fail_on = gate.from_settings(flags, env)
-    try:  # each finished round too: a driver killed outright leaves those rounds recorded
-        rc = driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
-                          workers=workers, settled=settled, on_round=record)
-    except Interrupted:  # the signal's exit stands; CI still gets what finished
-        if campaign.state == CampaignState.INTERRUPTED:  # not a detached array: no ab.json
-            ci.conclude(directory, EXIT_OK, fail_on, env, out)
-        raise
+    # once every unit has ended, a signal waits for the report, receipt, store and CI files,
+    # which only write down what is measured: stopped midway they would disagree
+    late = procs.HeldSignal()
+    try:
+        try:  # each finished round too: a driver killed outright leaves those rounds recorded
+            rc = driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
+                              workers=workers, settled=settled, on_round=record,
+                              on_measured=late.hold)
+        except Interrupted:  # the signal's exit stands; CI still gets what finished
+            if campaign.state == CampaignState.INTERRUPTED:  # not a detached array: no ab.json
+                ci.conclude(directory, EXIT_OK, fail_on, env, out)
+            raise
+        finally:
+            record()
+        rc = ci.conclude(directory, rc, fail_on, env, out)
     finally:
-        record()
-    return ci.conclude(directory, rc, fail_on, env, out)
+        late.release()
+    if late.signum is not None:
+        out(f"{signal.Signals(late.signum).name} came after the last unit had ended: the "
+            "campaign's files were written first, and its exit code stands")
+    return rc
 
 
 def _unfinished_note(parent: Path, campaign: Campaign) -> str | None:

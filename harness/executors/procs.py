@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from harness.settings import variables
 from harness.settings.spec import REPO_ROOT, VARS_BY_MAKE
@@ -278,6 +278,36 @@ def deferred_signals(handler: Callable[[int], None]) -> Iterator[None]:
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
+
+
+class HeldSignal:
+    """Between `hold` and `release`, the first SIGINT, SIGTERM or SIGHUP is held (main thread
+    only; an ignored one stays ignored): work that writes what is already measured ends before
+    the signal is acted on. A second one restores the previous handlers and raises
+    KeyboardInterrupt at once, for a user who will not wait."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def hold(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._previous:
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                self._previous[signum] = signal.signal(signum, self._held)
+
+    def _held(self, signum: int, _frame: object) -> None:
+        if self.signum is None:
+            self.signum = signum
+            return
+        self.release()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def release(self) -> None:
+        for signum, old in self._previous.items():
+            signal.signal(signum, old)
+        self._previous = {}
 
 
 OWNER_FILE = "owner.pid"

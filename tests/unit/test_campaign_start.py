@@ -362,3 +362,66 @@ def test_a_resume_refuses_a_setting_exported_in_its_environment():
         assert f" {name}," in str(info.value) or f" {name} cannot" in str(info.value), name
     assert "ZL_ROUNDS" not in str(info.value) and "ZL_BACKEND" not in str(info.value)
     resume.refuse_unused({"resume": "d"}, {"ZL_ROUNDS": "4", "ZL_BACKEND": "cpu"})
+
+
+@pytest.mark.parametrize("where", ["teardown", "report"])
+def test_a_signal_after_the_last_unit_waits_for_the_campaigns_files(where, tmp_path,
+                                                                    monkeypatch):
+    # Regression: SIGTERM or SIGINT as the workers were let go or while the report was written
+    # left campaign.json `running` or `measured`, ab.json `complete` and no receipt, junit.xml
+    # or ci-summary.md; one right after AB_DONE exited 130 with the store's record `running`.
+    import contextlib
+
+    from harness.campaign import finish
+    from harness.executors.base import Outcome
+
+    doc = _campaign(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(LocalExecutor, "run", lambda self, tasks, events: Outcome())
+
+    @contextlib.contextmanager
+    def session(self):
+        yield None
+        if where == "teardown":
+            os.kill(os.getpid(), signal.SIGTERM)  # lands as the workers are let go
+
+    real = finish.write_campaign
+
+    def write_campaign(*args, **kwargs):
+        if where == "report":
+            os.kill(os.getpid(), signal.SIGTERM)  # lands as the report starts
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(LocalExecutor, "session", session)
+    monkeypatch.setattr(finish, "write_campaign", write_campaign)
+    reached: list[int] = []  # what the handler before the campaign's saw
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: reached.append(signum))
+    try:
+        lines: list[str] = []
+        rc = start.drive_recorded(tmp_path, doc, settings(), LocalExecutor([None]),
+                                  {"history": "off"}, {}, lines.append, "1", None)
+        assert reached == []  # the campaign held it
+        os.kill(os.getpid(), signal.SIGTERM)  # the previous handler is back
+        assert reached == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert rc == 1  # its own: the units never ran
+    assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "done"
+    for name in ("ab.json", "ab.md", "receipt.json", "junit.xml", "ci-summary.md"):
+        assert (tmp_path / name).is_file(), name
+    assert lines[-1] == ("SIGTERM came after the last unit had ended: the campaign's files were "
+                         "written first, and its exit code stands")
+
+
+def test_a_second_held_signal_interrupts_at_once():
+    held = procs.HeldSignal()
+    before = signal.getsignal(signal.SIGHUP)
+    held.hold()
+    try:
+        os.kill(os.getpid(), signal.SIGHUP)
+        assert held.signum == signal.SIGHUP
+        with pytest.raises(KeyboardInterrupt, match="SIGHUP"):
+            os.kill(os.getpid(), signal.SIGHUP)
+        assert signal.getsignal(signal.SIGHUP) is before  # released by the second
+    finally:
+        held.release()
