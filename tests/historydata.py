@@ -67,7 +67,8 @@ def make_campaign(root: Path, stamp: str, ops: dict[str, Sequence[float]], round
         for r in range(rounds):
             finished = r < done_rounds
             units.append({"id": f"{op}/r{r}", "op": op, "round": r, "attempts": 1,
-                          "status": "ok" if finished else "pending", "rc": 0 if finished
+                          "status": "ok" if finished else "running" if r == done_rounds
+                          else "not_run", "rc": 0 if finished
                           else None, "wall_s": 2.0 if finished else None, "reason": None,
                           "device": "-"})
             if finished:

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.contract.identity import FORMER_GRAPH_TIMER, IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
-from harness.contract.states import NOT_ENDED, CampaignState, RunStatus
+from harness.contract.states import NOT_ENDED, NOT_RUN, RUNNING, SUBMITTED, CampaignState, RunStatus
 from harness.errors import UsageError
 from harness.fsutil import read_jsonl
 
@@ -269,9 +269,9 @@ def read_campaign(directory: Path) -> Folder:
     units = tuple({"unit": str(u.get("id")), "op": str(u.get("op")),
                    "status": str(u.get("status")), "wall_s": _float(u.get("wall_s")),
                    "reason": u.get("reason")} for u in plan.get("units") or [])
-    done = sum(1 for u in units if u["status"] != "pending")
+    ended = sum(1 for u in units if u["status"] not in (NOT_RUN, SUBMITTED, RUNNING))
     return Folder(record, rows, verdicts, units, running=state in NOT_ENDED,
-                  progress=f"{done} of {len(units)} units finished")
+                  progress=f"{ended} of {len(units)} units ended")
 
 
 def _campaign_rows(directory: Path) -> tuple[tuple[Row, ...], Path | None]:

@@ -47,7 +47,8 @@ def test_a_campaign_imported_while_it_runs_is_updated_once_it_ends(engine, tmp_p
     running = make_campaign(root, "20261101-010000", {"mm": [1.0, 2.0]}, state="running",
                             done_rounds=1)
     partial = importer.import_folder(engine, running)
-    assert partial.running and "still running (1 of 3 units finished)" in partial.line()
+    # Regression: it said 3 of 3 finished, counting a running and a not-run unit as finished
+    assert partial.running and "still running (1 of 3 units ended)" in partial.line()
     assert partial.rows == 4
     done = make_campaign(tmp_path / "again", "20261101-010000", {"mm": [1.0, 2.0]})
     (running / "campaign.json").write_text((done / "campaign.json").read_text()
