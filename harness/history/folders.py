@@ -6,7 +6,7 @@ import csv
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -76,11 +76,14 @@ def _identity(run: Path) -> Mapping[str, Any]:
 READER_VERSION = 2  # of how a folder's files become its record, rows and verdicts
 
 
-def _digest(*paths: Path) -> str:
+def _digest(*paths: Path, rows: Sequence[Row] = ()) -> str:
+    """The files' bytes and the rows read: a folder whose rows grew while its campaign.json or
+    ops_status.csv stood still (a side run written mid-unit) reads as changed."""
     h = hashlib.sha256()
     for path in paths:
         if path.is_file():
             h.update(path.read_bytes())
+    h.update(repr(tuple(rows)).encode())
     return h.hexdigest()
 
 
@@ -210,17 +213,19 @@ def read_run(directory: Path) -> Folder:
 def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
     statuses = read_ops_status(directory / OPS_STATUS)
-    digest = _digest(directory / OPS_STATUS)
     running = any(s.status in ("pending", "running") for s in statuses)
-    record = _base("batch", directory, "batch-" + directory.name, digest,
-                   "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
     rows: list[Row] = []
+    first = None
     for s in statuses:
         run = Path(s.run)
         if s.run and (run / RUN_IDENTITY).is_file():
-            if record.get("backend") is None:
-                record.update(_identity_fields(_identity(run)))
+            first = first or run
             rows += result_rows(run, op=s.op)
+    record = _base("batch", directory, "batch-" + directory.name,
+                   _digest(directory / OPS_STATUS, rows=rows),
+                   "running" if running else RunStatus.COMPLETE, _stamp_time(directory.name))
+    if first is not None:
+        record.update(_identity_fields(_identity(first)))
     record["ops"] = len(statuses)
     record["verdicts"] = json.dumps(dict(Counter(s.status for s in statuses)),
                                     sort_keys=True)
@@ -243,12 +248,12 @@ def read_campaign(directory: Path) -> Folder:
     plan = _json(directory / CAMPAIGN_JSON)
     ab = _json(directory / AB_JSON) if (directory / AB_JSON).is_file() else {}
     state = str(plan.get("state") or CampaignState.PLANNED)
+    rows, first = _campaign_rows(directory)
     record = _base("campaign", directory, str(plan.get("created_utc") or directory.name),
-                   _digest(directory / CAMPAIGN_JSON, directory / AB_JSON), state,
+                   _digest(directory / CAMPAIGN_JSON, directory / AB_JSON, rows=rows), state,
                    str(plan.get("created_utc") or _stamp_time(directory.name)))
     caliber = {**(plan.get("caliber") or {}), **(ab.get("caliber") or {})}
     axis = plan.get("axis") or {}
-    rows, first = _campaign_rows(directory)
     if first is not None:
         record.update(_identity_fields(_identity(first)))
     stacks = caliber.get("stacks") or {}

@@ -449,3 +449,16 @@ def test_a_folder_imported_by_an_older_reader_is_written_again(engine, tmp_path,
     assert (again.outcome, again.record_id) == ("updated", first.record_id)
     assert importer.import_folder(engine, run).outcome == "unchanged"
     assert _counts(tmp_path / "h.sqlite")["records"] == 1
+
+
+def test_rows_written_while_a_unit_runs_are_not_called_unchanged(engine, tmp_path):
+    # Regression: the digest read campaign.json and ab.json alone, so an import while a unit's
+    # side runs were being written said "unchanged (40 rows)" with 32 in the store.
+    running = make_campaign(tmp_path / "runs", "20261101-010000", {"mm": [1.0, 2.0]},
+                            state="running", done_rounds=1)
+    first = importer.import_folder(engine, running)
+    make_run(running / "mm" / "A" / "r1", "mm", [1.0, 2.0])  # round 1's side A, mid-unit
+    again = importer.import_folder(engine, running)
+    assert (first.rows, again.outcome, again.rows) == (4, "updated", 6)
+    assert _counts(tmp_path / "h.sqlite")["rows"] == 6
+    assert importer.import_folder(engine, running).outcome == "unchanged"
