@@ -152,7 +152,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     gate.from_settings(vars(args), args.inputs.environ)  # a bad FAIL_ON: before anything runs
-    if args.resume:
+    if resume.asked(vars(args)):
         return resume.resume(vars(args), args.inputs.environ, out=_report)
     start.refuse_resume_only(vars(args))
     flags = executors.task_flags(vars(args), args.inputs.environ)

@@ -20,6 +20,7 @@ from harness.axes.steps import Step, StepsGiven
 from harness.bisect import document, render, search
 from harness.bisect.campaigns import Campaigns, history_value
 from harness.campaign import refs, start
+from harness.campaign import resume as campaign_resume
 from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_OK, HarnessError, UsageError
 from harness.fsutil import atomic_write_text, exclusive_lock
 from harness.run.rundir import claim_run_dir, utc_stamp
@@ -207,7 +208,7 @@ def _search(doc: document.Bisection, directory: Path, runs: Campaigns,
 
 def run(flags: Mapping[str, Any], env: Mapping[str, str], out: Callable[[str], None]) -> int:
     """`harness bisect`: a new bisection, its dry run, or (RESUME) one that goes on."""
-    if flags.get("resume"):
+    if campaign_resume.asked(flags):
         return resume(Path(str(flags["resume"])), flags, env, out)
     p = plan(given_values(flags, env), env)
     if p.settings.dry_run:

@@ -30,8 +30,16 @@ def check_ops(items: Iterable[str], label: str) -> list[str]:
 
 
 def parse_ops(value: str, label: str = "OPS") -> list[str]:
-    """Operators of --ops: comma-separated, blanks around the commas ignored."""
-    return check_ops((item.strip() for item in value.split(",") if item.strip()), label)
+    """Operators of --ops: comma-separated, blanks around the commas and one trailing comma
+    ignored; an empty item between two (`add,,tanh`, a name deleted) is refused."""
+    items = [item.strip() for item in value.split(",")]
+    if len(items) > 1 and not items[-1]:
+        items.pop()
+    empty = [n for n, item in enumerate(items, 1) if not item]
+    if empty and len(empty) < len(items):
+        raise UsageError(f"{label}={value!r}: item {empty[0]} is empty; expected operator "
+                         "names separated by single commas")
+    return check_ops((item for item in items if item), label)
 
 
 def parse_ops_file(text: str, label: str = "OPS_FILE") -> list[str]:

@@ -64,6 +64,16 @@ def _added_rounds(directory: Path, campaign: Campaign, flags: Mapping[str, Any],
     return plan.extend(campaign, rounds, only, verdicts)
 
 
+def asked(flags: Mapping[str, Any]) -> bool:
+    """Whether RESUME was given; UsageError for one given empty (`--resume ''`), which read as
+    no resume and refused a new campaign's missing AXIS instead of naming RESUME."""
+    value = flags.get("resume")
+    if value is not None and not str(value).strip():
+        raise UsageError(f"RESUME={value!r} names no directory; expected the folder of the "
+                         "campaign or bisection to go on with, e.g. runs/ab/<axis>-<op>/<ts>")
+    return value is not None
+
+
 def resume(flags: Mapping[str, Any], env: Mapping[str, str],
            out: Callable[[str], None] = print) -> int:
     """`harness ab --resume DIR [--rounds N] [--only VERDICT]`: run what is left, add rounds."""

@@ -425,3 +425,15 @@ def test_a_second_held_signal_interrupts_at_once():
         assert signal.getsignal(signal.SIGHUP) is before  # released by the second
     finally:
         held.release()
+
+
+@pytest.mark.parametrize("command", [["ab", "--backend", "cpu"],
+                                     ["bisect", "--backend", "cpu", "--op", "add"]])
+def test_an_empty_resume_is_refused_naming_resume(command, capsys):
+    # Regression: `--resume ''` read as no resume, and a new campaign refused its missing AXIS
+    from harness import cli
+
+    assert cli.main([*command, "--resume", ""]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: RESUME='' names no directory; expected the folder of the campaign or "
+        "bisection to go on with, e.g. runs/ab/<axis>-<op>/<ts>")
