@@ -87,6 +87,11 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
     none does or a signal stops it. `current` gets each batch's events, the last one last.
     `on_measured` is called once the last unit has ended unstopped, before the session's
     workers and devices are let go."""
+    if not tasks and campaign.auto is None:  # a resume with nothing left: no device to wait for
+        current.append(UnitEvents(directory, campaign, 0, executor.slots, out))
+        if on_measured is not None:
+            on_measured()
+        return Outcome()
     with executor.session():  # one worker host for every round (each has its own workers)
         while True:
             current.append(UnitEvents(directory, campaign, len(tasks), executor.slots, out,

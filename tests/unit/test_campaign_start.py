@@ -437,3 +437,20 @@ def test_an_empty_resume_is_refused_naming_resume(command, capsys):
     assert capsys.readouterr().err.strip() == (
         "error: RESUME='' names no directory; expected the folder of the campaign or "
         "bisection to go on with, e.g. runs/ab/<axis>-<op>/<ts>")
+
+
+def test_a_resume_with_nothing_left_to_run_waits_for_no_device(tmp_path, monkeypatch):
+    # Regression: it waited on the device lock (DEVICE_BUSY ... waiting) to rewrite its report
+    doc = _campaign(tmp_path)
+    for unit in doc.units:
+        unit.status = "ok"
+
+    def session(self):
+        raise AssertionError("held a device with no unit to run")
+
+    monkeypatch.setattr(LocalExecutor, "session", session)
+    lines: list[str] = []
+    assert driver.drive(tmp_path, doc, settings(), LocalExecutor([None]), out=lines.append) == 0
+    assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "done"
+    assert (tmp_path / "ab.json").is_file()
+    assert lines[0] == f"campaign directory: {tmp_path} (0 units to run of 2; executor local)"
