@@ -32,7 +32,7 @@ from harness.errors import (
     UsageError,
 )
 from harness.executors.base import Ended, Executor, Outcome, Task
-from harness.executors.procs import deferred_signals
+from harness.executors.procs import HeldSignal, deferred_signals
 from harness.fsutil import exclusive_lock
 from harness.report.sources import DRIVER_LOCK
 from harness.settings import cmdline, variables
@@ -82,15 +82,16 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
                 current: list[UnitEvents], out: Callable[[str], None],
                 more_tasks: Callable[[], list[Task]],
                 on_round: Callable[[], None] | None = None,
-                on_measured: Callable[[], None] | None = None) -> Outcome:
+                held: HeldSignal | None = None) -> Outcome:
     """Run `tasks`; in a ROUNDS=auto campaign, then each round its looks add (adaptive), until
     none does or a signal stops it. `current` gets each batch's events, the last one last.
-    `on_measured` is called once the last unit has ended unstopped, before the session's
-    workers and devices are let go."""
+    `held` holds signals from when a batch of units has ended unstopped (the executor gives
+    its own handlers back then): one that came while ROUNDS=auto planned another round stops
+    the campaign there; one after the last round waits for the caller to write its files."""
     if not tasks and campaign.auto is None:  # a resume with nothing left: no device to wait for
         current.append(UnitEvents(directory, campaign, 0, executor.slots, out))
-        if on_measured is not None:
-            on_measured()
+        if held is not None:
+            held.hold()
         return Outcome()
     with executor.session():  # one worker host for every round (each has its own workers)
         while True:
@@ -100,11 +101,13 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
             outcome = executor.run(tasks, current[-1])
             if outcome.signal is not None or outcome.detached:
                 return outcome
+            if held is not None:
+                held.hold()
             if campaign.auto is None or not adaptive.add_round(directory, campaign, out):
-                if on_measured is not None:
-                    on_measured()
                 return outcome
             campaign.save(directory)
+            if held is not None and held.signum is not None:
+                return Outcome(held.take())
             tasks = more_tasks()
 
 
@@ -270,11 +273,10 @@ def take_ended(directory: Path, campaign: Campaign, settled: Sequence[Ended],
 def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Executor,
           out: Callable[[str], None] = print, *, timeout_s: float | None = None,
           workers: str = "1", settled: Sequence[Ended] = (),
-          on_round: Callable[[], None] | None = None,
-          on_measured: Callable[[], None] | None = None) -> int:
+          on_round: Callable[[], None] | None = None, held: HeldSignal | None = None) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
-    (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends and `on_measured`
-    once the last unit has ended and no signal stopped the units; write the report.
+    (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends; write the report.
+    `held` (see _run_rounds) is left holding a signal that came after the last unit.
 
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
@@ -295,7 +297,7 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         try:
             outcome = _run_rounds(directory, campaign, executor, tasks, current, out, lambda:
                                   unit_tasks(directory, campaign, timeout_s, workers), on_round,
-                                  on_measured)
+                                  held)
             events = current[-1]
         except HarnessError:
             if current:

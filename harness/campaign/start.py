@@ -184,13 +184,13 @@ def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exec
 
     fail_on = gate.from_settings(flags, env)
     # once every unit has ended, a signal waits for the report, receipt, store and CI files,
-    # which only write down what is measured: stopped midway they would disagree
+    # which only write down what is measured: stopped midway they would disagree. Then it
+    # stands: the exit is 128 + N, and a bisection running this campaign stops too
     late = procs.HeldSignal()
     try:
         try:  # each finished round too: a driver killed outright leaves those rounds recorded
             rc = driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
-                              workers=workers, settled=settled, on_round=record,
-                              on_measured=late.hold)
+                              workers=workers, settled=settled, on_round=record, held=late)
         except Interrupted:  # the signal's exit stands; CI still gets what finished
             if campaign.state == CampaignState.INTERRUPTED:  # not a detached array: no ab.json
                 ci.conclude(directory, EXIT_OK, fail_on, env, out)
@@ -202,7 +202,8 @@ def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exec
         late.release()
     if late.signum is not None:
         out(f"{signal.Signals(late.signum).name} came after the last unit had ended: the "
-            "campaign's files were written first, and its exit code stands")
+            "campaign's files were written first")
+        raise Interrupted(late.signum, "its report (every unit had ended)", directory)
     return rc
 
 

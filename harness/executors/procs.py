@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.errors import EXIT_SIGNAL_BASE
 from harness.settings import variables
 from harness.settings.spec import REPO_ROOT, VARS_BY_MAKE
 
@@ -284,7 +285,7 @@ class HeldSignal:
     """Between `hold` and `release`, the first SIGINT, SIGTERM or SIGHUP is held (main thread
     only; an ignored one stays ignored): work that writes what is already measured ends before
     the signal is acted on. A second one restores the previous handlers and raises
-    KeyboardInterrupt at once, for a user who will not wait."""
+    KeyboardInterrupt at once (its `exit_code` 128 + N), for a user who will not wait."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -302,7 +303,14 @@ class HeldSignal:
             self.signum = signum
             return
         self.release()
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop = KeyboardInterrupt(f"interrupted by a second {signal.Signals(signum).name}")
+        stop.exit_code = EXIT_SIGNAL_BASE + signum  # type: ignore[attr-defined]  # the CLI's
+        raise stop
+
+    def take(self) -> int | None:
+        """The signal held, no longer held (its caller acts on it)."""
+        signum, self.signum = self.signum, None
+        return signum
 
     def release(self) -> None:
         for signum, old in self._previous.items():

@@ -398,19 +398,22 @@ def test_a_signal_after_the_last_unit_waits_for_the_campaigns_files(where, tmp_p
     previous = signal.signal(signal.SIGTERM, lambda signum, _frame: reached.append(signum))
     try:
         lines: list[str] = []
-        rc = start.drive_recorded(tmp_path, doc, settings(), LocalExecutor([None]),
-                                  {"history": "off"}, {}, lines.append, "1", None)
+        with pytest.raises(Interrupted) as info:  # it stands once the files are written:
+            start.drive_recorded(tmp_path, doc, settings(), LocalExecutor([None]),  # a bisection
+                                 {"history": "off"}, {}, lines.append, "1", None)  # stops too
         assert reached == []  # the campaign held it
         os.kill(os.getpid(), signal.SIGTERM)  # the previous handler is back
         assert reached == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert rc == 1  # its own: the units never ran
+    assert info.value.exit_code == 128 + signal.SIGTERM
+    assert str(info.value) == ("interrupted by SIGTERM during its report (every unit had ended); "
+                               f"what finished is kept in {tmp_path}")
     assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "done"
     for name in ("ab.json", "ab.md", "receipt.json", "junit.xml", "ci-summary.md"):
         assert (tmp_path / name).is_file(), name
     assert lines[-1] == ("SIGTERM came after the last unit had ended: the campaign's files were "
-                         "written first, and its exit code stands")
+                         "written first")
 
 
 def test_a_second_held_signal_interrupts_at_once():
@@ -420,8 +423,9 @@ def test_a_second_held_signal_interrupts_at_once():
     try:
         os.kill(os.getpid(), signal.SIGHUP)
         assert held.signum == signal.SIGHUP
-        with pytest.raises(KeyboardInterrupt, match="SIGHUP"):
+        with pytest.raises(KeyboardInterrupt, match="a second SIGHUP") as info:
             os.kill(os.getpid(), signal.SIGHUP)
+        assert info.value.exit_code == 128 + signal.SIGHUP  # 129, not a bare Ctrl-C's 130
         assert signal.getsignal(signal.SIGHUP) is before  # released by the second
     finally:
         held.release()
@@ -454,3 +458,34 @@ def test_a_resume_with_nothing_left_to_run_waits_for_no_device(tmp_path, monkeyp
     assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "done"
     assert (tmp_path / "ab.json").is_file()
     assert lines[0] == f"campaign directory: {tmp_path} (0 units to run of 2; executor local)"
+
+
+def test_a_signal_while_rounds_auto_plans_another_round_stops_the_campaign_there(
+        tmp_path, monkeypatch):
+    # Regression: between the executor giving its handlers back and the next round, SIGTERM
+    # killed the driver outright and left campaign.json running
+    from harness.campaign import adaptive
+    from harness.executors.base import Outcome
+
+    doc = _campaign(tmp_path)
+    doc.auto = {"min": 2, "max": 6}
+    monkeypatch.setattr(LocalExecutor, "run", lambda self, tasks, events: Outcome())
+
+    def add_round(directory, campaign, out):
+        os.kill(os.getpid(), signal.SIGTERM)  # lands while the looks are read
+        return True
+
+    monkeypatch.setattr(adaptive, "add_round", add_round)
+    reached: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: reached.append(signum))
+    try:
+        held = procs.HeldSignal()
+        with pytest.raises(Interrupted) as info:
+            driver.drive(tmp_path, doc, settings(), LocalExecutor([None]), out=lambda _: None,
+                         held=held)
+        held.release()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert reached == [] and held.signum is None  # acted on here, not held for the files
+    assert info.value.exit_code == 128 + signal.SIGTERM
+    assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "interrupted"
