@@ -302,6 +302,11 @@ _FLOAT_FIELDS = ("latency_base_ms", "latency_ms", "speedup", "tflops", "gbps_bas
 _LIST_FIELDS = ("markers", "samples", "samples_base")
 
 
+def csv_list(cell: str | None) -> tuple[str, ...]:
+    """A list cell of results.csv (markers, samples) as its items; () for an empty cell."""
+    return tuple(cell.split(_LIST_SEPARATOR)) if cell else ()
+
+
 def is_results_csv(text: str) -> bool:
     """Whether `text` begins with the header write_results gives results.csv."""
     return text.split("\n", 1)[0].strip() == ",".join(CSV_FIELDS)
@@ -318,8 +323,7 @@ def parse_results_csv(text: str, label: str) -> list[Row]:
             for name in _FLOAT_FIELDS:
                 cells[name] = _number(cells[name])
             for name in _LIST_FIELDS:
-                cells[name] = tuple((cells[name] or "").split(_LIST_SEPARATOR)) if cells[
-                    name] else ()
+                cells[name] = csv_list(cells[name])
             rows.append(Row(**cells))
         except (ValueError, TypeError, KeyError) as exc:
             raise UsageError(f"{label!r} line {number} is not a result row: {exc}") from None

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.contract.identity import FORMER_GRAPH_TIMER, IDENTITY_FILE, read_identity
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
+from harness.contract.results import csv_list
 from harness.contract.states import NOT_ENDED, NOT_RUN, RUNNING, SUBMITTED, CampaignState, RunStatus
 from harness.errors import UsageError
 from harness.fsutil import read_jsonl
@@ -134,7 +135,8 @@ def result_rows(run: Path, side: str = "", round_: int = 0, op: str | None = Non
         return
     for r in found:
         markers = r.get("markers") or []
-        flags = ",".join(markers) if isinstance(markers, list) else str(markers)
+        # results.jsonl holds a list; results.csv one cell of `;`-separated markers
+        flags = ",".join(markers if isinstance(markers, list) else csv_list(str(markers)))
         yield Row(op or str(r.get("op") or ""), str(r.get("dtype") or ""),
                   str(r.get("shape") or ""), side, round_, str(r.get("status") or ""),
                   _float(r.get("latency_ms")),

@@ -152,3 +152,22 @@ def test_a_nights_value_leaves_its_throttled_rounds_out_and_a_fallback_is_its_ow
     assert len(set(labels.values())) == 4
     assert {v for v in labels.values() if "[[64, 64]]" in v} == {
         "torch.float32 [[64, 64]] A graph:adaptive", "torch.float32 [[64, 64]] A direct"}
+
+
+def test_markers_of_a_run_that_wrote_results_csv_alone_are_read(engine, tmp_path):
+    # Regression: results.csv joins a row's markers with `;` and the store kept the cell as one
+    # marker, so a throttled row of such a run was never flagged
+    from harness.contract import results
+
+    folders = []
+    for night, marks in ((1, []), (2, [THROTTLED, "AUTOTUNE_REPLAY_EVICTED"])):
+        run = _graph_run(tmp_path, night, [1.0, 2.0], markers=marks)
+        results.write_results(run, results.read_results(run))
+        (run / "results.jsonl").unlink()
+        folders.append(run)
+    assert f"{THROTTLED};AUTOTUNE_REPLAY_EVICTED" in (folders[1] / "results.csv").read_text()
+    first, second = _ids(engine, *folders)
+    assert {r.flags for r in queries.compare(engine, first, second).rows} == {
+        (f"{second}:{THROTTLED}",)}
+    points = next(p for k, p in queries.series(engine, "mm").items() if k.shape == "[[64, 64]]")
+    assert [p.attrs["flags"] for p in points] == ["", THROTTLED]
