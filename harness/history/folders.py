@@ -74,7 +74,7 @@ def _identity(run: Path) -> Mapping[str, Any]:
     return found.doc
 
 
-READER_VERSION = 2  # of how a folder's files become its record, rows and verdicts
+READER_VERSION = 3  # of how a folder's files become its record, rows and verdicts
 
 
 def _digest(*paths: Path, rows: Sequence[Row] = ()) -> str:
@@ -164,7 +164,9 @@ def _identity_fields(ident: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "backend": ident.get("backend"), "timer": timer_text(ident),
         "level": ident.get("level"), "shape_mode": ident.get("shape_mode"),
-        "device": ",".join(str(d.get("name")) for d in devices if isinstance(d, dict)) or None,
+        # each model once: a run that saw eight H100s and a unit pinned to one ran on one kind
+        "device": ",".join(dict.fromkeys(str(d.get("name")) for d in devices
+                                         if isinstance(d, dict))) or None,
         "host": ident.get("host") or runtime.get("host"),
         "stack_a": stack or None, "flaggems_commit": versions.get("flaggems_commit"),
         "harness_commit": (ident.get("harness") or {}).get("commit"),
@@ -192,7 +194,8 @@ def read_folder(directory: Path) -> Folder:
 def _base(kind: str, directory: Path, stamp: str, digest: str, state: str, started: str
           ) -> dict[str, Any]:
     # the reader's version in the digest: a folder imported before its rows were read as they
-    # are now (2: named by their operator) differs on the next import and is written again
+    # are now (2: named by their operator; 3: a device model named once, results.csv's
+    # markers split) differs on the next import and is written again
     digest = hashlib.sha256(f"{READER_VERSION}:{digest}".encode()).hexdigest()
     return {"kind": kind, "path": str(directory), "stamp": stamp, "digest": digest,
             "state": state, "started_utc": started or "-", "axis": None, "axis_a": None,

@@ -171,3 +171,15 @@ def test_markers_of_a_run_that_wrote_results_csv_alone_are_read(engine, tmp_path
         (f"{second}:{THROTTLED}",)}
     points = next(p for k, p in queries.series(engine, "mm").items() if k.shape == "[[64, 64]]")
     assert [p.attrs["flags"] for p in points] == ["", THROTTLED]
+
+
+def test_a_run_that_saw_eight_gpus_of_one_model_compares_with_one_pinned_to_one(engine,
+                                                                                tmp_path):
+    # Regression: the record named every visible device, so compare refused the two as
+    # different devices and their rows fell into two series
+    one = _graph_run(tmp_path, 1, [1.0, 2.0])
+    eight = make_run(tmp_path / "mm" / "20261102-010000", "mm", [1.0, 2.0], timer="graph",
+                     graph_timer="adaptive", devices=[{"name": "H100"}] * 8)
+    first, second = _ids(engine, one, eight)
+    assert queries.compare(engine, first, second).notes == []
+    assert {k.device for k in queries.series(engine, "mm")} == {"H100"}
