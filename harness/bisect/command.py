@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from harness.bisect import driver
+from harness.campaign import resume
 from harness.settings import options, spec
 
 HELP = ("the first bad FlagGems commit (GOOD..BAD) or stack (STACKS) for OP, each step judged "
@@ -19,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction,
     """Add `bisect` to `sub` through the CLI's `command`; with RUNNER docker or podman it
     runs in the backend's image (`in_image`), as `harness ab` does."""
     def run(args: argparse.Namespace) -> int:
-        if not args.resume:  # a resume's settings are its bisection's: read in the driver
+        # a resume's settings are its bisection's: read in the driver
+        if not resume.asked(vars(args)):
             settings = spec.resolve(vars(args), args.inputs.environ)
             if (rc := in_image(settings, args)) is not None:
                 return rc

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 from harness.errors import PreflightError, UsageError
 from harness.providers import flaggems, resolve
 from harness.run import checks
-from harness.settings.kinds import OP_NAME, OP_NAME_TEXT
+from harness.settings.kinds import OP_NAME, OP_NAME_TEXT, comma_items
 from harness.settings.spec import Settings
 
 ALL_OPS = "all"  # OPS=all: every node of the tree
@@ -30,16 +30,8 @@ def check_ops(items: Iterable[str], label: str) -> list[str]:
 
 
 def parse_ops(value: str, label: str = "OPS") -> list[str]:
-    """Operators of --ops: comma-separated, blanks around the commas and one trailing comma
-    ignored; an empty item between two (`add,,tanh`, a name deleted) is refused."""
-    items = [item.strip() for item in value.split(",")]
-    if len(items) > 1 and not items[-1]:
-        items.pop()
-    empty = [n for n, item in enumerate(items, 1) if not item]
-    if empty and len(empty) < len(items):
-        raise UsageError(f"{label}={value!r}: item {empty[0]} is empty; expected operator "
-                         "names separated by single commas")
-    return check_ops((item for item in items if item), label)
+    """Operators of --ops: comma-separated (kinds.comma_items)."""
+    return check_ops(comma_items(label, value), label)
 
 
 def parse_ops_file(text: str, label: str = "OPS_FILE") -> list[str]:

@@ -23,6 +23,7 @@ from harness.campaign.document import (
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
 from harness.contract.states import EXCLUDED, FAILED, FINISHED, PENDING, RAN_TO_END, SKIPPED
 from harness.errors import UsageError
+from harness.settings.kinds import comma_items
 from harness.settings.variables import WALL_MULTIPLE
 
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
@@ -153,8 +154,7 @@ def exclude(campaign: Campaign, text: str) -> list[str]:
     in place of those an earlier resume left out; their units not finished read excluded and
     are not run, and an operator taken back has them run again. The operators now excluded;
     UsageError, naming the closest known operators, for a name the campaign does not have."""
-    names = [] if text.strip() == INCLUDE_ALL else [
-        n.strip() for n in text.split(",") if n.strip()]
+    names = [] if text.strip() == INCLUDE_ALL else comma_items("EXCLUDE", text)
     if not names and text.strip() != INCLUDE_ALL:
         raise UsageError(f"EXCLUDE={text!r} names no operator; EXCLUDE={INCLUDE_ALL} takes "
                          "every one back")

@@ -68,7 +68,9 @@ def record_link(record: queries.Record | None, here: Path) -> str:
 
 def sparkline(points: Sequence[changes.Point], steps: Sequence[changes.Change]) -> str:
     """An inline SVG of a series' log latency, a red line before each change point."""
-    logs = [math.log(p.latency_ms) for p in points if p.latency_ms > 0]
+    drawn = [i for i, p in enumerate(points) if p.latency_ms > 0]  # a log scale: no zero
+    at = {index: n for n, index in enumerate(drawn)}  # a step's index is the series'
+    logs = [math.log(points[i].latency_ms) for i in drawn]
     if not logs:
         return ""
     low, high = min(logs), max(logs)
@@ -79,7 +81,8 @@ def sparkline(points: Sequence[changes.Point], steps: Sequence[changes.Change]) 
 
     coords = " ".join(f"{x(i):.1f},{PAD + (SVG_H - 2 * PAD) * (high - v) / span:.1f}"
                       for i, v in enumerate(logs))
-    marks = "".join(f'<line class="step" x1="{x(c.index) - 0.5:.1f}" x2="{x(c.index) - 0.5:.1f}"'
+    marks = "".join(f'<line class="step" x1="{x(at[c.index]) - 0.5:.1f}" '
+                    f'x2="{x(at[c.index]) - 0.5:.1f}"'
                     f' y1="0" y2="{SVG_H}"><title>{c.step_pct:+.1f}% from {_e(c.first.when)}'
                     "</title></line>" for c in steps)
     dots = "" if len(logs) > 1 else f'<circle cx="{x(0):.1f}" cy="{SVG_H / 2}" r="3"/>'

@@ -83,6 +83,19 @@ def one_line(label: str, value: str) -> str:
     return value
 
 
+def comma_items(label: str, value: str) -> list[str]:
+    """The items of a comma-separated list, blanks around the commas and one trailing comma
+    ignored; an empty item between two (`add,,tanh`: a name deleted, not meant) is refused."""
+    items = [item.strip() for item in value.split(",")]
+    if len(items) > 1 and not items[-1]:
+        items.pop()
+    empty = [n for n, item in enumerate(items, 1) if not item]
+    if empty and len(empty) < len(items):
+        raise UsageError(f"{label}={value!r}: item {empty[0]} is empty; expected names "
+                         "separated by single commas")
+    return [item for item in items if item]
+
+
 def _text_or_none(value: object) -> str | None:
     return None if value is None else str(value)
 

@@ -50,8 +50,8 @@ def test_ops_file_takes_one_op_per_line_with_comments_and_blank_lines():
     ("tanh add", "'tanh add' is not an operator name"),
     (",", "names no operator"),
     # Regression: the empty item was dropped, and two operators ran where three were meant
-    ("add,,tanh", "OPS='add,,tanh': item 2 is empty; expected operator names separated by "
-                  "single commas"),
+    ("add,,tanh", "OPS='add,,tanh': item 2 is empty; expected names separated by single "
+                  "commas"),
     (",add", "item 1 is empty"),
 ])
 def test_bad_ops_name_the_value(value, needle):

@@ -431,8 +431,9 @@ def test_a_second_held_signal_interrupts_at_once():
         held.release()
 
 
-@pytest.mark.parametrize("command", [["ab", "--backend", "cpu"],
-                                     ["bisect", "--backend", "cpu", "--op", "add"]])
+@pytest.mark.parametrize("command", [
+    ["ab", "--backend", "cpu"], ["bisect", "--backend", "cpu", "--op", "add"],
+    ["bisect", "--backend", "cpu", "--op", "add", "--runner", "docker"]])  # before its image
 def test_an_empty_resume_is_refused_naming_resume(command, capsys):
     # Regression: `--resume ''` read as no resume, and a new campaign refused its missing AXIS
     from harness import cli

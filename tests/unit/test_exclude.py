@@ -82,6 +82,8 @@ def test_the_report_lists_an_excluded_operator_apart_with_its_reason():
     ("none,hang", "EXCLUDE=none takes every operator back and is given alone, not with hang"),
     # Regression: a blank list (" ", ",") took every operator back as EXCLUDE=none does.
     (" ", "EXCLUDE=' ' names no operator"), (",", "EXCLUDE=',' names no operator"),
+    # Regression: the empty item was dropped, as OPS dropped it
+    ("hang,,slow", "EXCLUDE='hang,,slow': item 2 is empty; expected names separated by "),
 ])
 def test_an_unknown_name_is_refused_saying_what_is_close(tmp_path, text, says):
     with pytest.raises(UsageError) as info:

@@ -58,3 +58,25 @@ def test_a_record_links_to_its_campaign_page_or_its_folder_relative_to_the_page(
     assert site.record_link(record, here) == '<a href="../../runs/ab/x">campaign 3</a>'
     (folder / "ab.html").write_text("<html></html>")
     assert site.record_link(record, here) == '<a href="../../runs/ab/x/ab.html">campaign 3</a>'
+
+
+def test_a_step_is_marked_before_its_own_night_where_an_earlier_night_is_not_drawn():
+    # Regression: a change's index counts every night of its series, the line's points only
+    # those drawn (a log scale drops a zero), so the red line fell a night late
+    import math
+    import random
+
+    from harness.history import changes
+    from harness.history.changes import Point
+
+    rng = random.Random(9)
+    values = [0.0] + [math.exp(rng.gauss(0, 0.005)) * (1.1 if i >= 20 else 1.0)
+                      for i in range(40)]
+    series = [Point(f"n{i}", v, i, {"flags": ""}) for i, v in enumerate(values)]
+    (step,) = changes.find_changes(series)
+    assert step.index == 21  # the zero night counts in the series given
+    svg = site.sparkline(series, [step])
+    line_x = float(re.search(r'class="step" x1="([\d.]+)"', svg).group(1))
+    xs = [float(pair.split(",")[0]) for pair in re.search(r'points="([^"]+)"', svg)
+          .group(1).split()]
+    assert xs[19] < line_x < xs[20]  # before the 21st drawn point, its own night
