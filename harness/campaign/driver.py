@@ -276,13 +276,11 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
           on_round: Callable[[], None] | None = None, held: HeldSignal | None = None) -> int:
     """Run every unit not finished through `executor`, each for at most `timeout_s`
     (UNIT_TIMEOUT, see unit_tasks), calling `on_round` as each round ends; write the report.
-    `held` (see _run_rounds) is left holding a signal that came after the last unit.
-
     A signal stops the units (the executor stops them, or leaves a detached cluster array
     running); the campaign is written as interrupted from the units that finished, and
-    errors.Interrupted raised. A full device stops them too (full_device_stops: NoSpace). A unit
-    stopped at its limit is recorded timeout. `settled`: ends a resume found (take_ended).
-    """
+    errors.Interrupted raised; `held` (see _run_rounds) keeps one that came after the last
+    unit. A full device stops them too (full_device_stops: NoSpace). A unit stopped at its
+    limit is recorded timeout. `settled`: ends a resume found (take_ended)."""
     with sole_driver(directory), nospace.full_device_stops(directory, campaign, out):
         (directory / LOGS_DIR).mkdir(exist_ok=True)
         make_side_caches(directory)
