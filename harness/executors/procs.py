@@ -263,42 +263,47 @@ class GroupStopper:
         thread.start()
 
 
+def _route(handler: Callable[[int], None]) -> dict[int, Any]:
+    """Route SIGINT, SIGTERM and SIGHUP (a closed terminal) to `handler`; the handlers they
+    had, to put back. Main thread only (elsewhere: nothing routed); a signal the caller ignores
+    stays ignored, as a background job's SIGINT does."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, lambda s, _frame: handler(s))
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(signum) is not signal.SIG_IGN}
+
+
+def _put_back(previous: Mapping[int, Any]) -> None:
+    for signum, old in previous.items():
+        signal.signal(signum, old)
+
+
 @contextmanager
 def deferred_signals(handler: Callable[[int], None]) -> Iterator[None]:
-    """Route SIGINT, SIGTERM and SIGHUP (a closed terminal) to `handler` for the block (main
-    thread only; a signal the caller ignores stays ignored, as a background job's SIGINT does)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, lambda s, _frame: handler(s))
+    """Route SIGINT, SIGTERM and SIGHUP to `handler` for the block (`_route`)."""
+    previous = _route(handler)
     try:
         yield
     finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+        _put_back(previous)
 
 
 class HeldSignal:
-    """Between `hold` and `release`, the first SIGINT, SIGTERM or SIGHUP is held (main thread
-    only; an ignored one stays ignored): work that writes what is already measured ends before
-    the signal is acted on. A second one restores the previous handlers and raises
-    KeyboardInterrupt at once (its `exit_code` 128 + N), for a user who will not wait."""
+    """Between `hold` and `release`, the first SIGINT, SIGTERM or SIGHUP is held (`_route`):
+    work that writes what is already measured ends before the signal is acted on. A second one
+    restores the previous handlers and raises KeyboardInterrupt at once (its `exit_code`
+    128 + N), for a user who will not wait."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self._previous: dict[int, Any] = {}
 
     def hold(self) -> None:
-        if threading.current_thread() is not threading.main_thread() or self._previous:
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                self._previous[signum] = signal.signal(signum, self._held)
+        if not self._previous:
+            self._previous = _route(self._held)
 
-    def _held(self, signum: int, _frame: object) -> None:
+    def _held(self, signum: int) -> None:
         if self.signum is None:
             self.signum = signum
             return
@@ -313,8 +318,7 @@ class HeldSignal:
         return signum
 
     def release(self) -> None:
-        for signum, old in self._previous.items():
-            signal.signal(signum, old)
+        _put_back(self._previous)
         self._previous = {}
 
 

@@ -98,7 +98,7 @@ def series_labels(keys: Sequence[SeriesKey]) -> dict[SeriesKey, str]:
     """A distinct label for each series: its dtype, shape and side, then its backend, device
     and timer where the series given differ in them (a row's direct-timer fallback, another
     device), so that no two series share a line of a plot."""
-    varying = [f for f in ("backend", "device", "timer") if len({getattr(k, f) for k in keys}) > 1]
+    varying = [f for f in COMPARABLE if len({getattr(k, f) for k in keys}) > 1]
     return {k: " ".join([k.dtype, k.shape, k.side or "-", *(getattr(k, f) or "-" for f in varying)])
             for k in keys}
 
@@ -235,13 +235,14 @@ def series(engine: Engine, op: str | None = None, dtype: str | None = None,
             night = nights[key].setdefault(r.record_id, [r.started_utc, [],
                                                          r.stack_b if r.side == "B"
                                                          else r.stack_a, _commit(r)])
-            night[1].append(Sample(r.latency_ms, timer, _markers(r.flags)))
+            night[1].append(_sample(r, timer))
     return {key: [_point(n[0], rid, n[1], n[2], n[3]) for rid, n in by_record.items()]
             for key, by_record in nights.items()}
 
 
-def _markers(flags: str | None) -> tuple[str, ...]:
-    return tuple(m for m in (flags or "").split(",") if m)
+def _sample(row: Any, timer: str) -> Sample:
+    """A stored round (its latency and comma-joined markers) timed by `timer` (`row_timer`)."""
+    return Sample(row.latency_ms, timer, tuple(m for m in (row.flags or "").split(",") if m))
 
 
 def _side_rows(engine: Engine, record: Record, side: str | None
@@ -252,8 +253,7 @@ def _side_rows(engine: Engine, record: Record, side: str | None
     found: dict[tuple[str, str, str], list[Sample]] = defaultdict(list)
     with engine.connect() as conn:
         for r in conn.execute(query):
-            found[(r.op, r.dtype, r.shape)].append(
-                Sample(r.latency_ms, row_timer(record.timer, r.timer), _markers(r.flags)))
+            found[(r.op, r.dtype, r.shape)].append(_sample(r, row_timer(record.timer, r.timer)))
     return found
 
 
