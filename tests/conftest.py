@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -29,6 +30,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # a third of the campaigns' CPU time (test_ab_suite_cli: 127 s of CPU, 91 s at this budget).
     for name, ms in (("CPU_SUITE_WARMUP_MS", "2"), ("CPU_SUITE_ITER_MS", "10")):
         os.environ.setdefault(name, ms)
+    # One bytecode folder for every run a test starts (runner.pycache_prefix): each test's own
+    # OUT/.pycache made each run's first session compile torch again, 4.5 s of CPU apiece.
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", os.path.join(
+        tempfile.gettempdir(), f"harness-tests-pycache-{os.getuid()}"))
 
 
 @pytest.fixture(autouse=True, scope="session")
