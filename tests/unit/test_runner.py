@@ -120,9 +120,10 @@ def test_a_callers_bytecode_prefix_is_shared_by_runs_on_the_host_but_not_by_an_i
     assert list(shared.rglob("mod_for_prefix*.pyc"))
     # an image writes only under OUT on the host: the caller's folder is not there
     settings = _settings(tmp_path, out=str(tmp_path / "c"))
-    assert runner.pycache_prefix(settings, in_image=True) == str((tmp_path / "c" / ".pycache").resolve())
+    own = str((tmp_path / "c" / ".pycache").resolve())
+    assert runner.pycache_prefix(settings, in_image=True) == own
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", "")  # empty is unset
-    assert runner.pycache_prefix(settings, in_image=False) == str((tmp_path / "c" / ".pycache").resolve())
+    assert runner.pycache_prefix(settings, in_image=False) == own
 
 
 def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path):
