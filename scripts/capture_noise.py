@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from placement_noise import _at_least, _median_sd, _sd_pct, inputs, pin_configs  # noqa: E402
+from placement_noise import _at_least, inputs, pin_configs, refuse_bad_out, report  # noqa: E402
 
 # rows under LONG_CALL_MS that moved 1-5% between an A/A's rounds on an H100 (docs/figures.md)
 ROWS = ("rot90 64x64", "max_dim 64x64", "reciprocal 64x64", "asinh 64x64", "sum 2^20",
@@ -89,21 +89,6 @@ def one_process(repeats: int, captures: int) -> dict[str, dict[str, list[float]]
     return out
 
 
-def report(runs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
-    """A line per row: its median, and the sd in % of log time of each kind within a process
-    (the median over processes) and between the processes' medians."""
-    lines = [f"{'row':26} {'median us':>9} " + " ".join(f"{'within ' + k:>15}" for k in KINDS)
-             + " " + " ".join(f"{'between ' + k:>16}" for k in KINDS)]
-    for name in ROWS:
-        kinds = {k: [run[name][k] for run in runs] for k in KINDS}
-        within = [_median_sd(kinds[k]) for k in KINDS]
-        between = [_sd_pct([statistics.median(g) for g in kinds[k]]) for k in KINDS]
-        middle = 1000 * statistics.median(v for g in kinds["one"] for v in g)
-        lines.append(f"{name:26} {middle:9.3f} " + " ".join(f"{w:14.2f}%" for w in within) + " "
-                     + " ".join(f"{b:15.2f}%" for b in between))
-    return lines
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=_at_least(2), default=4)
@@ -112,8 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="write every process's timings here as JSON")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.out and (Path(args.out).is_dir() or not Path(args.out).parent.resolve().is_dir()):
-        parser.error(f"--out {args.out!r}: expected a file in an existing folder")
+    refuse_bad_out(parser, args.out)
     if args.child:
         print(json.dumps(one_process(args.repeats, args.captures)))
         return
@@ -126,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"process {index + 1}/{args.processes} done", file=sys.stderr, flush=True)
         if args.out:  # each process's timings kept as it ends: a cut-short call keeps them
             Path(args.out).write_text(json.dumps(runs, indent=1), encoding="utf-8")
-    print("\n".join(report(runs)))
+    print("\n".join(report(runs, ROWS, KINDS)))
 
 
 if __name__ == "__main__":

@@ -198,17 +198,19 @@ def _median_sd(groups: list[list[float]]) -> float:
     return statistics.median(spreads) if spreads else float("nan")
 
 
-def report(runs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
-    """A line per row: its median, the sd in % of log time within a process for each of KINDS
-    (the median over processes) and between the processes' medians of each kind; nan where a
-    kind has fewer than two timings (a run made before `reloaded` existed has none)."""
-    lines = [f"{'row':26} {'median us':>9} " + " ".join(f"{'within ' + k:>15}" for k in KINDS)
-             + " " + " ".join(f"{'between ' + k:>16}" for k in KINDS)]
-    for name in ROWS:
-        kinds = {k: [run[name].get(k, []) for run in runs] for k in KINDS}
-        within = [_median_sd(kinds[k]) for k in KINDS]
-        between = [_sd_pct([statistics.median(g) for g in kinds[k] if g]) for k in KINDS]
-        middle = 1000 * statistics.median(v for g in kinds["same"] for v in g)
+def report(runs: list[dict[str, dict[str, list[float]]]], rows: tuple[str, ...] = ROWS,
+           names: tuple[str, ...] = KINDS) -> list[str]:
+    """A line per row of `rows`: its median (over the first of `names`), the sd in % of log
+    time within a process for each kind of `names` (the median over processes) and between the
+    processes' medians of each kind; nan where a kind has fewer than two timings (a run made
+    before `reloaded` existed has none)."""
+    lines = [f"{'row':26} {'median us':>9} " + " ".join(f"{'within ' + k:>15}" for k in names)
+             + " " + " ".join(f"{'between ' + k:>16}" for k in names)]
+    for name in rows:
+        kinds = {k: [run[name].get(k, []) for run in runs] for k in names}
+        within = [_median_sd(kinds[k]) for k in names]
+        between = [_sd_pct([statistics.median(g) for g in kinds[k] if g]) for k in names]
+        middle = 1000 * statistics.median(v for g in kinds[names[0]] for v in g)
         lines.append(f"{name:26} {middle:9.3f} " + " ".join(f"{w:14.2f}%" for w in within) + " "
                      + " ".join(f"{b:15.2f}%" for b in between))
     return lines
@@ -227,6 +229,13 @@ def _at_least(least: int) -> Callable[[str], int]:
     return parse
 
 
+def refuse_bad_out(parser: argparse.ArgumentParser, out: str | None) -> None:
+    """Exit 2 naming --out where it is a folder or its folder does not exist: said before the
+    processes run, not after, when their timings would be lost."""
+    if out and (Path(out).is_dir() or not Path(out).parent.resolve().is_dir()):
+        parser.error(f"--out {out!r}: expected a file in an existing folder")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # two of each at least: a spread needs two timings
@@ -236,9 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", help="write every process's timings here as JSON")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.out and (Path(args.out).is_dir() or not Path(args.out).parent.resolve().is_dir()):
-        # said before the processes run, not after, when their timings would be lost
-        parser.error(f"--out {args.out!r}: expected a file in an existing folder")
+    refuse_bad_out(parser, args.out)
     if args.child is not None:
         print(json.dumps(one_process(args.repeats, args.placements, args.child)))
         return
