@@ -21,7 +21,14 @@ from harness.executors import (
 )
 from harness.executors.base import Ended, Events, Outcome, Task, reason_for, state_for
 from harness.executors.devices import select_devices
-from harness.executors.procs import GRACE_S, Running, Scheduler, deferred_signals, stop_children
+from harness.executors.procs import (
+    GRACE_S,
+    POLL_S,
+    Running,
+    Scheduler,
+    deferred_signals,
+    stop_children,
+)
 from harness.executors.workers import WorkerHost
 from harness.settings import cmdline
 from harness.settings.spec import Settings
@@ -62,7 +69,7 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, devices: Sequence[str | None], env: Mapping[str, str] | None = None,
-                 grace_s: float = GRACE_S, poll_s: float = 0.1, pin: bool = True,
+                 grace_s: float = GRACE_S, poll_s: float = POLL_S, pin: bool = True,
                  resident: bool = False, note: str | None = None,
                  backend: Backend | None = None) -> None:
         self.devices = list(devices) or [None]
