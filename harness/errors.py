@@ -40,6 +40,16 @@ class PreflightError(HarnessError):
         self.detail = detail
 
 
+SHOWN_CHARS = 120  # of a value an error line quotes
+
+
+def shown(value: object, chars: int = SHOWN_CHARS) -> str:
+    """`value`'s repr for a one-line message, cut to `chars` with "..." where longer: a
+    hand-edited document may hold a list of a suite's thousand operators."""
+    text = repr(value)
+    return text if len(text) <= chars else f"{text[:chars]}..."
+
+
 def choice_error(name: str, value: object, accepted: list[str] | tuple[str, ...],
                  hint: str = "") -> UsageError:
     """Build the one-line error for a value outside a closed set, listing what is accepted
@@ -94,8 +104,7 @@ def bad_path(exc: BaseException) -> UsageError | None:
     if not isinstance(exc, OSError) or exc.errno not in BAD_PATH_ERRNOS:
         return None
     where = "-" if exc.filename is None else os.fsdecode(exc.filename)
-    shown = f"{where[:120]!r}..." if len(where) > 120 else repr(where)
-    return UsageError(f"{shown} is not accepted: {exc.strerror}; expected "
+    return UsageError(f"{shown(where)} is not accepted: {exc.strerror}; expected "
                       f"{BAD_PATH_ERRNOS[exc.errno]}")
 
 

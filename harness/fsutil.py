@@ -61,6 +61,28 @@ def atomic_write_json(path: str | os.PathLike[str], data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def json_by_line(doc: dict[str, Any]) -> str:
+    """`doc` as key-sorted JSON, one top-level key a line, and each item of a top-level list
+    or dict on a line of its own: a campaign's thousands of units stay readable and greppable
+    (a unit's line), and the whole is encoded by json's C encoder, which an indent turns off
+    (a suite's campaign.json then took 0.1 s to write, twice a unit)."""
+    compact = json.JSONEncoder(sort_keys=True, default=str, separators=(", ", ": ")).encode
+
+    lines = []
+    for key in sorted(doc):
+        value, name = doc[key], compact(key)
+        if isinstance(value, list) and value:
+            inner = ",\n".join(f"    {compact(item)}" for item in value)
+            lines.append(f"  {name}: [\n{inner}\n  ]")
+        elif isinstance(value, dict) and value:
+            inner = ",\n".join(f"    {compact(str(k))}: {compact(value[k])}"
+                               for k in sorted(value, key=str))
+            lines.append(f"  {name}: {{\n{inner}\n  }}")
+        else:
+            lines.append(f"  {name}: {compact(value)}")
+    return "\n".join(["{", ",\n".join(lines), "}"] if lines else ["{", "}"]) + "\n"
+
+
 def take_json(path: Path) -> Any:
     """The JSON document a plugin left at `path` for the host, removed once read; None where
     there is none."""

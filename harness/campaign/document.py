@@ -14,9 +14,9 @@ from harness import executors
 from harness.axes import Axis
 from harness.contract.identity import FORMER_GRAPH_TIMER
 from harness.contract.states import CAMPAIGN_STATES, PENDING, UNIT_STATES, CampaignState
-from harness.errors import UsageError
+from harness.errors import UsageError, shown
 from harness.executors import ExecutorDoc
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_text, json_by_line
 from harness.report.sources import CAMPAIGN_JSON
 from harness.settings.variables import MAX_ROUNDS
 from harness.stats import MAX_NOISE_FLOOR_PCT
@@ -24,6 +24,7 @@ from harness.stats import MAX_NOISE_FLOOR_PCT
 SCHEMA = "harness-campaign/2"
 # /1: before the executor document, a cluster's settings and submissions under "slurm"
 READ_SCHEMAS = ("harness-campaign/1", SCHEMA)
+UNITS_LISTED = 8  # of a campaign's units, where a unit id is not one of them
 T = TypeVar("T")
 
 
@@ -46,7 +47,7 @@ class UnitRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The unit's keys as campaign.json has them: an executor's facts only where known."""
-        doc = asdict(self)
+        doc = _shallow(self)  # not asdict, whose deep copies cost a suite's save 0.05 s
         doc.pop("facts")
         started = doc.pop("started_utc")
         doc.update({k: v for k, v in self.facts.items() if v})
@@ -66,6 +67,17 @@ class OpRecord:
     looks: list[int] = field(default_factory=list)
     stopped: str | None = None  # ROUNDS=auto: why it runs no more rounds
     skipped: str | None = None  # why it never runs: it exists on one side only
+
+
+def _shallow(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, their values as they are (the caller only reads them)."""
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    return {name: getattr(record, name) for name in names}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def utc_now() -> str:
@@ -119,8 +131,10 @@ class Campaign:
         for entry in self.units:
             if entry.id == unit_id:
                 return entry
-        raise UsageError(f"unit {unit_id!r} is not in this campaign; it has: "
-                         f"{', '.join(u.id for u in self.units)}")
+        listed = [u.id for u in self.units[:UNITS_LISTED]]
+        more = len(self.units) - len(listed)
+        raise UsageError(f"unit {shown(unit_id)} is not in this campaign; it has: "
+                         f"{', '.join(listed)}" + (f" and {more} more" if more > 0 else ""))
 
     def status_map(self) -> dict[str, str]:
         return {u.id: u.status for u in self.units}
@@ -137,7 +151,7 @@ class Campaign:
                 value = {"name": value.name, "variable": value.variable, "a": value.a,
                          "b": value.b, **({"tune": value.given_tune} if value.given_tune else {})}
             elif f.name == "ops":
-                value = {op: {k: v for k, v in asdict(info).items()
+                value = {op: {k: v for k, v in _shallow(info).items()
                               if (v is not None or k not in ("excluded", "stopped", "skipped"))
                               and (v or k != "looks")}
                          for op, info in value.items()}
@@ -152,14 +166,14 @@ class Campaign:
 
     def save(self, directory: Path) -> Path:
         """Write campaign.json atomically: a killed writer leaves the previous one whole."""
-        return atomic_write_json(Path(directory) / CAMPAIGN_JSON, self.to_json())
+        return atomic_write_text(Path(directory) / CAMPAIGN_JSON, json_by_line(self.to_json()))
 
     @classmethod
     def from_json(cls, doc: Any) -> Campaign:
         """The campaign of a campaign.json document; BadDocument naming the first bad field."""
         read = _Reader(doc, "")
         if read.value("schema", str) not in READ_SCHEMAS:
-            raise BadDocument(f"schema is {doc.get('schema')!r}; expected {SCHEMA!r}")
+            raise BadDocument(f"schema is {shown(doc.get('schema'))}; expected {SCHEMA!r}")
         axis = read.child("axis")
         kept = read.optional("executor", dict)
         try:
@@ -168,6 +182,7 @@ class Campaign:
         except UsageError as exc:
             raise BadDocument(str(exc)) from None
         driver = None if read.optional("driver", dict) is None else read.child("driver")
+        facts = executors.fact_names()
         return cls(
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
@@ -176,7 +191,7 @@ class Campaign:
             rounds=read.within("rounds", 1, MAX_ROUNDS), walls=read.numbers("walls"),
             walls_from=read.optional("walls_from", str),
             ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
-            units=[_unit(unit) for unit in read.items("units")],
+            units=[_unit(unit, facts) for unit in read.items("units")],
             state=read.choice("state", CAMPAIGN_STATES),
             noise_floor_pct=float(read.within("noise_floor_pct", 0, MAX_NOISE_FLOOR_PCT, 1.0)
                                   or 1.0),
@@ -214,7 +229,7 @@ class _Reader:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             names = kind.__name__ if isinstance(kind, type) else " or ".join(
                 k.__name__ for k in kind)
-            raise BadDocument(f"{self._name(key)} is {value!r}; expected a {names}")
+            raise BadDocument(f"{self._name(key)} is {shown(value)}; expected a {names}")
         return value  # type: ignore[return-value]  # checked just above
 
     def choice(self, key: str, accepted: tuple[str, ...], of: str = "") -> str:
@@ -222,7 +237,7 @@ class _Reader:
         state a resume acts on, never guessed."""
         value = self.value(key, str)
         if value not in accepted:
-            raise BadDocument(f"{self._name(key)}{of} is {value!r}; expected one of: "
+            raise BadDocument(f"{self._name(key)}{of} is {shown(value)}; expected one of: "
                               f"{', '.join(accepted)}")
         return value
 
@@ -236,7 +251,7 @@ class _Reader:
         whole = isinstance(least, int) and isinstance(most, int)
         value = self.value(key, int if whole else (int, float))
         if not least <= value <= most:  # NaN is never within
-            raise BadDocument(f"{self._name(key)} is {value!r}; expected a number from "
+            raise BadDocument(f"{self._name(key)} is {shown(value)}; expected a number from "
                               f"{least} to {most}")
         return value
 
@@ -254,14 +269,14 @@ class _Reader:
         found = self.value(key, list)
         for i, item in enumerate(found):
             if not isinstance(item, str):
-                raise BadDocument(f"{self._name(key)}[{i}] is {item!r}; expected a str")
+                raise BadDocument(f"{self._name(key)}[{i}] is {shown(item)}; expected a str")
         return list(found)
 
     def numbers(self, key: str) -> dict[str, float]:
         found = self.value(key, dict)
         for name, item in found.items():
             if not isinstance(item, (int, float)) or isinstance(item, bool):
-                raise BadDocument(f"{self._name(key)}.{name} is {item!r}; expected a number")
+                raise BadDocument(f"{self._name(key)}.{name} is {shown(item)}; expected a number")
         return {name: float(item) for name, item in found.items()}
 
 
@@ -272,7 +287,7 @@ def _op(read: _Reader) -> OpRecord:
                     read.optional("stopped", str), read.optional("skipped", str))
 
 
-def _unit(read: _Reader) -> UnitRecord:
+def _unit(read: _Reader, fact_names: tuple[str, ...]) -> UnitRecord:
     wall = read.optional("wall_s", (int, float))
     unit_id = read.value("id", str)
     return UnitRecord(
@@ -281,7 +296,7 @@ def _unit(read: _Reader) -> UnitRecord:
         reason=read.optional("reason", str),
         rc=read.optional("rc", int), wall_s=None if wall is None else float(wall),
         device=read.optional("device", str), attempts=read.value("attempts", int),
-        facts={key: value for key in executors.fact_names()
+        facts={key: value for key in fact_names
                if (value := read.optional(key, str)) is not None},
         started_utc=read.optional("started_utc", str))
 

@@ -291,6 +291,40 @@ def test_an_operators_looks_round_trip_and_an_older_campaign_json_has_none(tmp_p
     assert load(tmp_path).ops["mm"].looks == []
 
 
+def test_a_suites_campaign_json_holds_each_unit_and_operator_on_a_line_of_its_own(tmp_path):
+    # A suite's 2,754 units: indented JSON went through json's Python encoder, 0.12 s a save
+    # and two saves a unit. Each unit's line is what grep finds, and the document is the same.
+    names = [f"op{i:04d}" for i in range(300)]
+    doc = document(tmp_path, rounds=3, ops={op: {"node": f"benchmark/test_{op}.py"}
+                                            for op in names})
+    doc.unit("op0123/r2").facts = {"slurm_task": "9_1"}
+    doc.save(tmp_path)
+    lines = (tmp_path / "campaign.json").read_text().splitlines()
+    found = [line for line in lines if '"op0123/r2"' in line]
+    assert len(found) == 1 and json.loads(found[0].strip().rstrip(",")) == {
+        **doc.unit("op0123/r2").to_json(), "slurm_task": "9_1"}
+    assert sum('"node": "benchmark/test_op0042.py"' in line for line in lines) == 1
+    assert len(lines) < 2 * (len(doc.units) + len(names))
+    assert load(tmp_path) == doc
+
+
+def test_a_bad_value_and_a_unit_not_there_are_one_short_line_in_a_suites_campaign(tmp_path):
+    # Regression: a hand-edited ops list, or a unit id of a suite's campaign that is not in
+    # it, printed the whole list of a thousand operators or units in the error.
+    doc = document(tmp_path, ops={f"op{i:04d}": {"node": "n"} for i in range(900)})
+    doc.save(tmp_path)
+    with pytest.raises(UsageError) as info:
+        doc.unit("zz/r0")
+    assert str(info.value).endswith("op0007/r0 and 1792 more") and len(str(info.value)) < 300
+    edited = json.loads((tmp_path / "campaign.json").read_text())
+    edited["ops"] = sorted(edited["ops"])
+    (tmp_path / "campaign.json").write_text(json.dumps(edited))
+    with pytest.raises(UsageError, match=r"ops is \['op0000', .*\.\.\.; expected a dict$"
+                       ) as info:
+        load(tmp_path)
+    assert len(str(info.value)) < 300
+
+
 def test_the_loader_returns_types_not_dicts(tmp_path):
     document(tmp_path).save(tmp_path)
     again = load(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -10,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness.errors import UsageError
-from harness.fsutil import atomic_write_bytes, atomic_write_json, atomic_write_text
+from harness.fsutil import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    json_by_line,
+)
 
 
 @pytest.fixture
@@ -52,3 +58,20 @@ def test_a_directory_where_the_file_goes_is_a_usage_error_and_nothing_is_left(
         atomic_write_bytes(tmp_path / "ab.png", b"\x89PNG")
     assert [p.name for p in tmp_path.iterdir()] == ["ab.png"]
     assert list((tmp_path / "ab.png").iterdir()) == []
+
+
+
+@pytest.mark.parametrize("doc", [
+    {},
+    {"units": [], "ops": {}, "n": None},
+    {"units": [{"id": "a/r0", "reason": "line\nbreak }, {", "b": [1, {"c": "é"}]}, 2, "x"],
+     "ops": {"z": {"looks": [3]}, "a": "plain"}, "argv": ["--out", "dir with ; and ]"]},
+])
+def test_json_by_line_is_the_same_document_with_an_item_a_line(doc: dict) -> None:
+    text = json_by_line(doc)
+    assert json.loads(text) == doc and text.endswith("}\n")
+    items = sum(len(v) for v in doc.values() if isinstance(v, list | dict))
+    lines = text.splitlines()
+    assert sum(line.startswith("    ") for line in lines) == items  # one line each
+    assert len(lines) == 2 + len(doc) + sum(bool(v) for v in doc.values()
+                                            if isinstance(v, list | dict)) + items
