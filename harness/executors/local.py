@@ -179,8 +179,11 @@ def build(given: Build) -> LocalExecutor:
     if workers in ("A", "B"):
         note = (f"pytest: side {workers} in workers that stay up, side "
                 f"{'B' if workers == 'A' else 'A'} in fresh processes (WORKERS={workers})")
-    return LocalExecutor(worker_devices(given.settings, given.env), resident=workers != "0",
-                         note=note, backend=given.settings.backend)
+    # Its units' own bytecode too: each unit is a process of its own, and a suite has thousands.
+    env = {**procs.child_env(drop=procs.RUN_CHILD_ENV_DROP),
+           **procs.bytecode_env(given.settings.out)}
+    return LocalExecutor(worker_devices(given.settings, given.env), env=env,
+                         resident=workers != "0", note=note, backend=given.settings.backend)
 
 
 def flags(given: Flags, env: Env) -> dict[str, object]:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.campaign.where import LAUNCH
 from harness.contract.states import CRASHED, ERROR, FAILED, OK, TIMEOUT
 from harness.errors import UsageError
+from harness.executors import Build
 from harness.executors.base import Ended, Task, last_line, reason_for, state_for
-from harness.executors.local import LocalExecutor, deal
+from harness.executors.local import LocalExecutor, build, deal
+from harness.settings import spec
 
 # A child that prints its argv and one variable, then exits with the code it is given.
 CHILD = ("import os, sys; print('argv', sys.argv[2:]); print('var', os.environ.get('ZL_X'));"
@@ -154,3 +157,20 @@ def test_a_task_round_trips_through_a_plan_file(tmp_path):
     assert again == Task("a/r1", ("h", "x y;z"), tmp_path / "l", after="a/r0", stage="later",
                          env={"K": "v"}, timeout_s=3600)
     assert Task.from_json({"id": "a", "argv": ["x"], "log": "l"}).timeout_s is None
+
+
+def test_a_campaigns_units_write_their_bytecode_whatever_the_caller_says(tmp_path, monkeypatch):
+    # Each unit is a process of its own: where the caller set PYTHONDONTWRITEBYTECODE (or its
+    # prefix was not writable) every unit compiled the harness again, 0.5 s on an H100's host.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
+    out = tmp_path / "out dir; x"
+    settings = spec.resolve({"backend": "cpu", "runner": "host", "out": str(out)}, env={})
+    executor = build(Build(settings, None, tmp_path, LAUNCH, workers="0"))
+    (tmp_path / "unit_module.py").write_text("X = 1\n")
+    child = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import unit_module"
+    events = Recorder()
+    executor.run([Task("u/r0", (sys.executable, "-c", child), tmp_path / "u.log")], events)
+    assert [e.state for e in events.ends] == [OK]
+    assert list((out / ".pycache").rglob("unit_module*.pyc"))
+    assert not list(tmp_path.glob("__pycache__"))  # nothing beside the sources

@@ -16,6 +16,7 @@ import pytest
 from harness.contract import boundary
 from harness.contract.boundary import RECORD_LOGS_FILE
 from harness.errors import PreflightError, UsageError
+from harness.executors import procs as supervise
 from harness.providers.flaggems import Node
 from harness.run import outputs, rundir, runner
 from harness.run.preflight import PartialPlan, Plan
@@ -121,9 +122,9 @@ def test_a_callers_bytecode_prefix_is_shared_by_runs_on_the_host_but_not_by_an_i
     # an image writes only under OUT on the host: the caller's folder is not there
     settings = _settings(tmp_path, out=str(tmp_path / "c"))
     own = str((tmp_path / "c" / ".pycache").resolve())
-    assert runner.pycache_prefix(settings, in_image=True) == own
+    assert supervise.bytecode_env(settings.out, in_image=True)["PYTHONPYCACHEPREFIX"] == own
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", "")  # empty is unset
-    assert runner.pycache_prefix(settings, in_image=False) == own
+    assert supervise.bytecode_env(settings.out)["PYTHONPYCACHEPREFIX"] == own
 
 
 def test_dtypes_reach_flaggems_as_its_appending_option_and_the_caliber(tmp_path):
