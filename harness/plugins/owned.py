@@ -1,11 +1,18 @@
-"""The modules a worker's pytest session owns: imported afresh by each, forgotten after it."""
+"""The modules a worker's pytest session owns: imported afresh by each, forgotten after it;
+and the session's own plugin that fingerprints what its collection imported."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import sys
+import types
 from pathlib import Path
+
+import pytest
+
+from harness.plugins import leftovers
 
 # Imported once, by the worker: the harness's other plugins are imported afresh each session.
 KEPT_PLUGINS = tuple(f"harness.plugins.{m}" for m in (
@@ -83,3 +90,39 @@ def test_roots(args: list[str], cwd: Path) -> list[Path]:
         if top not in (None, ".", ".."):
             roots.append((cwd / str(top)).resolve())
     return roots
+
+
+def plugin_modules(manager: pytest.PytestPluginManager) -> set[str]:
+    """The modules of a session's pytest plugins that are modules: each one's name and those of
+    the modules its hook functions come from. pytest-mock's entry point registers the package
+    `pytest_mock`; its hooks, and the asserts they patch into unittest.mock, are
+    `pytest_mock.plugin`'s."""
+    found = set()
+    for plugin in manager.get_plugins():
+        if not isinstance(plugin, types.ModuleType):
+            continue
+        found.add(str(vars(plugin).get("__name__")))
+        for caller in manager.get_hookcallers(plugin) or ():
+            found |= {str(getattr(impl.function, "__module__", None))
+                      for impl in caller.get_hookimpls() if impl.plugin is plugin}
+    return found
+
+
+class Probe:
+    """A session's own plugin: the fingerprint of the modules its collection imported first,
+    taken before its first test, so that what its tests then change in them is seen too."""
+
+    def __init__(self, known: set[str], roots: list[Path], plugins: set[str]) -> None:
+        self.known, self.roots, self.plugins = known, roots, plugins
+        self.collected: leftovers.Fingerprint | None = None
+        self.plugin_modules: set[str] = set()  # the session's pytest plugins, as modules
+
+    @pytest.hookimpl(trylast=True)  # trylast: after every other plugin's collection hooks
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        ours = set(session_modules(self.roots, self.plugins))
+        self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
+        self.plugin_modules = plugin_modules(session.config.pluginmanager)
+        # What collection imported lives as long as the session (see Worker.session); its
+        # garbage is collected first, or it would stay, device memory too, until the end.
+        gc.collect()
+        gc.freeze()

@@ -38,7 +38,6 @@ import sys
 import threading
 import time
 import traceback
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ import pytest
 
 from harness.contract import boundary
 from harness.plugins import descendants, held, leftovers
-from harness.plugins.owned import forget, session_modules, session_plugins, test_roots
+from harness.plugins.owned import Probe, forget, session_modules, session_plugins, test_roots
 
 REQUEST_LIMIT = 16 << 20  # bytes of one request line: argv and environment
 PR_SET_PDEATHSIG = 1
@@ -124,42 +123,6 @@ def threads_left(threads: set[threading.Thread]) -> str | None:
         else None
 
 
-def plugin_modules(manager: pytest.PytestPluginManager) -> set[str]:
-    """The modules of a session's pytest plugins that are modules: each one's name and those of
-    the modules its hook functions come from. pytest-mock's entry point registers the package
-    `pytest_mock`; its hooks, and the asserts they patch into unittest.mock, are
-    `pytest_mock.plugin`'s."""
-    found = set()
-    for plugin in manager.get_plugins():
-        if not isinstance(plugin, types.ModuleType):
-            continue
-        found.add(str(vars(plugin).get("__name__")))
-        for caller in manager.get_hookcallers(plugin) or ():
-            found |= {str(getattr(impl.function, "__module__", None))
-                      for impl in caller.get_hookimpls() if impl.plugin is plugin}
-    return found
-
-
-class Probe:
-    """A session's own plugin: the fingerprint of the modules its collection imported first,
-    taken before its first test, so that what its tests then change in them is seen too."""
-
-    def __init__(self, known: set[str], roots: list[Path], plugins: set[str]) -> None:
-        self.known, self.roots, self.plugins = known, roots, plugins
-        self.collected: leftovers.Fingerprint | None = None
-        self.plugin_modules: set[str] = set()  # the session's pytest plugins, as modules
-
-    @pytest.hookimpl(trylast=True)  # trylast: after every other plugin's collection hooks
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        ours = set(session_modules(self.roots, self.plugins))
-        self.collected = leftovers.take(lambda n: n not in self.known and n not in ours)
-        self.plugin_modules = plugin_modules(session.config.pluginmanager)
-        # What collection imported lives as long as the session (see Worker.session); its
-        # garbage is collected first, or it would stay, device memory too, until the end.
-        gc.collect()
-        gc.freeze()
-
-
 class Worker:
     """The sessions of one worker and what a fresh process had before its first."""
 
@@ -183,6 +146,11 @@ class Worker:
         self.seconds: dict[str, float] = {}
         # the device's bytes allocated after the last whole collection (collect_all)
         self.baseline: int | None = None
+        # the fingerprint of the worker as it waits for its next session (take_ahead), and
+        # the seconds it took; the last session's own, let go after its reply
+        self.ahead: leftovers.Fingerprint | None = None
+        self.ahead_s = 0.0
+        self.spent: object = None
 
     def session(self, request: dict[str, Any], fd: int) -> int:
         """Run one pytest session with its output on `fd`; its exit code (3 where pytest
@@ -195,7 +163,7 @@ class Worker:
         handlers = _handlers()
         threads = set(threading.enumerate())
         device = self._device(env)
-        before = leftovers.take(lambda n: True, self.torch, device)
+        before = self._before(device)
         probe = Probe(set(before.modules), roots, plugins)
         self.runs += 1
         with output_to(fd):
@@ -232,7 +200,28 @@ class Worker:
         with self._timed("compare"):
             self.left = self.left_behind(threads, before, probe.collected, gone, device,
                                          probe.plugin_modules)
+        self.spent = (before, probe)  # let go after the reply: 8 ms of a run's wall
         return rc
+
+    def take_ahead(self) -> None:
+        """Fingerprint the worker while it waits for its next session, which then starts
+        without taking one (about 0.1 s of each run's startup on an H100's host: the other
+        side's session runs meanwhile). It errs the safe way: a change between now and that
+        session, which a fingerprint taken at its start would have missed, reads as the
+        session's own and retires the worker."""
+        began = time.perf_counter()
+        self.ahead = leftovers.take(lambda n: True)
+        self.ahead_s = time.perf_counter() - began
+
+    def _before(self, device: str | None) -> leftovers.Fingerprint:
+        """The fingerprint a session is compared with: the one taken ahead, with the switches
+        read now (some are the session's device's), else one taken now."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return leftovers.take(lambda n: True, self.torch, device)
+        self.seconds["ahead"] = self.ahead_s
+        ahead.switches = leftovers.switches(self.torch, device) if self.torch is not None else {}
+        return ahead
 
     @contextlib.contextmanager
     def _timed(self, key: str) -> Iterator[None]:
@@ -346,6 +335,8 @@ class Worker:
     def serve(self, listener: socket.socket) -> None:
         """Run sessions until one retires the worker."""
         while True:
+            self.spent = None
+            self.take_ahead()
             conn, _ = listener.accept()
             with conn:
                 try:

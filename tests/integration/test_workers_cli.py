@@ -112,7 +112,9 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
             assert "worker_s" not in launch[0] and phases["worker_checks"] == 0.0
             continue
         seconds = launch[0]["worker_s"]
-        assert set(seconds) == {"prepare", "restore", "garbage", "compare", "device"}, seconds
+        # `ahead`: the fingerprint the worker took as it waited for the session, outside it
+        assert set(seconds) == {"ahead", "prepare", "restore", "garbage", "compare",
+                                "device"}, seconds
         assert all(v >= 0 for v in seconds.values()) and seconds["restore"] > 0
         assert phases["worker_checks"] == pytest.approx(
             sum(seconds[k] for k in ("restore", "garbage", "compare", "device")), abs=1e-5)

@@ -17,7 +17,7 @@ from harness.executors import workers
 from harness.executors.lease import WorkerRun, start_pytest
 from harness.executors.procs import stop_children
 from harness.executors.workers import WorkerHost, worker_key
-from harness.plugins import owned, worker
+from harness.plugins import leftovers, owned
 from harness.providers.flaggems import Node
 from harness.run import runner
 from harness.run.plugin_plan import PLUGINS_VAR
@@ -476,7 +476,7 @@ def test_a_plugins_modules_are_its_own_and_those_its_hooks_come_from():
     for plugin in (package, types.ModuleType("zlbare"), Probe()):
         manager.register(plugin)
     # an object's hooks are not a module plugin's: this test module's state stays watched
-    assert worker.plugin_modules(manager) == {"zlpkg", "zlpkg.plugin", "zlbare"}
+    assert owned.plugin_modules(manager) == {"zlpkg", "zlpkg.plugin", "zlbare"}
 
 
 @SLOW
@@ -698,6 +698,31 @@ def test_a_device_the_session_left_unusable_retires_the_worker(torch, why):
     worker.torch = torch
     assert worker.retire_reason(0, {boundary.BACKEND_VAR: "cuda"}) == why
     assert worker.retire_reason(1, {boundary.BACKEND_VAR: "cuda"}) == "its session exited 1"
+
+
+def test_a_fingerprint_taken_while_the_worker_waits_is_the_next_sessions_and_sees_changes_since(
+        monkeypatch):
+    # The fingerprint a session is compared with is taken as the worker waits (the other
+    # side's session runs then), not at the session's start: a change in between, which one
+    # taken at the start would have missed, reads as a difference.
+    from harness.plugins import worker as worker_module
+
+    worker = worker_module.Worker()
+    worker.torch = None
+    watched = types.ModuleType("zl_idle_change")
+    watched.call = len
+    monkeypatch.setitem(sys.modules, "zl_idle_change", watched)
+    worker.take_ahead()
+    assert worker.ahead is not None and worker.ahead_s > 0
+    watched.call = sorted  # patched while the worker waited
+    before = worker._before(None)
+    assert worker.ahead is None and worker.seconds["ahead"] == worker.ahead_s
+    found = leftovers.differences(before, {}, lambda n: False, lambda n: False)
+    assert "zl_idle_change.call" in found, found
+    # without one taken ahead (a worker's first session after a retired one), one is taken now
+    again = worker._before(None)
+    assert again is not before and leftovers.differences(
+        again, {}, lambda n: False, lambda n: False) == []
 
 
 def test_device_memory_other_than_its_baseline_collects_everything_after_the_session(
