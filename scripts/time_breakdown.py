@@ -12,13 +12,14 @@ campaign's later rounds alone: `python3 scripts/time_breakdown.py CAMPAIGN/*/*/r
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.errors import HarnessError  # noqa: E402
+from harness.errors import EXIT_BROKEN_PIPE, HarnessError  # noqa: E402
 from harness.report import breakdown  # noqa: E402
 
 
@@ -32,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    breakdown.render(result, print)
+    try:
+        breakdown.render(result, print)
+        sys.stdout.flush()
+    except BrokenPipeError:  # its reader left (`| head`): stop as a shell tool does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     return 0
 
 

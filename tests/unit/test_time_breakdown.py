@@ -4,6 +4,7 @@ the sum over a campaign that scripts/time_breakdown.py prints."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from harness.contract import boundary, breakdown
-from harness.errors import UsageError
+from harness.errors import EXIT_BROKEN_PIPE, UsageError
 from harness.plugins import phases
 from harness.report import breakdown as report
 from harness.settings.spec import REPO_ROOT
@@ -176,6 +177,18 @@ def test_the_script_prints_the_table_and_fails_on_an_empty_folder(tmp_path):
     failed = subprocess.run([*script, str(tmp_path / "empty")], capture_output=True, text=True,
                             timeout=60)
     assert failed.returncode == 2 and "no time_breakdown.json below" in failed.stderr
+
+
+def test_the_script_piped_into_head_stops_without_a_traceback(tmp_path):
+    # Regression: `time_breakdown.py CAMPAIGN | head -3` ended in a BrokenPipeError traceback.
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "time_breakdown.py")]
+    proc = subprocess.Popen([*script, str(campaign(tmp_path / "c"))], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line: every write fails
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and proc.returncode in (0, EXIT_BROKEN_PIPE), err
 
 
 def test_several_folders_sum_each_run_once(tmp_path):
