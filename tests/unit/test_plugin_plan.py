@@ -15,7 +15,6 @@ from harness.run.plugin_plan import (
     RECORD_LOG,
     TIMING,
     WARMUP_SHARE,
-    YAML_C,
     plan_plugins,
     pytest_plugin_args,
     pytest_plugin_env,
@@ -39,24 +38,22 @@ def test_compat_plugin_precedes_device_setup_even_when_added_later():
     assert plan.index(musa.compat_plugins[0]) < plan.index(DEVICE_SETUP)
 
 
-AFTER_TIMING = (RECORD_LOG, OUTCOMES, COLLECT, YAML_C)  # every run's, after its timer
-
-
 def test_device_setup_only_where_flaggems_dispatches_to_a_vendor():
     assert DEVICE_SETUP in plan_plugins(backends.get("cuda"), "graph")
     assert DEVICE_SETUP not in plan_plugins(backends.get("cpu"), "direct")
     fake = dataclasses.replace(backends.get("cpu"), compat_plugins=("x.compat",))
-    assert plan_plugins(fake, "direct") == ("x.compat", TIMING, *AFTER_TIMING)
+    assert plan_plugins(fake, "direct") == ("x.compat", TIMING, RECORD_LOG, OUTCOMES, COLLECT)
 
 
 def test_capture_only_for_the_graph_timer_on_a_capturing_backend():
     cuda = backends.get("cuda")
-    assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING, *AFTER_TIMING)
-    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING, *AFTER_TIMING)
+    assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING, RECORD_LOG, OUTCOMES,
+                                           COLLECT)
+    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING, RECORD_LOG, OUTCOMES, COLLECT)
     assert CAPTURE not in plan_plugins(backends.get("cpu"), "graph")
     musa = backends.get("musa")
     assert plan_plugins(musa, "graph") == (*musa.compat_plugins, DEVICE_SETUP, CAPTURE, TIMING,
-                                           *AFTER_TIMING)
+                                           RECORD_LOG, OUTCOMES, COLLECT)
 
 
 def test_plugins_load_in_order_through_the_environment_after_the_callers_own():
