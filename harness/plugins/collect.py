@@ -22,13 +22,14 @@ _NAMED = pytest.StashKey[frozenset[Path]]()
 
 def named_files(args: Sequence[str], cwd: Path) -> frozenset[Path]:
     """The resolved .py files that `args` name (a file, or a node in it); empty where any
-    argument names something else, which then keeps the whole collection."""
+    argument names something else (a folder, even one named `x.py`), which then keeps the
+    whole collection."""
     found = set()
     for arg in args:
-        path = Path(arg.split("::", 1)[0])
-        if path.suffix != ".py":
+        path = (cwd / arg.split("::", 1)[0]).resolve()
+        if path.suffix != ".py" or not path.is_file():
             return frozenset()
-        found.add((cwd / path).resolve())
+        found.add(path)
     return frozenset(found)
 
 

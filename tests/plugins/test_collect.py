@@ -59,8 +59,24 @@ def test_a_folder_among_the_arguments_keeps_the_whole_collection(pytester, args)
     assert ("test_4.py" in names) == ("benchmark" in args)
 
 
+def test_a_folder_named_like_a_module_keeps_the_whole_collection(pytester):
+    # Regression: a folder `pkg.py/` among the arguments was taken for a file, and its tests
+    # were ignored ("no tests ran" where pytest alone ran them).
+    suite(pytester, files=2)
+    folder = pytester.path / "pkg.py"
+    folder.mkdir()
+    (folder / "test_d.py").write_text("def test_d():\n    pass\n")
+    for args in (["pkg.py"], ["benchmark/test_1.py", "pkg.py"]):
+        result = pytester.runpytest("-p", "harness.plugins.collect", *args)
+        result.assert_outcomes(passed=len(args))
+
+
 def test_named_files_are_resolved_and_anything_else_names_none(tmp_path):
+    (tmp_path / "a").mkdir()
+    for name in ("test_x.py", "test_z.py"):
+        (tmp_path / "a" / name).write_text("")
     assert named_files(["a/test_x.py::test_y[1-2]", "b/../a/test_z.py"], tmp_path) == {
         (tmp_path / "a" / "test_x.py").resolve(), (tmp_path / "a" / "test_z.py").resolve()}
     assert named_files(["a/test_x.py", "a"], tmp_path) == frozenset()
+    assert named_files(["a/missing.py"], tmp_path) == frozenset()
     assert named_files([], Path("/")) == frozenset()
