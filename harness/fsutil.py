@@ -68,18 +68,21 @@ def json_by_line(doc: dict[str, Any]) -> str:
     (a suite's campaign.json then took 0.1 s to write, twice a unit)."""
     compact = json.JSONEncoder(sort_keys=True, default=str, separators=(", ", ": ")).encode
 
+    def keyed(value: dict[Any, Any]) -> dict[str, Any]:  # its keys as json writes them
+        return {k if isinstance(k, str) else json.loads(compact({k: 0})).popitem()[0]: v
+                for k, v in value.items()}
+
     lines = []
-    for key in sorted(doc):
-        value, name = doc[key], compact(key)
+    for key, value in sorted(keyed(doc).items()):
         if isinstance(value, list) and value:
             inner = ",\n".join(f"    {compact(item)}" for item in value)
-            lines.append(f"  {name}: [\n{inner}\n  ]")
+            lines.append(f"  {compact(key)}: [\n{inner}\n  ]")
         elif isinstance(value, dict) and value:
-            inner = ",\n".join(f"    {compact(str(k))}: {compact(value[k])}"
-                               for k in sorted(value, key=str))
-            lines.append(f"  {name}: {{\n{inner}\n  }}")
+            inner = ",\n".join(f"    {compact(k)}: {compact(v)}"
+                               for k, v in sorted(keyed(value).items()))
+            lines.append(f"  {compact(key)}: {{\n{inner}\n  }}")
         else:
-            lines.append(f"  {name}: {compact(value)}")
+            lines.append(f"  {compact(key)}: {compact(value)}")
     return "\n".join(["{", ",\n".join(lines), "}"] if lines else ["{", "}"]) + "\n"
 
 

@@ -183,6 +183,8 @@ class Campaign:
             raise BadDocument(str(exc)) from None
         driver = None if read.optional("driver", dict) is None else read.child("driver")
         facts = executors.fact_names()
+        ops = {op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)}
+        units = _units(read.items("units"), facts, ops)
         return cls(
             dir=read.value("dir", str), created_utc=read.value("created_utc", str),
             axis=Axis(axis.value("name", str), axis.optional("variable", str),
@@ -190,8 +192,7 @@ class Campaign:
             caliber=read.value("caliber", dict), argv=with_former_defaults(read.strings("argv")),
             rounds=read.within("rounds", 1, MAX_ROUNDS), walls=read.numbers("walls"),
             walls_from=read.optional("walls_from", str),
-            ops={op: _op(read.child("ops").child(op)) for op in read.value("ops", dict)},
-            units=[_unit(unit, facts) for unit in read.items("units")],
+            ops=ops, units=units,
             state=read.choice("state", CAMPAIGN_STATES),
             noise_floor_pct=float(read.within("noise_floor_pct", 0, MAX_NOISE_FLOOR_PCT, 1.0)
                                   or 1.0),
@@ -285,6 +286,22 @@ def _op(read: _Reader) -> OpRecord:
                     int(read.within("rounds", 0, MAX_ROUNDS)), read.optional("excluded", str),
                     [int(n) for n in read.optional("looks", list) or []],
                     read.optional("stopped", str), read.optional("skipped", str))
+
+
+def _units(items: list[_Reader], fact_names: tuple[str, ...], ops: dict[str, OpRecord]
+           ) -> list[UnitRecord]:
+    """The units, each its operator's (one of `ops`) and round's, once: a unit of an operator
+    the campaign lacks was a traceback on resume, a second one of an id rerun on every one."""
+    units: dict[str, UnitRecord] = {}
+    for i, read in enumerate(items):
+        unit = _unit(read, fact_names)
+        why = ("is not its op and round" if unit.id != f"{unit.op}/r{unit.round}" else
+               f"is of operator {shown(unit.op)}, which ops lacks" if unit.op not in ops else
+               "is there twice" if unit.id in units else None)
+        if why:
+            raise BadDocument(f"units[{i}] (unit {shown(unit.id)}) {why}")
+        units[unit.id] = unit
+    return list(units.values())
 
 
 def _unit(read: _Reader, fact_names: tuple[str, ...]) -> UnitRecord:

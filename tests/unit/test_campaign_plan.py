@@ -265,6 +265,12 @@ def test_campaign_json_round_trips_with_the_keys_it_always_had(tmp_path):
      "units[1].status (unit 'bad/r0') is 'bogus'; expected one of: ok, failed, error, "
      "not_run, interrupted, timeout, crashed, skipped, submitted, running, excluded"),
     (lambda d: d.update(state="finished"), "state is 'finished'; expected one of: planned, "),
+    # Regression: a unit of an operator not in ops was a KeyError traceback on resume, and a
+    # second unit of one id was rerun on every resume, which never finished.
+    (lambda d: d["units"].append({**d["units"][0], "id": "zz/r0", "op": "zz"}),
+     "units[4] (unit 'zz/r0') is of operator 'zz', which ops lacks"),
+    (lambda d: d["units"].append(dict(d["units"][0])), "units[4] (unit 'mm/r0') is there twice"),
+    (lambda d: d["units"][0].update(round=1), "units[0] (unit 'mm/r0') is not its op and round"),
 ])
 def test_a_bad_campaign_json_is_one_line_naming_the_field(tmp_path, edit, field):
     # Regression: `units: null` or a unit without its op was a traceback on resume.
