@@ -29,11 +29,12 @@ as `__triton_launcher`).
 from __future__ import annotations
 
 import gc
+import operator
 import os
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,10 +202,13 @@ def _rebound(old: object, new: object, rules: _Rules, holder: str | None) -> boo
     return not (owner and (rules.imported(owner) or _unwatched(owner)))
 
 
-def _namespace_changes(label: str, before: dict[str, Any], now: dict[str, Any],
+def _namespace_changes(label: str, before: dict[str, Any], now: Mapping[str, Any],
                        rules: _Rules, bases: tuple[type, ...] | None, holder: str | None
                        ) -> Iterable[str]:
     """`bases`: a class's bases (its names added are read too); None for a module's."""
+    if before.keys() == now.keys() and all(map(operator.is_, before.values(),
+                                               map(now.__getitem__, before))):
+        return  # every name holds what it held: the common case, decided without a call
     missing = object()
     for name, old in before.items():
         new = now.get(name, missing)
@@ -300,7 +304,7 @@ def differences(before: Fingerprint, now: dict[str, object], imported: Callable[
         found += changes
     for cls, label, own in before.classes.values():
         holder = vars(cls).get("__module__")
-        found += _namespace_changes(label, own, dict(vars(cls)), rules, cls.__mro__[1:],
+        found += _namespace_changes(label, own, vars(cls), rules, cls.__mro__[1:],
                                     holder if isinstance(holder, str) else None)
     found += [label for fn, label, code in before.codes.values() if fn.__code__ is not code]
     defined = _added(before.switches.get(LIBRARY_DEFS), now.get(LIBRARY_DEFS))
