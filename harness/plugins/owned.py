@@ -16,7 +16,7 @@ from harness.plugins import leftovers
 
 # Imported once, by the worker: the harness's other plugins are imported afresh each session.
 KEPT_PLUGINS = tuple(f"harness.plugins.{m}" for m in (
-    "worker", "owned", "leftovers", "held", "descendants"))
+    "worker", "owned", "leftovers", "held", "descendants", "memo"))
 PLUGINS_PACKAGE = "harness.plugins."
 
 

@@ -18,6 +18,7 @@ AUTOTUNE = "harness.plugins.autotune"
 RECORD_LOG = "harness.plugins.record_log"
 OUTCOMES = "harness.plugins.outcomes"
 COLLECT = "harness.plugins.collect"
+YAML_CACHE = "harness.plugins.yaml_cache"
 PRECOMPILE = PRECOMPILE_PLUGIN
 SCREEN = SCREEN_PLUGIN
 WARMUP_SHARE = WARMUP_SHARE_PLUGIN
@@ -38,8 +39,9 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
     since it records the timer of every row and applies REPEAT. autotune applies when the run
     records or replays winners (`tuning`) on a backend whose kernels are tuned by Triton.
     record_log always runs: it keeps FlagGems' record log in the run directory; so does
-    outcomes, which tells a skipped run from one that measured nothing, and collect, which
-    keeps a node's session from visiting every file of its package. precompile
+    outcomes, which tells a skipped run from one that measured nothing; collect, which
+    keeps a node's session from visiting every file of its package; and yaml_cache, which
+    parses a shapes file once a worker rather than once a benchmark. precompile
     applies where `precompile` (COMPILE_WORKERS is on and the installed Triton compiles
     concurrently: see `harness.precompile.off_reason`) on a backend whose kernels are tuned by
     Triton. screen applies where `screen` (TUNE_SCREEN is on, and the run tunes for itself:
@@ -54,7 +56,7 @@ def plan_plugins(backend: Backend, timer: str, tuning: bool = False,
         plugins.append(DEVICE_SETUP)
     if timer == "graph" and backend.can_capture and not share:
         plugins.append(CAPTURE)
-    plugins += [WARMUP_SHARE if share else TIMING, RECORD_LOG, OUTCOMES, COLLECT]
+    plugins += [WARMUP_SHARE if share else TIMING, RECORD_LOG, OUTCOMES, COLLECT, YAML_CACHE]
     if tuning and "triton" in backend.python_modules:
         plugins.append(AUTOTUNE)
     if precompile and "triton" in backend.python_modules:

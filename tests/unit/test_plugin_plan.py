@@ -15,6 +15,7 @@ from harness.run.plugin_plan import (
     RECORD_LOG,
     TIMING,
     WARMUP_SHARE,
+    YAML_CACHE,
     plan_plugins,
     pytest_plugin_args,
     pytest_plugin_env,
@@ -42,18 +43,20 @@ def test_device_setup_only_where_flaggems_dispatches_to_a_vendor():
     assert DEVICE_SETUP in plan_plugins(backends.get("cuda"), "graph")
     assert DEVICE_SETUP not in plan_plugins(backends.get("cpu"), "direct")
     fake = dataclasses.replace(backends.get("cpu"), compat_plugins=("x.compat",))
-    assert plan_plugins(fake, "direct") == ("x.compat", TIMING, RECORD_LOG, OUTCOMES, COLLECT)
+    assert plan_plugins(fake, "direct") == ("x.compat", TIMING, RECORD_LOG, OUTCOMES,
+                                            COLLECT, YAML_CACHE)
 
 
 def test_capture_only_for_the_graph_timer_on_a_capturing_backend():
     cuda = backends.get("cuda")
     assert plan_plugins(cuda, "graph") == (DEVICE_SETUP, CAPTURE, TIMING, RECORD_LOG, OUTCOMES,
-                                           COLLECT)
-    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING, RECORD_LOG, OUTCOMES, COLLECT)
+                                           COLLECT, YAML_CACHE)
+    assert plan_plugins(cuda, "direct") == (DEVICE_SETUP, TIMING, RECORD_LOG, OUTCOMES, COLLECT,
+                                           YAML_CACHE)
     assert CAPTURE not in plan_plugins(backends.get("cpu"), "graph")
     musa = backends.get("musa")
     assert plan_plugins(musa, "graph") == (*musa.compat_plugins, DEVICE_SETUP, CAPTURE, TIMING,
-                                           RECORD_LOG, OUTCOMES, COLLECT)
+                                           RECORD_LOG, OUTCOMES, COLLECT, YAML_CACHE)
 
 
 def test_plugins_load_in_order_through_the_environment_after_the_callers_own():

@@ -1,0 +1,190 @@
+"""yaml_cache: a YAML document parsed once a process (and a worker), each caller given what a
+parse of its own would have given it."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.contract import boundary
+from harness.executors.lease import start_pytest
+from harness.executors.workers import WorkerHost
+from harness.plugins import memo, yaml_cache
+from harness.plugins.yaml_cache import caching
+from harness.settings.spec import REPO_ROOT
+
+SHAPES = "Add:\n  shapes:\n    - [64, 64]\n    - [1024, 1024]\nSum:\n  shapes: [[16]]\n"
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> memo.Store:
+    fresh = memo.Store()
+    monkeypatch.setattr(memo, "PARSED", fresh)
+    return fresh
+
+
+class Counted:
+    """A loader's safe_load that counts its parses."""
+
+    def __init__(self, loader: type = yaml.SafeLoader) -> None:
+        self.loader, self.calls = loader, 0
+
+    def __call__(self, stream: Any) -> Any:
+        self.calls += 1
+        return yaml.load(stream, self.loader)  # noqa: S506 - a safe loader, or a test's subclass
+
+
+def parse(load: Any, path: Path) -> Any:
+    with open(path, encoding="utf-8") as file:
+        return load(file)
+
+
+def test_the_same_text_is_parsed_once_and_each_caller_gets_a_copy_of_its_own(tmp_path, store):
+    original = Counted()
+    load = caching(original, yaml.SafeLoader)
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    one.write_text(SHAPES)
+    two.write_text(SHAPES)
+    first = parse(load, one)
+    assert first == yaml.safe_load(SHAPES) and original.calls == 1
+    first["Add"]["shapes"].append([1, 1])  # a caller that changes what it got
+    again, other = parse(load, one), parse(load, two)  # another file of the same text too
+    assert again == other == yaml.safe_load(SHAPES) and again is not other
+    assert original.calls == 1
+    assert load(SHAPES) == yaml.safe_load(SHAPES) and original.calls == 1  # a str of it too
+    assert load(SHAPES.encode()) == yaml.safe_load(SHAPES) and original.calls == 2  # bytes
+
+
+def test_a_file_changed_between_calls_is_parsed_again(tmp_path, store):
+    original = Counted()
+    load = caching(original, yaml.SafeLoader)
+    path = tmp_path / "core_shapes.yaml"
+    path.write_text(SHAPES)
+    assert parse(load, path)["Sum"] == {"shapes": [[16]]}
+    path.write_text(SHAPES.replace("[[16]]", "[[32]]"))
+    assert parse(load, path)["Sum"] == {"shapes": [[32]]} and original.calls == 2
+
+
+def test_a_stream_is_read_from_where_it_stands_and_left_at_its_end(tmp_path, store):
+    load = caching(Counted(), yaml.SafeLoader)
+    path = tmp_path / "s.yaml"
+    path.write_text("# a header the caller read first\n" + SHAPES)
+    for _ in range(2):  # a miss, then a hit
+        with open(path, encoding="utf-8") as file:
+            file.readline()
+            assert load(file) == yaml.safe_load(SHAPES)
+            assert file.read() == ""
+
+
+def test_what_fails_to_parse_fails_as_pyyamls_own_naming_the_file_and_is_not_kept(tmp_path,
+                                                                                 store):
+    original = Counted()
+    load = caching(original, yaml.SafeLoader)
+    path = tmp_path / "bad shapes; x.yaml"
+    path.write_text("a:\t1\n")  # a tab PyYAML's parser refuses
+    with pytest.raises(yaml.YAMLError) as own:
+        parse(yaml.safe_load, path)
+    for calls in (1, 2):
+        with pytest.raises(yaml.YAMLError) as ours:
+            parse(load, path)
+        assert str(ours.value) == str(own.value) and str(path) in str(ours.value)
+        assert original.calls == calls
+    assert not store.values
+
+
+def test_a_loader_changed_since_the_parse_parses_again(store):
+    class Loader(yaml.SafeLoader):
+        """A loader of the test's own, changed as a session might change SafeLoader."""
+
+    original = Counted(Loader)
+    load = caching(original, Loader)
+    assert load("n: 7\nflag: switch-on\n") == {"n": 7, "flag": "switch-on"}
+    Loader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: f"int {node.value}")
+    # a tag's entry replaced
+    assert load("n: 7\nflag: switch-on\n") == {"n": "int 7", "flag": "switch-on"}
+    Loader.add_implicit_resolver("!on", re.compile("^switch-on$"), ["s"])
+    Loader.add_constructor("!on", lambda loader, node: "switch")
+    assert load("n: 7\nflag: switch-on\n") == {"n": "int 7", "flag": "switch"}  # a resolver
+    assert original.calls == 3
+
+
+def test_a_stream_that_cannot_be_rewound_or_is_too_long_is_parsed_each_time(tmp_path, store,
+                                                                           monkeypatch):
+    original = Counted()
+    load = caching(original, yaml.SafeLoader)
+    for _ in range(2):
+        read, write = os.pipe()
+        os.write(write, SHAPES.encode())
+        os.close(write)
+        with open(read, encoding="utf-8") as pipe:
+            assert load(pipe) == yaml.safe_load(SHAPES)
+    monkeypatch.setattr(yaml_cache, "LARGEST", len(SHAPES) - 1)
+    big = tmp_path / "big.yaml"
+    big.write_text(SHAPES)
+    assert parse(load, big) == yaml.safe_load(SHAPES)
+    assert original.calls == 3 and not store.values
+
+
+def test_the_store_keeps_its_newest_entries(store):
+    small = memo.Store(limit=2)
+    for key in "abca":
+        small.put(key, key.upper())
+    assert list(small.values) == ["c", "a"] and small.get("b", "none") == "none"
+
+
+SESSION_TEST = '''import yaml
+
+from harness.plugins import memo
+
+
+def test_shapes():
+    with open("core_shapes.yaml") as file:
+        assert yaml.safe_load(file)["Sum"] == {"shapes": [[16]]}
+    (key, kept), = memo.PARSED.values.items()
+    print("kept", id(memo), id(kept), yaml.safe_load.__module__)
+'''
+
+
+def test_a_worker_keeps_a_parse_for_its_next_session_and_puts_pyyaml_back_after_each(
+        tmp_path):
+    suite = tmp_path / "suite"
+    (suite / "tests").mkdir(parents=True)
+    (suite / "tests" / "test_shapes.py").write_text(SESSION_TEST)
+    (suite / "core_shapes.yaml").write_text(SHAPES)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
+           "PYTEST_PLUGINS": "harness.plugins.yaml_cache", boundary.BACKEND_VAR: "cpu"}
+    argv = [sys.executable, "-m", "pytest", "tests/test_shapes.py", "-s", "-q", "-p",
+            "no:cacheprovider"]
+    kept, facts = [], []
+    with WorkerHost() as host:
+        for _ in range(3):
+            proc, fact = start_pytest(argv, suite, env, host.path)
+            assert proc.stdout is not None
+            out = proc.stdout.read().decode()
+            assert proc.wait() == 0, out
+            kept.append(next(x for x in out.splitlines() if x.startswith("kept")).split()[1:])
+            facts.append(fact)
+    # one worker, never retired: yaml.safe_load was PyYAML's own again after each session
+    assert [(f["kind"], f["session"], f["retired"]) for f in facts] == [
+        ("worker", n, None) for n in (1, 2, 3)]
+    # the store is the same module's in every session, holding the first session's parse
+    assert kept[0] == kept[1] == kept[2]
+    assert kept[0][2] == "harness.plugins.yaml_cache"
+
+
+def test_a_session_leaves_pyyaml_as_it_found_it(pytester):
+    own = yaml.safe_load
+    pytester.makepyfile(test_it="""
+import yaml
+def test_it():
+    assert yaml.safe_load.__module__ == "harness.plugins.yaml_cache"
+    assert yaml.safe_load("a: 1") == {"a": 1}
+""")
+    pytester.runpytest("-p", "harness.plugins.yaml_cache").assert_outcomes(passed=1)
+    assert yaml.safe_load is own
