@@ -3,6 +3,7 @@ parse of its own would have given it."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
@@ -27,6 +28,16 @@ def store(monkeypatch: pytest.MonkeyPatch) -> memo.Store:
     fresh = memo.Store()
     monkeypatch.setattr(memo, "PARSED", fresh)
     return fresh
+
+
+def test_a_file_that_is_not_text_fails_as_pyyamls_own_read_of_it(tmp_path, store):
+    path = tmp_path / "shapes.yaml"
+    path.write_bytes(b"add:\n  shapes: [[64]]\n" + bytes(range(128, 256)) * 64)
+    with pytest.raises(UnicodeDecodeError) as own:
+        parse(yaml.safe_load, path)
+    with pytest.raises(UnicodeDecodeError) as ours:
+        parse(caching(yaml.safe_load, yaml.SafeLoader), path)
+    assert str(ours.value) == str(own.value) and not store.values
 
 
 class Counted:
@@ -80,6 +91,28 @@ def test_a_stream_is_read_from_where_it_stands_and_left_at_its_end(tmp_path, sto
             file.readline()
             assert load(file) == yaml.safe_load(SHAPES)
             assert file.read() == ""
+
+
+class Rewritten(io.StringIO):
+    """A file that another process rewrites as soon as it has been read."""
+
+    rewritten = False
+
+    def read(self, size: int | None = -1) -> str:
+        text = super().read(size)
+        if not self.rewritten:
+            self.rewritten = True
+            self.seek(0)
+            self.truncate()
+            self.write("Sum:\n  shapes: [[99]]\n")
+            self.seek(0)
+        return text
+
+
+def test_the_parse_kept_is_of_the_text_its_key_holds(store):
+    load = caching(Counted(), yaml.SafeLoader)
+    assert load(Rewritten(SHAPES)) == yaml.safe_load(SHAPES)
+    assert load(SHAPES) == yaml.safe_load(SHAPES)
 
 
 def test_what_fails_to_parse_fails_as_pyyamls_own_naming_the_file_and_is_not_kept(tmp_path,
