@@ -25,8 +25,9 @@ import pytest
 from harness.plugins import memo
 
 _MISSING = object()
-# A document longer than this (characters or bytes) is parsed each time and not kept.
-LARGEST = 4 << 20
+# A document longer than this (characters or bytes) is parsed each time and not kept, so that
+# a worker's kept texts stay within memo.LIMIT of it (FlagGems' shapes file: 17 KB).
+LARGEST = 1 << 20
 
 
 def loader_state(loader: type) -> tuple[object, ...]:
