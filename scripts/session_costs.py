@@ -51,7 +51,7 @@ def shapes(path: Path, repeat: int) -> str:
         with open(path, encoding="utf-8") as file:
             return load(file)
 
-    load = yaml_cache.caching(yaml.safe_load, yaml.SafeLoader)
+    load = yaml_cache.caching(yaml)
     memo.PARSED = memo.Store()
     kept()  # the first parse, kept
     return (f"shapes file {path.name} ({path.stat().st_size / 1024:.1f} KiB): parse "

@@ -2,7 +2,8 @@
 
 A worker forgets its sessions' plugin modules after each one (harness.plugins.owned), so what a
 plugin keeps for the next session lives here, in a module the worker keeps: each entry a pure
-function of its key, so that a session given one reads what a fresh process would have made.
+function of its key (and of what the entry holds beside it), so that a session given one
+reads what a fresh process would have made.
 Outside a worker it lives as long as its process, as any module does.
 """
 
@@ -10,20 +11,23 @@ from __future__ import annotations
 
 from typing import Any
 
-# Entries at most, each store: the oldest goes first. A campaign's sessions read one shapes
-# file or a few; a run over many files keeps the last ones.
+# Entries at most, each store: the least recently used goes first. A campaign's sessions read
+# one shapes file or a few; a run over many files keeps the last ones.
 LIMIT = 32
 
 
 class Store:
-    """Values by key, the oldest dropped past LIMIT."""
+    """Values by key, the least recently used dropped past LIMIT."""
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self.values: dict[Any, Any] = {}
 
     def get(self, key: Any, default: Any = None) -> Any:
-        return self.values.get(key, default)
+        value = self.values.pop(key, default)
+        if value is not default:
+            self.values[key] = value  # the newest again
+        return value
 
     def put(self, key: Any, value: Any) -> None:
         self.values.pop(key, None)

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def test_a_file_that_is_not_text_fails_as_pyyamls_own_read_of_it(tmp_path, store
     with pytest.raises(UnicodeDecodeError) as own:
         parse(yaml.safe_load, path)
     with pytest.raises(UnicodeDecodeError) as ours:
-        parse(caching(yaml.safe_load, yaml.SafeLoader), path)
+        parse(caching(yaml), path)
     assert str(ours.value) == str(own.value) and not store.values
 
 
@@ -51,6 +52,11 @@ class Counted:
         return yaml.load(stream, self.loader)  # noqa: S506 - a safe loader, or a test's subclass
 
 
+def module(original: Counted) -> types.SimpleNamespace:
+    """PyYAML's module as caching() reads it, its safe_load and SafeLoader the test's."""
+    return types.SimpleNamespace(safe_load=original, load=yaml.load, SafeLoader=original.loader)
+
+
 def parse(load: Any, path: Path) -> Any:
     with open(path, encoding="utf-8") as file:
         return load(file)
@@ -58,7 +64,7 @@ def parse(load: Any, path: Path) -> Any:
 
 def test_the_same_text_is_parsed_once_and_each_caller_gets_a_copy_of_its_own(tmp_path, store):
     original = Counted()
-    load = caching(original, yaml.SafeLoader)
+    load = caching(module(original))
     one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
     one.write_text(SHAPES)
     two.write_text(SHAPES)
@@ -74,7 +80,7 @@ def test_the_same_text_is_parsed_once_and_each_caller_gets_a_copy_of_its_own(tmp
 
 def test_a_file_changed_between_calls_is_parsed_again(tmp_path, store):
     original = Counted()
-    load = caching(original, yaml.SafeLoader)
+    load = caching(module(original))
     path = tmp_path / "core_shapes.yaml"
     path.write_text(SHAPES)
     assert parse(load, path)["Sum"] == {"shapes": [[16]]}
@@ -83,7 +89,7 @@ def test_a_file_changed_between_calls_is_parsed_again(tmp_path, store):
 
 
 def test_a_stream_is_read_from_where_it_stands_and_left_at_its_end(tmp_path, store):
-    load = caching(Counted(), yaml.SafeLoader)
+    load = caching(module(Counted()))
     path = tmp_path / "s.yaml"
     path.write_text("# a header the caller read first\n" + SHAPES)
     for _ in range(2):  # a miss, then a hit
@@ -94,7 +100,7 @@ def test_a_stream_is_read_from_where_it_stands_and_left_at_its_end(tmp_path, sto
 
 
 class Rewritten(io.StringIO):
-    """A file that another process rewrites as soon as it has been read."""
+    """A file that another process rewrites as soon as it has been read to its end."""
 
     rewritten = False
 
@@ -104,21 +110,34 @@ class Rewritten(io.StringIO):
             self.rewritten = True
             self.seek(0)
             self.truncate()
-            self.write("Sum:\n  shapes: [[99]]\n")
-            self.seek(0)
+            self.write("Sum:\n  shapes: [[99]]\n")  # and left at its new end
         return text
 
 
 def test_the_parse_kept_is_of_the_text_its_key_holds(store):
-    load = caching(Counted(), yaml.SafeLoader)
+    load = caching(module(Counted()))
     assert load(Rewritten(SHAPES)) == yaml.safe_load(SHAPES)
     assert load(SHAPES) == yaml.safe_load(SHAPES)
+
+
+class Trickle(io.StringIO):
+    """A stream that gives at most a few characters a read, as a file on a network may."""
+
+    def read(self, size: int | None = -1) -> str:
+        return super().read(5 if size is None or size < 0 else min(size, 5))
+
+
+def test_a_stream_that_reads_a_little_at_a_time_is_read_to_its_end(store):
+    original = Counted()
+    load = caching(module(original))
+    assert load(Trickle(SHAPES)) == yaml.safe_load(SHAPES)
+    assert load(SHAPES) == yaml.safe_load(SHAPES) and original.calls == 1
 
 
 def test_what_fails_to_parse_fails_as_pyyamls_own_naming_the_file_and_is_not_kept(tmp_path,
                                                                                  store):
     original = Counted()
-    load = caching(original, yaml.SafeLoader)
+    load = caching(module(original))
     path = tmp_path / "bad shapes; x.yaml"
     path.write_text("a:\t1\n")  # a tab PyYAML's parser refuses
     with pytest.raises(yaml.YAMLError) as own:
@@ -136,7 +155,7 @@ def test_a_loader_changed_since_the_parse_parses_again(store):
         """A loader of the test's own, changed as a session might change SafeLoader."""
 
     original = Counted(Loader)
-    load = caching(original, Loader)
+    load = caching(module(original))
     assert load("n: 7\nflag: switch-on\n") == {"n": 7, "flag": "switch-on"}
     Loader.add_constructor("tag:yaml.org,2002:int", lambda loader, node: f"int {node.value}")
     # a tag's entry replaced
@@ -147,10 +166,50 @@ def test_a_loader_changed_since_the_parse_parses_again(store):
     assert original.calls == 3
 
 
+def test_a_parse_that_another_librarys_code_took_part_in_is_never_kept(tmp_path, store):
+    class Loader(yaml.SafeLoader):
+        """A loader with a tag whose constructor reads a file, as a library may register."""
+
+    value = tmp_path / "value.txt"
+    Loader.add_constructor("!file", lambda loader, node: value.read_text())
+    original = Counted(Loader)
+    load = caching(module(original))
+    for text in ("one", "two"):
+        value.write_text(text)
+        assert load("v: !file x\n") == {"v": text}
+    assert original.calls == 2 and not store.values
+
+
+def test_a_value_of_the_loader_replaced_again_and_again_is_never_mistaken_for_another(store):
+    # Regression: the key held the ids of the loader's values alone, and a value let go gave
+    # its id to a later one: a parse of another state was answered.
+    class Loader(yaml.SafeLoader):
+        """A loader whose `.inf` changes, as a session might change a loader's value."""
+
+    original = Counted(Loader)
+    load = caching(module(original))
+    for n in range(8):
+        Loader.inf_value = float(n)  # the one before is let go: a later float may take its id
+        assert load("v: .inf\n") == {"v": float(n)}
+    assert original.calls == 8
+    # what keeps an id from being taken: each parse holds every object its key names by id
+    for (_, ids), (objects, _) in store.values.items():
+        assert tuple(map(id, objects)) == ids
+
+
+def test_pyyamls_load_or_safeloader_rebound_is_followed(store, monkeypatch):
+    load = caching(yaml)
+    assert load("n: 7\n") == {"n": 7}
+    monkeypatch.setattr(yaml, "SafeLoader", yaml.BaseLoader)  # every scalar a string
+    assert load("n: 7\n") == yaml.safe_load("n: 7\n") == {"n": "7"}
+    monkeypatch.setattr(yaml, "load", lambda stream, Loader: {"said": "theirs"})
+    assert load("n: 7\n") == {"said": "theirs"}
+
+
 def test_a_stream_that_cannot_be_rewound_or_is_too_long_is_parsed_each_time(tmp_path, store,
                                                                            monkeypatch):
     original = Counted()
-    load = caching(original, yaml.SafeLoader)
+    load = caching(module(original))
     for _ in range(2):
         read, write = os.pipe()
         os.write(write, SHAPES.encode())
@@ -164,11 +223,14 @@ def test_a_stream_that_cannot_be_rewound_or_is_too_long_is_parsed_each_time(tmp_
     assert original.calls == 3 and not store.values
 
 
-def test_the_store_keeps_its_newest_entries(store):
+def test_the_store_keeps_its_most_recently_used_entries(store):
     small = memo.Store(limit=2)
     for key in "abca":
         small.put(key, key.upper())
     assert list(small.values) == ["c", "a"] and small.get("b", "none") == "none"
+    assert small.get("c") == "C"  # read: the newest again
+    small.put("d", "D")
+    assert list(small.values) == ["c", "d"]
 
 
 SESSION_TEST = '''import yaml
