@@ -9,31 +9,35 @@ Outside a worker it lives as long as its process, as any module does.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 # Entries at most, each store: the least recently used goes first. A campaign's sessions read
 # one shapes file or a few; a run over many files keeps the last ones.
-LIMIT = 32
+LIMIT = 16
 
 
 class Store:
-    """Values by key, the least recently used dropped past LIMIT."""
+    """Values by key, the least recently used dropped past LIMIT; safe to use from threads."""
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self.values: dict[Any, Any] = {}
+        self._lock = threading.Lock()
 
     def get(self, key: Any, default: Any = None) -> Any:
-        value = self.values.pop(key, default)
-        if value is not default:
-            self.values[key] = value  # the newest again
-        return value
+        with self._lock:
+            value = self.values.pop(key, default)
+            if value is not default:
+                self.values[key] = value  # the newest again
+            return value
 
     def put(self, key: Any, value: Any) -> None:
-        self.values.pop(key, None)
-        self.values[key] = value
-        while len(self.values) > self.limit:
-            del self.values[next(iter(self.values))]
+        with self._lock:
+            self.values.pop(key, None)
+            self.values[key] = value
+            while len(self.values) > self.limit:
+                del self.values[next(iter(self.values))]
 
 
 # YAML documents parsed by yaml.safe_load, by their text and the loader's state

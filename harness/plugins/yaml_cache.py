@@ -3,23 +3,36 @@
 FlagGems' benchmarks parse their shapes file (core_shapes.yaml, 17 KB) with `yaml.safe_load`
 each time a benchmark sets its shapes: PyYAML's pure-Python parser, 0.20-0.24 s of every warm
 worker session on an H100's host, for the same text every time. For the session,
-`yaml.safe_load` keeps each parse by the document's text and the loader's state (`yaml.load`
-and every attribute of SafeLoader's classes, their resolvers' and constructors' entries), and
-answers a later call with the same of both with a deep copy of it: a caller may change what it
-got. Only a parse made by PyYAML's own code alone is kept: where any of those is another
-library's (a constructor registered for a tag may read a file, the environment or a clock),
-every call parses. A miss is PyYAML's own call on the text read to its end, named as the
-caller's stream: what fails to parse fails as it did, its message naming the file, and is not
-kept. A stream that cannot be rewound or does not read as text is given to PyYAML rewound, and
-nothing is kept. The parses live in harness.plugins.memo, which a worker keeps from one session
-to the next; `yaml.safe_load` is PyYAML's own again when the session ends.
+`yaml.safe_load` keeps a parse by its text and by what else the parse can depend on, and
+answers a later call with the same of both with a copy of it, whose shared parts are shared as
+a parse's are: a caller may change what it got.
+
+What a parse depends on beside its text: `yaml.load` and every attribute of SafeLoader's
+classes, with their registries' entries, which PyYAML's add_* functions change in place; the
+names of PyYAML's modules; the interpreter's recursion limit and its limit on an int's digits.
+The key holds their ids, and the kept parse the objects themselves, so that no id is taken by
+another object while it is kept. A parse is kept only where:
+- every function among them is PyYAML's own safe loading: defined in PyYAML's files, in a
+  class of SafeLoader's as PyYAML defines it, and no wrapper of another's (a constructor
+  another library registered for a tag may read a file, the environment or a clock);
+- the document is plain data (dicts, lists, strings, numbers, booleans, None; a timestamp, a
+  set or bytes is built by what no key holds) of at most MOST_OBJECTS objects, DEEPEST deep;
+- its text is SMALLEST to LARGEST characters or bytes, given as an exact str or bytes or as a
+  stream of Python's io that can be rewound.
+Everything else is PyYAML's own call on the caller's stream, rewound, as before. A miss is
+PyYAML's own call on the text read to its end, named as the caller's stream: what fails to
+parse fails as it did, its message naming the file (the stream is then at its end, where
+PyYAML's own read may have stopped earlier), and is not kept. The parses live in
+harness.plugins.memo, which a worker keeps from one session to the next; `yaml.safe_load` is
+PyYAML's own again when the session ends.
 """
 
 from __future__ import annotations
 
-import copy
 import io
+import os
 import re
+import sys
 import types
 from collections.abc import Callable
 from typing import Any
@@ -29,64 +42,131 @@ import pytest
 from harness.plugins import memo
 
 _MISSING = object()
-# A document longer than this (characters or bytes) is parsed each time and not kept, so that
-# a worker's kept texts stay within memo.LIMIT of it (FlagGems' shapes file: 17 KB).
-LARGEST = 1 << 20
+SMALLEST = 1 << 10  # a shorter text is parsed each time: its key would cost about its parse
+# A longer text (characters or bytes) is parsed each time and not kept, nor a document of more
+# objects or deeper: a worker keeps memo.LIMIT parses at most (FlagGems' shapes file: 17 KB).
+LARGEST = 1 << 18
+MOST_OBJECTS = 1 << 15
+DEEPEST = 64
 READ = 1 << 16  # characters or bytes asked of a stream at a time, as PyYAML's reader asks
-# What PyYAML's own classes hold beside their code: data, read by its code alone.
+SCALARS = frozenset({str, int, float, bool, type(None)})
+# What SafeLoader's classes hold beside their code: data, read by PyYAML's code alone.
 DATA = (str, bytes, int, float, bool, type(None), re.Pattern, types.GetSetDescriptorType,
         types.MemberDescriptorType)
 NESTED = 3  # registries nest this deep: resolvers are a dict of lists of (tag, pattern)
 
 
-def _pyyamls(value: object) -> bool:
-    """Whether a callable is PyYAML's own code (a function or class of its modules)."""
-    if isinstance(value, (staticmethod, classmethod)):
-        value = value.__func__
-    module = getattr(value, "__module__", None)
-    return isinstance(module, str) and (module == "yaml" or module.startswith("yaml."))
+class _NotKept(Exception):
+    """A document that is not plain data within the bounds."""
 
 
-def _visit(value: object, depth: int, seen: list[object]) -> bool:
-    """Add `value` and what it holds to `seen`; False where it is not PyYAML's own data or code
-    (a constructor of another library's may read a file, the environment or a clock)."""
+class _Code:
+    """PyYAML's own safe loading: its files, its modules and SafeLoader's classes' names."""
+
+    def __init__(self, module: Any) -> None:
+        self.root = os.path.dirname(str(getattr(module, "__file__", "") or "")) + os.sep
+        self.name = str(getattr(module, "__name__", "yaml"))
+        loader = getattr(module, "SafeLoader", None)
+        self.classes = frozenset(c.__name__ for c in getattr(loader, "__mro__", ())[:-1])
+
+    def owns(self, value: object, top: str = "load") -> bool:
+        """Whether `value` is a function of PyYAML's safe loading, a method of SafeLoader's
+        classes or the module's function `top` (not a wrapper made with functools.wraps, which
+        copies a name and a module but not code or globals)."""
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if type(value) is not types.FunctionType or "__wrapped__" in vars(value):
+            return False
+        module = sys.modules.get(str(value.__globals__.get("__name__")))
+        qualname = value.__qualname__.split(".", 1)
+        return (value.__code__.co_filename.startswith(self.root) and module is not None
+                and vars(module) is value.__globals__
+                and (module.__name__ == self.name or module.__name__.startswith(self.name + "."))
+                and (qualname[0] in self.classes if len(qualname) > 1 else qualname[0] == top))
+
+
+def _visit(value: object, depth: int, seen: list[object], code: _Code) -> bool:
+    """Add `value` and what it holds to `seen`; False where it is neither data nor PyYAML's
+    own code."""
     seen.append(value)
     if isinstance(value, DATA):
         return True
     if isinstance(value, (dict, list, tuple, frozenset)) and depth > 0:
         items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
-        return all(_visit(k, 0, seen) and _visit(v, depth - 1, seen) for k, v in items)
-    return (callable(value) or isinstance(value, (staticmethod, classmethod))) \
-        and _pyyamls(value)
+        return all(_visit(k, 0, seen, code) and _visit(v, depth - 1, seen, code)
+                   for k, v in items)
+    return code.owns(value)
 
 
-def loader_state(module: Any) -> tuple[tuple[int, ...], list[object]] | None:
-    """What `module.safe_load`'s documents depend on beside their text: `module.load` and every
-    attribute of `module.SafeLoader`'s classes, with their registries' entries (PyYAML's add_*
-    functions change those in place), as ids and the objects themselves (kept with a parse, so
-    that no id is taken by another object while the parse is kept). None where any of them is
-    not PyYAML's own: a parse may then depend on more than its text, and is not kept."""
+def loader_state(module: Any, code: _Code) -> tuple[tuple[object, ...], list[object]] | None:
+    """What `module.safe_load`'s documents depend on beside their text (see the module), as a
+    key and the objects its ids name; None where a parse is not to be kept."""
     seen: list[object] = []
     loader = getattr(module, "SafeLoader", None)
-    if not isinstance(loader, type) or not _visit(getattr(module, "load", None), 0, seen):
+    try:
+        if not isinstance(loader, type) or not _visit(getattr(module, "load", None), 0, seen,
+                                                      code):
+            return None
+        for cls in loader.__mro__[:-1]:  # object's own cannot be changed
+            for name, value in list(vars(cls).items()):
+                if not _visit(name, 0, seen, code) or not _visit(value, NESTED, seen, code):
+                    return None
+        for name, held in list(sys.modules.items()):
+            if name == code.name or name.startswith(code.name + "."):
+                # safe_load itself is set aside: it is this session's wrapper, each its own
+                seen += [held, *(v for k, v in vars(held).items()
+                                 if k != "safe_load" or name != code.name)]
+    except RuntimeError:  # a registry changed by another thread meanwhile: parse, keep nothing
         return None
-    for cls in loader.__mro__[:-1]:  # object's own cannot be changed
-        for name, value in vars(cls).items():
-            if not _visit(name, 0, seen) or not _visit(value, NESTED, seen):
-                return None
-    return tuple(map(id, seen)), seen
+    limits = (sys.getrecursionlimit(), getattr(sys, "get_int_max_str_digits", lambda: 0)())
+    return (*limits, *map(id, seen)), seen
+
+
+def plain_copy(value: Any, memo_: dict[int, Any] | None = None, depth: int = 0,
+               budget: list[int] | None = None) -> Any:
+    """A copy of a document of plain data, its shared parts shared as in it (a YAML alias);
+    raises _NotKept where it holds anything else, more than MOST_OBJECTS objects or is nested
+    deeper than DEEPEST."""
+    memo_ = {} if memo_ is None else memo_
+    budget = [MOST_OBJECTS] if budget is None else budget
+    budget[0] -= 1
+    kind = type(value)
+    if budget[0] < 0 or depth > DEEPEST:
+        raise _NotKept
+    if kind in SCALARS:
+        return value
+    found = memo_.get(id(value), _MISSING)
+    if found is not _MISSING:
+        return found
+    if kind is list:
+        items: list[Any] = []
+        memo_[id(value)] = items
+        items.extend(plain_copy(v, memo_, depth + 1, budget) for v in value)
+        return items
+    if kind is not dict:
+        raise _NotKept
+    mapping: dict[Any, Any] = {}
+    memo_[id(value)] = mapping
+    for key, item in value.items():
+        if type(key) not in SCALARS:
+            raise _NotKept
+        mapping[key] = plain_copy(item, memo_, depth + 1, budget)
+    return mapping
 
 
 def _text(stream: Any) -> str | bytes | None:
-    """A stream's text from where it stands to its end; None where it is not kept (it cannot
-    be rewound, is too long, or does not read: the stream is then rewound for PyYAML)."""
-    if isinstance(stream, (str, bytes)):
-        return stream if len(stream) <= LARGEST else None
+    """A stream's text from where it stands to its end; None where it is not kept (it is not
+    Python's io, cannot be rewound, is too short or too long, or does not read: the stream is
+    then rewound for PyYAML)."""
+    if type(stream) in (str, bytes):
+        return stream if SMALLEST <= len(stream) <= LARGEST else None
+    if not isinstance(stream, io.IOBase):
+        return None  # its tell() and seek() may not be where its reads stand
     try:
         if not stream.seekable():
             return None
         where = stream.tell()
-    except (AttributeError, OSError, ValueError):
+    except (OSError, ValueError):
         return None
     try:
         parts: list[Any] = []
@@ -97,7 +177,7 @@ def _text(stream: Any) -> str | bytes | None:
         text = part[:0].join(parts)  # type: ignore[index]  # part: the empty read that ended it
     except Exception:  # noqa: BLE001 - undecodable bytes, a read of no text: PyYAML's says so
         text = None
-    if not isinstance(text, (str, bytes)) or len(text) > LARGEST:
+    if not isinstance(text, (str, bytes)) or not SMALLEST <= len(text) <= LARGEST:
         stream.seek(where)
         return None
     return text
@@ -117,9 +197,10 @@ def _named(text: str | bytes, stream: Any) -> Any:
 def caching(module: Any) -> Callable[[Any], Any]:
     """`module.safe_load` (PyYAML's, as `module` holds it now) answered from memo.PARSED."""
     original = module.safe_load
+    code = _Code(module)
 
     def safe_load(stream: Any) -> Any:
-        state = loader_state(module)
+        state = loader_state(module, code)
         text = _text(stream) if state is not None else None
         if state is None or text is None:
             return original(stream)
@@ -127,9 +208,15 @@ def caching(module: Any) -> Callable[[Any], Any]:
         key = (text, ids)
         kept = memo.PARSED.get(key, _MISSING)
         if kept is not _MISSING:
-            return copy.deepcopy(kept[1])
+            try:
+                return plain_copy(kept[1])
+            except RecursionError:  # a caller deeper in its stack than the parse's was
+                return original(_named(text, stream))
         document = original(_named(text, stream))
-        memo.PARSED.put(key, (objects, copy.deepcopy(document)))
+        try:
+            memo.PARSED.put(key, (objects, plain_copy(document)))
+        except (_NotKept, RecursionError):
+            pass  # not plain data, or too large: PyYAML's answer alone, kept nowhere
         return document
 
     safe_load.__doc__ = original.__doc__
@@ -141,7 +228,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import yaml
     except ImportError:
         return  # nothing of the session parses YAML through it
-    if not _pyyamls(yaml.safe_load):
+    if not _Code(yaml).owns(yaml.safe_load, top="safe_load"):
         return  # another library's already: what it reads is its own
     patch = pytest.MonkeyPatch()
     patch.setattr(yaml, "safe_load", caching(yaml))

@@ -3,10 +3,13 @@ parse of its own would have given it."""
 
 from __future__ import annotations
 
+import codecs
+import functools
 import io
 import os
 import re
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,10 @@ SHAPES = "Add:\n  shapes:\n    - [64, 64]\n    - [1024, 1024]\nSum:\n  shapes: [
 
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch) -> memo.Store:
+    """A store of the test's own; texts as short as the tests' are kept."""
     fresh = memo.Store()
     monkeypatch.setattr(memo, "PARSED", fresh)
+    monkeypatch.setattr(yaml_cache, "SMALLEST", 0)
     return fresh
 
 
@@ -54,7 +59,8 @@ class Counted:
 
 def module(original: Counted) -> types.SimpleNamespace:
     """PyYAML's module as caching() reads it, its safe_load and SafeLoader the test's."""
-    return types.SimpleNamespace(safe_load=original, load=yaml.load, SafeLoader=original.loader)
+    return types.SimpleNamespace(safe_load=original, load=yaml.load, SafeLoader=original.loader,
+                                 __file__=yaml.__file__, __name__="yaml")
 
 
 def parse(load: Any, path: Path) -> Any:
@@ -194,7 +200,7 @@ def test_a_value_of_the_loader_replaced_again_and_again_is_never_mistaken_for_an
     assert original.calls == 8
     # what keeps an id from being taken: each parse holds every object its key names by id
     for (_, ids), (objects, _) in store.values.items():
-        assert tuple(map(id, objects)) == ids
+        assert tuple(map(id, objects)) == ids[2:]  # after the two interpreter limits
 
 
 def test_pyyamls_load_or_safeloader_rebound_is_followed(store, monkeypatch):
@@ -204,6 +210,115 @@ def test_pyyamls_load_or_safeloader_rebound_is_followed(store, monkeypatch):
     assert load("n: 7\n") == yaml.safe_load("n: 7\n") == {"n": "7"}
     monkeypatch.setattr(yaml, "load", lambda stream, Loader: {"said": "theirs"})
     assert load("n: 7\n") == {"said": "theirs"}
+
+
+def test_a_function_of_pyyamls_own_registered_is_kept_with_it_and_a_wrapper_of_another_never(
+        store):
+    class Loader(yaml.SafeLoader):
+        """A loader whose ints are read as strings, by PyYAML's own constructor of strings."""
+
+    original = Counted(Loader)
+    load = caching(module(original))
+    Loader.add_constructor("tag:yaml.org,2002:int", yaml.constructor.SafeConstructor
+                           .construct_yaml_str)
+    assert load("n: 7\n") == load("n: 7\n") == {"n": "7"} and original.calls == 1
+    own = yaml.constructor.SafeConstructor.construct_mapping
+
+    @functools.wraps(own)  # its __module__ and __qualname__ are PyYAML's; its code is not
+    def strict(self: Any, node: Any, deep: bool = False) -> Any:
+        if os.environ.get("ZL_TEST_STRICT") == "1":
+            raise yaml.constructor.ConstructorError(None, None, "strict", node.start_mark)
+        return own(self, node, deep)
+
+    Loader.construct_mapping = strict  # type: ignore[method-assign]
+    assert load("n: 7\n") == {"n": "7"} and original.calls == 2
+    assert len(store.values) == 1  # the wrapped one's parse was not kept
+
+
+@pytest.mark.parametrize("text", ["when: 2024-01-02\n", "raw: !!binary aGk=\n",
+                                  "s: !!set {a: null}\n", "deep: " + "[" * 70 + "]" * 70 + "\n",
+                                  "wide: [" + "0, " * (1 << 15) + "0]\n"])
+def test_a_document_that_is_not_plain_data_within_bounds_is_answered_and_never_kept(store, text):
+    original = Counted()
+    load = caching(module(original))
+    for calls in (1, 2):
+        assert load(text) == yaml.safe_load(text) and original.calls == calls
+    assert not store.values
+
+
+def test_shared_parts_of_a_document_are_shared_in_each_copy_as_in_a_parse(store):
+    text = "a: &x [1, 2]\nb: *x\nc: &y {k: *x}\nd: *y\n"
+    load = caching(module(Counted()))
+    own = yaml.safe_load(text)
+    for got in (load(text), load(text)):  # a miss, then a hit
+        assert got == own and got["a"] is got["b"] is got["c"]["k"] and got["c"] is got["d"]
+    assert load(text)["a"] is not load(text)["a"]
+
+
+def test_the_interpreters_limits_are_part_of_the_key(store):
+    big = "n: " + "9" * 5000 + "\n"
+    load = caching(module(Counted()))
+    limit = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(0)
+        assert load(big) == yaml.safe_load(big)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    with pytest.raises(ValueError, match="Exceeds the limit"):
+        yaml.safe_load(big)
+    with pytest.raises(ValueError, match="Exceeds the limit"):
+        load(big)  # the parse kept under no limit is not this one's
+
+
+def test_loads_from_threads_at_once_each_get_their_own_document(store, monkeypatch):
+    # Regression: the store's eviction raced ("dictionary changed size during iteration").
+    monkeypatch.setattr(memo, "PARSED", memo.Store(limit=2))
+    monkeypatch.setattr(sys, "getswitchinterval", sys.getswitchinterval)
+    load, errors = caching(module(Counted())), []
+    interval = sys.getswitchinterval()
+
+    def loads(n: int) -> None:
+        try:
+            for i in range(40):
+                assert load(f"k{n}_{i}: {i}\n") == {f"k{n}_{i}": i}
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(repr(exc))
+
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=loads, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
+def test_what_is_not_a_plain_text_or_pythons_own_stream_goes_to_pyyaml_as_it_was(tmp_path,
+                                                                                store):
+    original = Counted()
+    load = caching(module(original))
+    path = tmp_path / "s.yaml"
+    path.write_text("# header\n" + SHAPES)
+    with codecs.open(str(path), encoding="utf-8") as file:  # its tell() runs ahead of its reads
+        file.readline()
+        assert load(file) == yaml.safe_load(SHAPES)
+
+    class Text(str):
+        """A str of a caller's own."""
+
+    assert load(Text(SHAPES)) == yaml.safe_load(SHAPES)
+    assert original.calls == 2 and not store.values
+
+
+def test_a_short_text_is_parsed_each_time(store, monkeypatch):
+    monkeypatch.setattr(yaml_cache, "SMALLEST", len(SHAPES) + 1)
+    original = Counted()
+    load = caching(module(original))
+    assert load(SHAPES) == load(SHAPES) == yaml.safe_load(SHAPES) and original.calls == 2
+    assert not store.values
 
 
 def test_a_stream_that_cannot_be_rewound_or_is_too_long_is_parsed_each_time(tmp_path, store,
@@ -251,7 +366,8 @@ def test_a_worker_keeps_a_parse_for_its_next_session_and_puts_pyyaml_back_after_
     suite = tmp_path / "suite"
     (suite / "tests").mkdir(parents=True)
     (suite / "tests" / "test_shapes.py").write_text(SESSION_TEST)
-    (suite / "core_shapes.yaml").write_text(SHAPES)
+    (suite / "core_shapes.yaml").write_text(  # as long as a shapes file: it is kept
+        SHAPES + "".join(f"op{i}:\n  shapes: [[{i}, 64]]\n" for i in range(80)))
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(REPO_ROOT),
            "PYTEST_PLUGINS": "harness.plugins.yaml_cache", boundary.BACKEND_VAR: "cpu"}
     argv = [sys.executable, "-m", "pytest", "tests/test_shapes.py", "-s", "-q", "-p",
