@@ -95,7 +95,11 @@ def _visit(value: object, depth: int, seen: list[object], code: _Code) -> bool:
         items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         return all(_visit(k, 0, seen, code) and _visit(v, depth - 1, seen, code)
                    for k, v in items)
-    return code.owns(value)
+    if not code.owns(value):
+        return False
+    function: Any = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+    seen += [function.__code__, function.__defaults__, function.__kwdefaults__]  # set in place
+    return True
 
 
 def loader_state(module: Any, code: _Code) -> tuple[tuple[object, ...], list[object]] | None:

@@ -232,7 +232,12 @@ def test_a_function_of_pyyamls_own_registered_is_kept_with_it_and_a_wrapper_of_a
 
     Loader.construct_mapping = strict  # type: ignore[method-assign]
     assert load("n: 7\n") == {"n": "7"} and original.calls == 2
-    assert len(store.values) == 1  # the wrapped one's parse was not kept
+    del Loader.construct_mapping
+    # PyYAML's own, but not its safe loading's: a full loader's constructor may call anything
+    Loader.add_constructor("!apply", yaml.constructor.FullConstructor
+                           .construct_python_object_apply)
+    assert load("n: 7\n") == {"n": "7"} and original.calls == 3
+    assert len(store.values) == 1  # neither of those two parses was kept
 
 
 @pytest.mark.parametrize("text", ["when: 2024-01-02\n", "raw: !!binary aGk=\n",
