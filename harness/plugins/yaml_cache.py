@@ -120,8 +120,8 @@ def loader_state(module: Any, code: _Code) -> tuple[tuple[object, ...], list[obj
                 # safe_load itself is set aside: it is this session's wrapper, each its own
                 seen += [held, *(v for k, v in vars(held).items()
                                  if k != "safe_load" or name != code.name)]
-    except RuntimeError:  # a registry changed by another thread meanwhile: parse, keep nothing
-        return None
+    except Exception:  # noqa: BLE001 - a registry another thread changed meanwhile (RuntimeError),
+        return None  # or an object that fails to be read: the call parses and keeps nothing
     limits = (sys.getrecursionlimit(), getattr(sys, "get_int_max_str_digits", lambda: 0)())
     return (*limits, *map(id, seen)), seen
 
