@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,7 +15,6 @@ from harness.bisect import command as bisect
 from harness.campaign import batch, resume, start, watch
 from harness.campaign.unit import run_unit_command
 from harness.errors import (
-    EXIT_BROKEN_PIPE,
     EXIT_OK,
     EXIT_USAGE,
     HarnessError,
@@ -25,6 +23,7 @@ from harness.errors import (
     UsageError,
     bad_path,
     no_space,
+    reader_gone,
 )
 from harness.executors import device_lock
 from harness.executors.devices import select_devices
@@ -380,9 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         _error_line(f"error: {exc}")
         return exc.exit_code
-    except BrokenPipeError:  # the reader left (`| head`): stop as a shell tool; no last flush fails
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+    except BrokenPipeError:
+        return reader_gone()
     except OSError as exc:  # a full device or an impossible path anywhere: one line
         if (known := no_space(exc) or bad_path(exc)) is None:
             raise

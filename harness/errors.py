@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 
 EXIT_OK = 0
 EXIT_BENCHMARK_FAILED = 1
@@ -14,6 +15,13 @@ EXIT_AXIS_NOT_LIVE = 6
 EXIT_FAIL_ON = 7  # the campaign held a verdict that FAIL_ON names
 EXIT_SIGNAL_BASE = 128  # a run stopped by signal N exits 128 + N, as a shell reports it
 EXIT_BROKEN_PIPE = EXIT_SIGNAL_BASE + signal.SIGPIPE  # its reader left, as `yes | head` ends
+
+
+def reader_gone() -> int:
+    """What a command returns once its output's reader has left (`| head`): stdout then points
+    at the null device, so that no last flush fails at exit, and the code is a shell tool's."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 class HarnessError(Exception):

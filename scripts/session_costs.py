@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.errors import EXIT_BROKEN_PIPE  # noqa: E402
+from harness.errors import reader_gone  # noqa: E402
 from harness.plugins import leftovers  # noqa: E402
 
 
@@ -98,9 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.shapes is not None:
             print(shapes(args.shapes, args.repeat), flush=True)
         print(comparison(args.repeat), flush=True)
-    except BrokenPipeError:  # its reader left (`| head`): stop as a shell tool does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+    except BrokenPipeError:
+        return reader_gone()
     return 0
 
 

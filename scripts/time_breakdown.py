@@ -12,14 +12,13 @@ campaign's later rounds alone: `python3 scripts/time_breakdown.py CAMPAIGN/*/*/r
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.errors import EXIT_BROKEN_PIPE, HarnessError  # noqa: E402
+from harness.errors import HarnessError, reader_gone  # noqa: E402
 from harness.report import breakdown  # noqa: E402
 
 
@@ -36,9 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         breakdown.render(result, print)
         sys.stdout.flush()
-    except BrokenPipeError:  # its reader left (`| head`): stop as a shell tool does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+    except BrokenPipeError:
+        return reader_gone()
     return 0
 
 

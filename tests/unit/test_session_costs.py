@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+from harness.errors import EXIT_BROKEN_PIPE
 from harness.settings.spec import REPO_ROOT
 
 SCRIPT = [sys.executable, str(REPO_ROOT / "scripts" / "session_costs.py")]
@@ -31,3 +32,12 @@ def test_what_it_cannot_read_or_import_is_named_with_exit_2(tmp_path):
                                   "'no_such_module_x': No module named 'no_such_module_x'")):
         done = subprocess.run([*SCRIPT, *args], capture_output=True, text=True, timeout=60)
         assert (done.returncode, done.stdout) == (2, "") and said in done.stderr
+
+
+def test_piped_into_head_it_stops_without_a_traceback_as_a_shell_tool_does():
+    proc = subprocess.Popen([*SCRIPT, "--repeat", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the first line: its write fails
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and proc.returncode == EXIT_BROKEN_PIPE, err
