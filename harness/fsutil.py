@@ -68,9 +68,14 @@ def json_by_line(doc: dict[str, Any]) -> str:
     (a suite's campaign.json then took 0.1 s to write, twice a unit)."""
     compact = json.JSONEncoder(sort_keys=True, default=str, separators=(", ", ": ")).encode
 
-    def keyed(value: dict[Any, Any]) -> dict[str, Any]:  # its keys as json writes them
-        return {k if isinstance(k, str) else json.loads(compact({k: 0})).popitem()[0]: v
-                for k, v in value.items()}
+    def keyed(value: dict[Any, Any]) -> dict[str, Any]:
+        """Its keys as json writes them; two that read alike are refused, as json's sort
+        refuses keys of two types, rather than one of them lost."""
+        found = {k if isinstance(k, str) else json.loads(compact({k: 0})).popitem()[0]: v
+                 for k, v in value.items()}
+        if len(found) < len(value):
+            raise TypeError(f"keys that read alike in JSON: {sorted(map(repr, value))[:8]}")
+        return found
 
     lines = []
     for key, value in sorted(keyed(doc).items()):

@@ -77,3 +77,10 @@ def test_json_by_line_is_the_same_document_with_an_item_a_line(doc: dict) -> Non
     assert sum(line.startswith("    ") for line in lines) == items  # one line each
     assert len(lines) == 2 + len(doc) + sum(bool(v) for v in doc.values()
                                             if isinstance(v, list | dict)) + items
+
+
+@pytest.mark.parametrize("doc", [{1: "x", "1": "y"}, {"walls": {True: 1.0, "true": 2.0}}])
+def test_json_by_line_refuses_two_keys_that_read_alike_rather_than_lose_one(doc: dict) -> None:
+    # json.dumps(sort_keys=True), which campaign.json used before, refused them too
+    with pytest.raises(TypeError, match="keys that read alike"):
+        json_by_line(doc)
