@@ -4,32 +4,39 @@ FlagGems' benchmarks parse their shapes file (core_shapes.yaml, 17 KB) with `yam
 each time a benchmark sets its shapes: PyYAML's pure-Python parser, 0.20-0.24 s of every warm
 worker session on an H100's host, for the same text every time. For the session,
 `yaml.safe_load` keeps a parse by its text and by what else the parse can depend on, and
-answers a later call with the same of both with a copy of it, whose shared parts are shared as
-a parse's are: a caller may change what it got.
+answers a later call with the same of both with fresh objects (marshal's copy of it, whose
+shared parts are shared as a parse's are): a caller may change what it got.
 
 What a parse depends on beside its text: `yaml.load` and every attribute of SafeLoader's
 classes, with their registries' entries, which PyYAML's add_* functions change in place; the
-names of PyYAML's modules; the interpreter's recursion limit and its limit on an int's digits.
-The key holds their ids, and the kept parse the objects themselves, so that no id is taken by
-another object while it is kept. A parse is kept only where:
+names of PyYAML's modules and the attributes of their classes (nodes, events, marks); each of
+those functions' code and defaults; the interpreter's recursion limit and its limit on an
+int's digits. The key holds their ids, and the kept parse the objects themselves, so that no id
+is taken by another object while it is kept. A parse is kept only where:
 - every function among them is PyYAML's own safe loading: defined in PyYAML's files, in a
   class of SafeLoader's as PyYAML defines it, and no wrapper of another's (a constructor
-  another library registered for a tag may read a file, the environment or a clock);
-- the document is plain data (dicts, lists, strings, numbers, booleans, None; a timestamp, a
-  set or bytes is built by what no key holds) of at most MOST_OBJECTS objects, DEEPEST deep;
+  another library registered for a tag may read a file, the environment or a clock); data and
+  registries of exactly Python's types (a subclass's methods are code of its own);
+- the document is plain data (dicts, lists, strings, numbers but NaN, booleans, None; a
+  timestamp, a set or bytes is built by what no key holds) of at most MOST_OBJECTS objects,
+  DEEPEST deep;
 - its text is SMALLEST to LARGEST characters or bytes, given as an exact str or bytes or as a
-  stream of Python's io that can be rewound.
-Everything else is PyYAML's own call on the caller's stream, rewound, as before. A miss is
-PyYAML's own call on the text read to its end, named as the caller's stream: what fails to
-parse fails as it did, its message naming the file (the stream is then at its end, where
-PyYAML's own read may have stopped earlier), and is not kept. The parses live in
-harness.plugins.memo, which a worker keeps from one session to the next; `yaml.safe_load` is
-PyYAML's own again when the session ends.
+  stream of Python's own io, in memory or over a file, that can be rewound;
+- the loader's state read again after the parse is the state read before it.
+Everything else is PyYAML's own call on the caller's stream as it was. A miss is PyYAML's own
+call on the text read to its end, named as the caller's stream: what fails to parse fails as
+it did, its message naming the file, and is not kept. Two differences remain, both
+documented here rather than worth their cost: after an error the stream is at its end, where
+PyYAML's own read may have stopped earlier; and a hit needs fewer frames of the stack than a
+parse, so a caller within about 20 frames of the recursion limit gets a document where PyYAML
+would have raised RecursionError. The parses live in harness.plugins.memo, which a worker keeps
+from one session to the next; `yaml.safe_load` is PyYAML's own again when the session ends.
 """
 
 from __future__ import annotations
 
 import io
+import marshal
 import os
 import re
 import sys
@@ -48,12 +55,18 @@ SMALLEST = 1 << 10  # a shorter text is parsed each time: its key would cost abo
 LARGEST = 1 << 18
 MOST_OBJECTS = 1 << 15
 DEEPEST = 64
-READ = 1 << 16  # characters or bytes asked of a stream at a time, as PyYAML's reader asks
+READ = 1 << 16  # characters or bytes asked of a stream at a time
 SCALARS = frozenset({str, int, float, bool, type(None)})
-# What SafeLoader's classes hold beside their code: data, read by PyYAML's code alone.
-DATA = (str, bytes, int, float, bool, type(None), re.Pattern, types.GetSetDescriptorType,
-        types.MemberDescriptorType)
+# What SafeLoader's classes hold beside their code, by exact type (a subclass's or a proxy's
+# methods are code of its own): data, read by PyYAML's code alone, and its containers.
+DATA = frozenset({str, bytes, int, float, bool, type(None), re.Pattern,
+                  types.GetSetDescriptorType, types.MemberDescriptorType})
+CONTAINERS = frozenset({dict, list, tuple, frozenset})
 NESTED = 3  # registries nest this deep: resolvers are a dict of lists of (tag, pattern)
+# Python's own streams, in memory or over a file: their reads, tell() and seek() agree (a
+# GzipFile or a tar member read from a stream says it can seek and then cannot rewind).
+STREAMS = frozenset({io.TextIOWrapper, io.BufferedReader, io.BufferedRandom, io.FileIO,
+                     io.StringIO, io.BytesIO})
 
 
 class _NotKept(Exception):
@@ -85,21 +98,25 @@ class _Code:
                 and (qualname[0] in self.classes if len(qualname) > 1 else qualname[0] == top))
 
 
-def _visit(value: object, depth: int, seen: list[object], code: _Code) -> bool:
+def _visit(value: Any, depth: int, seen: list[object], code: _Code) -> bool:
     """Add `value` and what it holds to `seen`; False where it is neither data nor PyYAML's
     own code."""
     seen.append(value)
-    if isinstance(value, DATA):
+    if type(value) in DATA:
         return True
-    if isinstance(value, (dict, list, tuple, frozenset)) and depth > 0:
+    if type(value) in CONTAINERS and depth > 0:
         items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         return all(_visit(k, 0, seen, code) and _visit(v, depth - 1, seen, code)
                    for k, v in items)
     if not code.owns(value):
         return False
-    function: Any = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-    seen += [function.__code__, function.__defaults__, function.__kwdefaults__]  # set in place
+    _code_of(value.__func__ if isinstance(value, (staticmethod, classmethod)) else value, seen)
     return True
+
+
+def _code_of(function: Any, seen: list[object]) -> None:
+    """Add what a function's id does not change with: its code and defaults, set in place."""
+    seen += [function.__code__, function.__defaults__, function.__kwdefaults__]
 
 
 def loader_state(module: Any, code: _Code) -> tuple[tuple[object, ...], list[object]] | None:
@@ -118,44 +135,44 @@ def loader_state(module: Any, code: _Code) -> tuple[tuple[object, ...], list[obj
         for name, held in list(sys.modules.items()):
             if name == code.name or name.startswith(code.name + "."):
                 # safe_load itself is set aside: it is this session's wrapper, each its own
-                seen += [held, *(v for k, v in vars(held).items()
-                                 if k != "safe_load" or name != code.name)]
+                values = [v for k, v in vars(held).items()
+                          if k != "safe_load" or name != code.name]
+                seen += [held, *values]
+                for cls in values:  # its classes (nodes, events, marks): changed in place
+                    if type(cls) is type and cls.__module__ == name:
+                        for value in list(vars(cls).values()):
+                            seen.append(value)
+                            if type(value) is types.FunctionType:
+                                _code_of(value, seen)
     except Exception:  # noqa: BLE001 - a registry another thread changed meanwhile (RuntimeError),
         return None  # or an object that fails to be read: the call parses and keeps nothing
     limits = (sys.getrecursionlimit(), getattr(sys, "get_int_max_str_digits", lambda: 0)())
     return (*limits, *map(id, seen)), seen
 
 
-def plain_copy(value: Any, memo_: dict[int, Any] | None = None, depth: int = 0,
-               budget: list[int] | None = None) -> Any:
-    """A copy of a document of plain data, its shared parts shared as in it (a YAML alias);
-    raises _NotKept where it holds anything else, more than MOST_OBJECTS objects or is nested
-    deeper than DEEPEST."""
-    memo_ = {} if memo_ is None else memo_
+def check_plain(value: Any, seen: set[int] | None = None, depth: int = 0,
+                budget: list[int] | None = None) -> None:
+    """Raise _NotKept unless `value` is plain data of at most MOST_OBJECTS objects, nested no
+    deeper than DEEPEST, with no NaN (a parse's NaN is its own object, unequal to another's)."""
+    seen = set() if seen is None else seen
     budget = [MOST_OBJECTS] if budget is None else budget
     budget[0] -= 1
     kind = type(value)
-    if budget[0] < 0 or depth > DEEPEST:
+    if budget[0] < 0 or depth > DEEPEST or (kind is float and value != value):
         raise _NotKept
-    if kind in SCALARS:
-        return value
-    found = memo_.get(id(value), _MISSING)
-    if found is not _MISSING:
-        return found
+    if kind in SCALARS or id(value) in seen:
+        return
+    seen.add(id(value))
     if kind is list:
-        items: list[Any] = []
-        memo_[id(value)] = items
-        items.extend(plain_copy(v, memo_, depth + 1, budget) for v in value)
-        return items
-    if kind is not dict:
+        for item in value:
+            check_plain(item, seen, depth + 1, budget)
+    elif kind is dict:
+        for key, item in value.items():
+            if type(key) not in SCALARS:
+                raise _NotKept
+            check_plain(item, seen, depth + 1, budget)
+    else:
         raise _NotKept
-    mapping: dict[Any, Any] = {}
-    memo_[id(value)] = mapping
-    for key, item in value.items():
-        if type(key) not in SCALARS:
-            raise _NotKept
-        mapping[key] = plain_copy(item, memo_, depth + 1, budget)
-    return mapping
 
 
 def _text(stream: Any) -> str | bytes | None:
@@ -164,13 +181,16 @@ def _text(stream: Any) -> str | bytes | None:
     then rewound for PyYAML)."""
     if type(stream) in (str, bytes):
         return stream if SMALLEST <= len(stream) <= LARGEST else None
-    if not isinstance(stream, io.IOBase):
+    raw = stream
+    while type(raw) in (io.TextIOWrapper, io.BufferedReader, io.BufferedRandom):
+        raw = raw.buffer if type(raw) is io.TextIOWrapper else raw.raw
+    if type(stream) not in STREAMS or type(raw) not in STREAMS:
         return None  # its tell() and seek() may not be where its reads stand
     try:
         if not stream.seekable():
             return None
         where = stream.tell()
-    except (OSError, ValueError):
+    except Exception:  # noqa: BLE001 - PyYAML's own read never asks: the stream goes to it
         return None
     try:
         parts: list[Any] = []
@@ -212,13 +232,12 @@ def caching(module: Any) -> Callable[[Any], Any]:
         key = (text, ids)
         kept = memo.PARSED.get(key, _MISSING)
         if kept is not _MISSING:
-            try:
-                return plain_copy(kept[1])
-            except RecursionError:  # a caller deeper in its stack than the parse's was
-                return original(_named(text, stream))
+            return marshal.loads(kept[1])  # fresh objects, shared parts shared, no recursion
         document = original(_named(text, stream))
         try:
-            memo.PARSED.put(key, (objects, plain_copy(document)))
+            check_plain(document)
+            if loader_state(module, code) == state:  # the loader unchanged while it parsed
+                memo.PARSED.put(key, (objects, marshal.dumps(document)))
         except (_NotKept, RecursionError):
             pass  # not plain data, or too large: PyYAML's answer alone, kept nowhere
         return document

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import codecs
 import functools
+import gzip
 import io
 import os
 import re
 import sys
+import tarfile
 import threading
 import types
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -105,39 +108,49 @@ def test_a_stream_is_read_from_where_it_stands_and_left_at_its_end(tmp_path, sto
             assert file.read() == ""
 
 
-class Rewritten(io.StringIO):
-    """A file that another process rewrites as soon as it has been read to its end."""
-
-    rewritten = False
-
-    def read(self, size: int | None = -1) -> str:
-        text = super().read(size)
-        if not self.rewritten:
-            self.rewritten = True
-            self.seek(0)
-            self.truncate()
-            self.write("Sum:\n  shapes: [[99]]\n")  # and left at its new end
-        return text
-
-
-def test_the_parse_kept_is_of_the_text_its_key_holds(store):
-    load = caching(module(Counted()))
-    assert load(Rewritten(SHAPES)) == yaml.safe_load(SHAPES)
-    assert load(SHAPES) == yaml.safe_load(SHAPES)
-
-
 class Trickle(io.StringIO):
-    """A stream that gives at most a few characters a read, as a file on a network may."""
+    """A stream of a caller's own: a few characters a read, as a file on a network may."""
 
     def read(self, size: int | None = -1) -> str:
         return super().read(5 if size is None or size < 0 else min(size, 5))
 
 
-def test_a_stream_that_reads_a_little_at_a_time_is_read_to_its_end(store):
+class OneArgSeek(io.StringIO):
+    """A stream of a caller's own whose seek() takes no whence."""
+
+    def seek(self, pos: int) -> int:  # type: ignore[override]
+        return super().seek(pos)
+
+
+def _gzip_over_a_pipe(text: str) -> Any:
+    read, write = os.pipe()
+    os.write(write, gzip.compress(text.encode()))
+    os.close(write)
+    return gzip.GzipFile(fileobj=open(read, "rb"))  # says it can seek, cannot rewind
+
+
+def _tar_member_read_from_a_stream(text: str) -> Any:
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        info = tarfile.TarInfo("shapes.yaml")
+        info.size = len(text.encode())
+        tar.addfile(info, io.BytesIO(text.encode()))
+    data.seek(0)
+    tar = tarfile.open(fileobj=data, mode="r|gz")
+    return tar.extractfile(tar.next())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make", [Trickle, OneArgSeek, _gzip_over_a_pipe,
+                                  _tar_member_read_from_a_stream])
+@pytest.mark.parametrize("text", ["n: 1\n", SHAPES])
+def test_a_stream_not_of_pythons_own_io_goes_to_pyyaml_untouched(store, monkeypatch, make, text):
+    # Regression: a GzipFile over a pipe and a tar member read from a stream raised where
+    # PyYAML parses (the one says it can seek and cannot rewind; the other has no seekable()).
+    monkeypatch.setattr(yaml_cache, "SMALLEST", len(SHAPES))  # the short text is not kept
     original = Counted()
     load = caching(module(original))
-    assert load(Trickle(SHAPES)) == yaml.safe_load(SHAPES)
-    assert load(SHAPES) == yaml.safe_load(SHAPES) and original.calls == 1
+    assert load(make(text)) == yaml.safe_load(text) and original.calls == 1
+    assert not store.values
 
 
 def test_what_fails_to_parse_fails_as_pyyamls_own_naming_the_file_and_is_not_kept(tmp_path,
@@ -249,6 +262,53 @@ def test_a_document_that_is_not_plain_data_within_bounds_is_answered_and_never_k
     for calls in (1, 2):
         assert load(text) == yaml.safe_load(text) and original.calls == calls
     assert not store.values
+
+
+def test_a_registry_or_a_value_whose_code_is_another_librarys_is_never_kept(store, monkeypatch):
+    # Regression: a dict subclass as a registry, or a Mock(spec=str) as a constructor, passed
+    # for data (isinstance), and their code was answered from the first parse.
+    class Loader(yaml.SafeLoader):
+        """A loader whose registry reads the environment."""
+
+    class Registry(dict):
+        """Constructors by tag, an int read as a string where the environment says so."""
+
+        def __getitem__(self, tag: str) -> Any:
+            if tag.endswith(":int") and os.environ.get("ZL_TEST_INTS_AS_STR") == "1":
+                return yaml.constructor.SafeConstructor.construct_yaml_str
+            return super().__getitem__(tag)
+
+    Loader.yaml_constructors = Registry(yaml.SafeLoader.yaml_constructors)
+    original = Counted(Loader)
+    load = caching(module(original))
+    for value, want in (("0", 7), ("1", "7"), ("0", 7)):
+        monkeypatch.setenv("ZL_TEST_INTS_AS_STR", value)
+        assert load("n: 7\n") == {"n": want}
+    del Loader.yaml_constructors
+    Loader.add_constructor("!v", mock.Mock(spec=str, side_effect=["call 1", "call 2"]))
+    assert [load("v: !v x\n") for _ in range(2)] == [{"v": "call 1"}, {"v": "call 2"}]
+    assert not store.values
+
+
+def test_a_nan_is_a_parses_own_object_and_is_never_kept(store):
+    text = "v: !!float nan\n"
+    load = caching(module(Counted()))
+    assert (load(text) == load(text)) is (yaml.safe_load(text) == yaml.safe_load(text)) is False
+    assert not store.values
+
+
+def test_a_class_of_pyyamls_changed_in_place_parses_again(store, monkeypatch):
+    # Regression: the nodes, events and marks PyYAML's parse makes were keyed by their classes'
+    # ids alone, and a method patched in place kept them.
+    load = caching(module(Counted()))
+    assert load("s: hello\n") == {"s": "hello"}
+    own = yaml.nodes.ScalarNode.__init__
+
+    def shouting(self: Any, tag: str, value: str, *args: Any, **kwargs: Any) -> None:
+        own(self, tag, value.upper(), *args, **kwargs)
+
+    monkeypatch.setattr(yaml.nodes.ScalarNode, "__init__", shouting)
+    assert load("s: hello\n") == yaml.safe_load("s: hello\n") == {"S": "HELLO"}
 
 
 def test_shared_parts_of_a_document_are_shared_in_each_copy_as_in_a_parse(store):
