@@ -236,7 +236,8 @@ def caching(module: Any) -> Callable[[Any], Any]:
         document = original(_named(text, stream))
         try:
             check_plain(document)
-            if loader_state(module, code) == state:  # the loader unchanged while it parsed
+            after = loader_state(module, code)  # the loader unchanged while it parsed: the
+            if after is not None and after[0] == ids:  # same ids of objects `objects` holds
                 memo.PARSED.put(key, (objects, marshal.dumps(document)))
         except (_NotKept, RecursionError):
             pass  # not plain data, or too large: PyYAML's answer alone, kept nowhere
