@@ -18,9 +18,10 @@ from harness.settings.spec import Settings
 
 
 def describe(campaign: Campaign, executor: Executor, directory: Path,
-             state: str = "not created") -> list[str]:
+             state: str = "not created", workers: str = "1") -> list[str]:
     """The campaign's plan, for DRY_RUN: its operators, each side's switch and cache, the
-    units and where the executor would run them."""
+    units and where the executor would run them, and their wall projected (`workers`:
+    WORKERS)."""
     axis = campaign.axis
     lines = [f"campaign: {directory} ({state})",
              f"axis: {axis.name} -> {axis.kind.plan_text(axis, directory)}; A={axis.a} "
@@ -49,11 +50,8 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                      f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
-    earlier = projection.walls_by_round(Path(campaign.walls_from)) if campaign.walls_from \
-        else projection.RoundWalls()
-    projected = projection.projection(
-        [plan.parse_unit_id(t.id) for t in tasks], earlier.later or walls, earlier.first,
-        starts=(earlier.start_first, earlier.start_later))
+    projected = projection.projection([plan.parse_unit_id(t.id) for t in tasks],
+                                      projection.for_plan(campaign, directory), workers=workers)
     return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
 
 

@@ -94,7 +94,7 @@ def new_campaign(*, directory: Path, axis: Axis, caliber: Mapping[str, Any],
         dir=str(directory),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         axis=axis, caliber=dict(caliber), argv=list(argv), rounds=rounds, walls=dict(walls),
-        walls_from=str(walls_from) if walls_from else None,
+        walls_from=str(walls_from.absolute()) if walls_from else None,  # read again on resume
         ops={op: OpRecord(info.get("node"), info.get("reason"), rounds,
                           skipped=info.get("skipped")) for op, info in ops.items()})
     add_units(campaign, {op: rounds for op in ops})
@@ -203,18 +203,24 @@ def check_caliber(campaign: Campaign, given: Mapping[str, Any], keys: Sequence[s
 # --------------------------------------------------------------------------- walls
 
 
+def checked_walls(path: Path) -> Campaign:
+    """The campaign at `path` read as WALLS_FROM; UsageError where a unit's wall is not
+    seconds (a number, finite, not below 0)."""
+    campaign = load(path, "WALLS_FROM")
+    for unit in campaign.units:
+        if unit.wall_s is not None and not (math.isfinite(unit.wall_s) and unit.wall_s >= 0):
+            raise UsageError(f"WALLS_FROM={str(path)!r}: {CAMPAIGN_JSON} gives unit "
+                             f"{unit.id!r} wall_s={unit.wall_s!r}; expected seconds, a "
+                             "number not below 0")
+    return campaign
+
+
 def walls_from(path: Path) -> dict[str, float]:
     """Seconds per operator from an earlier campaign (its units' median wall) or batch
     (ops_status.csv's wall_s); UsageError when `path` is neither."""
     path = Path(path)
     if (path / CAMPAIGN_JSON).is_file():
-        campaign = load(path, "WALLS_FROM")
-        for unit in campaign.units:
-            if unit.wall_s is not None and not (math.isfinite(unit.wall_s) and unit.wall_s >= 0):
-                raise UsageError(f"WALLS_FROM={str(path)!r}: {CAMPAIGN_JSON} gives unit "
-                                 f"{unit.id!r} wall_s={unit.wall_s!r}; expected seconds, a "
-                                 "number not below 0")
-        return walls_by_op(campaign)
+        return walls_by_op(checked_walls(path))
     if (path / OPS_STATUS_CSV).is_file():
         try:
             statuses = read_ops_status(path / OPS_STATUS_CSV)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.campaign.document import CAMPAIGN_JSON, Campaign, UnitRecord, load
+from harness.campaign import plan
+from harness.campaign.document import CAMPAIGN_JSON, Campaign, UnitRecord
 from harness.campaign.plan import SIDES, Unit
 from harness.contract import breakdown
 from harness.contract.identity import read_identity
+from harness.contract.states import FAILED, OK, SKIPPED, TIMEOUT
 from harness.errors import UsageError
 
 PROJECTED_DEVICES = (1, 8, 64)
@@ -20,36 +23,51 @@ RESAMPLES = 2000  # draws of the known operators again, for the projection's spr
 DRAW_SHARE = 0.9  # of those draws' walls, the middle share a projection states
 
 
+# The units whose wall a plan would pay again: those that ran to their end, were skipped by
+# the benchmark, or ran to their limit. An interrupted or crashed unit's wall is a part of one.
+COUNTED = (OK, FAILED, SKIPPED, TIMEOUT)
+
+
 @dataclass(frozen=True)
 class RoundWalls:
-    """An earlier campaign's walls by round, its rounds' worker starts set apart.
+    """What a campaign's units took, by round, its rounds' worker starts set apart.
 
     `first` and `later`: seconds per operator of its round-0 unit and of its later ones (their
-    median), each less the worker starts it paid for its round (round_starts). `start_first`
-    and `start_later`: what those starts took on one device in round 0 and in a later round,
-    the mean over the (round, device) pairs where any was found; a suite pays them once a
-    round and device whatever its operators."""
+    mean), each less the worker starts it paid for its round (worker_starts). `starts`: what
+    one worker start took, by (round 0 or not, side), the mean over the (round, device) pairs
+    where that side started one; a suite pays it once a round, device and side whatever its
+    operators, and a run in a fresh process pays it every time. `notes`: how the walls were
+    read, where the projection's line must say so."""
 
     first: dict[str, float] = field(default_factory=dict)
     later: dict[str, float] = field(default_factory=dict)
-    start_first: float = 0.0
-    start_later: float = 0.0
+    starts: dict[tuple[bool, str], float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def start(self, round_: int, sides: Iterable[str]) -> float:
+        """One worker start of each of `sides` in `round_`."""
+        return math.fsum(self.starts.get((round_ == 0, side), 0.0) for side in sides)
 
 
-def round_starts(path: Path, campaign: Campaign) -> dict[str, float]:
-    """Seconds of worker starts that a unit of the campaign at `path` paid for its round rather
-    than for its operator, by unit id. Each side's worker of a round and device is started by
-    the first of that round's units on that device (by started_utc, ties in the plan's order)
-    whose run on that side started a worker (`new_because` in run_identity.json's `launch`):
-    that run's `startup` (time_breakdown.json) is the start. A later start in the round (a
-    worker retired by the operator before, a resume's new driver) stays in its unit's wall,
-    where the projection overstates rather than understates. A run of more than one pytest
-    session (a capture rescued), in a fresh process, or with files missing or unreadable
-    counts nothing. Never more than the unit's wall."""
+def counted(unit: UnitRecord) -> bool:
+    """Whether the plan would pay `unit`'s wall again (COUNTED, a finite wall not below 0)."""
+    wall = unit.wall_s
+    return unit.status in COUNTED and wall is not None and math.isfinite(wall) and wall >= 0
+
+
+def worker_starts(path: Path, campaign: Campaign) -> dict[tuple[int, str, str], tuple[str, float]]:
+    """The worker starts a campaign paid for its rounds rather than for its operators, by
+    (round, device, side): the unit that paid each and its seconds. Each side's worker of a
+    round and device is started by the first of that round's counted units on that device (by
+    started_utc, ties in the plan's order) whose run on that side started a worker
+    (`new_because` in run_identity.json's `launch`): that run's `startup`
+    (time_breakdown.json) is the start. A later start in the round (a worker retired by the
+    operator before, a resume's new driver) stays in its unit's wall, where the projection
+    overstates rather than understates. A run of more than one pytest session (a capture
+    rescued), in a fresh process, or with files missing or unreadable counts nothing."""
     found: dict[tuple[int, str, str], tuple[str, int, UnitRecord, float]] = {}
     for order, unit in enumerate(campaign.units):
-        wall = unit.wall_s
-        if unit.started_utc is None or wall is None or not math.isfinite(wall) or wall <= 0:
+        if unit.started_utc is None or not counted(unit) or not unit.wall_s:
             continue
         for side in SIDES:
             key = (unit.round, unit.device or "", side)
@@ -58,9 +76,16 @@ def round_starts(path: Path, campaign: Campaign) -> dict[str, float]:
             seconds = _start_s(path / Unit(unit.op, unit.round).run_rel(side))
             if seconds > 0:
                 found[key] = (unit.started_utc, order, unit, seconds)
+    return {key: (unit.id, seconds) for key, (_, _, unit, seconds) in found.items()}
+
+
+def unit_starts(starts: Mapping[tuple[int, str, str], tuple[str, float]],
+                campaign: Campaign) -> dict[str, float]:
+    """The seconds of `starts` each unit paid, never more than its wall."""
+    walls = {unit.id: unit.wall_s or 0.0 for unit in campaign.units}
     out: dict[str, float] = {}
-    for _, _, unit, seconds in found.values():
-        out[unit.id] = min(out.get(unit.id, 0.0) + seconds, unit.wall_s or 0.0)
+    for unit_id, seconds in starts.values():
+        out[unit_id] = min(out.get(unit_id, 0.0) + seconds, walls.get(unit_id, 0.0))
     return out
 
 
@@ -81,46 +106,87 @@ def _start_s(run_dir: Path) -> float:
     return float(seconds) if math.isfinite(seconds) and seconds > 0 else 0.0
 
 
-def walls_by_round(path: Path) -> RoundWalls:
-    """The walls of an earlier campaign by round (RoundWalls): round-0 units pay what later
-    rounds do not (side A's tuning, torch's reference, the first worker starts). Empty for a
-    batch, whose one wall an operator serves every round."""
-    path = Path(path)
-    if not (path / CAMPAIGN_JSON).is_file():
-        return RoundWalls()
-    campaign = load(path, "WALLS_FROM")
-    starts = round_starts(path, campaign)
+def walls_by_round(path: Path, campaign: Campaign | None = None) -> RoundWalls:
+    """The walls of the campaign at `path` (read there unless given) by round, from its
+    counted units (RoundWalls). A campaign that ran round 0 alone gives its later rounds
+    round 0's walls and starts, and says so: an overstatement, where nothing better is known."""
+    campaign = campaign if campaign is not None else plan.checked_walls(Path(path))
+    found = worker_starts(Path(path), campaign)
+    paid = unit_starts(found, campaign)
     first: dict[str, float] = {}
     later: dict[str, list[float]] = {}
-    paid: dict[bool, list[float]] = {True: [], False: []}  # by round 0 or not
     for unit in campaign.units:
-        if unit.wall_s is None:
-            continue
-        start = starts.get(unit.id, 0.0)
-        if start:
-            paid[unit.round == 0].append(start)
-        if unit.round == 0:
-            first[unit.op] = unit.wall_s - start
+        if counted(unit):
+            wall = (unit.wall_s or 0.0) - paid.get(unit.id, 0.0)
+            if unit.round == 0:
+                first[unit.op] = wall
+            else:
+                later.setdefault(unit.op, []).append(wall)
+    by_kind: dict[tuple[bool, str], list[float]] = {}
+    for (round_, _, side), (_, seconds) in found.items():
+        by_kind.setdefault((round_ == 0, side), []).append(seconds)
+    starts = {kind: _mean(seconds) for kind, seconds in by_kind.items()}
+    if first and not later:
+        starts.update({(False, side): s for (zero, side), s in list(starts.items()) if zero})
+        return RoundWalls(first, dict(first), starts, (
+            "later rounds as round 0 (its campaign ran no later round): an overstatement",))
+    return RoundWalls(first, {op: _mean(w) for op, w in later.items()}, starts)
+
+
+def batch_walls(walls: Mapping[str, float]) -> RoundWalls:
+    """A batch's walls (one run of an operator each) as a campaign's: a unit runs two sides,
+    each about one such run."""
+    return RoundWalls(later={op: 2 * wall for op, wall in walls.items()}, notes=(
+        "a batch's walls, one run each: a unit takes two",))
+
+
+def for_plan(campaign: Campaign, directory: Path) -> RoundWalls:
+    """What the units still to run of `campaign` (at `directory`) are projected from: its
+    own counted units (a resumed campaign, on its own host), then WALLS_FROM's for the
+    operators those lack. A WALLS_FROM that cannot be read now is named in the notes."""
+    own = walls_by_round(directory, campaign) if any(map(counted, campaign.units)) \
+        else RoundWalls()
+    if not campaign.walls_from:
+        return own
+    source = Path(campaign.walls_from)
+    try:
+        if (source / CAMPAIGN_JSON).is_file():
+            found = plan.checked_walls(source)
+            earlier = walls_by_round(source, found)
+            theirs, ours = found.caliber.get("backend"), campaign.caliber.get("backend")
+            if theirs != ours:
+                earlier = dataclasses.replace(earlier, notes=(
+                    *earlier.notes, f"WALLS_FROM ran on backend {theirs}, this plan on {ours}"))
         else:
-            later.setdefault(unit.op, []).append(unit.wall_s - start)
-    return RoundWalls(first, {op: sorted(w)[len(w) // 2] for op, w in later.items()},
-                      _mean(paid[True]), _mean(paid[False]))
+            earlier = batch_walls(plan.walls_from(source))
+    except (UsageError, OSError) as exc:
+        earlier = RoundWalls(notes=(f"WALLS_FROM unreadable now ({exc}): its walls are not "
+                                    "used",))
+    if not (own.first or own.later):
+        return earlier
+    return RoundWalls({**earlier.first, **own.first}, {**earlier.later, **own.later},
+                      own.starts or earlier.starts,
+                      (*own.notes, *earlier.notes, "the campaign's own units first"))
 
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
 
 
-def projection(units: Sequence[Unit], walls: Mapping[str, float],
-               first: Mapping[str, float] | None = None,
-               devices: Sequence[int] = PROJECTED_DEVICES,
-               starts: tuple[float, float] = (0.0, 0.0)) -> str | None:
-    """One line: the wall of `units` on each count of `devices`. A unit takes its operator's
-    wall in `walls` or, unknown, the mean of the known ones; a round-0 unit takes its
-    operator's wall in `first` (or their mean) where `first` has any. Units go to the device
-    that frees first, longest first; then each device pays `starts` (RoundWalls' start_first
-    and start_later) once for each round it got a unit of: round 0's and each later one's.
-    None with no wall known.
+def worker_sides(workers: str) -> tuple[str, ...]:
+    """The sides whose runs get their pytest from workers under WORKERS=`workers`."""
+    return SIDES if workers == "1" else (workers,) if workers in SIDES else ()
+
+
+def projection(units: Sequence[Unit], walls: RoundWalls,
+               devices: Sequence[int] = PROJECTED_DEVICES, workers: str = "1") -> str | None:
+    """One line: the wall of `units` (in their running order) on each count of `devices`.
+    A unit takes its operator's wall of its round in `walls` or, unknown, the mean of the
+    plan's known ones (of all known ones for round 0, where the plan knows none). On each
+    device the first unit free to start (a later round waits for its operator's round 0, as
+    the executor's scheduler does) goes to the device that frees first; each device then pays
+    one worker start of each side in workers (`workers`: WORKERS) for each round it ran, and
+    each run of a side in fresh processes pays one itself. None with no wall known.
 
     The mean, not the median: where the known operators are a random draw from the suite, the
     draw's mean times the suite's size estimates the suite's sum without bias, and walls are
@@ -128,41 +194,87 @@ def projection(units: Sequence[Unit], walls: Mapping[str, float],
     so the median understates it.
     """
     ops = {u.op for u in units}
-    known = [walls[op] for op in ops if op in walls]
+    later, first = walls.later or walls.first, walls.first
+    known = [later[op] for op in ops if op in later]
     if not known:
         return None
     mean = _mean(known)
-    first = first or {}
-    first_known = [first[op] for op in ops if op in first] or list(first.values())
-    first_mean = _mean(first_known) if first_known else mean
-    each = sorted(((first.get(u.op, first_mean) if first and u.round == 0
-                    else walls.get(u.op, mean), u.round) for u in units), reverse=True)
-    spread = _draw_spread(units, walls, first, starts)
+    first_mean = _mean([first[op] for op in ops if op in first] or list(first.values()) or known)
+    resident = worker_sides(workers)
+    fresh = [s for s in SIDES if s not in resident]
+    each = [(first.get(u.op, first_mean) if u.round == 0 and first else later.get(u.op, mean))
+            + walls.start(u.round, fresh) for u in units]
+    spread = _draw_spread(units, walls, resident, fresh)
     spans = []
     for count in devices:
-        free = [0.0] * count
-        rounds: list[set[int]] = [set() for _ in range(count)]
-        for wall, round_ in each:
-            device = free.index(min(free))
-            free[device] += wall
-            rounds[device].add(round_)
-        ends = [f + _starts_for(r, starts) for f, r in zip(free, rounds, strict=True)]
+        ends = [end + math.fsum(walls.start(r, resident) for r in rounds)
+                for end, rounds in _schedule(units, each, count)]
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}"
                      + (f" ({spread})" if count == 1 and spread else ""))
-    guessed = sum(1 for op in ops if op not in walls)
-    rest = f", the mean {mean:.0f} s for the {guessed} others" if guessed else ""
-    unfirst = sum(1 for op in ops if op not in first)
-    round0 = "; round 0 from its own units" + (
-        f", the mean {first_mean:.0f} s for the {unfirst} others" if unfirst else "") \
-        if first else ""
-    started = (f"; worker starts once a round and device, {starts[0]:.0f} s in round 0 and "
-               f"{starts[1]:.0f} s later") if any(starts) else ""
-    return (f"projected wall of {len(units)} units (walls of {len(ops) - guessed} "
-            f"operators{rest}{round0}{started}): {', '.join(spans)}")
+    return f"projected wall of {len(units)} units ({_basis(units, walls, workers)}): " \
+           + ", ".join(spans)
 
 
-def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
-                 first: Mapping[str, float], starts: tuple[float, float]) -> str | None:
+def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int
+              ) -> list[tuple[float, set[int]]]:
+    """Each of `count` devices' end and the rounds it ran, the units taken in their order by
+    the device that frees first, a later round once its operator's round 0 has ended
+    (procs.Scheduler's order: a free slot takes the first queued unit that is ready)."""
+    zero = {u.op: i for i, u in enumerate(units) if u.round == 0}
+    free = [0.0] * count
+    rounds: list[set[int]] = [set() for _ in range(count)]
+    ended: dict[int, float] = {}
+    queue = list(range(len(units)))
+
+    def ready(i: int, at: float) -> bool:
+        first = zero.get(units[i].op) if units[i].round else None
+        return first is None or ended.get(first, math.inf) <= at
+
+    while queue:
+        at = min(free)
+        device = free.index(at)
+        pick = next((n for n, i in enumerate(queue) if ready(i, at)), None)
+        if pick is None:  # every queued unit waits for a round 0 still running
+            upcoming = [end for end in ended.values() if end > at]
+            if not upcoming:
+                break
+            free[device] = min(upcoming)
+            continue
+        i = queue.pop(pick)
+        ended[i] = free[device] = at + walls[i]
+        rounds[device].add(units[i].round)
+    return [(end, r) for end, r in zip(free, rounds, strict=True) if r]
+
+
+def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
+    """What the projection's walls are: the known operators, the means the others take, the
+    worker starts and anything `walls.notes` says."""
+    ops = {u.op for u in units}
+    later, first = walls.later or walls.first, walls.first
+    known = [later[op] for op in ops if op in later]
+    guessed = sum(1 for op in ops if op not in later)
+    text = f"walls of {len(ops) - guessed} operators"
+    if guessed:
+        text += f", the mean {_mean(known):.0f} s for the {guessed} others"
+    if first and walls.later and any(u.round == 0 for u in units):
+        unfirst = sum(1 for op in ops if op not in first)
+        first_mean = _mean([first[op] for op in ops if op in first] or list(first.values()))
+        text += "; round 0 from its own units" + (
+            f", the mean {first_mean:.0f} s for the {unfirst} others" if unfirst else "")
+    resident = worker_sides(workers)
+    fresh = [s for s in SIDES if s not in resident]
+    whose = "every run" if len(fresh) == len(SIDES) else f"side {''.join(fresh)}'s runs"
+    for label, sides in (("worker starts once a round and device", resident),
+                         (f"{whose} in fresh processes (WORKERS={workers}), their starts in "
+                          "every unit", fresh)):
+        zero, after = walls.start(0, sides), walls.start(1, sides)
+        if sides and (zero or after):
+            text += f"; {label}, {zero:.0f} s in round 0 and {after:.0f} s later"
+    return "".join([text, *(f"; {note}" for note in walls.notes)])
+
+
+def _draw_spread(units: Sequence[Unit], walls: RoundWalls, resident: Sequence[str],
+                 fresh: Sequence[str]) -> str | None:
     """How far the one-device wall may lie from the projection where unknown operators take
     the known ones' means: DRAW_SHARE of the walls that the plan's known operators give when
     drawn again with replacement (RESAMPLES times, seeded: the same line each time), each
@@ -170,36 +282,32 @@ def _draw_spread(units: Sequence[Unit], walls: Mapping[str, float],
     3.1 h to 7.4 h, drawing the 12 operators again". A draw of a dozen skewed walls moves
     its means a lot, and a projection from it says so. None where no wall is unknown, or
     where a mean that unknown walls take rests on fewer than two operators of the plan."""
+    later, first = walls.later or walls.first, walls.first
     zeros = [u.op for u in units if first and u.round == 0]  # round 0 from round 0's walls
     rest = [u.op for u in units if not (first and u.round == 0)]
     unknown_first = sum(1 for op in zeros if op not in first)
-    unknown = sum(1 for op in rest if op not in walls)
-    pool = sorted({op for op in (*zeros, *rest) if op in walls or op in first})
+    unknown = sum(1 for op in rest if op not in later)
+    pool = sorted({op for op in (*zeros, *rest) if op in later or op in first})
     if not (unknown_first or unknown) \
             or unknown_first and sum(1 for op in pool if op in first) < 2 \
-            or unknown and sum(1 for op in pool if op in walls) < 2:
+            or unknown and sum(1 for op in pool if op in later) < 2:
         return None
     own = math.fsum([*(first[op] for op in zeros if op in first),
-                     *(walls[op] for op in rest if op in walls)])
-    paid = _starts_for({u.round for u in units}, starts)
+                     *(later[op] for op in rest if op in later)])
+    paid = math.fsum([*(walls.start(r, resident) for r in {u.round for u in units}),
+                      *(walls.start(u.round, fresh) for u in units)])
     rng = random.Random(0)
     totals: list[float] = []
     while len(totals) < RESAMPLES:
         drawn = rng.choices(pool, k=len(pool))
-        later = [walls[op] for op in drawn if op in walls]
+        again = [later[op] for op in drawn if op in later]
         firsts = [first[op] for op in drawn if op in first]
-        if (unknown and not later) or (unknown_first and not firsts):
+        if (unknown and not again) or (unknown_first and not firsts):
             continue  # a draw with no wall of a kind it needs: drawn again
-        totals.append(own + unknown_first * _mean(firsts) + unknown * _mean(later) + paid)
+        totals.append(own + unknown_first * _mean(firsts) + unknown * _mean(again) + paid)
     cuts = statistics.quantiles(totals, n=round(2 / (1 - DRAW_SHARE)), method="inclusive")
     return (f"{DRAW_SHARE:.0%}: {_duration(cuts[0])} to {_duration(cuts[-1])}, drawing the "
             f"{len(pool)} operators again")
-
-
-def _starts_for(rounds: set[int], starts: tuple[float, float]) -> float:
-    """What a device that runs units of `rounds` pays for worker starts: round 0's once, a
-    later round's once each (RoundWalls' start_first and start_later)."""
-    return (starts[0] if 0 in rounds else 0.0) + starts[1] * len(rounds - {0})
 
 
 def _duration(seconds: float) -> str:

@@ -101,7 +101,7 @@ def resume(flags: Mapping[str, Any], env: Mapping[str, str],
     executor = start.campaign_executor(settings, chosen, directory, campaign, env, out, workers)
     if dry_run:
         for line in dryrun.describe(campaign, executor, directory,
-                                   "exists; nothing added to it"):
+                                   "exists; nothing added to it", workers):
             out(line)
         return EXIT_OK
     where.preflight(chosen, directory, out)

@@ -151,7 +151,7 @@ def start(settings: Settings, flags: Mapping[str, Any], env: Mapping[str, str], 
     if settings.dry_run:
         where_to = parent / rundir.utc_stamp()
         executor = campaign_executor(settings, chosen, where_to, campaign, env, out, workers)
-        for line in [*dryrun.describe(campaign, executor, where_to),
+        for line in [*dryrun.describe(campaign, executor, where_to, workers=workers),
                      *dryrun.first_unit(campaign, settings, first_plan, executor, where_to)]:
             out(line)  # the whole plan first, then every check that would fail
         rc = checked.write_failures(out, _err) if checked else EXIT_OK

@@ -120,7 +120,8 @@ def test_workers_naming_one_side_run_that_side_in_workers_and_the_other_fresh(tm
             sum(seconds[k] for k in ("restore", "garbage", "compare", "device")), abs=1e-5)
     # what the suite's projection sets apart: side B's one worker start a round, in that
     # round's first unit; side A's fresh processes pay their own start in every unit
-    starts = projection.round_starts(directory, load(directory))
+    found = load(directory)
+    starts = projection.unit_starts(projection.worker_starts(directory, found), found)
     assert sorted(unit.rpartition("/r")[2] for unit in starts) == ["0", "1"], starts
     for unit, seconds in starts.items():
         op, _, r = unit.rpartition("/r")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -361,17 +362,42 @@ def _units(*ids: str) -> list[Unit]:
     return [campaign.parse_unit_id(i) for i in ids]
 
 
+def _later(walls):
+    return projection.RoundWalls(later=dict(walls))
+
+
+def _starts(first, later):
+    """Worker starts of `first` s in round 0 and `later` s after, half of each a side."""
+    return {(zero, side): (first if zero else later) / 2
+            for zero in (True, False) for side in ("A", "B")}
+
+
 def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_mean_for_unknowns():
-    units = _units("a/r0", "a/r1", "b/r0", "c/r0", "c/r1", "c/r2")
-    line = projection.projection(units, {"a": 10.0, "b": 30.0, "d": 5.0})
-    # c has no wall: the mean of a's and b's (20 s); longest first onto the freest device.
+    units = _units("a/r0", "b/r0", "c/r0", "a/r1", "c/r1", "c/r2")
+    line = projection.projection(units, _later({"a": 10.0, "b": 30.0, "d": 5.0}))
+    # c has no wall: the mean of a's and b's (20 s); on 8 devices c's later rounds wait for its
+    # round 0 (20 s) and then take 20 s more: 40 s, not the 30 s of b's one unit.
     # its spread: a and b drawn again give c 10, 20 or 30 s a unit (80-140 s in all)
     assert line == ("projected wall of 6 units (walls of 2 operators, the mean 20 s for the 1 "
                     "others): 1 device 1.8 min (90%: 1.3 min to 2.3 min, drawing the 2 "
-                    "operators again), 8 devices 30 s, 64 devices 30 s")
-    spans = projection.projection([Unit("x", r % 3) for r in range(3336)], {"x": 120.0})
+                    "operators again), 8 devices 40 s, 64 devices 40 s")
+    suite = [Unit(f"x{n}", r) for r in range(3) for n in range(1112)]
+    spans = projection.projection(suite, _later({f"x{n}": 120.0 for n in range(1112)}))
     assert spans is not None and "1 device 111.2 h, 8 devices 13.9 h, 64 devices 1.8 h" in spans
-    assert projection.projection(_units("a/r0"), {}) is None
+    assert projection.projection(_units("a/r0"), _later({})) is None
+
+
+def test_later_rounds_wait_for_their_round_0_on_many_devices():
+    # Regression (review): units went to devices longest first whatever their round, so an
+    # operator's later rounds ran beside its round 0, which they replay: a 100 s round 0 and
+    # 60 s later rounds read "8 devices 1.7 min" where they take at least 100 + 60 s.
+    units = _units("add/r0", "tanh/r0", "add/r1", "tanh/r1", "add/r2", "tanh/r2")
+    walls = projection.RoundWalls({"add": 100.0, "tanh": 5.0}, {"add": 60.0, "tanh": 3.0})
+    line = projection.projection(units, walls, devices=(1, 8))
+    assert line is not None and line.endswith("1 device 3.9 min, 8 devices 2.7 min")
+    # a later round whose round 0 is not in the plan (a resume) waits for nothing
+    assert projection.projection(_units("add/r1", "add/r2"), walls, devices=(8,)).endswith(
+        "8 devices 1.0 min")
 
 
 def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
@@ -380,7 +406,7 @@ def test_the_projection_of_a_skewed_draw_takes_its_mean_not_its_median():
     # suite's sum: two of three operators at 2-3 s said 3 s for each of the 97 others.
     draw = {"a": 2.0, "b": 3.0, "c": 100.0}
     units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
-    line = projection.projection(units, draw, devices=(1,))
+    line = projection.projection(units, _later(draw), devices=(1,))
     assert line == ("projected wall of 100 units (walls of 3 operators, the mean 35 s for the "
                     "97 others): 1 device 58.3 min (90%: 5.5 min to 1.9 h, drawing the 3 "
                     "operators again)")
@@ -392,54 +418,146 @@ def test_a_projection_from_a_draw_states_how_far_another_draw_would_move_it():
     # 30% of draws) up to 67 s (the slow one twice): the projection states that spread.
     draw = {"a": 2.0, "b": 3.0, "c": 100.0}
     units = [Unit(op, 0) for op in [*draw, *(f"x{i}" for i in range(97))]]
-    line = projection.projection(units, draw, devices=(1, 8))
+    line = projection.projection(units, _later(draw), devices=(1, 8))
     assert line is not None and "(90%: 5.5 min to 1.9 h, drawing the 3 operators again)" in line
-    assert projection.projection(units, draw, devices=(1, 8)) == line  # seeded: the same
+    assert projection.projection(units, _later(draw), devices=(1, 8)) == line  # seeded
     assert "devices 7.5 min," not in line and line.count("90%") == 1  # one device's alone
     # alike walls: another draw moves nothing
-    even = projection.projection(units, dict.fromkeys(draw, 6.0), devices=(1,))
+    even = projection.projection(units, _later(dict.fromkeys(draw, 6.0)), devices=(1,))
     assert even is not None and even.endswith("1 device 10.0 min (90%: 10.0 min to 10.0 min, "
                                               "drawing the 3 operators again)")
     # an operator with a round-0 wall and no later one (a campaign cut short) counts in the
     # round-0 mean of the projection and of every draw: the spread holds the projection
     units = [Unit(op, r) for op in ("a", "b", "d", "x") for r in (0, 1)]
-    line = projection.projection(units, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0, "d": 1000.0},
-                                 devices=(1,))
+    walls = projection.RoundWalls({"a": 1.0, "b": 1.0, "d": 1000.0}, {"a": 1.0, "b": 1.0})
+    line = projection.projection(units, walls, devices=(1,))
     assert line is not None and line.endswith(
         "1 device 22.3 min (90%: 16.8 min to 27.9 min, drawing the 3 operators again)")
     # a mean that rests on one operator's wall has no spread to state
     units = _units("a/r0", "a/r1", "b/r0", "b/r1", "c/r0")
-    assert "90%" not in (projection.projection(units, {"a": 1.0, "b": 1.0}, {"a": 10.0}) or "x")
+    walls = projection.RoundWalls({"a": 10.0}, {"a": 1.0, "b": 1.0})
+    assert "90%" not in (projection.projection(units, walls) or "x")
     # no operator unknown, or only one known: nothing to draw again
-    assert "90%" not in (projection.projection(units[:3], draw) or "")
-    assert "90%" not in (projection.projection(units, {"a": 2.0}) or "")
+    assert "90%" not in (projection.projection(units[:3], _later(draw)) or "")
+    assert "90%" not in (projection.projection(units, _later({"a": 2.0})) or "")
 
 
 def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     # Regression: each operator's median unit stood for its round 0 too, which pays side A's
     # tuning and torch's reference: a campaign's projection left round 0's cost out.
-    units = _units("a/r0", "a/r1", "a/r2", "b/r0", "b/r1", "b/r2")
-    line = projection.projection(units, {"a": 10.0}, {"a": 40.0})
-    # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s)
+    units = _units("a/r0", "b/r0", "a/r1", "b/r1", "a/r2", "b/r2")
+    walls = projection.RoundWalls({"a": 40.0}, {"a": 10.0})
+    line = projection.projection(units, walls)
+    # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s); on
+    # many devices each operator's later rounds run side by side once its round 0 ended
     assert line == ("projected wall of 6 units (walls of 1 operators, the mean 10 s for the 1 "
                     "others; round 0 from its own units, the mean 40 s for the 1 others): "
-                    "1 device 2.0 min, 8 devices 40 s, 64 devices 40 s")
+                    "1 device 2.0 min, 8 devices 50 s, 64 devices 50 s")
     # the mean of round 0 is the campaign's operators', where any has one
-    assert projection.projection(units, {"a": 10.0}, {"a": 40.0, "z": 1000.0}) == line
+    walls = projection.RoundWalls({"a": 40.0, "z": 1000.0}, {"a": 10.0})
+    assert projection.projection(units, walls) == line
 
 
-def test_round_0_and_later_walls_come_from_a_campaign_and_not_from_a_batch(tmp_path):
+def test_round_0_and_later_walls_come_from_the_units_that_ran_to_their_end(tmp_path):
     doc = document(tmp_path, rounds=3, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
     for unit in doc.units:
         unit.status, unit.wall_s = "ok", (30.0 if unit.op == "mm" else 8.0) / (unit.round + 1)
     doc.unit("add/r0").wall_s = None  # not finished
+    # Regression (review): an interrupted unit's wall (3 s into a 9 s unit) stood for its
+    # operator's, and a timed-out one's is what the plan would pay again
+    doc.unit("add/r1").status = "interrupted"
+    doc.unit("mm/r2").status = "timeout"
     doc.save(tmp_path)
-    # mm's later rounds took 15 and 10 s: their median is the larger of the two
+    # Regression (review): the upper median of two later rounds was the larger one
     assert projection.walls_by_round(tmp_path) == projection.RoundWalls(
-        {"mm": 30.0}, {"mm": 15.0, "add": 4.0})
+        {"mm": 30.0}, {"mm": 12.5, "add": 8.0 / 3})
+
+
+def test_a_campaign_of_round_0_alone_projects_later_rounds_as_round_0_and_says_so(tmp_path):
+    # Regression (review): with no later round, later rounds took round 0's walls, worker
+    # starts inside, and the line said "0 s later" for their starts.
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    unit = doc.unit("mm/r0")
+    unit.status, unit.wall_s, unit.device = "ok", 30.0, "0"
+    unit.started_utc = "2026-12-06T10:00:00+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+    _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.first == walls.later == {"mm": 20.0}
+    assert walls.start(1, "AB") == walls.start(0, "AB") == 10.0
+    line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
+    assert line == ("projected wall of 2 units (walls of 1 operators; round 0 from its own "
+                    "units; worker starts once a round and device, 10 s in round 0 and 10 s "
+                    "later; later rounds as round 0 (its campaign ran no later round): an "
+                    "overstatement): 1 device 1.0 min")
+
+
+def test_a_resumed_campaign_is_projected_from_its_own_units_first(tmp_path):
+    # Regression (review): a resume's dry run took each operator's upper median over all its
+    # units, round 0's among them, for every round it added (45 s where 24 s were paid).
+    source = tmp_path / "source"
+    source.mkdir()
+    doc = document(source, rounds=2, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
+    for unit in doc.units:
+        unit.status, unit.wall_s = "ok", {0: 50.0, 1: 20.0}[unit.round]
+    doc.save(source)
+    here = tmp_path / "campaign"
+    here.mkdir()
+    resumed = campaign.new_campaign(
+        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={"mm": {"node": "mm"}, "add": {"node": "add"}}, rounds=2, walls={"mm": 50.0},
+        walls_from=source)
+    for unit in resumed.units:
+        unit.status, unit.wall_s = "ok", {0: 30.0, 1: 10.0}[unit.round]
+    resumed.unit("add/r1").status, resumed.unit("add/r1").wall_s = "interrupted", 2.0
+    resumed.save(here)
+    walls = projection.for_plan(load(here), here)
+    # its own round 0 and round 1 where it has them (add/r1 was interrupted); WALLS_FROM's
+    # for the rest
+    assert (walls.first, walls.later) == ({"mm": 30.0, "add": 30.0}, {"mm": 10.0, "add": 20.0})
+    assert walls.notes == ("the campaign's own units first",)
+    line = projection.projection(_units("add/r1", "mm/r2", "add/r2"), walls, devices=(1,))
+    assert line is not None and line.endswith("1 device 50 s")
+    # a source of another backend is named: its walls are another machine's
+    elsewhere = load(source)
+    elsewhere.caliber["backend"] = "cuda"
+    elsewhere.save(source)
+    assert projection.for_plan(load(here), here).notes == (
+        "WALLS_FROM ran on backend cuda, this plan on cpu", "the campaign's own units first")
+    # Regression (review): a WALLS_FROM changed or gone since is named, not read as given
+    (source / "campaign.json").write_text("{}")
+    walls = projection.for_plan(load(here), here)
+    assert walls.later == {"mm": 10.0} and "WALLS_FROM unreadable now" in walls.notes[0]
+    again = load(here)
+    again.walls_from = str(tmp_path / "gone")
+    assert "WALLS_FROM unreadable now" in projection.for_plan(again, here).notes[0]
+
+
+def test_walls_from_is_kept_absolute_for_a_resume_run_elsewhere(tmp_path, monkeypatch):
+    # Regression (review): WALLS_FROM=src was kept as given, so a resume's dry run read
+    # another folder, or none, from another working directory.
+    monkeypatch.chdir(tmp_path)
+    planned = campaign.new_campaign(
+        directory=tmp_path / "c", axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={"mm": {"node": "mm"}}, rounds=1, walls={}, walls_from=Path("src"))
+    assert planned.walls_from == str(tmp_path / "src")
+
+
+def test_a_batch_as_walls_from_gives_a_unit_two_of_its_runs(tmp_path):
+    # Regression (review): a batch's wall is one run; a campaign's unit runs two sides, so a
+    # batch's walls read "1 device 25 s" for units that took 35 s.
     (tmp_path / "batch").mkdir()
     (tmp_path / "batch" / "ops_status.csv").write_text("op,status,wall_s\nmm,ok,12.5\n")
-    assert projection.walls_by_round(tmp_path / "batch") == projection.RoundWalls()
+    planned = campaign.new_campaign(
+        directory=tmp_path / "c", axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={"mm": {"node": "mm"}}, rounds=2, walls={"mm": 12.5},
+        walls_from=tmp_path / "batch")
+    walls = projection.for_plan(planned, tmp_path / "c")
+    assert (walls.first, walls.later) == ({}, {"mm": 25.0})
+    line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
+    assert line == ("projected wall of 2 units (walls of 1 operators; a batch's walls, one run "
+                    "each: a unit takes two): 1 device 50 s")
 
 
 def _run_files(run_dir, startup, new_because=None):
@@ -450,6 +568,11 @@ def _run_files(run_dir, startup, new_because=None):
     (run_dir / "run_identity.json").write_text(json.dumps({"launch": [launch]}))
     (run_dir / "time_breakdown.json").write_text(
         json.dumps({"wall_s": 30.0, "phases": {"startup": startup}}))
+
+
+def _per_unit(path):
+    found = load(path)
+    return projection.unit_starts(projection.worker_starts(path, found), found)
 
 
 def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_path):
@@ -471,21 +594,56 @@ def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_
     _run_files(tmp_path / "mm/A/r1", 3.0, "its generation 'r1' is new")
     _run_files(tmp_path / "mm/B/r1", 5.0, "its generation 'r1' is new")
     # mm/r0 and mm/r1 started their rounds; add's restart is its own (mm retired the worker)
-    assert projection.round_starts(tmp_path, load(tmp_path)) == {"mm/r0": 16.0, "mm/r1": 8.0}
+    assert projection.worker_starts(tmp_path, load(tmp_path)) == {
+        (0, "0", "A"): ("mm/r0", 12.0), (0, "0", "B"): ("mm/r0", 4.0),
+        (1, "0", "A"): ("mm/r1", 3.0), (1, "0", "B"): ("mm/r1", 5.0)}
+    assert _per_unit(tmp_path) == {"mm/r0": 16.0, "mm/r1": 8.0}
     earlier = projection.walls_by_round(tmp_path)
-    assert earlier == projection.RoundWalls({"mm": 24.0, "add": 8.0}, {"mm": 12.0, "add": 4.0},
-                                            16.0, 8.0)
-    units = [Unit(op, r) for op in ("mm", "add", "x", "y") for r in range(3)]
-    line = projection.projection(units, earlier.later, earlier.first, devices=(1, 2),
-                                 starts=(earlier.start_first, earlier.start_later))
+    assert earlier == projection.RoundWalls(
+        {"mm": 24.0, "add": 8.0}, {"mm": 12.0, "add": 4.0},
+        {(True, "A"): 12.0, (True, "B"): 4.0, (False, "A"): 3.0, (False, "B"): 5.0})
+    units = [Unit(op, r) for r in range(3) for op in ("mm", "add", "x", "y")]
+    line = projection.projection(units, earlier, devices=(1, 2))
     # 24 + 8 + 2 x 16 (the mean) in round 0, 2 x (12 + 4 + 2 x 8) later: 128 s, plus the
     # starts once: 16 + 2 x 8 = 32 s on each device; drawn again, x and y take add's walls
-    # (128 s in all) or mm's (192 s) or between
+    # (128 s in all) or mm's (192 s) or between. Two devices, in the plan's order: 68 s and
+    # 60 s of units, each with its 32 s of starts
     assert line == ("projected wall of 12 units (walls of 2 operators, the mean 8 s for the 2 "
                     "others; round 0 from its own units, the mean 16 s for the 2 others; worker "
                     "starts once a round and device, 16 s in round 0 and 8 s later): "
                     "1 device 2.7 min (90%: 2.1 min to 3.2 min, drawing the 2 operators "
-                    "again), 2 devices 1.6 min")
+                    "again), 2 devices 1.7 min")
+    # Regression (review): WORKERS=0 runs every side in a fresh process, each run paying a
+    # start that the line set apart once a round: 40% under what such a campaign took
+    fresh = projection.projection(units, earlier, devices=(1,), workers="0")
+    # 128 s + each run's start: 4 units x 16 s in round 0, 8 x 8 s later = 256 s
+    assert fresh is not None and "every run in fresh processes (WORKERS=0), their starts " \
+        "in every unit, 16 s in round 0 and 8 s later" in fresh and "once a round" not in fresh
+    assert fresh.endswith("1 device 4.3 min (90%: 3.7 min to 4.8 min, drawing the 2 "
+                          "operators again)")
+    one_side = projection.projection(units, earlier, devices=(1,), workers="B")
+    # side B once a round (4 + 2 x 5 = 14 s), side A in every run (4 x 12 + 8 x 3 = 72 s)
+    assert one_side is not None and "worker starts once a round and device, 4 s in round 0 " \
+        "and 5 s later; side A's runs in fresh processes (WORKERS=B), their starts in every " \
+        "unit, 12 s in round 0 and 3 s later" in one_side
+    assert one_side.endswith("1 device 3.6 min (90%: 3.0 min to "
+                                                      "4.1 min, drawing the 2 operators again)")
+
+
+def test_starts_of_two_sides_paid_by_two_units_are_one_rounds_start(tmp_path):
+    # Regression (review): the starts were averaged over the units that paid any, so side A's
+    # start in one unit and side B's in the next read as two rounds of half the start.
+    doc = document(tmp_path, rounds=1, ops={"a": {"node": "a"}, "b": {"node": "b"}})
+    for unit, at in ((doc.unit("a/r0"), "00"), (doc.unit("b/r0"), "01")):
+        unit.status, unit.wall_s, unit.device = "ok", 20.0, "0"
+        unit.started_utc = f"2026-12-06T10:00:{at}+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "a/A/r0", 6.0, "the first of its environment")
+    _run_files(tmp_path / "a/B/r0", 0.1)
+    _run_files(tmp_path / "b/A/r0", 0.1)
+    _run_files(tmp_path / "b/B/r0", 4.0, "the first of its environment")
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.start(0, "AB") == 10.0 and walls.first == {"a": 14.0, "b": 16.0}
 
 
 def test_a_rounds_start_is_found_past_a_first_unit_that_started_no_worker(tmp_path):
@@ -498,17 +656,18 @@ def test_a_rounds_start_is_found_past_a_first_unit_that_started_no_worker(tmp_pa
     doc.save(tmp_path)
     _run_files(tmp_path / "b/A/r0", 7.0, "the first of its environment")
     _run_files(tmp_path / "b/B/r0", 3.0, "the first of its environment")
-    assert projection.round_starts(tmp_path, load(tmp_path)) == {"b/r0": 10.0}
+    assert _per_unit(tmp_path) == {"b/r0": 10.0}
 
 
 def test_each_device_pays_the_starts_of_the_rounds_it_ran():
     # Regression (review): every round's starts went to the busiest device, even where 64
     # devices each ran one unit of one round.
-    units = [Unit(op, r) for op in "abcd" for r in range(3)]
-    walls = dict.fromkeys("abcd", 10.0)
-    line = projection.projection(units, walls, devices=(1, 64), starts=(16.0, 8.0))
-    # one device: 120 s + 16 + 2 x 8; 64 devices: one unit each, a round-0 one pays 16
-    assert line is not None and line.endswith("1 device 2.5 min, 64 devices 26 s")
+    units = [Unit(op, r) for r in range(3) for op in "abcd"]
+    walls = projection.RoundWalls(later=dict.fromkeys("abcd", 10.0), starts=_starts(16.0, 8.0))
+    line = projection.projection(units, walls, devices=(1, 64))
+    # one device: 120 s + 16 + 2 x 8; 64 devices: a round-0 unit (16 s of starts) then a
+    # later one of its operator (8 s) on the device it freed: 20 + 24 s
+    assert line is not None and line.endswith("1 device 2.5 min, 64 devices 44 s")
 
 
 def test_unreadable_run_files_count_no_start(tmp_path):
@@ -519,19 +678,19 @@ def test_unreadable_run_files_count_no_start(tmp_path):
     _run_files(tmp_path / "mm/A/r0", "soon", "the first of its environment")
     (tmp_path / "mm/B/r0").mkdir(parents=True)
     (tmp_path / "mm/B/r0/run_identity.json").write_bytes(b"\x00\xff binary")
-    assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+    assert _per_unit(tmp_path) == {}
     assert projection.walls_by_round(tmp_path).first == {"mm": 9.0}
     for startup in ("12", True, float("nan"), -3.0):  # a number of seconds, or nothing
         (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
             json.dumps({"wall_s": 30.0, "phases": {"startup": startup}}))
-        assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+        assert _per_unit(tmp_path) == {}
     # two sessions (a capture rescued): their startup holds the gap between them, not a start
     (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
         json.dumps({"sessions": 2, "wall_s": 30.0, "phases": {"startup": 6.0}}))
-    assert projection.round_starts(tmp_path, load(tmp_path)) == {}
+    assert _per_unit(tmp_path) == {}
     (tmp_path / "mm/A/r0/time_breakdown.json").write_text(
         json.dumps({"sessions": 1, "wall_s": 30.0, "phases": {"startup": 6.0}}))
-    assert projection.round_starts(tmp_path, load(tmp_path)) == {"mm/r0": 6.0}
+    assert _per_unit(tmp_path) == {"mm/r0": 6.0}
     assert projection.walls_by_round(tmp_path).first == {"mm": 3.0}
 
 
