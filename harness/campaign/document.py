@@ -327,15 +327,16 @@ def load(directory: Path, label: str = "RESUME") -> Campaign:
         raise UsageError(f"{where} is not a campaign directory")
     try:
         doc = json.loads((directory / CAMPAIGN_JSON).read_text(encoding="utf-8"))
+        return Campaign.from_json(doc)
     except FileNotFoundError:
         raise UsageError(f"{where} is not a campaign directory (no {CAMPAIGN_JSON})"
                          + held_campaigns(directory, label)) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON} is not JSON ({exc})") from None
-    try:
-        return Campaign.from_json(doc)
     except BadDocument as exc:
         raise UsageError(f"{where}: {CAMPAIGN_JSON}: {exc}") from None
+    except RecursionError:  # json's decoder, and the reading of its values, recurse a level
+        raise UsageError(f"{where}: {CAMPAIGN_JSON} nests too deep to be a campaign") from None
 
 
 def held_campaigns(folder: Path, label: str = "RESUME", shown: int = 8) -> str:

@@ -50,8 +50,11 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                      f"{runnable * campaign.auto['max']} units at most")
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
-    projected = projection.projection([plan.parse_unit_id(t.id) for t in tasks],
-                                      projection.for_plan(campaign, directory), workers=workers)
+    source = projection.for_plan(campaign, directory)
+    projected = projection.projection([plan.parse_unit_id(t.id) for t in tasks], source,
+                                      workers=workers)
+    if projected is None and source.notes:  # what would have given walls, and why it did not
+        projected = f"no projected wall: {'; '.join(source.notes)}"
     return [*lines, *executor.describe(tasks, by_task), *([projected] if projected else [])]
 
 

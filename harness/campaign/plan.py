@@ -21,11 +21,25 @@ from harness.campaign.document import (
     walls_by_op,
 )
 from harness.contract.ops_status import OPS_STATUS_CSV, read_ops_status
-from harness.contract.states import EXCLUDED, FAILED, FINISHED, PENDING, RAN_TO_END, SKIPPED
+from harness.contract.states import (
+    CRASHED,
+    EXCLUDED,
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    OK,
+    PENDING,
+    RAN_TO_END,
+    SKIPPED,
+    TIMEOUT,
+)
 from harness.errors import UsageError
 from harness.settings.kinds import comma_items
 from harness.settings.variables import WALL_MULTIPLE
 
+# The units or operators whose wall a plan would pay again: those that ran to their end, were
+# skipped by the benchmark, or ran to their limit. An interrupted or crashed one's is a part.
+COUNTED = (OK, FAILED, SKIPPED, TIMEOUT)
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
 UNMATCHED_DIR = "unmatched"  # a few of side B's artifacts that side A never had
 LOGS_DIR = "logs"
@@ -226,7 +240,10 @@ def walls_from(path: Path) -> dict[str, float]:
             statuses = read_ops_status(path / OPS_STATUS_CSV)
         except UsageError as exc:
             raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted: {exc}") from None
-        return {s.op: s.wall_s for s in statuses if s.op and s.wall_s is not None}
+        # an interrupted or crashed operator's wall is a part of one (a file of walls alone,
+        # `op,wall_s`, has no status: each counts)
+        return {s.op: s.wall_s for s in statuses
+                if s.op and s.wall_s is not None and s.status not in (INTERRUPTED, CRASHED)}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
                      f"directory ({CAMPAIGN_JSON}) or a batch directory ({OPS_STATUS_CSV})")
 

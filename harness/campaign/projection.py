@@ -6,7 +6,7 @@ import dataclasses
 import math
 import random
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,17 +15,11 @@ from harness.campaign.document import CAMPAIGN_JSON, Campaign, UnitRecord
 from harness.campaign.plan import SIDES, Unit
 from harness.contract import breakdown
 from harness.contract.identity import read_identity
-from harness.contract.states import FAILED, OK, SKIPPED, TIMEOUT
 from harness.errors import UsageError
 
 PROJECTED_DEVICES = (1, 8, 64)
 RESAMPLES = 2000  # draws of the known operators again, for the projection's spread
 DRAW_SHARE = 0.9  # of those draws' walls, the middle share a projection states
-
-
-# The units whose wall a plan would pay again: those that ran to their end, were skipped by
-# the benchmark, or ran to their limit. An interrupted or crashed unit's wall is a part of one.
-COUNTED = (OK, FAILED, SKIPPED, TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -43,23 +37,36 @@ class RoundWalls:
     later: dict[str, float] = field(default_factory=dict)
     starts: dict[tuple[bool, str], float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    resident: tuple[str, ...] | None = None  # the sides it ran in workers; None: not known
 
     def start(self, round_: int, sides: Iterable[str]) -> float:
         """One worker start of each of `sides` in `round_`."""
         return math.fsum(self.starts.get((round_ == 0, side), 0.0) for side in sides)
 
+    def filled(self) -> RoundWalls:
+        """These walls for a plan with later rounds: where none ran, later rounds take round
+        0's walls and starts, an overstatement the notes name."""
+        if self.later or not self.first:
+            return self
+        starts = {**self.starts, **{(False, side): seconds
+                                    for (zero, side), seconds in self.starts.items() if zero}}
+        return dataclasses.replace(self, later=dict(self.first), starts=starts, notes=(
+            *self.notes, "later rounds as round 0 (no later round ran): an overstatement"))
+
 
 def counted(unit: UnitRecord) -> bool:
-    """Whether the plan would pay `unit`'s wall again (COUNTED, a finite wall not below 0)."""
+    """Whether a plan would pay `unit`'s wall again (plan.COUNTED, a finite wall not below
+    0)."""
     wall = unit.wall_s
-    return unit.status in COUNTED and wall is not None and math.isfinite(wall) and wall >= 0
+    return unit.status in plan.COUNTED and wall is not None and math.isfinite(wall) and wall >= 0
 
 
 def worker_starts(path: Path, campaign: Campaign) -> dict[tuple[int, str, str], tuple[str, float]]:
     """The worker starts a campaign paid for its rounds rather than for its operators, by
     (round, device, side): the unit that paid each and its seconds. Each side's worker of a
-    round and device is started by the first of that round's counted units on that device (by
-    started_utc, ties in the plan's order) whose run on that side started a worker
+    round and device is started by the first of that round's units on that device (by
+    started_utc, ties in the plan's order; one interrupted later still started it) whose run
+    on that side started a worker
     (`new_because` in run_identity.json's `launch`): that run's `startup`
     (time_breakdown.json) is the start. A later start in the round (a worker retired by the
     operator before, a resume's new driver) stays in its unit's wall, where the projection
@@ -67,7 +74,7 @@ def worker_starts(path: Path, campaign: Campaign) -> dict[tuple[int, str, str], 
     rescued), in a fresh process, or with files missing or unreadable counts nothing."""
     found: dict[tuple[int, str, str], tuple[str, int, UnitRecord, float]] = {}
     for order, unit in enumerate(campaign.units):
-        if unit.started_utc is None or not counted(unit) or not unit.wall_s:
+        if unit.started_utc is None:
             continue
         for side in SIDES:
             key = (unit.round, unit.device or "", side)
@@ -108,8 +115,7 @@ def _start_s(run_dir: Path) -> float:
 
 def walls_by_round(path: Path, campaign: Campaign | None = None) -> RoundWalls:
     """The walls of the campaign at `path` (read there unless given) by round, from its
-    counted units (RoundWalls). A campaign that ran round 0 alone gives its later rounds
-    round 0's walls and starts, and says so: an overstatement, where nothing better is known."""
+    counted units (RoundWalls)."""
     campaign = campaign if campaign is not None else plan.checked_walls(Path(path))
     found = worker_starts(Path(path), campaign)
     paid = unit_starts(found, campaign)
@@ -125,12 +131,27 @@ def walls_by_round(path: Path, campaign: Campaign | None = None) -> RoundWalls:
     by_kind: dict[tuple[bool, str], list[float]] = {}
     for (round_, _, side), (_, seconds) in found.items():
         by_kind.setdefault((round_ == 0, side), []).append(seconds)
-    starts = {kind: _mean(seconds) for kind, seconds in by_kind.items()}
-    if first and not later:
-        starts.update({(False, side): s for (zero, side), s in list(starts.items()) if zero})
-        return RoundWalls(first, dict(first), starts, (
-            "later rounds as round 0 (its campaign ran no later round): an overstatement",))
-    return RoundWalls(first, {op: _mean(w) for op, w in later.items()}, starts)
+    return RoundWalls(first, {op: _mean(w) for op, w in later.items()},
+                      {kind: _mean(seconds) for kind, seconds in by_kind.items()},
+                      resident=_resident(Path(path), campaign))
+
+
+def _resident(path: Path, campaign: Campaign) -> tuple[str, ...] | None:
+    """The sides whose runs the campaign at `path` got from workers, read from the first run
+    of each side that says how it ran (`launch`); None where no run of a side says."""
+    kinds: dict[str, str] = {}
+    for unit in campaign.units:
+        for side in (s for s in SIDES if s not in kinds and counted(unit)):
+            try:
+                ident = read_identity(path / Unit(unit.op, unit.round).run_rel(side))
+            except (UsageError, OSError, RecursionError):
+                continue
+            launches = ident.doc.get("launch") if ident is not None else None
+            if isinstance(launches, list) and launches and isinstance(launches[0], dict):
+                kinds[side] = str(launches[0].get("kind"))
+        if len(kinds) == len(SIDES):
+            return tuple(side for side in SIDES if kinds[side] == "worker")
+    return None
 
 
 def batch_walls(walls: Mapping[str, float]) -> RoundWalls:
@@ -165,8 +186,9 @@ def for_plan(campaign: Campaign, directory: Path) -> RoundWalls:
     if not (own.first or own.later):
         return earlier
     return RoundWalls({**earlier.first, **own.first}, {**earlier.later, **own.later},
-                      own.starts or earlier.starts,
-                      (*own.notes, *earlier.notes, "the campaign's own units first"))
+                      {**earlier.starts, **own.starts},
+                      (*own.notes, *earlier.notes, "the campaign's own units first"),
+                      own.resident if own.resident is not None else earlier.resident)
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -193,6 +215,8 @@ def projection(units: Sequence[Unit], walls: RoundWalls,
     skewed (a draw of twelve on an H100 had round-0 walls of 2-70 s, median 7 s, mean 13 s),
     so the median understates it.
     """
+    if any(u.round for u in units):
+        walls = walls.filled()
     ops = {u.op for u in units}
     later, first = walls.later or walls.first, walls.first
     known = [later[op] for op in ops if op in later]
@@ -207,19 +231,19 @@ def projection(units: Sequence[Unit], walls: RoundWalls,
     spread = _draw_spread(units, walls, resident, fresh)
     spans = []
     for count in devices:
-        ends = [end + math.fsum(walls.start(r, resident) for r in rounds)
-                for end, rounds in _schedule(units, each, count)]
+        ends = _schedule(units, each, count, lambda round_: walls.start(round_, resident))
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}"
                      + (f" ({spread})" if count == 1 and spread else ""))
     return f"projected wall of {len(units)} units ({_basis(units, walls, workers)}): " \
            + ", ".join(spans)
 
 
-def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int
-              ) -> list[tuple[float, set[int]]]:
-    """Each of `count` devices' end and the rounds it ran, the units taken in their order by
-    the device that frees first, a later round once its operator's round 0 has ended
-    (procs.Scheduler's order: a free slot takes the first queued unit that is ready)."""
+def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int,
+              start: Callable[[int], float]) -> list[float]:
+    """Each of `count` devices' end: the units taken in their order by the device that frees
+    first, a later round once its operator's round 0 has ended (procs.Scheduler's order: a
+    free slot takes the first queued unit that is ready), a device paying `start(round)` (its
+    workers' starts) before its first unit of each round. Devices that got none are left out."""
     zero = {u.op: i for i, u in enumerate(units) if u.round == 0}
     free = [0.0] * count
     rounds: list[set[int]] = [set() for _ in range(count)]
@@ -241,9 +265,11 @@ def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int
             free[device] = min(upcoming)
             continue
         i = queue.pop(pick)
+        if units[i].round not in rounds[device]:
+            rounds[device].add(units[i].round)
+            at += start(units[i].round)
         ended[i] = free[device] = at + walls[i]
-        rounds[device].add(units[i].round)
-    return [(end, r) for end, r in zip(free, rounds, strict=True) if r]
+    return [end for end, ran in zip(free, rounds, strict=True) if ran]
 
 
 def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
@@ -259,7 +285,7 @@ def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
     if first and walls.later and any(u.round == 0 for u in units):
         unfirst = sum(1 for op in ops if op not in first)
         first_mean = _mean([first[op] for op in ops if op in first] or list(first.values()))
-        text += "; round 0 from its own units" + (
+        text += "; round 0 from round-0 units" + (
             f", the mean {first_mean:.0f} s for the {unfirst} others" if unfirst else "")
     resident = worker_sides(workers)
     fresh = [s for s in SIDES if s not in resident]
@@ -270,7 +296,15 @@ def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
         zero, after = walls.start(0, sides), walls.start(1, sides)
         if sides and (zero or after):
             text += f"; {label}, {zero:.0f} s in round 0 and {after:.0f} s later"
+    if walls.resident is not None and set(walls.resident) != set(resident):
+        text += (f"; its walls ran {_sides_text(walls.resident)} in workers, this plan "
+                 f"{_sides_text(resident)}: a run moved to a fresh process costs more than the "
+                 "start counted here, one moved to a worker less")
     return "".join([text, *(f"; {note}" for note in walls.notes)])
+
+
+def _sides_text(sides: Sequence[str]) -> str:
+    return {0: "neither side", len(SIDES): "both sides"}.get(len(sides), f"side {''.join(sides)}")
 
 
 def _draw_spread(units: Sequence[Unit], walls: RoundWalls, resident: Sequence[str],

@@ -451,7 +451,7 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s); on
     # many devices each operator's later rounds run side by side once its round 0 ended
     assert line == ("projected wall of 6 units (walls of 1 operators, the mean 10 s for the 1 "
-                    "others; round 0 from its own units, the mean 40 s for the 1 others): "
+                    "others; round 0 from round-0 units, the mean 40 s for the 1 others): "
                     "1 device 2.0 min, 8 devices 50 s, 64 devices 50 s")
     # the mean of round 0 is the campaign's operators', where any has one
     walls = projection.RoundWalls({"a": 40.0, "z": 1000.0}, {"a": 10.0})
@@ -483,13 +483,13 @@ def test_a_campaign_of_round_0_alone_projects_later_rounds_as_round_0_and_says_s
     doc.save(tmp_path)
     _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
     _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
-    walls = projection.walls_by_round(tmp_path)
+    walls = projection.walls_by_round(tmp_path).filled()
     assert walls.first == walls.later == {"mm": 20.0}
     assert walls.start(1, "AB") == walls.start(0, "AB") == 10.0
     line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
-    assert line == ("projected wall of 2 units (walls of 1 operators; round 0 from its own "
+    assert line == ("projected wall of 2 units (walls of 1 operators; round 0 from round-0 "
                     "units; worker starts once a round and device, 10 s in round 0 and 10 s "
-                    "later; later rounds as round 0 (its campaign ran no later round): an "
+                    "later; later rounds as round 0 (no later round ran): an "
                     "overstatement): 1 device 1.0 min")
 
 
@@ -532,6 +532,94 @@ def test_a_resumed_campaign_is_projected_from_its_own_units_first(tmp_path):
     again = load(here)
     again.walls_from = str(tmp_path / "gone")
     assert "WALLS_FROM unreadable now" in projection.for_plan(again, here).notes[0]
+
+
+def test_a_resume_after_round_0_takes_walls_from_for_its_later_rounds(tmp_path):
+    # Regression (review): a campaign that had run round 0 alone gave its later rounds its
+    # round-0 walls, over WALLS_FROM's own later rounds: 32 s where 21 s were paid.
+    source = tmp_path / "source"
+    source.mkdir()
+    doc = document(source, rounds=2, ops={"mm": {"node": "mm"}})
+    for unit in doc.units:
+        unit.status, unit.wall_s = "ok", {0: 50.0, 1: 21.0}[unit.round]
+    doc.save(source)
+    here = tmp_path / "campaign"
+    here.mkdir()
+    resumed = campaign.new_campaign(
+        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={"mm": {"node": "mm"}}, rounds=2, walls={"mm": 21.0}, walls_from=source)
+    resumed.unit("mm/r0").status, resumed.unit("mm/r0").wall_s = "ok", 32.0
+    resumed.save(here)
+    line = projection.projection(_units("mm/r1"), projection.for_plan(load(here), here),
+                                 devices=(1,))
+    assert line == ("projected wall of 1 units (walls of 1 operators; the campaign's own units "
+                    "first): 1 device 21 s")
+
+
+def test_a_dry_run_says_why_it_projects_nothing(tmp_path):
+    # Regression (review): a campaign with no finished unit and a WALLS_FROM unreadable now
+    # printed no projection and no word of why, while its units line named WALLS_FROM.
+    from harness.campaign import dryrun
+    from harness.executors.local import LocalExecutor
+    here = tmp_path / "campaign"
+    here.mkdir()
+    planned = campaign.new_campaign(
+        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={"mm": {"node": "mm"}}, rounds=2, walls={"mm": 9.0}, walls_from=tmp_path / "gone")
+    lines = dryrun.describe(planned, LocalExecutor([None]), here)
+    assert lines[-1].startswith("no projected wall: WALLS_FROM unreadable now (WALLS_FROM=")
+    assert "is not accepted; expected a campaign directory" in lines[-1]
+
+
+def test_a_source_in_workers_and_a_plan_in_fresh_processes_are_named_apart(tmp_path):
+    # Regression (review): fresh processes pay more than a worker's start (on the cpu backend
+    # a WORKERS=0 campaign took 137.5 s where its projection from a WORKERS=1 one said 84 s):
+    # the line says which way its walls differ from the plan's.
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    unit = doc.unit("mm/r0")
+    unit.status, unit.wall_s, unit.started_utc = "ok", 30.0, "2026-12-06T10:00:00+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+    _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.resident == ("A", "B")
+    fresh = projection.projection(_units("mm/r0"), walls, devices=(1,), workers="0")
+    assert fresh is not None and ("its walls ran both sides in workers, this plan neither "
+                                  "side: a run moved to a fresh process costs more than the "
+                                  "start counted here, one moved to a worker less") in fresh
+    same = projection.projection(_units("mm/r0"), walls, devices=(1,))
+    assert same is not None and "its walls ran" not in same
+    for side in "AB":  # fresh processes on both sides
+        (tmp_path / f"mm/{side}/r0/run_identity.json").write_text(
+            json.dumps({"launch": [{"kind": "process"}]}))
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.resident == ()
+    line = projection.projection(_units("mm/r0"), walls, devices=(1,), workers="A")
+    assert line is not None and "its walls ran neither side in workers, this plan side A" in line
+
+
+def test_a_rounds_start_paid_by_an_interrupted_unit_still_counts(tmp_path):
+    # Regression (review): the round's worker start was read from counted units alone, so a
+    # round whose first unit was interrupted (Ctrl-C on several devices) lost its start.
+    doc = document(tmp_path, rounds=2, ops={"a": {"node": "a"}, "b": {"node": "b"}})
+    for unit, at in ((doc.unit("a/r0"), "00"), (doc.unit("b/r0"), "01"),
+                     (doc.unit("a/r1"), "02"), (doc.unit("b/r1"), "03")):
+        unit.status, unit.wall_s, unit.device = "ok", 10.0, "0"
+        unit.started_utc = f"2026-12-06T10:00:{at}+00:00"
+    doc.unit("a/r1").status = "interrupted"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "a/B/r1", 3.0, "its generation 'r1' is new")
+    _run_files(tmp_path / "a/A/r1", 2.0, "its generation 'r1' is new")
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.start(1, "AB") == 5.0 and walls.later == {"b": 10.0}
+
+
+def test_a_batchs_interrupted_or_crashed_operator_lends_no_wall(tmp_path):
+    # Regression (review): ops_status.csv's partial walls stood for whole operators.
+    (tmp_path / "ops_status.csv").write_text(
+        "op,status,wall_s\nadd,ok,9.5\nsum,interrupted,0.5\nsoftmax,crashed,1\n"
+        "tanh,timeout,60\nexp,skipped,0.2\n")
+    assert campaign.walls_from(tmp_path) == {"add": 9.5, "tanh": 60.0, "exp": 0.2}
 
 
 def test_walls_from_is_kept_absolute_for_a_resume_run_elsewhere(tmp_path, monkeypatch):
@@ -601,18 +689,19 @@ def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_
     earlier = projection.walls_by_round(tmp_path)
     assert earlier == projection.RoundWalls(
         {"mm": 24.0, "add": 8.0}, {"mm": 12.0, "add": 4.0},
-        {(True, "A"): 12.0, (True, "B"): 4.0, (False, "A"): 3.0, (False, "B"): 5.0})
+        {(True, "A"): 12.0, (True, "B"): 4.0, (False, "A"): 3.0, (False, "B"): 5.0},
+        resident=("A", "B"))
     units = [Unit(op, r) for r in range(3) for op in ("mm", "add", "x", "y")]
     line = projection.projection(units, earlier, devices=(1, 2))
     # 24 + 8 + 2 x 16 (the mean) in round 0, 2 x (12 + 4 + 2 x 8) later: 128 s, plus the
     # starts once: 16 + 2 x 8 = 32 s on each device; drawn again, x and y take add's walls
-    # (128 s in all) or mm's (192 s) or between. Two devices, in the plan's order: 68 s and
-    # 60 s of units, each with its 32 s of starts
+    # (128 s in all) or mm's (192 s) or between. Two devices, in the plan's order, each
+    # paying a round's starts before its first unit of it: 96 s
     assert line == ("projected wall of 12 units (walls of 2 operators, the mean 8 s for the 2 "
-                    "others; round 0 from its own units, the mean 16 s for the 2 others; worker "
+                    "others; round 0 from round-0 units, the mean 16 s for the 2 others; worker "
                     "starts once a round and device, 16 s in round 0 and 8 s later): "
                     "1 device 2.7 min (90%: 2.1 min to 3.2 min, drawing the 2 operators "
-                    "again), 2 devices 1.7 min")
+                    "again), 2 devices 1.6 min")
     # Regression (review): WORKERS=0 runs every side in a fresh process, each run paying a
     # start that the line set apart once a round: 40% under what such a campaign took
     fresh = projection.projection(units, earlier, devices=(1,), workers="0")
@@ -714,3 +803,10 @@ def test_resume_of_a_folder_of_campaigns_lists_them_newest_first(tmp_path):
     with pytest.raises(UsageError) as info:
         load(tmp_path / "ab" / "none-add")
     assert str(info.value).endswith("is not a campaign directory (no campaign.json)")
+
+
+def test_a_campaign_json_nested_too_deep_is_refused_in_one_line(tmp_path):
+    # Regression (review): WALLS_FROM or RESUME at such a file raised RecursionError.
+    (tmp_path / "campaign.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UsageError, match="campaign.json nests too deep to be a campaign"):
+        load(tmp_path, "WALLS_FROM")
