@@ -4,7 +4,8 @@ The timing plugin writes one line per pytest session (harness.plugins.phases); t
 timed the run's wall, adds what no session sees: `startup` (the launch, the interpreter, the
 imports of torch, pytest and flag_gems, pytest's configuration, up to collection; between two
 sessions of one run, such as a capture rescue, the time from one's end to the next one's
-collection), `worker_checks` (a worker's own work after each session, before it answers:
+collection, the first one's own phases counted as a session's), `worker_checks` (a worker's own
+work after each session, before it answers:
 putting back what a fresh process has, comparing its state with the session's start, the
 device's state; its `prepare` before the session is part of startup) and `unattributed` (the
 wall less every phase: the process's exit, the host's own work). Stamps are
@@ -18,6 +19,7 @@ devices read again, the identity), which a campaign's units pay on top of their 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -86,8 +88,8 @@ def write(run_dir: Path, started: float, wall_s: float,
     """Fold the run's session lines (and its workers' checks, from `launches`) into
     time_breakdown.json and remove them."""
     sessions = read_sessions(run_dir)
-    # the launches whose sessions are here, the last ones: an earlier launch whose line a
-    # capture rescue set aside is in the next session's startup, its checks with it
+    # the launches whose sessions are here, the last ones: an earlier launch that wrote no
+    # line (killed before its session ended) is in the next session's startup, its checks too
     doc = compose(sessions, started, wall_s,
                   worker_checks(launches[max(0, len(launches) - len(sessions)):]))
     path = atomic_write_text(run_dir / BREAKDOWN_FILE, json.dumps(doc, indent=1) + "\n")
@@ -113,8 +115,18 @@ def read(path: Path) -> dict[str, Any] | None:
     """A run's breakdown document; None where it is missing or not one."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    ok = isinstance(doc, dict) and isinstance(doc.get("phases"), dict) \
-        and isinstance(doc.get("wall_s"), int | float)
+    if not isinstance(doc, dict) or not is_seconds(doc.get("wall_s")):
+        return None
+    host = doc.get("host", {})
+    ok = all(isinstance(part, dict) and all(map(is_seconds, part.values()))
+             for part in (doc.get("phases"), host))
     return doc if ok else None
+
+
+def is_seconds(value: object) -> bool:
+    """Whether `value` is a number of seconds: finite, not a bool (a phase may be a little
+    below 0: `unattributed` is what is left)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value)

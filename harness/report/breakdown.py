@@ -8,6 +8,7 @@ replays, which is what a measurement budget buys.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from harness.contract import breakdown
 from harness.contract.identity import NOT_RUN, read_identity
+from harness.contract.states import FINISHED
 from harness.errors import UsageError
 from harness.report.sources import CAMPAIGN_JSON
 
@@ -30,22 +32,43 @@ class Total:
     phases: dict[str, float]
     host: dict[str, float] = field(default_factory=dict)
     units: float | None = None
+    # what was found and not summed, by why: an interrupted attempt a unit kept (ATTEMPT), a
+    # file this harness cannot read as a breakdown
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def replay_fraction(self) -> float | None:
         return self.phases.get("replays", 0.0) / self.wall_s if self.wall_s > 0 else None
 
 
-def _documents(folder: Path) -> dict[Path, dict[str, Any]]:
+# A run directory a campaign's unit set aside when it ran again (campaign.unit._set_aside):
+# an interrupted attempt, whose wall its unit's does not hold.
+ATTEMPT = re.compile(r"\.attempt\d+$")
+INTERRUPTED_ATTEMPTS, UNREADABLE = "interrupted attempts", "unreadable files"
+
+
+def _documents(folder: Path, left_out: dict[str, int]) -> dict[Path, dict[str, Any]]:
     if not folder.is_dir():
         raise UsageError(f"{str(folder)!r} is not a directory; expected a run, batch or "
                          "campaign directory")
-    docs = {p.resolve(): d for p in sorted(folder.rglob(breakdown.BREAKDOWN_FILE))
-            if (d := breakdown.read(p)) is not None}
+    docs = {}
+    for path in sorted(folder.rglob(breakdown.BREAKDOWN_FILE)):
+        if ATTEMPT.search(path.parent.name):
+            left_out[INTERRUPTED_ATTEMPTS] = left_out.get(INTERRUPTED_ATTEMPTS, 0) + 1
+        elif (doc := breakdown.read(path)) is None:
+            left_out[UNREADABLE] = left_out.get(UNREADABLE, 0) + 1
+        else:
+            docs[path.resolve()] = doc
     if not docs and not _not_run(folder):  # a round a campaign did not run has no wall
-        raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r}; expected a "
-                         "run, batch or campaign directory of runs made by this harness")
+        raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r} to sum"
+                         + (f" ({_listed(left_out)} left out)" if left_out else "")
+                         + "; expected a run, batch or campaign directory of runs made by "
+                         "this harness")
     return docs
+
+
+def _listed(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {why}" for why, n in counts.items())
 
 
 def _not_run(folder: Path) -> bool:
@@ -59,8 +82,9 @@ def total(*folders: Path) -> Total:
     """The sum over every run below each of `folders` (each one included, a run counted once
     however many of them hold it); a folder with none is an error naming it."""
     seen: dict[Path, dict[str, Any]] = {}
+    left_out: dict[str, int] = {}
     for folder in folders:
-        seen.update(_documents(folder))
+        seen.update(_documents(folder, left_out))
     if not seen:  # every folder a round not run
         raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below "
                          f"{', '.join(repr(str(f)) for f in folders)}: no run there ran")
@@ -76,7 +100,8 @@ def total(*folders: Path) -> Total:
     wall = sum(float(d["wall_s"]) for d in docs)
     units = {key: seconds for folder in folders
              for key, seconds in _units_outside(folder.resolve(), seen).items()}
-    return Total(len(docs), wall, phases, host, sum(units.values()) if units else None)
+    return Total(len(docs), wall, phases, host, sum(units.values()) if units else None,
+                 left_out)
 
 
 def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, float]:
@@ -86,8 +111,11 @@ def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, 
     run: its whole wall); else none."""
     try:
         campaign = json.loads((folder / CAMPAIGN_JSON).read_text(encoding="utf-8"))
-        units = [u for u in campaign["units"] if isinstance(u.get("wall_s"), int | float)]
-    except (OSError, ValueError, TypeError, KeyError):
+        # a unit running again still carries its interrupted attempt's wall
+        units = [u for u in campaign["units"] if isinstance(u, dict)
+                 and u.get("status") in FINISHED and isinstance(u.get("op"), str)
+                 and isinstance(u.get("round"), int) and breakdown.is_seconds(u.get("wall_s"))]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return {}
     found = {}
     for unit in units:
@@ -115,7 +143,13 @@ def render(result: Total, write_line: Callable[[str], None]) -> None:
     write_line(f"{'wall':<14} {result.wall_s:>10.2f} {100.0:>9.1f}")
     fraction = result.replay_fraction
     shown = "-" if fraction is None else f"{100 * fraction:.1f}%"
+    direct = result.phases.get("direct", 0.0)
+    # a direct-timed row's timed calls are its whole `direct` phase, never replays
+    shown += f" (and {100 * direct / result.wall_s:.1f}% timed directly)" \
+        if direct and result.wall_s > 0 else ""
     write_line(f"runs: {result.runs}; fraction of wall in timed replays: {shown}")
+    if result.left_out:
+        write_line(f"left out: {_listed(result.left_out)}")
     outside = {**result.host, **({"unit_other": result.units} if result.units is not None
                                  else {})}
     if any(outside.values()):

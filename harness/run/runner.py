@@ -243,7 +243,9 @@ def _stream_rescued(settings: Settings, plan: Plan, run_dir: Path, inv: Invocati
         reason = rescue.rescue_reason(settings.timer, rc, fh.read().decode(errors="replace"))
     if reason is None:
         return rc, None
-    first, moved = rc, rescue.set_aside(run_dir, before, keep=("run.log", TUNER_CACHE_DIR))
+    # the first session's phases stay: time_breakdown.json counts both sessions
+    first, moved = rc, rescue.set_aside(run_dir, before, keep=("run.log", TUNER_CACHE_DIR,
+                                                                boundary.PHASES_FILE))
     line = (f"{rescue.RESCUE_MARKER} op={plan.op} timer=direct first_rc={first} "
             f"reason={json.dumps(reason)}")
     log.write(f"# pytest exit code: {rc}\n{line}\n".encode())

@@ -25,12 +25,18 @@ RECORD = {"op_name": "allclose", "dtype": "torch.float16", "mode": "kernel", "le
 # dies of what the capture left (as FlagGems' allclose does on an H200), after writing a record
 # log of its own; direct-timed, it passes. Each call appends its timer to calls.txt.
 FAKE_PYTEST = """#!{python}
-import json, os, pathlib, sys
+import json, os, pathlib, sys, time
 run_dir = pathlib.Path(os.environ["ZL_PLUGIN_RUN_DIR"])
 timer = os.environ["ZL_PLUGIN_TIMER"]
 with open(pathlib.Path(__file__).with_name("calls.txt"), "a") as fh:
     fh.write(timer + "\\n")
 record = {record!r}
+begun = time.monotonic()  # a session's line, as the phases plugin writes it
+time.sleep(0.4 if timer == "graph" else 0.0)
+with open(run_dir / "time_phases.jsonl", "a") as fh:
+    fh.write(json.dumps({{"collect_start": begun, "ended": time.monotonic(),
+                         "phases": {{"replays" if timer == "graph" else "direct":
+                                     time.monotonic() - begun}}}}) + "\\n")
 if timer == "graph" and {die}:
     (run_dir / "result_first.log").write_text("[INFO] " + json.dumps(record) + "\\n")
     print('{direct} op=allclose dtype=torch.float16 shape="[64, 64]" reason="operation not '
@@ -78,6 +84,11 @@ def test_an_operator_dead_after_a_capture_failure_is_rerun_direct_and_its_rows_f
     log = (run_dir / "run.log").read_text()
     assert log.index("Offset increment") < log.index(rescue.RESCUE_MARKER)  # history kept
     assert RESCUED_MARKER in FLAG_MARKERS  # a campaign never calls such a row
+    # Regression (review): the dead attempt's session line went aside with its files, so the
+    # breakdown read one session and put the first one's 0.4 s of replays in `startup`
+    spent = json.loads((run_dir / "time_breakdown.json").read_text())
+    assert spent["sessions"] == 2 and spent["phases"]["replays"] >= 0.4
+    assert spent["phases"]["startup"] < spent["wall_s"] - spent["phases"]["replays"]
 
 
 def test_a_failure_without_a_capture_failure_is_the_operators_own(tmp_path):

@@ -88,8 +88,8 @@ def test_a_startup_on_a_clock_the_host_does_not_share_is_left_unattributed():
     assert doc["phases"]["startup"] == 0.0 and doc["phases"]["unattributed"] == 7.0
 
 
-def test_a_rescued_runs_first_workers_checks_are_counted_once_in_its_second_startup(tmp_path):
-    # A capture rescue sets the first session's line aside: its whole time, the worker's
+def test_a_killed_first_sessions_workers_checks_are_counted_once_in_the_next_startup(tmp_path):
+    # A first session that wrote no line (killed before its end): its whole time, the worker's
     # checks after it too, is the next session's startup, and counted there alone.
     started = time.monotonic()
     (tmp_path / boundary.PHASES_FILE).write_text(
@@ -138,7 +138,8 @@ def test_the_sum_over_a_campaign_and_its_table(tmp_path):
     report.render(total, lines.append)
     assert lines[0].split() == ["phase", "seconds", "%", "of", "wall"]
     assert lines[7].split() == ["replays", "4.00", "20.0"]
-    assert lines[-1] == "runs: 2; fraction of wall in timed replays: 20.0%"
+    assert lines[-2:] == ["runs: 2; fraction of wall in timed replays: 20.0%",
+                          "left out: 1 unreadable files"]  # the stray "[]"
 
 
 def test_a_folder_without_runs_is_refused_by_name(tmp_path):
@@ -209,8 +210,8 @@ def test_a_campaigns_units_say_what_the_host_spent_outside_their_runs(tmp_path):
                                 wall_s=3.5)
         (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
         breakdown.add_host(run, before_s=0.25, after_s=0.5)
-    units.append({"op": "sum", "round": 1, "wall_s": 9.5})
-    units.append({"op": "exp", "round": 1, "wall_s": 20.0})  # its runs are not below
+    units.append({"op": "sum", "round": 1, "wall_s": 9.5, "status": "ok"})
+    units.append({"op": "exp", "round": 1, "wall_s": 20.0, "status": "ok"})  # runs not below
     (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
     total = report.total(tmp_path)
     assert total.wall_s == 7.0
@@ -229,7 +230,7 @@ def test_a_campaigns_units_say_what_the_host_spent_outside_their_runs(tmp_path):
     from harness.campaign.plan import Unit
 
     ab_unit._not_run(tmp_path, Unit("skips", 1), "no vLLM")
-    units.append({"op": "skips", "round": 1, "wall_s": 0.75})
+    units.append({"op": "skips", "round": 1, "wall_s": 0.75, "status": "skipped"})
     (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
     assert report.total(tmp_path).units == pytest.approx(1.0 + 0.75)
     breakdown.add_host(tmp_path / "nothing", 1.0, 1.0)  # a run that wrote no document
@@ -253,8 +254,61 @@ def test_unit_other_counts_each_finished_unit_once_against_its_own_runs(tmp_path
     side("old", "A", 0, 2.0, host=False)  # made before runs carried host seconds
     side("old", "B", 0, 2.0, host=False)
     (tmp_path / "campaign.json").write_text(json.dumps({"units": [
-        {"op": "sum", "round": 1, "wall_s": 9.5}, {"op": "exp", "round": 1, "wall_s": None},
-        {"op": "old", "round": 0, "wall_s": 6.0}]}))
+        {"op": "sum", "round": 1, "wall_s": 9.5, "status": "ok"},
+        {"op": "exp", "round": 1, "wall_s": None, "status": "interrupted"},
+        {"op": "old", "round": 0, "wall_s": 6.0, "status": "ok"}]}))
     assert report.total(tmp_path).units == pytest.approx(9.5 - 7.0 - 1.0)
     assert report.total(tmp_path, tmp_path).units == pytest.approx(1.5)
     assert report.total(tmp_path / "sum" / "A").units is None
+
+
+def test_interrupted_attempts_and_unreadable_files_are_left_out_and_said(tmp_path):
+    # Regression (review): a unit run again keeps its interrupted attempt as r1.attempt1,
+    # whose breakdown was summed as one more run; a breakdown with a null phase or a NaN wall
+    # raised a TypeError or printed "wall nan".
+    root = campaign(tmp_path)
+    attempt = root / "A" / "r0.attempt1"
+    attempt.mkdir()
+    (attempt / breakdown.BREAKDOWN_FILE).write_text(
+        (root / "A/r0/tanh/1" / breakdown.BREAKDOWN_FILE).read_text())
+    for rel, text in (("n1", '{"wall_s": 1.0, "phases": {"startup": null}}'),
+                      ("n2", '{"wall_s": NaN, "phases": {}}'),
+                      ("n3", '{"wall_s": 1.0, "phases": {}, "host": [1]}')):
+        (root / rel).mkdir()
+        (root / rel / breakdown.BREAKDOWN_FILE).write_text(text)
+    total = report.total(root)
+    assert total.runs == 2 and total.wall_s == 20.0
+    assert total.left_out == {"interrupted attempts": 1, "unreadable files": 4}
+    lines: list[str] = []
+    report.render(total, lines.append)
+    assert lines[-1] == "left out: 1 interrupted attempts, 4 unreadable files"
+    with pytest.raises(UsageError, match="1 interrupted attempts left out"):
+        report.total(attempt)
+
+
+def test_a_unit_running_again_lends_no_stale_wall_to_unit_other(tmp_path):
+    # Regression (review): a resumed unit still carried its interrupted attempt's wall while
+    # running again, set against its new runs: -1.08 s in unit_other.
+    run = tmp_path / "add" / "A" / "r1"
+    run.mkdir(parents=True)
+    doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=7.5)
+    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+    breakdown.add_host(run, 0.25, 0.25)
+    units = [{"op": "add", "round": 1, "wall_s": 6.46, "status": "running"},
+             {"round": 2, "wall_s": 1.0, "status": "ok"}]  # no op: not a unit to read
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
+    assert report.total(tmp_path).units is None
+
+
+def test_direct_timed_rows_are_named_beside_the_replays_fraction(tmp_path):
+    # Regression (review): a campaign timed directly read "fraction of wall in timed
+    # replays: 0.0%" alone, as if nothing had been timed.
+    run = tmp_path / "r"
+    run.mkdir()
+    doc = breakdown.compose([session_line(1001.0, 1009.0, direct=5.0)], started=1000.0,
+                            wall_s=10.0)
+    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+    lines: list[str] = []
+    report.render(report.total(tmp_path), lines.append)
+    assert lines[-1] == ("runs: 1; fraction of wall in timed replays: 0.0% (and 50.0% timed "
+                         "directly)")
