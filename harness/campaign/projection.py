@@ -71,7 +71,8 @@ def worker_starts(path: Path, campaign: Campaign) -> dict[tuple[int, str, str], 
     (time_breakdown.json) is the start. A later start in the round (a worker retired by the
     operator before, a resume's new driver) stays in its unit's wall, where the projection
     overstates rather than understates. A run of more than one pytest session (a capture
-    rescued), in a fresh process, or with files missing or unreadable counts nothing."""
+    rescued, or two launches where the first wrote no session), in a fresh process, or with
+    files missing or unreadable counts nothing."""
     found: dict[tuple[int, str, str], tuple[str, int, UnitRecord, float]] = {}
     for order, unit in enumerate(campaign.units):
         if unit.started_utc is None:
@@ -103,14 +104,13 @@ def _start_s(run_dir: Path) -> float:
     except (UsageError, OSError, RecursionError):
         return 0.0
     launches = ident.doc.get("launch") if ident is not None else None
-    if not isinstance(launches, list) or doc is None or not any(
+    if not isinstance(launches, list) or len(launches) != 1 or doc is None or not any(
             isinstance(launch, dict) and launch.get("new_because") for launch in launches):
-        return 0.0
+        return 0.0  # two launches' startup holds the first one's session too, not a start
     seconds = doc["phases"].get("startup")
-    if doc.get("sessions", 1) != 1 or isinstance(seconds, bool) \
-            or not isinstance(seconds, (int, float)):
+    if doc.get("sessions", 1) != 1 or not breakdown.is_seconds(seconds):
         return 0.0  # two sessions' startup holds the gap between them too, not a start alone
-    return float(seconds) if math.isfinite(seconds) and seconds > 0 else 0.0
+    return max(0.0, float(seconds))
 
 
 def walls_by_round(path: Path, campaign: Campaign | None = None) -> RoundWalls:

@@ -88,13 +88,21 @@ def write(run_dir: Path, started: float, wall_s: float,
     """Fold the run's session lines (and its workers' checks, from `launches`) into
     time_breakdown.json and remove them."""
     sessions = read_sessions(run_dir)
-    # the launches whose sessions are here, the last ones: an earlier launch that wrote no
-    # line (killed before its session ended) is in the next session's startup, its checks too
-    doc = compose(sessions, started, wall_s,
-                  worker_checks(launches[max(0, len(launches) - len(sessions)):]))
+    doc = compose(sessions, started, wall_s, worker_checks(_of_sessions(launches, sessions)))
     path = atomic_write_text(run_dir / BREAKDOWN_FILE, json.dumps(doc, indent=1) + "\n")
     (run_dir / boundary.PHASES_FILE).unlink(missing_ok=True)
     return path
+
+
+def _of_sessions(launches: Sequence[Mapping[str, Any]], sessions: Sequence[Mapping[str, Any]]
+                 ) -> Sequence[Mapping[str, Any]]:
+    """The launches whose sessions wrote a line: by the worker's pid where the lines and
+    launches name one, else the last ones. A launch that wrote none (killed before its
+    session ended) is in the next session's startup, its checks with it."""
+    pids = {s.get("pid") for s in sessions} - {None}
+    if pids and all(isinstance(launch.get("pid"), int) for launch in launches):
+        return [launch for launch in launches if launch.get("pid") in pids]
+    return launches[max(0, len(launches) - len(sessions)):]
 
 
 HOST_PHASES = ("host_before", "host_after")
@@ -117,16 +125,29 @@ def read(path: Path) -> dict[str, Any] | None:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(doc, dict) or not is_seconds(doc.get("wall_s")):
+    if not isinstance(doc, dict) or not is_seconds(doc.get("wall_s")) or doc["wall_s"] < 0:
         return None
-    host = doc.get("host", {})
-    ok = all(isinstance(part, dict) and all(map(is_seconds, part.values()))
-             for part in (doc.get("phases"), host))
-    return doc if ok else None
+    wall = float(doc["wall_s"])
+    phases, host = doc.get("phases"), doc.get("host", {k: 0.0 for k in HOST_PHASES})
+    if not isinstance(phases, dict) or not all(
+            is_seconds(v) and -SLACK_S <= v <= wall + SLACK_S for v in phases.values()):
+        return None
+    if not isinstance(host, dict) or set(host) != set(HOST_PHASES) or not all(
+            is_seconds(v) and v >= 0 for v in host.values()):
+        return None
+    return doc
+
+
+# How far below 0 (`unattributed`, what is left, in rounding) or past the wall a phase may
+# read in a document this harness wrote.
+SLACK_S = 1.0
 
 
 def is_seconds(value: object) -> bool:
-    """Whether `value` is a number of seconds: finite, not a bool (a phase may be a little
-    below 0: `unattributed` is what is left)."""
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    """Whether `value` is a number of seconds: a finite float, not a bool."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int past float's range
+        return False

@@ -120,5 +120,15 @@ class Session:
     def write(self) -> None:
         if self.path is None:
             return
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(self.document(time.monotonic()), default=str) + "\n")
+        append_line(self.path, json.dumps(self.document(time.monotonic()), default=str))
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append `line` to `path` as a line of its own, also after a line that a killed session
+    cut short (no newline at the file's end), which would otherwise swallow it."""
+    with open(path, "a+b") as fh:
+        if fh.tell():
+            fh.seek(-1, 2)
+            if fh.read(1) != b"\n":
+                fh.write(b"\n")
+        fh.write(line.encode("utf-8") + b"\n")

@@ -47,24 +47,34 @@ ATTEMPT = re.compile(r"\.attempt\d+$")
 INTERRUPTED_ATTEMPTS, UNREADABLE = "interrupted attempts", "unreadable files"
 
 
-def _documents(folder: Path, left_out: dict[str, int]) -> dict[Path, dict[str, Any]]:
+def _documents(folder: Path, left_out: dict[Path, str]) -> dict[Path, dict[str, Any]]:
+    """The readable breakdowns below `folder` by resolved path; what is left out goes to
+    `left_out`, by resolved path, with why."""
     if not folder.is_dir():
         raise UsageError(f"{str(folder)!r} is not a directory; expected a run, batch or "
                          "campaign directory")
-    docs = {}
+    docs, mine = {}, {}
     for path in sorted(folder.rglob(breakdown.BREAKDOWN_FILE)):
         if ATTEMPT.search(path.parent.name):
-            left_out[INTERRUPTED_ATTEMPTS] = left_out.get(INTERRUPTED_ATTEMPTS, 0) + 1
+            mine[path.resolve()] = INTERRUPTED_ATTEMPTS
         elif (doc := breakdown.read(path)) is None:
-            left_out[UNREADABLE] = left_out.get(UNREADABLE, 0) + 1
+            mine[path.resolve()] = UNREADABLE
         else:
             docs[path.resolve()] = doc
+    left_out.update(mine)
     if not docs and not _not_run(folder):  # a round a campaign did not run has no wall
         raise UsageError(f"no {breakdown.BREAKDOWN_FILE} below {str(folder)!r} to sum"
-                         + (f" ({_listed(left_out)} left out)" if left_out else "")
+                         + (f" ({_listed(_counted(mine))} left out)" if mine else "")
                          + "; expected a run, batch or campaign directory of runs made by "
                          "this harness")
     return docs
+
+
+def _counted(left_out: dict[Path, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for why in left_out.values():
+        counts[why] = counts.get(why, 0) + 1
+    return counts
 
 
 def _listed(counts: dict[str, int]) -> str:
@@ -82,7 +92,7 @@ def total(*folders: Path) -> Total:
     """The sum over every run below each of `folders` (each one included, a run counted once
     however many of them hold it); a folder with none is an error naming it."""
     seen: dict[Path, dict[str, Any]] = {}
-    left_out: dict[str, int] = {}
+    left_out: dict[Path, str] = {}  # by path: a folder given twice, or inside another, once
     for folder in folders:
         seen.update(_documents(folder, left_out))
     if not seen:  # every folder a round not run
@@ -101,7 +111,7 @@ def total(*folders: Path) -> Total:
     units = {key: seconds for folder in folders
              for key, seconds in _units_outside(folder.resolve(), seen).items()}
     return Total(len(docs), wall, phases, host, sum(units.values()) if units else None,
-                 left_out)
+                 _counted(left_out))
 
 
 def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, float]:
@@ -124,11 +134,13 @@ def _units_outside(folder: Path, runs: dict[Path, dict[str, Any]]) -> dict[str, 
         if sides and all(_not_run(side) for side in sides):
             found[key] = float(unit["wall_s"])  # a round not run: its whole wall the host's
             continue
-        paths = {p.resolve() for p in (folder / str(unit["op"])).glob(
-            f"*/r{unit['round']}/{breakdown.BREAKDOWN_FILE}")}
+        # every side's run summed, each with its host seconds: a side without its breakdown
+        # (a run that stopped before writing one) would leave its wall in unit_other
+        paths = {side.resolve() / breakdown.BREAKDOWN_FILE for side in sides}
         if not paths or not paths <= set(runs) or any("host" not in runs[p] for p in paths):
             continue
-        inside = sum(float(runs[p]["wall_s"]) + sum(float(v) for v in runs[p]["host"].values())
+        inside = sum(float(runs[p]["wall_s"]) + sum(float(runs[p]["host"][k])
+                                                    for k in breakdown.HOST_PHASES)
                      for p in paths)
         found[key] = float(unit["wall_s"]) - inside
     return found

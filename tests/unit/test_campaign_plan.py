@@ -810,3 +810,18 @@ def test_a_campaign_json_nested_too_deep_is_refused_in_one_line(tmp_path):
     (tmp_path / "campaign.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(UsageError, match="campaign.json nests too deep to be a campaign"):
         load(tmp_path, "WALLS_FROM")
+
+
+def test_a_run_of_two_launches_counts_no_start(tmp_path):
+    # Regression (review): a capture rescue whose first session wrote no line reads one
+    # session, whose startup holds the whole first attempt: not a worker's start.
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    unit = doc.unit("mm/r0")
+    unit.status, unit.wall_s, unit.started_utc = "ok", 9.0, "2026-12-06T10:00:00+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+    assert _per_unit(tmp_path) == {"mm/r0": 6.0}
+    (tmp_path / "mm/A/r0/run_identity.json").write_text(json.dumps({"launch": [
+        {"kind": "worker", "new_because": "the first of its environment"},
+        {"kind": "worker", "new_because": "the last one of its environment retired"}]}))
+    assert _per_unit(tmp_path) == {}

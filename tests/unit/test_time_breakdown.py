@@ -312,3 +312,61 @@ def test_direct_timed_rows_are_named_beside_the_replays_fraction(tmp_path):
     report.render(report.total(tmp_path), lines.append)
     assert lines[-1] == ("runs: 1; fraction of wall in timed replays: 0.0% (and 50.0% timed "
                          "directly)")
+
+
+def test_a_sessions_line_after_one_cut_short_is_a_line_of_its_own(tmp_path):
+    # Regression (review): a capture rescue keeps the first session's line; where that
+    # session was killed mid-write, the second's line ran on from it and neither was read.
+    path = tmp_path / boundary.PHASES_FILE
+    path.write_text('{"collect_start": 1.0, "ended')
+    started = time.monotonic()
+    phases.append_line(path, json.dumps(session_line(started + 1, started + 3, direct=2.0)))
+    phases.append_line(path, json.dumps(session_line(started + 3, started + 4, direct=1.0)))
+    doc = breakdown.read(breakdown.write(tmp_path, started, 5.0))
+    assert doc is not None and doc["sessions"] == 2 and doc["phases"]["direct"] == 3.0
+
+
+def test_a_runs_workers_checks_are_those_of_the_launches_whose_sessions_wrote_a_line(tmp_path):
+    # Regression (review): the last launches were taken, so where the second launch died
+    # before its line, the first session's worker checks were lost.
+    started = time.monotonic()
+    line = {**session_line(started + 1, started + 3, direct=2.0), "pid": 11}
+    (tmp_path / boundary.PHASES_FILE).write_text(json.dumps(line) + "\n")
+    launches = [{"kind": "worker", "pid": 11, "worker_s": {"restore": 1.0, "compare": 0.5}},
+                {"kind": "worker", "pid": 12, "retired": "the worker died"}]
+    doc = breakdown.read(breakdown.write(tmp_path, started, 10.0, launches))
+    assert doc is not None and doc["phases"]["worker_checks"] == 1.5
+
+
+def test_a_breakdown_whose_seconds_cannot_be_is_left_out(tmp_path):
+    # Regression (review): a wall past float's range raised OverflowError; a negative wall
+    # and a phase of 1e308 were summed (wall -968.84, unit_other 1008.76, "inf %").
+    for rel, text in (("big", '{"wall_s": 1' + "0" * 400 + ', "phases": {}}'),
+                      ("neg", '{"wall_s": -1000, "phases": {}}'),
+                      ("huge", '{"wall_s": 10, "phases": {"replays": 1e308}}'),
+                      ("host", '{"wall_s": 10, "phases": {}, "host": {"host_before": 1, '
+                               '"host_after": 1, "more": 100}}'),
+                      ("nohost", '{"wall_s": 10, "phases": {}, "host": {}}')):
+        (tmp_path / rel).mkdir()
+        (tmp_path / rel / breakdown.BREAKDOWN_FILE).write_text(text)
+        assert breakdown.read(tmp_path / rel / breakdown.BREAKDOWN_FILE) is None, rel
+    ok = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=3.0)
+    ok["phases"]["unattributed"] = -0.25  # what is left, in rounding: still seconds
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "ok" / breakdown.BREAKDOWN_FILE).write_text(json.dumps(ok))
+    total = report.total(tmp_path, tmp_path, tmp_path / "ok")  # folders twice: left out once
+    assert total.runs == 1 and total.left_out == {"unreadable files": 5}
+
+
+def test_unit_other_needs_every_side_of_the_unit_summed(tmp_path):
+    # Regression (review): a side whose run wrote no breakdown left the other side alone to
+    # stand for the unit, and that side's wall landed in unit_other.
+    run = tmp_path / "add" / "A" / "r1"
+    run.mkdir(parents=True)
+    doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=3.0)
+    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+    breakdown.add_host(run, 0.25, 0.25)
+    (tmp_path / "add" / "B" / "r1").mkdir(parents=True)  # stopped before its breakdown
+    (tmp_path / "campaign.json").write_text(json.dumps({"units": [
+        {"op": "add", "round": 1, "wall_s": 8.0, "status": "failed"}]}))
+    assert report.total(tmp_path).units is None
