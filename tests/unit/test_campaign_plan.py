@@ -496,18 +496,7 @@ def test_a_campaign_of_round_0_alone_projects_later_rounds_as_round_0_and_says_s
 def test_a_resumed_campaign_is_projected_from_its_own_units_first(tmp_path):
     # Regression (review): a resume's dry run took each operator's upper median over all its
     # units, round 0's among them, for every round it added (45 s where 24 s were paid).
-    source = tmp_path / "source"
-    source.mkdir()
-    doc = document(source, rounds=2, ops={"mm": {"node": "mm"}, "add": {"node": "add"}})
-    for unit in doc.units:
-        unit.status, unit.wall_s = "ok", {0: 50.0, 1: 20.0}[unit.round]
-    doc.save(source)
-    here = tmp_path / "campaign"
-    here.mkdir()
-    resumed = campaign.new_campaign(
-        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
-        ops={"mm": {"node": "mm"}, "add": {"node": "add"}}, rounds=2, walls={"mm": 50.0},
-        walls_from=source)
+    source, here, resumed = _resumed(tmp_path, ("mm", "add"), {0: 50.0, 1: 20.0})
     for unit in resumed.units:
         unit.status, unit.wall_s = "ok", {0: 30.0, 1: 10.0}[unit.round]
     resumed.unit("add/r1").status, resumed.unit("add/r1").wall_s = "interrupted", 2.0
@@ -537,17 +526,7 @@ def test_a_resumed_campaign_is_projected_from_its_own_units_first(tmp_path):
 def test_a_resume_after_round_0_takes_walls_from_for_its_later_rounds(tmp_path):
     # Regression (review): a campaign that had run round 0 alone gave its later rounds its
     # round-0 walls, over WALLS_FROM's own later rounds: 32 s where 21 s were paid.
-    source = tmp_path / "source"
-    source.mkdir()
-    doc = document(source, rounds=2, ops={"mm": {"node": "mm"}})
-    for unit in doc.units:
-        unit.status, unit.wall_s = "ok", {0: 50.0, 1: 21.0}[unit.round]
-    doc.save(source)
-    here = tmp_path / "campaign"
-    here.mkdir()
-    resumed = campaign.new_campaign(
-        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
-        ops={"mm": {"node": "mm"}}, rounds=2, walls={"mm": 21.0}, walls_from=source)
+    _, here, resumed = _resumed(tmp_path, ("mm",), {0: 50.0, 1: 21.0})
     resumed.unit("mm/r0").status, resumed.unit("mm/r0").wall_s = "ok", 32.0
     resumed.save(here)
     line = projection.projection(_units("mm/r1"), projection.for_plan(load(here), here),
@@ -575,11 +554,7 @@ def test_a_source_in_workers_and_a_plan_in_fresh_processes_are_named_apart(tmp_p
     # Regression (review): fresh processes pay more than a worker's start (on the cpu backend
     # a WORKERS=0 campaign took 137.5 s where its projection from a WORKERS=1 one said 84 s):
     # the line says which way its walls differ from the plan's.
-    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
-    unit = doc.unit("mm/r0")
-    unit.status, unit.wall_s, unit.started_utc = "ok", 30.0, "2026-12-06T10:00:00+00:00"
-    doc.save(tmp_path)
-    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+    _one_unit(tmp_path, 30.0)
     _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
     walls = projection.walls_by_round(tmp_path)
     assert walls.resident == ("A", "B")
@@ -815,13 +790,36 @@ def test_a_campaign_json_nested_too_deep_is_refused_in_one_line(tmp_path):
 def test_a_run_of_two_launches_counts_no_start(tmp_path):
     # Regression (review): a capture rescue whose first session wrote no line reads one
     # session, whose startup holds the whole first attempt: not a worker's start.
-    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
-    unit = doc.unit("mm/r0")
-    unit.status, unit.wall_s, unit.started_utc = "ok", 9.0, "2026-12-06T10:00:00+00:00"
-    doc.save(tmp_path)
-    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+    _one_unit(tmp_path, 9.0)
     assert _per_unit(tmp_path) == {"mm/r0": 6.0}
     (tmp_path / "mm/A/r0/run_identity.json").write_text(json.dumps({"launch": [
         {"kind": "worker", "new_because": "the first of its environment"},
         {"kind": "worker", "new_because": "the last one of its environment retired"}]}))
     assert _per_unit(tmp_path) == {}
+
+
+def _one_unit(tmp_path, wall):
+    """A campaign of mm's round 0, finished in `wall` s, its side A starting a worker (6 s)."""
+    doc = document(tmp_path, rounds=1, ops={"mm": {"node": "mm"}})
+    unit = doc.unit("mm/r0")
+    unit.status, unit.wall_s, unit.started_utc = "ok", wall, "2026-12-06T10:00:00+00:00"
+    doc.save(tmp_path)
+    _run_files(tmp_path / "mm/A/r0", 6.0, "the first of its environment")
+
+
+def _resumed(tmp_path, ops, walls):
+    """A finished source campaign of `ops` at 2 rounds of `walls` (by round), and a campaign
+    of the same operators planned from it (its folder and document): WALLS_FROM's and a
+    resume's own units."""
+    source = tmp_path / "source"
+    source.mkdir()
+    doc = document(source, rounds=2, ops={op: {"node": op} for op in ops})
+    for unit in doc.units:
+        unit.status, unit.wall_s = "ok", walls[unit.round]
+    doc.save(source)
+    here = tmp_path / "campaign"
+    here.mkdir()
+    planned = campaign.new_campaign(
+        directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
+        ops={op: {"node": op} for op in ops}, rounds=2, walls={}, walls_from=source)
+    return source, here, planned

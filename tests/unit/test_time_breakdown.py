@@ -289,11 +289,7 @@ def test_interrupted_attempts_and_unreadable_files_are_left_out_and_said(tmp_pat
 def test_a_unit_running_again_lends_no_stale_wall_to_unit_other(tmp_path):
     # Regression (review): a resumed unit still carried its interrupted attempt's wall while
     # running again, set against its new runs: -1.08 s in unit_other.
-    run = tmp_path / "add" / "A" / "r1"
-    run.mkdir(parents=True)
-    doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=7.5)
-    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
-    breakdown.add_host(run, 0.25, 0.25)
+    _side_run(tmp_path / "add" / "A" / "r1", 7.5)
     units = [{"op": "add", "round": 1, "wall_s": 6.46, "status": "running"},
              {"round": 2, "wall_s": 1.0, "status": "ok"}]  # no op: not a unit to read
     (tmp_path / "campaign.json").write_text(json.dumps({"units": units}))
@@ -361,12 +357,16 @@ def test_a_breakdown_whose_seconds_cannot_be_is_left_out(tmp_path):
 def test_unit_other_needs_every_side_of_the_unit_summed(tmp_path):
     # Regression (review): a side whose run wrote no breakdown left the other side alone to
     # stand for the unit, and that side's wall landed in unit_other.
-    run = tmp_path / "add" / "A" / "r1"
-    run.mkdir(parents=True)
-    doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=3.0)
-    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
-    breakdown.add_host(run, 0.25, 0.25)
+    _side_run(tmp_path / "add" / "A" / "r1", 3.0)
     (tmp_path / "add" / "B" / "r1").mkdir(parents=True)  # stopped before its breakdown
     (tmp_path / "campaign.json").write_text(json.dumps({"units": [
         {"op": "add", "round": 1, "wall_s": 8.0, "status": "failed"}]}))
     assert report.total(tmp_path).units is None
+
+
+def _side_run(run, wall):
+    """A side's run of `wall` seconds, with its host seconds."""
+    run.mkdir(parents=True)
+    doc = breakdown.compose([session_line(1001.0, 1002.0)], started=1000.0, wall_s=wall)
+    (run / breakdown.BREAKDOWN_FILE).write_text(json.dumps(doc))
+    breakdown.add_host(run, 0.25, 0.25)
