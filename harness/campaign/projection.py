@@ -48,8 +48,8 @@ class RoundWalls:
         0's walls and starts, an overstatement the notes name."""
         if self.later or not self.first:
             return self
-        starts = {**self.starts, **{(False, side): seconds
-                                    for (zero, side), seconds in self.starts.items() if zero}}
+        starts = {**{(False, side): seconds for (zero, side), seconds in self.starts.items()
+                     if zero}, **self.starts}  # a later start measured (its unit cut) stays
         return dataclasses.replace(self, later=dict(self.first), starts=starts, notes=(
             *self.notes, "later rounds as round 0 (no later round ran): an overstatement"))
 
@@ -131,9 +131,14 @@ def walls_by_round(path: Path, campaign: Campaign | None = None) -> RoundWalls:
     by_kind: dict[tuple[bool, str], list[float]] = {}
     for (round_, _, side), (_, seconds) in found.items():
         by_kind.setdefault((round_ == 0, side), []).append(seconds)
+    resident = _resident(Path(path), campaign)
+    unread = [f"side {side} in {'round 0' if zero else 'later rounds'}"
+              for zero, ran in ((True, first), (False, later)) if ran
+              for side in resident or () if (zero, side) not in by_kind]
     return RoundWalls(first, {op: _mean(w) for op, w in later.items()},
                       {kind: _mean(seconds) for kind, seconds in by_kind.items()},
-                      resident=_resident(Path(path), campaign))
+                      (f"no worker start read of {', '.join(unread)}: 0 s taken",)
+                      if unread else (), resident)
 
 
 def _resident(path: Path, campaign: Campaign) -> tuple[str, ...] | None:
@@ -185,9 +190,13 @@ def for_plan(campaign: Campaign, directory: Path) -> RoundWalls:
                                     "used",))
     if not (own.first or own.later):
         return earlier
+    apart = () if None in (own.resident, earlier.resident) \
+        or set(own.resident or ()) == set(earlier.resident or ()) else (
+        f"WALLS_FROM ran {_sides_text(earlier.resident or ())} in workers, the campaign's own "
+        f"units {_sides_text(own.resident or ())}",)
     return RoundWalls({**earlier.first, **own.first}, {**earlier.later, **own.later},
                       {**earlier.starts, **own.starts},
-                      (*own.notes, *earlier.notes, "the campaign's own units first"),
+                      (*own.notes, *earlier.notes, *apart, "the campaign's own units first"),
                       own.resident if own.resident is not None else earlier.resident)
 
 
@@ -200,15 +209,49 @@ def worker_sides(workers: str) -> tuple[str, ...]:
     return SIDES if workers == "1" else (workers,) if workers in SIDES else ()
 
 
+@dataclass(frozen=True)
+class _Taken:
+    """The walls a plan's units take: round 0's and later rounds' by operator (round 0 takes
+    later rounds' where no round-0 wall is known: a batch), and the means unknown operators
+    take: the plan's known ones', else every known one's."""
+
+    zero: dict[str, float]
+    later: dict[str, float]
+    zero_mean: float
+    later_mean: float
+    one_kind: bool  # round 0 and later rounds take the same walls
+
+    @staticmethod
+    def of(units: Sequence[Unit], walls: RoundWalls) -> _Taken | None:
+        if not (walls.first and walls.later):  # one kind of wall for every round
+            one = walls.first or walls.later
+            kinds = [(one, {u.op for u in units})]
+        else:
+            kinds = [(walls.first, {u.op for u in units if u.round == 0}),
+                     (walls.later, {u.op for u in units if u.round})]
+        means = []
+        for source, ops in kinds:
+            found = [source[op] for op in ops if op in source] or list(source.values())
+            if ops and not found:
+                return None
+            means.append(_mean(found))
+        return _Taken(kinds[0][0], kinds[-1][0], means[0], means[-1], len(kinds) == 1)
+
+    def wall(self, unit: Unit) -> float:
+        return self.zero.get(unit.op, self.zero_mean) if unit.round == 0 \
+            else self.later.get(unit.op, self.later_mean)
+
+
 def projection(units: Sequence[Unit], walls: RoundWalls,
                devices: Sequence[int] = PROJECTED_DEVICES, workers: str = "1") -> str | None:
     """One line: the wall of `units` (in their running order) on each count of `devices`.
     A unit takes its operator's wall of its round in `walls` or, unknown, the mean of the
-    plan's known ones (of all known ones for round 0, where the plan knows none). On each
-    device the first unit free to start (a later round waits for its operator's round 0, as
-    the executor's scheduler does) goes to the device that frees first; each device then pays
-    one worker start of each side in workers (`workers`: WORKERS) for each round it ran, and
-    each run of a side in fresh processes pays one itself. None with no wall known.
+    plan's known ones of that round (of every known one, where the plan knows none: _Taken).
+    On each device the first unit free to start (a later round waits for its operator's round
+    0, as the executor's scheduler does) goes to the device that frees first; a device pays
+    one worker start of each side in workers (`workers`: WORKERS) before its first unit of
+    each round, and each run of a side in fresh processes pays one itself. None with no wall
+    known.
 
     The mean, not the median: where the known operators are a random draw from the suite, the
     draw's mean times the suite's size estimates the suite's sum without bias, and walls are
@@ -217,24 +260,19 @@ def projection(units: Sequence[Unit], walls: RoundWalls,
     """
     if any(u.round for u in units):
         walls = walls.filled()
-    ops = {u.op for u in units}
-    later, first = walls.later or walls.first, walls.first
-    known = [later[op] for op in ops if op in later]
-    if not known:
+    taken = _Taken.of(units, walls)
+    if taken is None or not units:
         return None
-    mean = _mean(known)
-    first_mean = _mean([first[op] for op in ops if op in first] or list(first.values()) or known)
     resident = worker_sides(workers)
     fresh = [s for s in SIDES if s not in resident]
-    each = [(first.get(u.op, first_mean) if u.round == 0 and first else later.get(u.op, mean))
-            + walls.start(u.round, fresh) for u in units]
-    spread = _draw_spread(units, walls, resident, fresh)
+    each = [taken.wall(u) + walls.start(u.round, fresh) for u in units]
+    spread = _draw_spread(units, taken, walls.start, resident, fresh)
     spans = []
     for count in devices:
         ends = _schedule(units, each, count, lambda round_: walls.start(round_, resident))
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}"
                      + (f" ({spread})" if count == 1 and spread else ""))
-    return f"projected wall of {len(units)} units ({_basis(units, walls, workers)}): " \
+    return f"projected wall of {len(units)} units ({_basis(units, walls, taken, workers)}): " \
            + ", ".join(spans)
 
 
@@ -272,21 +310,21 @@ def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int,
     return [end for end, ran in zip(free, rounds, strict=True) if ran]
 
 
-def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
-    """What the projection's walls are: the known operators, the means the others take, the
-    worker starts and anything `walls.notes` says."""
-    ops = {u.op for u in units}
-    later, first = walls.later or walls.first, walls.first
-    known = [later[op] for op in ops if op in later]
-    guessed = sum(1 for op in ops if op not in later)
-    text = f"walls of {len(ops) - guessed} operators"
-    if guessed:
-        text += f", the mean {_mean(known):.0f} s for the {guessed} others"
-    if first and walls.later and any(u.round == 0 for u in units):
-        unfirst = sum(1 for op in ops if op not in first)
-        first_mean = _mean([first[op] for op in ops if op in first] or list(first.values()))
-        text += "; round 0 from round-0 units" + (
-            f", the mean {first_mean:.0f} s for the {unfirst} others" if unfirst else "")
+def _basis(units: Sequence[Unit], walls: RoundWalls, taken: _Taken, workers: str) -> str:
+    """What the projection's walls are: by round, the operators whose walls are known and the
+    mean the others take; the worker starts; anything `walls.notes` says."""
+    kinds = [("walls of", {u.op for u in units}, taken.later, taken.later_mean)] \
+        if taken.one_kind else [
+        ("round 0 from the walls of", {u.op for u in units if u.round == 0}, taken.zero,
+         taken.zero_mean),
+        ("later rounds from the walls of", {u.op for u in units if u.round}, taken.later,
+         taken.later_mean)]
+    parts = []
+    for label, ops, known, mean in kinds:
+        if ops:
+            unknown = len(ops - known.keys())
+            parts.append(f"{label} {len(ops) - unknown} operators" + (
+                f", the mean {mean:.0f} s for the {unknown} others" if unknown else ""))
     resident = worker_sides(workers)
     fresh = [s for s in SIDES if s not in resident]
     whose = "every run" if len(fresh) == len(SIDES) else f"side {''.join(fresh)}'s runs"
@@ -295,20 +333,20 @@ def _basis(units: Sequence[Unit], walls: RoundWalls, workers: str) -> str:
                           "every unit", fresh)):
         zero, after = walls.start(0, sides), walls.start(1, sides)
         if sides and (zero or after):
-            text += f"; {label}, {zero:.0f} s in round 0 and {after:.0f} s later"
+            parts.append(f"{label}, {zero:.0f} s in round 0 and {after:.0f} s later")
     if walls.resident is not None and set(walls.resident) != set(resident):
-        text += (f"; its walls ran {_sides_text(walls.resident)} in workers, this plan "
-                 f"{_sides_text(resident)}: a run moved to a fresh process costs more than the "
-                 "start counted here, one moved to a worker less")
-    return "".join([text, *(f"; {note}" for note in walls.notes)])
+        parts.append(f"its walls ran {_sides_text(walls.resident)} in workers, this plan "
+                     f"{_sides_text(resident)}: a run moved to a fresh process costs more than "
+                     "the start counted here, one moved to a worker less")
+    return "; ".join([*parts, *walls.notes])
 
 
 def _sides_text(sides: Sequence[str]) -> str:
     return {0: "neither side", len(SIDES): "both sides"}.get(len(sides), f"side {''.join(sides)}")
 
 
-def _draw_spread(units: Sequence[Unit], walls: RoundWalls, resident: Sequence[str],
-                 fresh: Sequence[str]) -> str | None:
+def _draw_spread(units: Sequence[Unit], taken: _Taken, start: Callable[[int, list[str]], float],
+                 resident: Sequence[str], fresh: list[str]) -> str | None:
     """How far the one-device wall may lie from the projection where unknown operators take
     the known ones' means: DRAW_SHARE of the walls that the plan's known operators give when
     drawn again with replacement (RESAMPLES times, seeded: the same line each time), each
@@ -316,26 +354,25 @@ def _draw_spread(units: Sequence[Unit], walls: RoundWalls, resident: Sequence[st
     3.1 h to 7.4 h, drawing the 12 operators again". A draw of a dozen skewed walls moves
     its means a lot, and a projection from it says so. None where no wall is unknown, or
     where a mean that unknown walls take rests on fewer than two operators of the plan."""
-    later, first = walls.later or walls.first, walls.first
-    zeros = [u.op for u in units if first and u.round == 0]  # round 0 from round 0's walls
-    rest = [u.op for u in units if not (first and u.round == 0)]
-    unknown_first = sum(1 for op in zeros if op not in first)
-    unknown = sum(1 for op in rest if op not in later)
-    pool = sorted({op for op in (*zeros, *rest) if op in later or op in first})
+    zeros = [u.op for u in units if u.round == 0]
+    rest = [u.op for u in units if u.round]
+    unknown_first = sum(1 for op in zeros if op not in taken.zero)
+    unknown = sum(1 for op in rest if op not in taken.later)
+    pool = sorted({op for op in (*zeros, *rest) if op in taken.later or op in taken.zero})
     if not (unknown_first or unknown) \
-            or unknown_first and sum(1 for op in pool if op in first) < 2 \
-            or unknown and sum(1 for op in pool if op in later) < 2:
+            or unknown_first and sum(1 for op in pool if op in taken.zero) < 2 \
+            or unknown and sum(1 for op in pool if op in taken.later) < 2:
         return None
-    own = math.fsum([*(first[op] for op in zeros if op in first),
-                     *(later[op] for op in rest if op in later)])
-    paid = math.fsum([*(walls.start(r, resident) for r in {u.round for u in units}),
-                      *(walls.start(u.round, fresh) for u in units)])
+    own = math.fsum([*(taken.zero[op] for op in zeros if op in taken.zero),
+                     *(taken.later[op] for op in rest if op in taken.later)])
+    paid = math.fsum([*(start(r, list(resident)) for r in {u.round for u in units}),
+                      *(start(u.round, fresh) for u in units)])
     rng = random.Random(0)
     totals: list[float] = []
     while len(totals) < RESAMPLES:
         drawn = rng.choices(pool, k=len(pool))
-        again = [later[op] for op in drawn if op in later]
-        firsts = [first[op] for op in drawn if op in first]
+        again = [taken.later[op] for op in drawn if op in taken.later]
+        firsts = [taken.zero[op] for op in drawn if op in taken.zero]
         if (unknown and not again) or (unknown_first and not firsts):
             continue  # a draw with no wall of a kind it needs: drawn again
         totals.append(own + unknown_first * _mean(firsts) + unknown * _mean(again) + paid)

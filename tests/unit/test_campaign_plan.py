@@ -450,9 +450,10 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     line = projection.projection(units, walls)
     # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s); on
     # many devices each operator's later rounds run side by side once its round 0 ended
-    assert line == ("projected wall of 6 units (walls of 1 operators, the mean 10 s for the 1 "
-                    "others; round 0 from round-0 units, the mean 40 s for the 1 others): "
-                    "1 device 2.0 min, 8 devices 50 s, 64 devices 50 s")
+    assert line == ("projected wall of 6 units (round 0 from the walls of 1 operators, the "
+                    "mean 40 s for the 1 others; later rounds from the walls of 1 operators, "
+                    "the mean 10 s for the 1 others): 1 device 2.0 min, 8 devices 50 s, "
+                    "64 devices 50 s")
     # the mean of round 0 is the campaign's operators', where any has one
     walls = projection.RoundWalls({"a": 40.0, "z": 1000.0}, {"a": 10.0})
     assert projection.projection(units, walls) == line
@@ -487,10 +488,10 @@ def test_a_campaign_of_round_0_alone_projects_later_rounds_as_round_0_and_says_s
     assert walls.first == walls.later == {"mm": 20.0}
     assert walls.start(1, "AB") == walls.start(0, "AB") == 10.0
     line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
-    assert line == ("projected wall of 2 units (walls of 1 operators; round 0 from round-0 "
-                    "units; worker starts once a round and device, 10 s in round 0 and 10 s "
-                    "later; later rounds as round 0 (no later round ran): an "
-                    "overstatement): 1 device 1.0 min")
+    assert line == ("projected wall of 2 units (round 0 from the walls of 1 operators; later "
+                    "rounds from the walls of 1 operators; worker starts once a round and "
+                    "device, 10 s in round 0 and 10 s later; later rounds as round 0 (no later "
+                    "round ran): an overstatement): 1 device 1.0 min")
 
 
 def test_a_resumed_campaign_is_projected_from_its_own_units_first(tmp_path):
@@ -531,8 +532,8 @@ def test_a_resume_after_round_0_takes_walls_from_for_its_later_rounds(tmp_path):
     resumed.save(here)
     line = projection.projection(_units("mm/r1"), projection.for_plan(load(here), here),
                                  devices=(1,))
-    assert line == ("projected wall of 1 units (walls of 1 operators; the campaign's own units "
-                    "first): 1 device 21 s")
+    assert line == ("projected wall of 1 units (later rounds from the walls of 1 operators; "
+                    "the campaign's own units first): 1 device 21 s")
 
 
 def test_a_dry_run_says_why_it_projects_nothing(tmp_path):
@@ -672,9 +673,10 @@ def test_a_rounds_worker_starts_are_paid_once_a_round_not_by_every_operator(tmp_
     # starts once: 16 + 2 x 8 = 32 s on each device; drawn again, x and y take add's walls
     # (128 s in all) or mm's (192 s) or between. Two devices, in the plan's order, each
     # paying a round's starts before its first unit of it: 96 s
-    assert line == ("projected wall of 12 units (walls of 2 operators, the mean 8 s for the 2 "
-                    "others; round 0 from round-0 units, the mean 16 s for the 2 others; worker "
-                    "starts once a round and device, 16 s in round 0 and 8 s later): "
+    assert line == ("projected wall of 12 units (round 0 from the walls of 2 operators, the "
+                    "mean 16 s for the 2 others; later rounds from the walls of 2 operators, "
+                    "the mean 8 s for the 2 others; worker starts once a round and device, 16 s "
+                    "in round 0 and 8 s later): "
                     "1 device 2.7 min (90%: 2.1 min to 3.2 min, drawing the 2 operators "
                     "again), 2 devices 1.6 min")
     # Regression (review): WORKERS=0 runs every side in a fresh process, each run paying a
@@ -823,3 +825,56 @@ def _resumed(tmp_path, ops, walls):
         directory=here, axis=Axis("X", "X"), caliber={"backend": "cpu"}, argv=[],
         ops={op: {"node": op} for op in ops}, rounds=2, walls={}, walls_from=source)
     return source, here, planned
+
+
+def test_operators_known_only_in_round_0_are_still_projected_and_named_by_round():
+    # Regression (review): a plan whose operators had round-0 walls but no later ones
+    # projected nothing, or said "no projected wall" for a reason that was not why; a plan of
+    # round 0 alone named the later rounds' walls ("the mean 5 s for the 1 others") it never
+    # used.
+    walls = projection.RoundWalls({"add": 5.0, "tanh": 6.0, "sum": 7.0}, {"add": 3.0})
+    units = _units("tanh/r0", "sum/r0", "tanh/r1", "sum/r1")
+    line = projection.projection(units, walls, devices=(1,))
+    # later rounds take the later walls known (add's 3 s), for want of the plan's own
+    assert line == ("projected wall of 4 units (round 0 from the walls of 2 operators; later "
+                    "rounds from the walls of 0 operators, the mean 3 s for the 2 others): "
+                    "1 device 19 s")
+    only = projection.projection(_units("add/r0", "tanh/r0", "sum/r0"), walls, devices=(1,))
+    assert only == "projected wall of 3 units (round 0 from the walls of 3 operators): 1 device 18 s"
+
+
+def test_a_later_start_measured_stays_where_later_walls_are_filled_from_round_0():
+    walls = projection.RoundWalls({"mm": 10.0}, {}, {(True, "A"): 4.0, (False, "A"): 1.0})
+    filled = walls.filled()
+    assert filled.later == {"mm": 10.0} and filled.start(1, "A") == 1.0
+
+
+def test_a_round_whose_worker_start_could_not_be_read_says_so(tmp_path):
+    # Regression (review): a side whose round's first run had two launches counted no start
+    # for that round at all, and the line read "1 s in round 0" as if measured.
+    _one_unit(tmp_path, 30.0)
+    (tmp_path / "mm/A/r0/run_identity.json").write_text(json.dumps({"launch": [
+        {"kind": "worker", "pid": 1, "new_because": "the first of its environment"},
+        {"kind": "worker", "pid": 2, "new_because": "the last one of its environment retired"}
+    ]}))
+    _run_files(tmp_path / "mm/B/r0", 4.0, "the first of its environment")
+    walls = projection.walls_by_round(tmp_path)
+    assert walls.notes == ("no worker start read of side A in round 0: 0 s taken",)
+
+
+def test_a_resume_names_a_walls_from_run_otherwise_than_its_own_units(tmp_path):
+    # Regression (review): the campaign's own units in workers hid that WALLS_FROM's, which
+    # gave its later rounds, ran in fresh processes: 43 s projected where 16.8 s were paid.
+    _, here, resumed = _resumed(tmp_path, ("mm",), {0: 50.0, 1: 21.0})
+    for side in "AB":
+        (tmp_path / "source" / "mm" / side / "r0").mkdir(parents=True)
+        (tmp_path / "source" / "mm" / side / "r0" / "run_identity.json").write_text(
+            json.dumps({"launch": [{"kind": "process"}]}))
+    resumed.unit("mm/r0").status, resumed.unit("mm/r0").wall_s = "ok", 32.0
+    resumed.unit("mm/r0").started_utc = "2026-12-06T10:00:00+00:00"
+    resumed.save(here)
+    _run_files(here / "mm/A/r0", 6.0, "the first of its environment")
+    _run_files(here / "mm/B/r0", 4.0, "the first of its environment")
+    walls = projection.for_plan(load(here), here)
+    assert "WALLS_FROM ran neither side in workers, the campaign's own units both sides" \
+        in walls.notes
