@@ -220,6 +220,9 @@ class _Taken:
     zero_mean: float
     later_mean: float
     one_kind: bool  # round 0 and later rounds take the same walls
+    # the operators each mean is taken over, which a draw again draws from
+    zero_pool: tuple[str, ...] = ()
+    later_pool: tuple[str, ...] = ()
 
     @staticmethod
     def of(units: Sequence[Unit], walls: RoundWalls) -> _Taken | None:
@@ -229,13 +232,15 @@ class _Taken:
         else:
             kinds = [(walls.first, {u.op for u in units if u.round == 0}),
                      (walls.later, {u.op for u in units if u.round})]
-        means = []
+        means, pools = [], []
         for source, ops in kinds:
-            found = [source[op] for op in ops if op in source] or list(source.values())
-            if ops and not found:
+            pool = tuple(sorted(op for op in ops if op in source)) or tuple(sorted(source))
+            if ops and not pool:
                 return None
-            means.append(_mean(found))
-        return _Taken(kinds[0][0], kinds[-1][0], means[0], means[-1], len(kinds) == 1)
+            means.append(_mean([source[op] for op in pool]))
+            pools.append(pool)
+        return _Taken(kinds[0][0], kinds[-1][0], means[0], means[-1], len(kinds) == 1,
+                      pools[0], pools[-1])
 
     def wall(self, unit: Unit) -> float:
         return self.zero.get(unit.op, self.zero_mean) if unit.round == 0 \
@@ -323,8 +328,9 @@ def _basis(units: Sequence[Unit], walls: RoundWalls, taken: _Taken, workers: str
     for label, ops, known, mean in kinds:
         if ops:
             unknown = len(ops - known.keys())
-            parts.append(f"{label} {len(ops) - unknown} operators" + (
-                f", the mean {mean:.0f} s for the {unknown} others" if unknown else ""))
+            parts.append(f"{label} {_count(len(ops) - unknown, 'operator')}" + (
+                f", the mean {mean:.0f} s for the {_count(unknown, 'other')}" if unknown
+                else ""))
     resident = worker_sides(workers)
     fresh = [s for s in SIDES if s not in resident]
     whose = "every run" if len(fresh) == len(SIDES) else f"side {''.join(fresh)}'s runs"
@@ -341,6 +347,10 @@ def _basis(units: Sequence[Unit], walls: RoundWalls, taken: _Taken, workers: str
     return "; ".join([*parts, *walls.notes])
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _sides_text(sides: Sequence[str]) -> str:
     return {0: "neither side", len(SIDES): "both sides"}.get(len(sides), f"side {''.join(sides)}")
 
@@ -348,37 +358,35 @@ def _sides_text(sides: Sequence[str]) -> str:
 def _draw_spread(units: Sequence[Unit], taken: _Taken, start: Callable[[int, list[str]], float],
                  resident: Sequence[str], fresh: list[str]) -> str | None:
     """How far the one-device wall may lie from the projection where unknown operators take
-    the known ones' means: DRAW_SHARE of the walls that the plan's known operators give when
-    drawn again with replacement (RESAMPLES times, seeded: the same line each time), each
-    drawn operator bringing its round-0 wall and its later wall where it has them, as "90%:
-    3.1 h to 7.4 h, drawing the 12 operators again". A draw of a dozen skewed walls moves
-    its means a lot, and a projection from it says so. None where no wall is unknown, or
-    where a mean that unknown walls take rests on fewer than two operators of the plan."""
-    zeros = [u.op for u in units if u.round == 0]
-    rest = [u.op for u in units if u.round]
-    unknown_first = sum(1 for op in zeros if op not in taken.zero)
-    unknown = sum(1 for op in rest if op not in taken.later)
-    pool = sorted({op for op in (*zeros, *rest) if op in taken.later or op in taken.zero})
-    if not (unknown_first or unknown) \
-            or unknown_first and sum(1 for op in pool if op in taken.zero) < 2 \
-            or unknown and sum(1 for op in pool if op in taken.later) < 2:
+    the known ones' means: DRAW_SHARE of the walls that the operators each mean is taken over
+    give when drawn again with replacement (RESAMPLES times, seeded: the same line each time),
+    as "90%: 3.1 h to 7.4 h, drawing the 12 operators again"; one draw for both rounds where
+    their means are taken over the same operators, each bringing its round-0 and later wall.
+    A draw of a dozen skewed walls moves its means a lot, and a projection from it says so.
+    None where no wall is unknown, or where a mean that unknown walls take rests on fewer
+    than two operators."""
+    unknown_first = sum(1 for u in units if u.round == 0 and u.op not in taken.zero)
+    unknown = sum(1 for u in units if u.round and u.op not in taken.later)
+    if not (unknown_first or unknown) or unknown_first and len(taken.zero_pool) < 2 \
+            or unknown and len(taken.later_pool) < 2:
         return None
-    own = math.fsum([*(taken.zero[op] for op in zeros if op in taken.zero),
-                     *(taken.later[op] for op in rest if op in taken.later)])
     paid = math.fsum([*(start(r, list(resident)) for r in {u.round for u in units}),
                       *(start(u.round, fresh) for u in units)])
+    known = math.fsum(taken.wall(u) for u in units if u.op in (
+        taken.zero if u.round == 0 else taken.later)) + paid
+    joint = taken.zero_pool == taken.later_pool
     rng = random.Random(0)
     totals: list[float] = []
-    while len(totals) < RESAMPLES:
-        drawn = rng.choices(pool, k=len(pool))
-        again = [taken.later[op] for op in drawn if op in taken.later]
-        firsts = [taken.zero[op] for op in drawn if op in taken.zero]
-        if (unknown and not again) or (unknown_first and not firsts):
-            continue  # a draw with no wall of a kind it needs: drawn again
-        totals.append(own + unknown_first * _mean(firsts) + unknown * _mean(again) + paid)
+    for _ in range(RESAMPLES):
+        zeros = rng.choices(taken.zero_pool, k=len(taken.zero_pool))
+        laters = zeros if joint else rng.choices(taken.later_pool, k=len(taken.later_pool))
+        totals.append(known + unknown_first * _mean([taken.zero[op] for op in zeros])
+                      + unknown * _mean([taken.later[op] for op in laters]))
     cuts = statistics.quantiles(totals, n=round(2 / (1 - DRAW_SHARE)), method="inclusive")
+    drawn = len({*(taken.zero_pool if unknown_first else ()),
+                 *(taken.later_pool if unknown else ())})
     return (f"{DRAW_SHARE:.0%}: {_duration(cuts[0])} to {_duration(cuts[-1])}, drawing the "
-            f"{len(pool)} operators again")
+            f"{_count(drawn, 'operator')} again")
 
 
 def _duration(seconds: float) -> str:

@@ -379,7 +379,7 @@ def test_the_projection_gives_the_wall_on_1_8_and_64_devices_with_the_mean_for_u
     # round 0 (20 s) and then take 20 s more: 40 s, not the 30 s of b's one unit.
     # its spread: a and b drawn again give c 10, 20 or 30 s a unit (80-140 s in all)
     assert line == ("projected wall of 6 units (walls of 2 operators, the mean 20 s for the 1 "
-                    "others): 1 device 1.8 min (90%: 1.3 min to 2.3 min, drawing the 2 "
+                    "other): 1 device 1.8 min (90%: 1.3 min to 2.3 min, drawing the 2 "
                     "operators again), 8 devices 40 s, 64 devices 40 s")
     suite = [Unit(f"x{n}", r) for r in range(3) for n in range(1112)]
     spans = projection.projection(suite, _later({f"x{n}": 120.0 for n in range(1112)}))
@@ -450,9 +450,9 @@ def test_the_projection_takes_round_0_from_the_walls_of_round_0():
     line = projection.projection(units, walls)
     # b: round 0 the mean of round 0's walls (40 s), later rounds the mean wall (10 s); on
     # many devices each operator's later rounds run side by side once its round 0 ended
-    assert line == ("projected wall of 6 units (round 0 from the walls of 1 operators, the "
-                    "mean 40 s for the 1 others; later rounds from the walls of 1 operators, "
-                    "the mean 10 s for the 1 others): 1 device 2.0 min, 8 devices 50 s, "
+    assert line == ("projected wall of 6 units (round 0 from the walls of 1 operator, the "
+                    "mean 40 s for the 1 other; later rounds from the walls of 1 operator, "
+                    "the mean 10 s for the 1 other): 1 device 2.0 min, 8 devices 50 s, "
                     "64 devices 50 s")
     # the mean of round 0 is the campaign's operators', where any has one
     walls = projection.RoundWalls({"a": 40.0, "z": 1000.0}, {"a": 10.0})
@@ -488,8 +488,8 @@ def test_a_campaign_of_round_0_alone_projects_later_rounds_as_round_0_and_says_s
     assert walls.first == walls.later == {"mm": 20.0}
     assert walls.start(1, "AB") == walls.start(0, "AB") == 10.0
     line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
-    assert line == ("projected wall of 2 units (round 0 from the walls of 1 operators; later "
-                    "rounds from the walls of 1 operators; worker starts once a round and "
+    assert line == ("projected wall of 2 units (round 0 from the walls of 1 operator; later "
+                    "rounds from the walls of 1 operator; worker starts once a round and "
                     "device, 10 s in round 0 and 10 s later; later rounds as round 0 (no later "
                     "round ran): an overstatement): 1 device 1.0 min")
 
@@ -532,7 +532,7 @@ def test_a_resume_after_round_0_takes_walls_from_for_its_later_rounds(tmp_path):
     resumed.save(here)
     line = projection.projection(_units("mm/r1"), projection.for_plan(load(here), here),
                                  devices=(1,))
-    assert line == ("projected wall of 1 units (later rounds from the walls of 1 operators; "
+    assert line == ("projected wall of 1 units (later rounds from the walls of 1 operator; "
                     "the campaign's own units first): 1 device 21 s")
 
 
@@ -620,7 +620,7 @@ def test_a_batch_as_walls_from_gives_a_unit_two_of_its_runs(tmp_path):
     walls = projection.for_plan(planned, tmp_path / "c")
     assert (walls.first, walls.later) == ({}, {"mm": 25.0})
     line = projection.projection(_units("mm/r0", "mm/r1"), walls, devices=(1,))
-    assert line == ("projected wall of 2 units (walls of 1 operators; a batch's walls, one run "
+    assert line == ("projected wall of 2 units (walls of 1 operator; a batch's walls, one run "
                     "each: a unit takes two): 1 device 50 s")
 
 
@@ -830,7 +830,7 @@ def _resumed(tmp_path, ops, walls):
 def test_operators_known_only_in_round_0_are_still_projected_and_named_by_round():
     # Regression (review): a plan whose operators had round-0 walls but no later ones
     # projected nothing, or said "no projected wall" for a reason that was not why; a plan of
-    # round 0 alone named the later rounds' walls ("the mean 5 s for the 1 others") it never
+    # round 0 alone named the later rounds' walls ("the mean 5 s for the 1 other") it never
     # used.
     walls = projection.RoundWalls({"add": 5.0, "tanh": 6.0, "sum": 7.0}, {"add": 3.0})
     units = _units("tanh/r0", "sum/r0", "tanh/r1", "sum/r1")
@@ -840,7 +840,8 @@ def test_operators_known_only_in_round_0_are_still_projected_and_named_by_round(
                     "rounds from the walls of 0 operators, the mean 3 s for the 2 others): "
                     "1 device 19 s")
     only = projection.projection(_units("add/r0", "tanh/r0", "sum/r0"), walls, devices=(1,))
-    assert only == "projected wall of 3 units (round 0 from the walls of 3 operators): 1 device 18 s"
+    assert only == ("projected wall of 3 units (round 0 from the walls of 3 operators): "
+                    "1 device 18 s")
 
 
 def test_a_later_start_measured_stays_where_later_walls_are_filled_from_round_0():
@@ -878,3 +879,17 @@ def test_a_resume_names_a_walls_from_run_otherwise_than_its_own_units(tmp_path):
     walls = projection.for_plan(load(here), here)
     assert "WALLS_FROM ran neither side in workers, the campaign's own units both sides" \
         in walls.notes
+
+
+def test_a_mixed_plans_one_device_figure_lies_inside_its_own_spread():
+    # Regression (review): a draw again took every known operator of the plan for both
+    # rounds, where each round's mean is taken over that round's known ones alone: a resume
+    # left with round 0 of some operators and later rounds of others read "1 device 1.2 min
+    # (90%: 6.7 min to 17.7 min ...)".
+    first = {"b": 10.0, "c": 10.0, "d": 1000.0, "e": 1000.0, "f": 1000.0, "g": 1000.0}
+    units = [Unit("a", 0), Unit("b", 0), Unit("c", 0), *(Unit(op, 1) for op in "defg")]
+    line = projection.projection(units, projection.RoundWalls(first, dict.fromkeys(first, 10.0)),
+                                 devices=(1,))
+    # a/r0 takes the mean of b's and c's round 0 (10 s): 30 s of round 0, 40 s later
+    assert line is not None and line.endswith(
+        "1 device 1.2 min (90%: 1.2 min to 1.2 min, drawing the 2 operators again)")

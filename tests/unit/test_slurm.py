@@ -408,7 +408,7 @@ def test_a_resumes_dry_run_names_the_next_submission_and_estimates_from_its_own_
     assert any("s2-later.sbatch (1 task(s): tanh/r1)" in line for line in lines)
     assert lines[-2:] == [
         "estimated makespan: 30 s with every task at once (no SLURM_PARALLEL), longest first",
-        "projected wall of 1 units (later rounds from the walls of 1 operators; later rounds "
+        "projected wall of 1 units (later rounds from the walls of 1 operator; later rounds "
         "as round 0 (no later round ran): an overstatement): 1 device 30 s, 8 devices 30 s, "
         "64 devices 30 s"]
 
