@@ -27,19 +27,17 @@ from harness.contract.states import (
     FAILED,
     FINISHED,
     INTERRUPTED,
-    OK,
     PENDING,
     RAN_TO_END,
     SKIPPED,
-    TIMEOUT,
 )
 from harness.errors import UsageError
 from harness.settings.kinds import comma_items
 from harness.settings.variables import WALL_MULTIPLE
 
-# The units or operators whose wall a plan would pay again: those that ran to their end, were
-# skipped by the benchmark, or ran to their limit. An interrupted or crashed one's is a part.
-COUNTED = (OK, FAILED, SKIPPED, TIMEOUT)
+# The states of a batch's operator whose wall is a part of one (ops_status.csv): WALLS_FROM
+# lends no such wall.
+PARTIAL = (INTERRUPTED, CRASHED)
 CACHE_DIR = "cache"  # cache/A and cache/B: each side's FlagGems and Triton caches
 UNMATCHED_DIR = "unmatched"  # a few of side B's artifacts that side A never had
 LOGS_DIR = "logs"
@@ -243,7 +241,7 @@ def walls_from(path: Path) -> dict[str, float]:
         # an interrupted or crashed operator's wall is a part of one (a file of walls alone,
         # `op,wall_s`, has no status: each counts)
         return {s.op: s.wall_s for s in statuses
-                if s.op and s.wall_s is not None and s.status not in (INTERRUPTED, CRASHED)}
+                if s.op and s.wall_s is not None and s.status not in PARTIAL}
     raise UsageError(f"WALLS_FROM={str(path)!r} is not accepted; expected a campaign "
                      f"directory ({CAMPAIGN_JSON}) or a batch directory ({OPS_STATUS_CSV})")
 

@@ -15,9 +15,13 @@ from harness.campaign.document import CAMPAIGN_JSON, Campaign, UnitRecord
 from harness.campaign.plan import SIDES, Unit
 from harness.contract import breakdown
 from harness.contract.identity import read_identity
+from harness.contract.states import FAILED, OK, SKIPPED, TIMEOUT
 from harness.errors import UsageError
 
 PROJECTED_DEVICES = (1, 8, 64)
+# The units whose wall a plan would pay again: those that ran to their end, were skipped by
+# the benchmark, or ran to their limit. An interrupted or crashed one's is a part of one.
+COUNTED = (OK, FAILED, SKIPPED, TIMEOUT)
 RESAMPLES = 2000  # draws of the known operators again, for the projection's spread
 DRAW_SHARE = 0.9  # of those draws' walls, the middle share a projection states
 
@@ -55,10 +59,9 @@ class RoundWalls:
 
 
 def counted(unit: UnitRecord) -> bool:
-    """Whether a plan would pay `unit`'s wall again (plan.COUNTED, a finite wall not below
-    0)."""
+    """Whether a plan would pay `unit`'s wall again (COUNTED, a finite wall not below 0)."""
     wall = unit.wall_s
-    return unit.status in plan.COUNTED and wall is not None and math.isfinite(wall) and wall >= 0
+    return unit.status in COUNTED and wall is not None and math.isfinite(wall) and wall >= 0
 
 
 def worker_starts(path: Path, campaign: Campaign) -> dict[tuple[int, str, str], tuple[str, float]]:
