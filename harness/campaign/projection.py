@@ -222,28 +222,32 @@ class _Taken:
     later: dict[str, float]
     zero_mean: float
     later_mean: float
-    one_kind: bool  # round 0 and later rounds take the same walls
     # the operators each mean is taken over, which a draw again draws from
     zero_pool: tuple[str, ...] = ()
     later_pool: tuple[str, ...] = ()
+    # each kind of wall as the line names it: its words, the plan's operators that take it,
+    # its walls and its mean
+    kinds: tuple[tuple[str, frozenset[str], dict[str, float], float], ...] = ()
 
     @staticmethod
     def of(units: Sequence[Unit], walls: RoundWalls) -> _Taken | None:
         if not (walls.first and walls.later):  # one kind of wall for every round
-            one = walls.first or walls.later
-            kinds = [(one, {u.op for u in units})]
+            kinds = [("walls of", walls.first or walls.later, {u.op for u in units})]
         else:
-            kinds = [(walls.first, {u.op for u in units if u.round == 0}),
-                     (walls.later, {u.op for u in units if u.round})]
+            kinds = [("round 0 from the walls of", walls.first,
+                      {u.op for u in units if u.round == 0}),
+                     ("later rounds from the walls of", walls.later,
+                      {u.op for u in units if u.round})]
         means, pools = [], []
-        for source, ops in kinds:
+        for _, source, ops in kinds:
             pool = tuple(sorted(op for op in ops if op in source)) or tuple(sorted(source))
             if ops and not pool:
                 return None
             means.append(_mean([source[op] for op in pool]))
             pools.append(pool)
-        return _Taken(kinds[0][0], kinds[-1][0], means[0], means[-1], len(kinds) == 1,
-                      pools[0], pools[-1])
+        return _Taken(kinds[0][1], kinds[-1][1], means[0], means[-1], pools[0], pools[-1],
+                      tuple((label, frozenset(ops), source, mean)
+                            for (label, source, ops), mean in zip(kinds, means, strict=True)))
 
     def wall(self, unit: Unit) -> float:
         return self.zero.get(unit.op, self.zero_mean) if unit.round == 0 \
@@ -280,7 +284,7 @@ def projection(units: Sequence[Unit], walls: RoundWalls,
         ends = _schedule(units, each, count, lambda round_: walls.start(round_, resident))
         spans.append(f"{count} device{'' if count == 1 else 's'} {_duration(max(ends))}"
                      + (f" ({spread})" if count == 1 and spread else ""))
-    return f"projected wall of {len(units)} units ({_basis(units, walls, taken, workers)}): " \
+    return f"projected wall of {len(units)} units ({_basis(walls, taken, workers)}): " \
            + ", ".join(spans)
 
 
@@ -318,17 +322,11 @@ def _schedule(units: Sequence[Unit], walls: Sequence[float], count: int,
     return [end for end, ran in zip(free, rounds, strict=True) if ran]
 
 
-def _basis(units: Sequence[Unit], walls: RoundWalls, taken: _Taken, workers: str) -> str:
+def _basis(walls: RoundWalls, taken: _Taken, workers: str) -> str:
     """What the projection's walls are: by round, the operators whose walls are known and the
     mean the others take; the worker starts; anything `walls.notes` says."""
-    kinds = [("walls of", {u.op for u in units}, taken.later, taken.later_mean)] \
-        if taken.one_kind else [
-        ("round 0 from the walls of", {u.op for u in units if u.round == 0}, taken.zero,
-         taken.zero_mean),
-        ("later rounds from the walls of", {u.op for u in units if u.round}, taken.later,
-         taken.later_mean)]
     parts = []
-    for label, ops, known, mean in kinds:
+    for label, ops, known, mean in taken.kinds:
         if ops:
             unknown = len(ops - known.keys())
             parts.append(f"{label} {_count(len(ops) - unknown, 'operator')}" + (
