@@ -8,7 +8,11 @@ spacers of random sizes so that it lies elsewhere in device memory (`moved`); th
 on such copies, each timed while every graph captured before it lives on, so that its outputs
 too are allocated in memory not used before (`apart`); then --placements times more, each after
 every Triton kernel of the process was dropped from its in-memory cache, so that the row's
-kernels are loaded again from the compile cache into another module (`reloaded`). Every
+kernels are loaded again from the compile cache into another module (`reloaded`); and, once
+every row is done, --repeats times more on its first inputs (`later`), so that a process's own
+offset can be told from the GPU's state at the time: where the drift from `same` to `later`
+within a process is small against the spread of `same` between processes, the offset stays
+with the process while time passes; where it is as large, it comes and goes with time. Every
 autotuned kernel keeps its first config only (pin_configs), as a campaign's rounds replay one
 set of winners. A campaign's rounds are fresh processes, so the spread of a row's `same` medians
 between processes is the spread its rounds see. Where `moved`, `apart` or `reloaded` spreads
@@ -86,7 +90,7 @@ def moved(args: tuple[Any, ...], rng: random.Random) -> tuple[tuple[Any, ...], A
     return copies, spacer
 
 
-KINDS = ("same", "moved", "apart", "reloaded")
+KINDS = ("same", "moved", "apart", "reloaded", "later")
 
 
 def keeping(graph_cls: type, kept: list[Any]) -> type:
@@ -159,8 +163,9 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
     rng = random.Random(seed)
     flag_gems.enable()
     out: dict[str, dict[str, list[float]]] = {}
+    held_rows: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
     for name in ROWS:
-        fn, args = inputs(name)
+        fn, args = held_rows[name] = inputs(name)
         pin_configs(Autotuner)  # before the row's first call, which would tune
         fn(*args)
         torch.cuda.synchronize()
@@ -185,6 +190,9 @@ def one_process(repeats: int, placements: int, seed: int) -> dict[str, dict[str,
             torch.cuda.synchronize()
             reloads.append(float(bench(lambda f=fn, a=args: f(*a), rep=100)))
         out[name] = {"same": same, "moved": moves, "apart": aparts, "reloaded": reloads}
+    for name, (fn, args) in held_rows.items():  # some seconds after each row's `same`
+        out[name]["later"] = [float(bench(lambda f=fn, a=args: f(*a), rep=100))
+                              for _ in range(repeats)]
     return out
 
 
@@ -198,21 +206,32 @@ def _median_sd(groups: list[list[float]]) -> float:
     return statistics.median(spreads) if spreads else float("nan")
 
 
+def _drift_pct(same: list[list[float]], later: list[list[float]]) -> float:
+    """The root mean square, over processes that timed both, of the log ratio of a process's
+    `later` median to its `same` median, in %; nan where none timed both."""
+    logs = [math.log(statistics.median(b) / statistics.median(a))
+            for a, b in zip(same, later, strict=True) if a and b]
+    return 100 * math.sqrt(statistics.fmean(x * x for x in logs)) if logs else float("nan")
+
+
 def report(runs: list[dict[str, dict[str, list[float]]]], rows: tuple[str, ...] = ROWS,
            names: tuple[str, ...] = KINDS) -> list[str]:
     """A line per row of `rows`: its median (over the first of `names`), the sd in % of log
     time within a process for each kind of `names` (the median over processes) and between the
-    processes' medians of each kind; nan where a kind has fewer than two timings (a run made
-    before `reloaded` existed has none)."""
+    processes' medians of each kind, then the drift of a process's `later` median from its
+    `same` one (_drift_pct); nan where a kind has fewer than two timings (a run made before
+    `reloaded` or `later` existed has none)."""
     lines = [f"{'row':26} {'median us':>9} " + " ".join(f"{'within ' + k:>15}" for k in names)
-             + " " + " ".join(f"{'between ' + k:>16}" for k in names)]
+             + " " + " ".join(f"{'between ' + k:>16}" for k in names)
+             + f" {'drift to later':>15}"]
     for name in rows:
         kinds = {k: [run[name].get(k, []) for run in runs] for k in names}
         within = [_median_sd(kinds[k]) for k in names]
         between = [_sd_pct([statistics.median(g) for g in kinds[k] if g]) for k in names]
         middle = 1000 * statistics.median(v for g in kinds[names[0]] for v in g)
+        drift = _drift_pct(kinds[names[0]], [run[name].get("later", []) for run in runs])
         lines.append(f"{name:26} {middle:9.3f} " + " ".join(f"{w:14.2f}%" for w in within) + " "
-                     + " ".join(f"{b:15.2f}%" for b in between))
+                     + " ".join(f"{b:15.2f}%" for b in between) + f" {drift:14.2f}%")
     return lines
 
 

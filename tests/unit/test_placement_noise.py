@@ -30,14 +30,18 @@ def test_moved_inputs_keep_values_sizes_and_strides_at_other_addresses():
     assert len(sizes) > 1  # the count of small spacers varies from one placement to the next
 
 
-def _runs(between: float, within: float) -> list[dict[str, dict[str, list[float]]]]:
+def _runs(between: float, within: float, drift: float = 0.0
+          ) -> list[dict[str, dict[str, list[float]]]]:
     """Four processes whose rows sit `between` apart in log time (0, +-between, +2 between)
-    and whose timings in a process alternate by +-`within`."""
+    and whose timings in a process alternate by +-`within`; `later` lies `drift` above or below
+    `same` (in turn by process)."""
     out = []
-    for offset in (0.0, between, -between, 2 * between):
+    for index, offset in enumerate((0.0, between, -between, 2 * between)):
         times = [math.exp(offset + (within if i % 2 else -within)) * 1e-3 for i in range(5)]
+        step = drift if index % 2 else -drift
         out.append({row: {"same": times, "moved": [math.exp(offset) * 1e-3] * 5,
-                          "apart": times[1:3], "reloaded": times[:1]}
+                          "apart": times[1:3], "reloaded": times[:1],
+                          "later": [t * math.exp(step) for t in times]}
                     for row in placement_noise.ROWS})
     return out
 
@@ -47,25 +51,33 @@ def test_the_report_tells_a_process_offset_from_a_spread_within_a_process():
     assert lines[0].split()[:3] == ["row", "median", "us"]
     cells = lines[1].split()
     assert cells[0:2] == ["rot90", "64x64"]
-    (within_same, within_moved, within_apart, within_reloaded, between_same, between_moved,
-     between_apart, _) = (float(c.rstrip("%")) for c in cells[3:11])
+    (within_same, within_moved, within_apart, within_reloaded, within_later, between_same,
+     between_moved, between_apart, _, between_later, drift) = (
+        float(c.rstrip("%")) for c in cells[3:14])
     # alternating +-0.5%: sd 0.548%; processes at 0, +2, -2, +4%: sd 2.58% (each median of `same`
     # lies 0.5% below its process's offset, so the medians spread as the offsets do)
-    assert within_same == pytest.approx(0.55, abs=0.01) and within_moved == 0.0
-    assert between_same == pytest.approx(2.58, abs=0.01) == between_moved
+    assert within_same == pytest.approx(0.55, abs=0.01) == within_later and within_moved == 0.0
+    assert between_same == pytest.approx(2.58, abs=0.01) == between_moved == between_later
     assert math.isnan(within_reloaded)  # one timing a process: no spread to tell
     # two timings a process, 1% apart: sd 0.707%; their medians sit on the offsets
     assert within_apart == pytest.approx(0.71, abs=0.01)
     assert between_apart == pytest.approx(2.58, abs=0.01)
+    assert drift == 0.0  # the offset stayed with each process
     assert len(lines) == 1 + len(placement_noise.ROWS)
+
+
+def test_the_drift_to_later_reads_an_offset_that_comes_with_time():
+    cells = placement_noise.report(_runs(between=0.02, within=0.0, drift=0.03))[1].split()
+    assert cells[-1] == "3.00%"  # +-3% in turn: the root mean square is 3%, whatever the sign
+    assert float(cells[8].rstrip("%")) == pytest.approx(2.58, abs=0.01)  # `same` between
 
 
 def test_a_run_made_before_reloads_and_kept_graphs_existed_still_reports():
     runs = [{row: {k: v for k, v in kinds.items() if k in ("same", "moved")}
              for row, kinds in run.items()} for run in _runs(between=0.01, within=0.0)]
     cells = placement_noise.report(runs)[1].split()
-    assert cells[5:7] == ["nan%", "nan%"] and cells[9:11] == ["nan%", "nan%"]
-    assert float(cells[7].rstrip("%")) > 1.0
+    assert cells[5:8] == ["nan%"] * 3 and cells[10:14] == ["nan%"] * 4
+    assert float(cells[8].rstrip("%")) > 1.0
 
 
 class _Kernel:
