@@ -56,7 +56,7 @@ class Row:
         object.__setattr__(self, "samples", tuple(float(s) for s in self.samples))
         object.__setattr__(self, "samples_base", tuple(float(s) for s in self.samples_base))
         pairs = self.clocks.items() if isinstance(self.clocks, Mapping) else self.clocks
-        object.__setattr__(self, "clocks", tuple((str(k), None if v is None else int(v))
+        object.__setattr__(self, "clocks", tuple((str(k), clock_value(str(k), v))
                                                  for k, v in pairs))
 
     def clock(self, name: str) -> int | None:
@@ -84,6 +84,22 @@ class Row:
 
 
 # ---------------------------------------------------------------- parsers
+
+
+CLOCK_LIMIT = 1 << 64  # a reading above this is no device's: NVML's widest, a 64-bit mask
+
+
+def clock_value(name: str, value: Any) -> int | None:
+    """One clock reading as Row.clocks keeps it: a whole number from 0 below CLOCK_LIMIT, or
+    None (not read). ValueError for anything else (text, a fraction, true, inf, 10**400): a
+    reading that no reader writes, which would be taken as some other number (or overflow)
+    where the sides' clocks are compared."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < CLOCK_LIMIT:
+        raise ValueError(f"clock {name}={value!r}; expected a whole number from 0 to 2**64 - 1, "
+                         "or null")
+    return value
 
 
 def _number(value: Any) -> float | None:

@@ -106,6 +106,7 @@ class Timing:
         self.split = phases.Split()
         self.clocks: Any = None  # the backend's clock reader, opened at the first call
         self.clocks_opened = False
+        self.clocks_expected = False  # the backend reads clocks, whether or not its reader opened
 
     @property
     def graph_bench(self) -> Callable[..., Any]:
@@ -180,6 +181,7 @@ class Timing:
         if not self.clocks_opened:
             self.clocks_opened = True
             self.clocks, why = phases.open_reader(self.backend, self._ordinal())
+            self.clocks_expected = self.clocks is not None or bool(why)
             if why:
                 self.marker(f"{CLOCKS_UNREAD_MARKER} reason={json.dumps(why)}")
         return phases.read(self.clocks)
@@ -286,11 +288,14 @@ class Timing:
         marked = {m for c in used for m in c.markers}
         if phases.throttled(reads):
             marked.add(CLOCKS_THROTTLED_MARKER)
+        known = [r for r in reads if r]
+        if self.clocks_expected and not any(r.get("sm_mhz") for r in known):
+            marked.add(CLOCKS_UNREAD_MARKER)  # no reader, or every reading of it failed
         markers = sorted(marked)
         timer = "graph" if used and all(c.timer == "graph" for c in used) else "direct"
         seconds = phases.row_phases([c.gap_s for c in used], [c.seconds for c in used])
         self.session.rows.append({"op": op, "dtype": dtype, "shape": shape, "time": seconds})
-        clocks = {"before": reads[0], "after": reads[-1]} if reads and reads[0] else None
+        clocks = {"before": known[0], "after": known[-1]} if known else None
         return {"op": op, "dtype": dtype, "shape": shape, "timer": timer, "markers": markers,
                 "time": seconds, "clocks": clocks,
                 "reason": next((c.reason for c in used if c.reason), None),

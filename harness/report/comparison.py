@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -12,6 +11,8 @@ from harness import stats
 from harness.contract.boundary import (
     CLOCK_CHANGE,
     CLOCKS_DIFFER,
+    CLOCKS_THROTTLED_MARKER,
+    CLOCKS_UNREAD_MARKER,
     DEVICE_WORK_MS,
     DIRECT_MARKER,
     FLAG_MARKERS,
@@ -163,25 +164,49 @@ def _flags(key: Key, rounds: Sequence[dict[Key, Row]], side: str) -> list[str]:
                                                          if key in r)]
 
 
-def sm_clock(key: Key, rounds: Sequence[dict[Key, Row]]) -> float | None:
-    """A side's SM clock of one row: the median over its rounds of the mean of the readings
-    before and after its timing; None where no round read one."""
-    means = []
-    for row in (r[key] for r in rounds if key in r):
-        read = [v for v in (row.clock("sm_mhz_before"), row.clock("sm_mhz_after")) if v]
-        if read:
-            means.append(sum(read) / len(read))
-    return statistics.median(means) if means else None
+def round_clock(row: Row) -> float | None:
+    """A row's SM clock in one round: the mean of the readings before and after its timing;
+    None where neither was read."""
+    read = [v for v in (row.clock("sm_mhz_before"), row.clock("sm_mhz_after")) if v]
+    return sum(read) / len(read) if read else None
 
 
 def clock_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]
                 ) -> list[str]:
-    """CLOCKS_DIFFER where both sides read the row's SM clock and they differ by more than
-    CLOCK_CHANGE of the higher: the two sides did not run at one speed."""
-    ca, cb = sm_clock(key, a), sm_clock(key, b)
-    if ca is None or cb is None or max(ca, cb) - min(ca, cb) <= CLOCK_CHANGE * max(ca, cb):
-        return []
-    return [CLOCKS_DIFFER]
+    """CLOCKS_DIFFER where, in any round that timed the row on both sides, both read its SM
+    clock and the two differ by more than CLOCK_CHANGE of the higher: that round's ratio, which
+    the row's interval takes, compares two speeds of the device. Compared round by round, as
+    the ratios are paired: a side at another clock in a minority of rounds moves the interval
+    as much as one at another clock throughout."""
+    for ra, rb in zip(a, b, strict=False):  # unequal rounds: summarize_ab says so
+        ca = round_clock(ra[key]) if key in ra else None
+        cb = round_clock(rb[key]) if key in rb else None
+        if ca and cb and max(ca, cb) - min(ca, cb) > CLOCK_CHANGE * max(ca, cb):
+            return [CLOCKS_DIFFER]
+    return []
+
+
+def clock_notes(a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]) -> list[str]:
+    """What the clock check could not compare, said rather than passed over: a side whose
+    rows carry CLOCKS_UNREAD_MARKER (its backend reads clocks, and its reader read none for
+    them), and rounds of a row that both sides timed where one side alone read its SM clock.
+    [] where nothing was left unchecked, or the backend reads no clocks at all."""
+    unread = [side for side, rounds in (("A", a), ("B", b))
+              if any(CLOCKS_UNREAD_MARKER in row.markers for r in rounds for row in r.values())]
+    alone = set()
+    for ra, rb in zip(a, b, strict=False):
+        for key in ra.keys() & rb.keys():
+            ca, cb = round_clock(ra[key]), round_clock(rb[key])
+            if bool(ca) != bool(cb):
+                alone.add("A" if ca else "B")
+    notes = [f"side {side}'s clock reader read no SM clock for some rows "
+             f"({CLOCKS_UNREAD_MARKER}: why, in its runs' logs), so they were not checked for "
+             f"{CLOCKS_THROTTLED_MARKER}" for side in unread]
+    if alone:
+        notes.append(f"SM clocks were read on side {' or '.join(sorted(alone))} alone in some "
+                     "rounds of some rows, so those rounds' sides were not compared by clock "
+                     f"({CLOCKS_DIFFER})")
+    return notes
 
 
 def work_flags(key: Key, a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]
@@ -211,6 +236,7 @@ def compare(a: Sequence[Source], b: Sequence[Source], *, allow_mixed: bool = Fal
     notes = caliber_notes(a, b, allow_mixed=allow_mixed) + tuning_notes(a, b)
     notes += [n for s in (*a, *b) for n in s.notes]
     ka, kb = [keyed(s.rows) for s in a], [keyed(s.rows) for s in b]
+    notes += clock_notes(ka, kb)
     flags = {k: tuple(_flags(k, ka, "A") + _flags(k, kb, "B") + clock_flags(k, ka, kb)
                      + work_flags(k, ka, kb))
              for side in (ka, kb) for r in side for k in r}

@@ -20,10 +20,15 @@ FAKE_CLOCKS = """
     from harness import backends
     from harness.backends import Clocks
 
+    readings = []
+
     def opener(visible, ordinal):
         def read():
-            return Clocks(sm_mhz=1980, mem_mhz=2619, temp_c=40, pstate=0,
-                          throttle=int(os.environ.get("FAKE_THROTTLE", "0")))
+            readings.append(1)
+            if os.environ.get("FAKE_FIRST_FAILS") and len(readings) == 1:
+                raise OSError("the process's first reading fails")
+            return Clocks(sm_mhz=None if os.environ.get("FAKE_NO_SM") else 1980, mem_mhz=2619,
+                          temp_c=40, pstate=0, throttle=int(os.environ.get("FAKE_THROTTLE", "0")))
         return read
 
     registry = backends.registry()
@@ -88,6 +93,23 @@ def test_clocks_are_read_beside_each_row_and_a_throttled_row_is_flagged(
     assert all(r["markers"] == [CLOCKS_THROTTLED_MARKER] for r in records(device))
 
 
+@pytest.mark.slow  # two pytest processes, as above
+def test_a_failed_reading_loses_no_other_and_a_reader_that_reads_no_sm_clock_says_so(
+        pytester, device, monkeypatch):
+    pytester.makepyfile(fake_clocks=textwrap.dedent(FAKE_CLOCKS))
+    args = (TANH, "--level", "core", "--mode", "kernel", *BRIEF, "-s", "-p", "fake_clocks",
+            "-p", "harness.plugins.capture", "-p", "harness.plugins.timing")
+    monkeypatch.setenv("FAKE_FIRST_FAILS", "1")
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    rows = records(device)  # the first row's first reading failed: its later one stands
+    assert all(r["clocks"]["before"]["sm_mhz"] == 1980 and r["markers"] == [] for r in rows)
+    (device / "timing.jsonl").unlink()
+    monkeypatch.delenv("FAKE_FIRST_FAILS")
+    monkeypatch.setenv("FAKE_NO_SM", "1")  # the library answers, but not for the SM clock
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+    assert all(r["markers"] == [CLOCKS_UNREAD_MARKER] for r in records(device))
+
+
 @pytest.mark.slow  # a pytest process
 def test_without_the_management_library_cuda_says_so_once_and_times_as_before(
         pytester, device, monkeypatch):
@@ -98,4 +120,6 @@ def test_without_the_management_library_cuda_says_so_once_and_times_as_before(
     result.assert_outcomes(passed=1)
     lines = [x for x in result.stdout.lines if x.startswith(CLOCKS_UNREAD_MARKER)]
     assert len(lines) == 1 and "libnvidia-ml.so.1" in lines[0]
-    assert all(r["clocks"] is None and r["markers"] == [] for r in records(device))
+    # every row says its clocks went unread, so that its A/B says which side was not checked
+    assert all(r["clocks"] is None and r["markers"] == [CLOCKS_UNREAD_MARKER]
+               for r in records(device))

@@ -4,6 +4,7 @@ the rows' clocks in results, and the A/B flag where the sides' clocks differ."""
 from __future__ import annotations
 
 import ctypes
+import json
 
 import pytest
 
@@ -12,10 +13,12 @@ from harness.backends import Clocks, nvml
 from harness.contract.boundary import (
     CLOCKS_DIFFER,
     CLOCKS_THROTTLED_MARKER,
+    CLOCKS_UNREAD_MARKER,
     FLAG_MARKERS,
     NO_DEVICE_WORK,
 )
-from harness.contract.results import Row, flat_clocks, merge_timing
+from harness.contract.results import Row, flat_clocks, merge_timing, read_results
+from harness.errors import UsageError
 from harness.plugins import phases
 from harness.report import comparison
 from harness.report.sources import Source
@@ -209,3 +212,59 @@ def test_a_row_whose_calls_ran_no_kernel_on_either_side_is_flagged_not_judged():
     one = comparison.compare([view_source("a", 5.2e-6)] * 2,
                              [view_source("b", 0.0012), view_source("b", 0.0013)])
     assert all(r.flags == () for r in one.rows)
+
+
+def rounds_of(label: str, clocks: list[int | None], ms: list[float],
+              markers: tuple[str, ...] = ()) -> list[Source]:
+    """One Source a round: one row timed at `clocks[i]` MHz (None: unread) in `ms[i]`."""
+    return [Source(label=label, kind="run", rows=(Row(
+        "tanh", "torch.float16", "[[64, 64]]", "SUCCESS", None, t, None, timer="graph",
+        markers=markers, clocks={} if c is None else {"sm_mhz_before": c, "sm_mhz_after": c}),))
+        for c, t in zip(clocks, ms, strict=True)]
+
+
+def test_a_side_at_another_clock_in_a_minority_of_rounds_is_flagged_not_called():
+    # B equals A, but ran at 1500 MHz in 4 of 9 rounds and read 32% slower there: compared by
+    # each side's median clock this read slower (-11.6%), a false verdict
+    low = [1500 if i in (1, 3, 5, 7) else 1980 for i in range(9)]
+    a = rounds_of("a", [1980] * 9, [0.010] * 9)
+    b = rounds_of("b", low, [0.0132 if c == 1500 else 0.010 for c in low])
+    (row,) = comparison.compare(a, b).rows
+    assert row.flags == (CLOCKS_DIFFER,) and row.stats.verdict.value == "flagged"
+    # each side low in rounds of its own: apart in four of five rounds
+    a = rounds_of("a", [1500, 1500, 1980, 1980, 1980], [0.012, 0.012, 0.01, 0.01, 0.01])
+    b = rounds_of("b", [1980, 1980, 1500, 1500, 1980], [0.01, 0.01, 0.012, 0.012, 0.01])
+    assert comparison.compare(a, b).rows[0].flags == (CLOCKS_DIFFER,)
+    # both sides low in the same round: that round's ratio compares one speed
+    both = [1500, 1980, 1980]
+    assert comparison.compare(rounds_of("a", both, [0.012, 0.01, 0.01]),
+                              rounds_of("b", both, [0.012, 0.01, 0.01])).rows[0].flags == ()
+
+
+def test_clocks_left_unchecked_are_said_and_a_backend_without_clocks_says_nothing():
+    read, unread = [1980] * 3, [None] * 3
+    ms = [0.01] * 3
+    one_sided = comparison.compare(rounds_of("a", read, ms), rounds_of("b", unread, ms))
+    assert one_sided.rows[0].flags == ()
+    (note,) = [n for n in one_sided.notes if "SM clocks" in n]
+    assert "side A alone" in note and CLOCKS_DIFFER in note
+    failed = comparison.compare(rounds_of("a", read, ms),
+                                rounds_of("b", unread, ms, (CLOCKS_UNREAD_MARKER,)))
+    assert any(n.startswith("side B's clock reader read no SM clock") for n in failed.notes)
+    assert not any(n.startswith("side A's") for n in failed.notes)
+    # the cpu backend reads no clocks and marks no row: nothing to say
+    quiet = comparison.compare(rounds_of("a", unread, ms), rounds_of("b", unread, ms)).notes
+    assert not [n for n in quiet if "clock" in n]
+
+
+@pytest.mark.parametrize("value", [float("inf"), 10 ** 400, "1500", 1500.9, True, -1, 1 << 64])
+def test_a_clock_no_reader_writes_is_refused_in_one_line(tmp_path, value):
+    with pytest.raises(ValueError, match="expected a whole number from 0 to 2\\*\\*64 - 1"):
+        Row("tanh", "torch.float16", "[[64]]", "SUCCESS", None, 0.01, None,
+            clocks={"sm_mhz_before": value})
+    row = Row("tanh", "torch.float16", "[[64]]", "SUCCESS", None, 0.01, None,
+              clocks={"sm_mhz_before": 1980, "throttle_after": (1 << 64) - 1})
+    line = json.dumps({**row.to_dict(), "clocks": {"sm_mhz_before": value}})
+    (tmp_path / "results.jsonl").write_text(line + "\n")
+    with pytest.raises(UsageError, match="line 1 is not a result row: clock sm_mhz_before="):
+        read_results(tmp_path)
