@@ -23,9 +23,9 @@ from pathlib import Path
 from harness import backends, stats
 from harness.axes.liveness import compiled_sets
 from harness.campaign import compare, plan, refs
-from harness.campaign.document import Campaign
+from harness.campaign.document import Campaign, UnitRecord
 from harness.campaign.unit import cache_kernels
-from harness.contract.states import OK, SKIPPED
+from harness.contract.states import FINISHED, OK, SKIPPED
 from harness.errors import UsageError
 from harness.providers.opsource import PackageSource, op_source_hash
 from harness.report.abresult import AbRow
@@ -48,17 +48,22 @@ class Look:
     ended_well: bool  # every unit of it ended ok or skipped
     unchanged: bool = False  # its compiled code and Python source are equal on both sides
     futile: tuple[str, ...] = ()
+    flagged: int = 0  # rows flagged (timed under another regime on a side): never judged
+    badly: tuple[str, ...] = ()  # its units that did not end ok, as "tanh/r2 crashed"
 
 
 def stop_reason(look: Look, most: int) -> str | None:
     """Why an operator runs no more rounds, or None while it goes on."""
     done = look.done
     if not look.ended_well:
-        return f"a unit did not end ok after {done} rounds"
+        named = f" ({', '.join(look.badly)})" if look.badly else ""
+        return f"a unit did not end ok after {done} rounds{named}"
     if look.rows == 0:
         return f"no paired row after {done} rounds"
     if look.undecided == 0:
-        return f"decided after {done} rounds"
+        flagged = look.flagged
+        return f"decided after {done} rounds" + (
+            f", {flagged} flagged row{'' if flagged == 1 else 's'} not judged" if flagged else "")
     if look.unchanged:
         return UNCHANGED_STOP.format(done=done)
     if done > most:  # a resume's ROUNDS took it past the bound
@@ -163,6 +168,8 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     least, most = campaign.auto["min"], campaign.auto["max"]
     open_ops = [op for op, info in campaign.ops.items()
                 if not (info.reason or info.excluded or info.stopped or info.skipped)]
+    waiting = [op for op in open_ops if runs_again([u for u in campaign.units if u.op == op])]
+    open_ops = [op for op in open_ops if op not in waiting]
     first_look = [op for op in open_ops if len(campaign.ops[op].looks) <= 1]
     unchanged = unchanged_ops(directory, campaign, identities, first_look)
     grow: dict[str, int] = {}
@@ -170,13 +177,16 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
         info = campaign.ops[op]
         rows = [r for r in result.rows if r.op == op]
         done = len(compare.done_rounds(directory, campaign, op))
+        units = [u for u in campaign.units if u.op == op]
         look = Look(
             rows=len(rows), done=done,
             undecided=sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows),
-            ended_well=all(u.status in (OK, SKIPPED) for u in campaign.units if u.op == op),
+            ended_well=all(u.status in (OK, SKIPPED) for u in units),
             unchanged=op in unchanged,
             futile=futile_rows(rows, info.looks, most, most - least + 1,
-                               result.method.confidence, bool(campaign.noise_floor_bands)))
+                               result.method.confidence, bool(campaign.noise_floor_bands)),
+            flagged=sum(r.stats.verdict is stats.Verdict.FLAGGED for r in rows),
+            badly=tuple(f"{u.id} {u.status}" for u in units if u.status not in (OK, SKIPPED)))
         info.stopped = stop_reason(look, most)
         if info.stopped is None:
             grow[op] = done + 1
@@ -184,4 +194,21 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
         plan.add_units(campaign, grow)
         out(f"ROUNDS=auto: {len(grow)} operators with rows undecided get round "
             f"{max(grow.values())}: {', '.join(sorted(grow))}")
-    return bool(grow)
+    if waiting:
+        out(f"ROUNDS=auto: {len(waiting)} operators wait for units that run again before they "
+            f"are looked at: {', '.join(sorted(waiting))}")
+    return bool(grow or waiting)
+
+
+# A unit that crashed, timed out or was cut off runs again (it is not FINISHED); its operator
+# is looked at once it has, or once it has run this many times without finishing.
+RUNS_BEFORE_LOOKED_AT = 2
+
+
+def runs_again(units: Sequence[UnitRecord]) -> bool:
+    """Whether an operator's next look waits for units of it that run again: some unit is not
+    finished, and none has run RUNS_BEFORE_LOOKED_AT times unfinished (its operator then stops,
+    saying which did not end ok). A look would otherwise stop the operator as if the unit had
+    ended badly for good, and judge it without the unit's rows."""
+    again = [u for u in units if u.status not in FINISHED]
+    return bool(again) and all(u.attempts < RUNS_BEFORE_LOOKED_AT for u in again)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from .test_ab_cli import harness
-from .test_ab_suite_cli import SHAPES
+from .test_ab_suite_cli import SHAPES, suite_args, the_campaign, units
 
 pytestmark = pytest.mark.integration
 
@@ -72,3 +72,48 @@ def test_the_plan_of_an_adaptive_campaign_says_how_far_it_may_grow(tmp_path: Pat
             "each operator with a row undecided that MAX_ROUNDS (5) may still decide: 10 units "
             "at most") in planned.stdout
     assert not (tmp_path / "runs").exists()
+
+
+FLAKY_ONCE = '''"""A benchmark whose process dies the first time it runs: a unit crashed once."""
+
+import os
+import signal
+
+import pytest
+import torch
+
+from . import base, cpu_ops
+
+
+@pytest.mark.flaky
+def test_flaky():
+    flag = os.environ["ZL_TEST_FLAKY_FLAG"]
+    if os.path.exists(flag):
+        os.remove(flag)
+        os.kill(os.getpid(), signal.SIGKILL)
+    base.UnaryPointwiseBenchmark(op_name="flaky", torch_op=torch.tanh,
+                                 gems_op=cpu_ops.tanh_via_exp, dtypes=[torch.float32]).run()
+'''
+
+
+def test_a_unit_that_crashed_runs_again_before_its_operator_is_looked_at(tmp_path: Path):
+    # The look after the first rounds stopped an operator whose unit had crashed with "a unit
+    # did not end ok", though the driver runs a crashed unit again: it ended ok on its second
+    # attempt, and the operator read that reason, and got no more rounds, all the same.
+    args = suite_args(tmp_path, "flaky,tanh", 2)
+    args[args.index("--rounds") + 1] = "auto"
+    suite = Path(args[args.index("--flaggems-dir") + 1])
+    (suite / "benchmark" / "test_flaky.py").write_text(FLAKY_ONCE)
+    flag = tmp_path / "crash"
+    flag.write_text("")
+    proc = harness(*args, "--max-rounds", "3", env={"ZL_TEST_FLAKY_FLAG": str(flag)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "ROUNDS=auto: 1 operators wait for units that run again before they are looked at: " \
+           "flaky" in proc.stdout
+    directory = the_campaign(tmp_path)
+    found = units(directory)
+    assert found["flaky/r0"]["status"] == "ok" and found["flaky/r0"]["attempts"] == 2
+    state = json.loads((directory / "campaign.json").read_text())
+    stopped = state["ops"]["flaky"]["stopped"]
+    assert not stopped.startswith("a unit did not end ok"), stopped
+    assert len(state["ops"]["flaky"]["looks"]) >= 1 and state["ops"]["flaky"]["looks"][0] >= 2

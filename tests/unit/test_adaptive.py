@@ -228,3 +228,31 @@ def test_futile_rows_are_named_with_the_width_they_would_reach_and_their_floor()
                      "float16 [64, 64] #2 (+-2.6% at best, against its 1% floor)")
     # an A/A (NOISE_FROM) that measured 1% there says the row is quieter than its rounds: on
     assert adaptive.futile_rows(rows, [2, 3], 6, 5, stats.CONFIDENCE, noise_known=True) == ()
+
+
+def test_a_stop_names_the_units_that_ended_badly_and_the_rows_left_flagged():
+    broken = Look(rows=3, undecided=1, done=2, ended_well=False,
+                  badly=("tanh/r1 failed", "tanh/r2 crashed"))
+    assert stop_reason(broken, 6) == ("a unit did not end ok after 2 rounds (tanh/r1 failed, "
+                                      "tanh/r2 crashed)")
+    # a flagged row is never judged: "decided" says so rather than counting it decided
+    assert stop_reason(Look(rows=3, undecided=0, done=2, ended_well=True, flagged=1), 6) == \
+        "decided after 2 rounds, 1 flagged row not judged"
+    assert stop_reason(Look(rows=3, undecided=0, done=2, ended_well=True, flagged=3), 6) == \
+        "decided after 2 rounds, 3 flagged rows not judged"
+
+
+def test_a_look_waits_for_a_unit_that_runs_again_and_not_past_its_second_run():
+    from harness.campaign.document import UnitRecord
+
+    def unit(status: str, attempts: int, rnd: int = 0) -> UnitRecord:
+        return UnitRecord(id=f"tanh/r{rnd}", op="tanh", round=rnd, status=status,
+                          attempts=attempts)
+
+    assert not adaptive.runs_again([unit("ok", 1), unit("ok", 1, 1)])
+    assert not adaptive.runs_again([unit("ok", 1), unit("failed", 1, 1)])  # failed: final
+    for status in ("crashed", "timeout", "error", "interrupted"):  # the driver runs it again
+        assert adaptive.runs_again([unit("ok", 1), unit(status, 1, 1)]), status
+    assert adaptive.runs_again([unit("crashed", 1), unit("not_run", 0, 1)])
+    # run twice without finishing: its operator is looked at, and stops naming it
+    assert not adaptive.runs_again([unit("crashed", 2), unit("not_run", 0, 1)])
