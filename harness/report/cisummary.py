@@ -58,6 +58,13 @@ def _by_effect(operators: Mapping[str, OperatorSummary], verdict: str, sign: int
     return sorted(found, key=lambda item: sign * (item[1].geomean_speedup_pct or 0.0))
 
 
+def _flagged(doc: AbDocument) -> str:
+    """" (K flagged)" where rows read flagged (timed under another regime on a side): the mean
+    counts them, and no gate reads them."""
+    flagged = sum(1 for r in doc.rows if r.stats.flagged)
+    return f" ({flagged} flagged)" if flagged else ""
+
+
 def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]]) -> str:
     """The summary: verdict counts, the geometric mean with its interval, the gate, then the
     operators that failed and those called slower and faster (largest effect first, LISTED of
@@ -67,7 +74,7 @@ def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]
     mean = ("no paired rows" if doc.geomean_speedup_pct is None else
             f"geometric mean speedup **{pct(round(doc.geomean_speedup_pct, 1) or 0.0)}%** "
             f"{interval(doc.geomean_ci_low_pct, doc.geomean_ci_high_pct)} over "
-            f"{len(doc.rows)} rows")
+            f"{len(doc.rows)} rows" + _flagged(doc))
     failed = [(op, o) for op, o in operators.items()
               if o.verdict in FAILED_VERDICTS or o.units_failed]
     out = [f"## A/B {c.axis or 'none'}: {c.text('a') or '-'} vs {c.text('b') or '-'} "

@@ -75,8 +75,7 @@ def _regressions_first(item: tuple[str, OperatorSummary]) -> tuple[int, float, s
 def operators_table(operators: Mapping[str, OperatorSummary]) -> list[str]:
     cells = []
     for op, info in sorted(operators.items(), key=_regressions_first):
-        worst = info.worst
-        worst_text = "-" if not worst else f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}"
+        worst_text = _worst(info)
         verdict = f"{info.verdict} (code unchanged)" if info.artifacts == "unchanged" \
             else info.verdict
         cells.append([op, verdict, pct(info.geomean_speedup_pct), worst_text,
@@ -143,8 +142,13 @@ def attention_lines(doc: AbDocument, report: AbReport) -> list[str]:
 
 
 def _worst(info: OperatorSummary) -> str:
+    """The operator's worst row as a table shows it, "(flagged)" after a row timed under
+    another regime on a side: its number is no measure of the operator."""
     worst = info.worst
-    return "-" if not worst else f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}"
+    if not worst:
+        return "-"
+    flagged = " (flagged)" if worst.verdict == stats.Verdict.FLAGGED.value else ""
+    return f"{pct(worst.speedup_pct)}% {worst.dtype} {worst.shape}{flagged}"
 
 
 def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
@@ -156,10 +160,9 @@ def render_markdown(doc: AbDocument, notes: Sequence[str]) -> str:
     operators = doc.operators or {}
     floor = render.stated_floor(ab, caliber, None)
     out = render.campaign_head(f"{len(operators)} operators", caliber, floor, notes, unit="unit")
-    interval = render.interval(ab.geomean_ci_low_pct, ab.geomean_ci_high_pct)
-    mean = (f"geometric mean speedup {pct(ab.geomean_speedup_pct)}% over {len(ab.rows)} "
-            f"paired rows, interval over rows and rounds {interval}" if ab.rows
-            else "no paired rows")
+    # one wording wherever a mean is rendered: its flagged rows counted, its rows without
+    # device work said left out
+    mean = render.geomean_line(ab) if ab.rows else "no paired rows"
     out += ["## Suite", "", f"**{suite_line(operators)}**; {mean}", "",
             f"{SPEEDUP_SAID} Method: "
             f"{ab.method.text}, false-discovery control over every row of the campaign. An "

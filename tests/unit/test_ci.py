@@ -149,6 +149,7 @@ def test_the_step_summary_leads_with_counts_and_lists_failed_then_called_with_re
     assert lines[2].startswith("slower 1 · failed 1 · pending 1 · inconclusive 1 · flagged 1 "
                                "· same 2 · faster 1 · skipped 1 · excluded 1; geometric mean "
                                "speedup **-1.5%** [-3.0, +0.1] over")
+    assert lines[2].endswith(" over 7 rows (1 flagged)")  # the mean counts a flagged row
     assert "**FAIL_ON=slower: 1 operator(s) hold such a verdict, exit 7**: slow" in text
     sections = [line for line in lines if line.startswith("### ")]
     assert sections == ["### failed (3)", "### slower (1)", "### faster (1)"]

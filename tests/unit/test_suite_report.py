@@ -79,7 +79,7 @@ def test_a_one_round_suite_prints_no_geometric_mean_interval():
     doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
                  "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
     md = suite_report.render_markdown(doc, notes=[])
-    assert "over 4 paired rows, interval over rows and rounds -\n" in md
+    assert "over 4 paired rows (0 flagged), interval over rows and rounds -\n" in md
 
 
 def test_a_suite_without_a_paired_row_says_so_instead_of_an_empty_mean():
@@ -120,3 +120,18 @@ def test_the_caliber_states_the_tuning_the_campaign_used_whatever_its_axis(axis,
     lines = render.caliber_lines(caliber_of({"axis": axis, "a": "x", "b": "y", "tune": tune}),
                                  None)
     assert lines[1].endswith(f"A=x, B=y; {said}")
+
+
+def test_a_flagged_worst_row_and_the_flagged_rows_of_the_mean_are_said():
+    # A row 40% slower on B, throttled in a round, was an operator's worst row with no mark,
+    # and the suite's mean said "over 16 paired rows" with nothing of the flag.
+    rows = [{**row("mm", -28.5, "flagged", "[8]"), "flags": ["B:GPU_CLOCKS_THROTTLED"]},
+            row("mm", 0.1, "same", "[16]"), row("add", 0.2, "same", "[8]")]
+    ops = {"mm": {"rounds": 3}, "add": {"rounds": 3}}
+    operators = suite_report.operator_summaries(rows, ops)
+    doc = parse({"schema": "harness-ab/1", "caliber": {"axis": "X"}, "rows": rows,
+                 "unpaired": [], "operators": {op: asdict(o) for op, o in operators.items()}})
+    md = suite_report.render_markdown(doc, notes=[])
+    assert "over 3 paired rows (1 flagged)" in md
+    assert "| -28.5% torch.float32 [8] (flagged) |" in md  # mm's worst row
+    assert "| +0.2% torch.float32 [8] |" in md  # add's, not flagged
