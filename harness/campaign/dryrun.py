@@ -10,6 +10,7 @@ from harness.campaign import ab, driver, plan, projection
 from harness.campaign.document import Campaign, walls_by_op
 from harness.campaign.plan import SIDES
 from harness.campaign.unit import cache_env, side_base
+from harness.contract.states import FINISHED
 from harness.executors.base import Executor
 from harness.run import runner
 from harness.run.preflight import Plan
@@ -43,11 +44,7 @@ def describe(campaign: Campaign, executor: Executor, directory: Path,
                  f"({'walls from ' + campaign.walls_from if campaign.walls_from else 'no walls'})"
                  "; a unit runs its sides back to back: r0 A B, r1 B A, ...")
     if campaign.auto:
-        runnable = sum(1 for i in campaign.ops.values() if not (i.reason or i.skipped))
-        lines.append(f"ROUNDS=auto: these are MIN_ROUNDS ({campaign.auto['min']}) an operator; "
-                     "after each round, one more for each operator with a row undecided "
-                     f"that MAX_ROUNDS ({campaign.auto['max']}) may still decide: "
-                     f"{runnable * campaign.auto['max']} units at most")
+        lines.append(auto_line(campaign))
     by_task = {t.id: walls[plan.parse_unit_id(t.id).op] for t in tasks
                if plan.parse_unit_id(t.id).op in walls}
     source = projection.for_plan(campaign, directory)
@@ -84,3 +81,18 @@ def first_unit(campaign: Campaign, settings: Settings, first_plan: Plan,
 def with_node(settings: Settings, node: str) -> Settings:
     """`settings` running one benchmark node instead of OP or OP_FILE."""
     return dataclasses.replace(settings, op=None, op_file=None, test_node=node)
+
+
+def auto_line(campaign: Campaign) -> str:
+    """What ROUNDS=auto may still add: the units of MAX_ROUNDS for each operator that runs (a
+    resume's ROUNDS past it counting as planned), and of those how many ran already."""
+    assert campaign.auto is not None
+    most, runnable = campaign.auto["max"], [op for op, i in campaign.ops.items()
+                                            if not (i.reason or i.skipped or i.excluded)]
+    total = sum(max(most, campaign.ops[op].rounds) for op in runnable)
+    ran = sum(1 for u in campaign.units if u.op in runnable and u.status in FINISHED)
+    planned = (f"these are MIN_ROUNDS ({campaign.auto['min']}) an operator" if not ran else
+               f"{ran} units of its operators ran")
+    return (f"ROUNDS=auto: {planned}; after each round, one more for each operator with a row "
+            f"undecided that MAX_ROUNDS ({most}) may still decide: {total} units at most in all")
+

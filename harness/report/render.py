@@ -170,7 +170,7 @@ def caliber_lines(caliber: Caliber, floor: float | None) -> list[str]:
             f"- level: {get('level')}", f"- timer: {get('timer')}",
             f"- shape mode: {get('shape_mode')}", f"- torch reference (BASELINE): "
             f"{BASELINES.get(caliber.text('baseline') or '', NOT_RECORDED)}",
-            f"- rounds: {get('rounds')} per side, interleaved A B B A ...",
+            f"- rounds: {get('rounds')} planned per side, interleaved A B B A ...",
             f"- noise floor: {shown}", f"- image digest: {_digests(caliber.image_digests)}",
             f"- harness commit: {get('harness_commit')}{dirty}"]
 

@@ -56,9 +56,10 @@ def _auto(flags: Mapping[str, object], env: Mapping[str, str]) -> tuple[int, int
     found = []
     for name, default in (("MIN_ROUNDS", AUTO_MIN_ROUNDS), ("MAX_ROUNDS", AUTO_MAX_ROUNDS)):
         text, source = VARS_BY_MAKE[name].lookup(flags, env)
+        # two rounds at least: one round gives no interval to judge
         found.append(positive_int(VARS_BY_MAKE[name].label(source), str(text or default),
-                                  most=MAX_ROUNDS))
-    if found[0] < 2 or found[0] > found[1]:
+                                  most=MAX_ROUNDS, least=2))
+    if found[0] > found[1]:
         raise UsageError(f"MIN_ROUNDS={found[0]} and MAX_ROUNDS={found[1]} are not accepted; "
                          f"expected 2 <= MIN_ROUNDS <= MAX_ROUNDS <= {MAX_ROUNDS}")
     return found[0], found[1]

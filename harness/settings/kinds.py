@@ -63,10 +63,11 @@ def default_workers(cores: int | None = None) -> int:
     return max(1, min(DEFAULT_CAP, cores))
 
 
-def positive_int(label: str, value: str, most: int | None = None) -> int:
-    """`value` as a whole number from 1 to `most` (no bound where None)."""
-    if not re.fullmatch(r"[0-9]+", value.strip()) or not 1 <= int(value) <= (most or int(value)):
-        expected = f"from 1 to {most}" if most else "of at least 1"
+def positive_int(label: str, value: str, most: int | None = None, least: int = 1) -> int:
+    """`value` as a whole number from `least` to `most` (no bound where None)."""
+    if not re.fullmatch(r"[0-9]+", value.strip()) or not least <= int(value) <= (
+            most or int(value)):
+        expected = f"from {least} to {most}" if most else f"of at least {least}"
         raise UsageError(f"{label}={value!r} is not accepted; "
                          f"expected a whole number {expected}")
     return int(value)

@@ -70,7 +70,7 @@ def test_the_plan_of_an_adaptive_campaign_says_how_far_it_may_grow(tmp_path: Pat
     assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr
     assert ("ROUNDS=auto: these are MIN_ROUNDS (2) an operator; after each round, one more for "
             "each operator with a row undecided that MAX_ROUNDS (5) may still decide: 10 units "
-            "at most") in planned.stdout
+            "at most in all") in planned.stdout
     assert not (tmp_path / "runs").exists()
 
 

@@ -66,8 +66,13 @@ def test_rounds_auto_starts_with_min_rounds_and_keeps_both_bounds():
 
 
 @pytest.mark.parametrize(("given", "message"), [
-    ({"min_rounds": "1"}, "MIN_ROUNDS=1 and MAX_ROUNDS=6 are not accepted; expected 2 <= "
-     "MIN_ROUNDS <= MAX_ROUNDS <= 100"),
+    # the least a bound can be is said as it is, 2: it read "from 1 to 100" for a 0
+    ({"min_rounds": "1"}, "MIN_ROUNDS (--min-rounds)='1' is not accepted; expected a whole "
+     "number from 2 to 100"),
+    ({"min_rounds": "0"}, "MIN_ROUNDS (--min-rounds)='0' is not accepted; expected a whole "
+     "number from 2 to 100"),
+    ({"min_rounds": "4", "max_rounds": "3"}, "MIN_ROUNDS=4 and MAX_ROUNDS=3 are not accepted; "
+     "expected 2 <= MIN_ROUNDS <= MAX_ROUNDS <= 100"),
     ({"min_rounds": "5", "max_rounds": "4"}, "MIN_ROUNDS=5 and MAX_ROUNDS=4 are not accepted"),
     ({"max_rounds": "x"}, "MAX_ROUNDS (--max-rounds)='x' is not accepted"),
 ])
@@ -256,3 +261,25 @@ def test_a_look_waits_for_a_unit_that_runs_again_and_not_past_its_second_run():
     assert adaptive.runs_again([unit("crashed", 1), unit("not_run", 0, 1)])
     # run twice without finishing: its operator is looked at, and stops naming it
     assert not adaptive.runs_again([unit("crashed", 2), unit("not_run", 0, 1)])
+
+
+def test_the_dry_run_of_a_resumed_adaptive_campaign_counts_what_ran_and_what_it_may_reach(
+        tmp_path):
+    from harness.campaign import dryrun
+
+    doc = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
+                            ops={"tanh": {"node": "n"}, "add": {"node": "m"}}, rounds=2,
+                            walls={}, walls_from=None)
+    doc.auto = {"min": 2, "max": 6}
+    assert dryrun.auto_line(doc) == (
+        "ROUNDS=auto: these are MIN_ROUNDS (2) an operator; after each round, one more for each "
+        "operator with a row undecided that MAX_ROUNDS (6) may still decide: 12 units at most "
+        "in all")
+    for unit in doc.units:
+        unit.status = "ok"
+    plan.add_units(doc, {"tanh": 8})  # a resume's ROUNDS=8 takes tanh past MAX_ROUNDS
+    # it read "these are MIN_ROUNDS (2) an operator ... 12 units at most" for 14 at most
+    assert dryrun.auto_line(doc) == (
+        "ROUNDS=auto: 4 units of its operators ran; after each round, one more for each "
+        "operator with a row undecided that MAX_ROUNDS (6) may still decide: 14 units at most "
+        "in all")

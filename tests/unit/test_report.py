@@ -79,7 +79,7 @@ def test_markdown_states_the_caliber_above_the_table() -> None:
     for line in ("- backend: cuda",
                  "- axis: RLC_ENHANCE (FLAGTREE_CUDA_RLC_ENHANCE): A=0 (off), B=1 (on)",
                  "- level: core", "- timer: graph", "- shape mode: upstream",
-                 "- rounds: 3 per side, interleaved A B B A ...",
+                 "- rounds: 3 planned per side, interleaved A B B A ...",
                  "- noise floor: 1.5% (A/A campaign runs/ab/none-tanh/20250101-000000)",
                  "- image digest: A sha256:aaa; B sha256:bbb",
                  f"- harness commit: {CALIBER['harness_commit']} (dirty: uncommitted changes)"):
