@@ -166,8 +166,10 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
         campaign.ops[op].looks = seen
     result, identities, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
     least, most = campaign.auto["min"], campaign.auto["max"]
+    undecided = {r.op for r in result.rows if r.stats.verdict is stats.Verdict.INCONCLUSIVE}
     open_ops = [op for op, info in campaign.ops.items()
-                if not (info.reason or info.excluded or info.stopped or info.skipped)]
+                if not (info.reason or info.excluded or info.skipped)
+                and (not info.stopped or (op in undecided and _decided(info.stopped)))]
     waiting = [op for op in open_ops if runs_again([u for u in campaign.units if u.op == op])]
     open_ops = [op for op in open_ops if op not in waiting]
     first_look = [op for op in open_ops if len(campaign.ops[op].looks) <= 1]
@@ -198,6 +200,14 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
         out(f"ROUNDS=auto: {len(waiting)} operators wait for units that run again before they "
             f"are looked at: {', '.join(sorted(waiting))}")
     return bool(grow or waiting)
+
+
+def _decided(stopped: str) -> bool:
+    """Whether a stop reason says its operator was decided: verdicts are judged over every row
+    of the campaign (false-discovery control), so rows of another operator, or fewer of them
+    (EXCLUDE on resume), can make a decided row inconclusive again, and its operator is then
+    looked at as any other with a row undecided, rather than left reading "decided"."""
+    return stopped.startswith("decided after ")
 
 
 # A unit that crashed, timed out or was cut off runs again (it is not FINISHED); its operator

@@ -283,3 +283,39 @@ def test_the_dry_run_of_a_resumed_adaptive_campaign_counts_what_ran_and_what_it_
         "ROUNDS=auto: 4 units of its operators ran; after each round, one more for each "
         "operator with a row undecided that MAX_ROUNDS (6) may still decide: 14 units at most "
         "in all")
+
+
+def test_an_operator_stopped_decided_whose_row_reads_undecided_again_is_looked_at_again(
+        tmp_path, monkeypatch):
+    # Verdicts are judged over the campaign's rows: a row of x decided at one look can read
+    # inconclusive at the next, once other rows change the false-discovery control; x kept
+    # "decided after 2 rounds" beside an inconclusive row, and got no more rounds.
+    from types import SimpleNamespace
+
+    from harness.campaign import compare
+
+    doc = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
+                            ops={"x": {"node": "n"}, "y": {"node": "m"}}, rounds=2,
+                            walls={}, walls_from=None)
+    doc.auto = {"min": 2, "max": 6}
+    for unit in doc.units:
+        unit.status, unit.attempts = "ok", 1
+    doc.ops["x"].stopped = "decided after 2 rounds"
+    doc.ops["y"].stopped = "decided after 2 rounds"
+
+    def verdict_row(op: str, verdict: stats.Verdict) -> AbRow:
+        found = stats.row_stats([1.0, 1.0], [1.0, 1.0], noise_floor_pct=1.0)
+        from dataclasses import replace
+        return AbRow(op, "float16", "[64]", 1, replace(found, verdict=verdict), ())
+
+    rows = [verdict_row("x", stats.Verdict.INCONCLUSIVE), verdict_row("y", stats.Verdict.SAME)]
+    result = SimpleNamespace(rows=rows, method=stats.Method())
+    monkeypatch.setattr(compare, "op_looks", lambda *a: {})
+    monkeypatch.setattr(compare, "compare_ops", lambda *a: (result, {}, None))
+    monkeypatch.setattr(compare, "done_rounds", lambda *a: [0, 1])
+    monkeypatch.setattr(adaptive, "unchanged_ops", lambda *a: set())
+    said: list[str] = []
+    assert adaptive.add_round(tmp_path, doc, said.append)
+    assert doc.ops["x"].stopped is None and doc.ops["x"].rounds == 3
+    assert doc.ops["y"].stopped == "decided after 2 rounds" and doc.ops["y"].rounds == 2
+    assert said == ["ROUNDS=auto: 1 operators with rows undecided get round 3: x"]
