@@ -31,8 +31,10 @@ from harness.providers.opsource import PackageSource, op_source_hash
 from harness.report.abresult import AbRow
 from harness.stats import looks
 
-UNCHANGED_STOP = ("code and source unchanged after {done} rounds: both sides compiled the same "
-                  "code from the same Python source")
+# What it says is what is compared: kernels side B's units compiled, and the Python source its
+# name's modules import (harness.providers.opsource); code reached otherwise is in neither.
+UNCHANGED_STOP = ("code and source unchanged after {done} rounds: side B compiled no kernel "
+                  "side A did not, and the Python source its modules import is the same")
 FUTILE_STOP = "stopped after {done} rounds: MAX_ROUNDS ({most}) cannot decide {rows}"
 FUTILE_NAMED = 3  # rows a futility stop names; the rest are counted
 

@@ -34,8 +34,9 @@ def test_an_operator_goes_on_only_while_a_row_is_undecided_and_rounds_are_left(
 
 def test_an_operator_of_unchanged_code_and_source_stops_at_its_first_look_undecided():
     look = Look(rows=5, undecided=2, done=2, ended_well=True, unchanged=True)
-    assert stop_reason(look, 6) == ("code and source unchanged after 2 rounds: both sides "
-                                    "compiled the same code from the same Python source")
+    assert stop_reason(look, 6) == ("code and source unchanged after 2 rounds: side B compiled "
+                                    "no kernel side A did not, and the Python source its "
+                                    "modules import is the same")
     # decided is said first; a unit that did not end ok is said before either
     assert stop_reason(Look(5, 0, 2, True, unchanged=True), 6) == "decided after 2 rounds"
     assert stop_reason(Look(5, 2, 2, False, unchanged=True), 6) == (
