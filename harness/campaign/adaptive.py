@@ -27,6 +27,7 @@ from harness.campaign.document import Campaign, UnitRecord
 from harness.campaign.unit import cache_kernels
 from harness.contract.states import FINISHED, OK, SKIPPED
 from harness.errors import UsageError
+from harness.executors.base import Task
 from harness.providers.opsource import PackageSource, op_source_hash
 from harness.report.abresult import AbRow
 from harness.stats import looks
@@ -161,29 +162,30 @@ def _same_code(ids: compare.Identities) -> bool:
 
 
 def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = print) -> bool:
-    """Look at the campaign (a look for each operator), record why the operators that stop do,
-    and add one round for the others; whether any round was added."""
+    """Look at the campaign (a look for each operator not waiting for a unit that runs again),
+    record why the operators that stop do, and add one round for the others; whether any
+    round was added or any operator waits (the driver then runs what is owed and looks again)."""
     assert campaign.auto is not None
+    units_of = {op: [u for u in campaign.units if u.op == op] for op in campaign.ops}
+    live = [op for op, i in campaign.ops.items() if not (i.reason or i.excluded or i.skipped)]
+    waiting = [op for op in live if not campaign.ops[op].stopped and runs_again(units_of[op])]
     for op, seen in compare.op_looks(directory, campaign).items():
-        campaign.ops[op].looks = seen
+        if op not in waiting:  # a look is a judgement: one that waits had none
+            campaign.ops[op].looks = seen
     result, identities, _ = compare.compare_ops(directory, campaign, campaign.noise_floor_pct)
     least, most = campaign.auto["min"], campaign.auto["max"]
     undecided = {r.op for r in result.rows if r.stats.verdict is stats.Verdict.INCONCLUSIVE}
-    open_ops = [op for op, info in campaign.ops.items()
-                if not (info.reason or info.excluded or info.skipped)
-                and (not info.stopped or (op in undecided and _decided(info.stopped)))]
-    waiting = [op for op in open_ops if runs_again([u for u in campaign.units if u.op == op])]
-    open_ops = [op for op in open_ops if op not in waiting]
+    open_ops = [op for op in live if op not in waiting and (
+        not campaign.ops[op].stopped
+        or _reopened(campaign.ops[op].stopped or "", op in undecided, units_of[op]))]
     first_look = [op for op in open_ops if len(campaign.ops[op].looks) <= 1]
     unchanged = unchanged_ops(directory, campaign, identities, first_look)
     grow: dict[str, int] = {}
     for op in open_ops:
-        info = campaign.ops[op]
+        info, units = campaign.ops[op], units_of[op]
         rows = [r for r in result.rows if r.op == op]
-        done = len(compare.done_rounds(directory, campaign, op))
-        units = [u for u in campaign.units if u.op == op]
         look = Look(
-            rows=len(rows), done=done,
+            rows=len(rows), done=len(compare.done_rounds(directory, campaign, op)),
             undecided=sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows),
             ended_well=all(u.status in (OK, SKIPPED) for u in units),
             unchanged=op in unchanged,
@@ -192,8 +194,10 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
             flagged=sum(r.stats.verdict is stats.Verdict.FLAGGED for r in rows),
             badly=tuple(f"{u.id} {u.status}" for u in units if u.status not in (OK, SKIPPED)))
         info.stopped = stop_reason(look, most)
+        if info.stopped is None and info.rounds >= most:  # rounds that gave no row count too
+            info.stopped = stats.MAX_ROUNDS_STOP.format(most=most)
         if info.stopped is None:
-            grow[op] = done + 1
+            grow[op] = info.rounds + 1  # a round of its own, past one that gave no row
     if grow:
         plan.add_units(campaign, grow)
         out(f"ROUNDS=auto: {len(grow)} operators with rows undecided get round "
@@ -204,12 +208,23 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
     return bool(grow or waiting)
 
 
-def _decided(stopped: str) -> bool:
-    """Whether a stop reason says its operator was decided: verdicts are judged over every row
-    of the campaign (false-discovery control), so rows of another operator, or fewer of them
-    (EXCLUDE on resume), can make a decided row inconclusive again, and its operator is then
-    looked at as any other with a row undecided, rather than left reading "decided"."""
-    return stopped.startswith("decided after ")
+def _reopened(stopped: str, undecided: bool, units: Sequence[UnitRecord]) -> bool:
+    """Whether an operator that stopped is looked at again: it stopped as decided and a row of
+    it reads inconclusive now (verdicts are judged over every row of the campaign, so rows of
+    another operator, or fewer of them after EXCLUDE on resume, can undo a decision), or it
+    stopped for a unit that did not end ok and every unit of it has since (a later batch ran
+    the unit again), so that its reason no longer names a unit that ended ok."""
+    if stopped.startswith("decided after "):
+        return undecided
+    return stopped.startswith("a unit did not end ok") and all(
+        u.status in (OK, SKIPPED) for u in units)
+
+
+def owed(campaign: Campaign, tasks: Sequence[Task]) -> list[Task]:
+    """The tasks a look's next batch runs: none of an operator it stopped (a unit of it that
+    did not end ok after its second run among them, which would otherwise run again in every
+    batch while other operators grow); a resume runs what is left."""
+    return [t for t in tasks if not campaign.ops[plan.parse_unit_id(t.id).op].stopped]
 
 
 # A unit that crashed, timed out or was cut off runs again (it is not FINISHED); its operator

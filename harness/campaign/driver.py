@@ -109,6 +109,8 @@ def _run_rounds(directory: Path, campaign: Campaign, executor: Executor, tasks: 
             if held is not None and held.signum is not None:
                 return Outcome(held.take())
             tasks = more_tasks()
+            if not tasks:  # a look that owed a round it could not plan: nothing runs it
+                return outcome
 
 
 @contextmanager
@@ -294,8 +296,8 @@ def drive(directory: Path, campaign: Campaign, settings: Settings, executor: Exe
         current: list[UnitEvents] = []
         try:
             outcome = _run_rounds(directory, campaign, executor, tasks, current, out, lambda:
-                                  unit_tasks(directory, campaign, timeout_s, workers), on_round,
-                                  held)
+                                  adaptive.owed(campaign, unit_tasks(
+                                      directory, campaign, timeout_s, workers)), on_round, held)
             events = current[-1]
         except HarnessError:
             if current:

@@ -289,7 +289,7 @@ class Timing:
         if phases.throttled(reads):
             marked.add(CLOCKS_THROTTLED_MARKER)
         known = [r for r in reads if r]
-        if self.clocks_expected and not any(r.get("sm_mhz") for r in known):
+        if self.clocks_expected and used and not any(r.get("sm_mhz") for r in known):
             marked.add(CLOCKS_UNREAD_MARKER)  # no reader, or every reading of it failed
         markers = sorted(marked)
         timer = "graph" if used and all(c.timer == "graph" for c in used) else "direct"

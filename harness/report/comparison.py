@@ -200,8 +200,8 @@ def clock_notes(a: Sequence[dict[Key, Row]], b: Sequence[dict[Key, Row]]) -> lis
             if bool(ca) != bool(cb):
                 alone.add("A" if ca else "B")
     notes = [f"side {side}'s clock reader read no SM clock for some rows "
-             f"({CLOCKS_UNREAD_MARKER}: why, in its runs' logs), so they were not checked for "
-             f"{CLOCKS_THROTTLED_MARKER}" for side in unread]
+             f"({CLOCKS_UNREAD_MARKER}; where it did not open, its runs' logs say why), so "
+             f"they were not checked for {CLOCKS_THROTTLED_MARKER}" for side in unread]
     if alone:
         notes.append(f"SM clocks were read on side {' or '.join(sorted(alone))} alone in some "
                      "rounds of some rows, so those rounds' sides were not compared by clock "

@@ -320,3 +320,78 @@ def test_an_operator_stopped_decided_whose_row_reads_undecided_again_is_looked_a
     assert doc.ops["x"].stopped is None and doc.ops["x"].rounds == 3
     assert doc.ops["y"].stopped == "decided after 2 rounds" and doc.ops["y"].rounds == 2
     assert said == ["ROUNDS=auto: 1 operators with rows undecided get round 3: x"]
+
+
+def _looked_at(tmp_path, monkeypatch, verdicts: dict[str, stats.Verdict], done: list[int],
+               statuses: dict[str, tuple[str, int]], rounds: int = 2):
+    """A campaign of x and y at `rounds` rounds, every unit ok but those of `statuses` ({id:
+    (status, attempts)}), whose look reads each operator's one row `verdicts[op]`, with `done`
+    rounds finished; the stubs stand for compare's reading of the campaign's files."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from harness.campaign import compare
+
+    doc = plan.new_campaign(directory=tmp_path, axis=Axis("none", None), caliber={}, argv=[],
+                            ops={"x": {"node": "n"}, "y": {"node": "m"}}, rounds=rounds,
+                            walls={}, walls_from=None)
+    doc.auto = {"min": 2, "max": 6}
+    for unit in doc.units:
+        unit.status, unit.attempts = statuses.get(unit.id, ("ok", 1))
+    base = stats.row_stats([1.0, 1.0], [1.0, 1.0], noise_floor_pct=1.0)
+    rows = [AbRow(op, "float16", "[64]", 1, replace(base, verdict=v), ())
+            for op, v in verdicts.items()]
+    monkeypatch.setattr(compare, "compare_ops",
+                        lambda *a: (SimpleNamespace(rows=rows, method=stats.Method()), {}, None))
+    monkeypatch.setattr(compare, "done_rounds", lambda *a: done)
+    monkeypatch.setattr(adaptive, "unchanged_ops", lambda *a: set())
+    return doc
+
+
+def test_a_round_that_gave_no_row_is_not_owed_again_and_the_look_adds_one_of_its_own(
+        tmp_path, monkeypatch):
+    # x/r1 skipped (pytest skipped every side), its row undecided: the look asked for round
+    # "done + 1" = 2, which exists, added nothing, and said a round was added: the driver then
+    # looked again at once, and again, without end.
+    undecided = stats.Verdict.INCONCLUSIVE
+    doc = _looked_at(tmp_path, monkeypatch, {"x": undecided}, [0], {"x/r1": ("skipped", 1)})
+    doc.ops["y"].stopped = "decided after 2 rounds"
+    assert adaptive.add_round(tmp_path, doc, lambda line: None)
+    assert [u.id for u in doc.units if u.op == "x"] == ["x/r0", "x/r1", "x/r2"]
+    # planned rounds, those without rows too, are bounded by MAX_ROUNDS
+    doc = _looked_at(tmp_path, monkeypatch, {"x": undecided}, [0], {"x/r5": ("skipped", 1)},
+                     rounds=6)
+    doc.ops["y"].stopped = "decided after 6 rounds"
+    assert not adaptive.add_round(tmp_path, doc, lambda line: None)
+    assert doc.ops["x"].stopped == "MAX_ROUNDS (6) reached with rows undecided"
+
+
+def test_an_operator_waiting_for_a_unit_gets_no_look_and_a_stop_for_a_unit_since_ok_reopens(
+        tmp_path, monkeypatch):
+    same, undecided = stats.Verdict.SAME, stats.Verdict.INCONCLUSIVE
+    doc = _looked_at(tmp_path, monkeypatch, {"x": undecided, "y": same}, [0],
+                     {"x/r1": ("crashed", 1)})
+    doc.ops["x"].looks = []
+    assert adaptive.add_round(tmp_path, doc, lambda line: None)
+    # a look recorded while it waited would have spent alpha on one round, and cost it the
+    # first look's stop where its code is unchanged
+    assert doc.ops["x"].looks == [] and doc.ops["x"].stopped is None
+    assert doc.ops["y"].looks == [1]
+    # x stopped naming x/r1, which a later batch (or a resume) ran ok: x is looked at again
+    doc = _looked_at(tmp_path, monkeypatch, {"x": undecided, "y": same}, [0, 1], {})
+    doc.ops["x"].stopped = "a unit did not end ok after 1 rounds (x/r1 crashed)"
+    doc.ops["y"].stopped = "decided after 2 rounds"
+    assert adaptive.add_round(tmp_path, doc, lambda line: None)
+    assert doc.ops["x"].stopped is None and doc.ops["x"].rounds == 3
+
+
+def test_a_look_runs_nothing_more_of_an_operator_it_stopped():
+    from harness.executors.base import Task
+
+    doc = plan.new_campaign(directory=Path("."), axis=Axis("none", None), caliber={}, argv=[],
+                            ops={"x": {"node": "n"}, "y": {"node": "m"}}, rounds=2,
+                            walls={}, walls_from=None)
+    doc.ops["x"].stopped = "a unit did not end ok after 1 rounds (x/r1 timeout)"
+    tasks = [Task("x/r1", ("true",), Path("x.log")), Task("y/r2", ("true",), Path("y.log"))]
+    # x/r1 timed out twice: it ran again in every batch while y grew (9 times to MAX_ROUNDS 10)
+    assert [t.id for t in adaptive.owed(doc, tasks)] == ["y/r2"]

@@ -490,3 +490,28 @@ def test_a_signal_while_rounds_auto_plans_another_round_stops_the_campaign_there
     assert reached == [] and held.signum is None  # acted on here, not held for the files
     assert info.value.exit_code == 128 + signal.SIGTERM
     assert json.loads((tmp_path / "campaign.json").read_text())["state"] == "interrupted"
+
+
+def test_a_look_that_owes_a_round_it_cannot_plan_ends_the_rounds_rather_than_spinning(
+        tmp_path, monkeypatch):
+    # A look that said a round was added while none was (a round that gave no row asked for
+    # again) had the driver run an empty batch, look, and run another, without end.
+    from harness.campaign import adaptive
+    from harness.executors.base import Outcome
+
+    doc = _campaign(tmp_path)
+    doc.auto = {"min": 2, "max": 6}
+    batches: list[list[str]] = []
+
+    def run(self, tasks, events):
+        batches.append([t.id for t in tasks])
+        assert len(batches) < 5, batches
+        for task in tasks:  # every unit ran to its end
+            doc.unit(task.id).status, doc.unit(task.id).attempts = "ok", 1
+        return Outcome()
+
+    monkeypatch.setattr(LocalExecutor, "run", run)
+    monkeypatch.setattr(adaptive, "add_round", lambda directory, campaign, out: True)
+    assert driver.drive(tmp_path, doc, settings(), LocalExecutor([None]), out=lambda _: None) \
+        in (0, 1)
+    assert len(batches) == 1  # the first batch, then nothing owed: the rounds end
