@@ -29,7 +29,7 @@ from harness.executors import device_lock
 from harness.executors.devices import select_devices
 from harness.history import command as history
 from harness.history import recording
-from harness.report import ci, gate, receipt
+from harness.report import abjson, ci, gate, receipt
 from harness.report import write as report
 from harness.report.summary import FORMATS, summarize, unfinished
 from harness.run import container, images, runner, warmup
@@ -280,7 +280,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     md, png = report.write_report(args.path)
     print(md)
     print(png if png else f"{report.AB_PNG} not written: {report.NO_PLOT}")
-    return ci.conclude(Path(md).parent, EXIT_OK, fail_on, args.inputs.environ, _report)
+    directory = Path(md).parent
+    base = gate.campaign_exit(abjson.read_ab(directory)) if fail_on.words else EXIT_OK
+    return ci.conclude(directory, base, fail_on, args.inputs.environ, _report)
 
 
 def _add_receipt_report(sub: argparse._SubParsersAction) -> None:

@@ -191,9 +191,9 @@ def drive_recorded(directory: Path, campaign: Campaign, settings: Settings, exec
         try:  # each finished round too: a driver killed outright leaves those rounds recorded
             rc = driver.drive(directory, campaign, settings, executor, out, timeout_s=timeout_s,
                               workers=workers, settled=settled, on_round=record, held=late)
-        except Interrupted:  # the signal's exit stands; CI still gets what finished
+        except Interrupted as stop:  # the signal's exit stands; CI still gets what finished
             if campaign.state == CampaignState.INTERRUPTED:  # not a detached array: no ab.json
-                ci.conclude(directory, EXIT_OK, fail_on, env, out)
+                ci.conclude(directory, stop.exit_code, fail_on, env, out)
             raise
         finally:
             record()

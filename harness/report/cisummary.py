@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness import stats
+from harness.axes.liveness import NOT_LIVE_MARKER
+from harness.errors import EXIT_FAIL_ON
 from harness.report.abjson import AbDocument, OperatorSummary
 from harness.report.gate import FailOn, operators_of
 from harness.report.junit import JUNIT_XML
@@ -22,13 +24,29 @@ def _counts(operators: Mapping[str, OperatorSummary]) -> str:
                       if found.count(v.value))
 
 
-def _gate_line(fail_on: FailOn, trips: Mapping[str, tuple[str, ...]]) -> str:
+def _gate_line(fail_on: FailOn, trips: Mapping[str, tuple[str, ...]], exit_code: int) -> str:
     if not fail_on.words:
         return "FAIL_ON not set: this job does not fail on a verdict"
     if not trips:
         return f"FAIL_ON={fail_on.text}: no operator holds such a verdict"
-    return (f"**FAIL_ON={fail_on.text}: {len(trips)} operator(s) hold such a verdict, exit 7**: "
-            + ", ".join(list(trips)[:LISTED]) + (" ..." if len(trips) > LISTED else ""))
+    return (f"**FAIL_ON={fail_on.text}: {len(trips)} operator(s) hold such a verdict, exit "
+            f"{exit_code}**: " + ", ".join(list(trips)[:LISTED])
+            + (" ..." if len(trips) > LISTED else ""))
+
+
+def _ended_lines(doc: AbDocument) -> list[str]:
+    """What makes the verdicts above less than a campaign's: it was cut short, or its axis
+    showed no sign of reaching the compiler (the job exits 6 whatever FAIL_ON says)."""
+    out = []
+    status = doc.status
+    if status is not None and status.state == "interrupted":
+        stop = status.interrupted
+        out += [f"**interrupted** ({stop.signal if stop else '-'}): its verdicts are those of "
+                "the units that finished; `harness ab --resume <campaign>` completes it", ""]
+    if doc.liveness is not None and doc.liveness.status == "not_live":
+        out += [f"**{NOT_LIVE_MARKER}**: the axis showed no sign of reaching the compiler "
+                "(the job exits 6)", ""]
+    return out
 
 
 def _section(title: str, items: list[tuple[str, OperatorSummary]], doc: AbDocument,
@@ -65,7 +83,8 @@ def _flagged(doc: AbDocument) -> str:
     return f" ({flagged} flagged)" if flagged else ""
 
 
-def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]]) -> str:
+def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]],
+           exit_code: int = EXIT_FAIL_ON) -> str:
     """The summary: verdict counts, the geometric mean with its interval, the gate, then the
     operators that failed and those called slower and faster (largest effect first, LISTED of
     each) with a rerun command each, and where the rest is."""
@@ -79,7 +98,9 @@ def render(doc: AbDocument, fail_on: FailOn, trips: Mapping[str, tuple[str, ...]
               if o.verdict in FAILED_VERDICTS or o.units_failed]
     out = [f"## A/B {c.axis or 'none'}: {c.text('a') or '-'} vs {c.text('b') or '-'} "
            f"({len(operators)} operators, {c.text('backend') or '-'})", "",
-           f"{_counts(operators) or 'no operator'}; {mean}", "", _gate_line(fail_on, trips), "",
+           f"{_counts(operators) or 'no operator'}; {mean}", "",
+           _gate_line(fail_on, trips, exit_code), "",
+           *_ended_lines(doc),
            *_section("failed", failed, doc, "reason"),
            *_section("slower", _by_effect(operators, "slower", 1), doc, "effect"),
            *_section("faster", _by_effect(operators, "faster", -1), doc, "effect"),

@@ -6,7 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness import stats
-from harness.errors import EXIT_BENCHMARK_FAILED, EXIT_FAIL_ON, EXIT_OK, UsageError
+from harness.errors import (
+    EXIT_AXIS_NOT_LIVE,
+    EXIT_BENCHMARK_FAILED,
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    UsageError,
+)
 from harness.report.abjson import AbDocument, OperatorSummary
 from harness.settings import variables
 
@@ -21,6 +27,7 @@ WORDS: Mapping[str, frozenset[str]] = {
     "failed": frozenset({V.FAILED, V.PENDING}),
 }
 CALLS = ("slower", "faster", "any-called", "changed")  # the words a row's verdict trips
+NONE = "none"  # FAIL_ON's default, as DESIGN.md and junit.xml name it: no gate
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,8 @@ class FailOn:
 
     def trips(self, info: OperatorSummary) -> tuple[str, ...]:
         """The words of this FAIL_ON that `info` (one operator's summary) trips."""
+        if info.verdict == V.EXCLUDED:  # left out by EXCLUDE: its units are not judged
+            return ()
         return tuple(w for w in self.words if info.verdict in WORDS[w]
                      or (w == "failed" and info.units_failed > 0))
 
@@ -42,7 +51,7 @@ class FailOn:
 def parse(text: str | None, label: str = "FAIL_ON") -> FailOn:
     """FAIL_ON's words; UsageError naming `label`, the value and the accepted words for any
     other (an empty item included: `slower,` is a typo, not a word)."""
-    if text is None or text.strip() == "":
+    if text is None or text.strip() in ("", NONE):
         return FailOn()
     words = [w.strip() for w in text.split(",")]
     bad = [w for w in words if w not in WORDS]
@@ -78,6 +87,21 @@ def tripped(doc: AbDocument, fail_on: FailOn) -> dict[str, tuple[str, ...]]:
         if found := fail_on.trips(info):
             out[op] = found
     return out
+
+
+def campaign_exit(doc: AbDocument) -> int:
+    """The exit its campaign's driver gave, read back from ab.json for `harness report`: 6
+    where the axis was not live, 1 where the campaign was interrupted or an operator (not
+    excluded) is pending, failed or has a unit that did not end ok, else 0; so that gating a
+    report again exits as gating the campaign did, never 0 for one cut short."""
+    if doc.liveness is not None and doc.liveness.status == "not_live":
+        return EXIT_AXIS_NOT_LIVE
+    kept = [o for o in (doc.operators or {}).values() if o.verdict != V.EXCLUDED]
+    interrupted = doc.status is not None and doc.status.state == "interrupted"
+    if interrupted or any(
+            o.verdict in (V.FAILED, V.PENDING) or o.units_failed for o in kept):
+        return EXIT_BENCHMARK_FAILED
+    return EXIT_OK
 
 
 def exit_code(rc: int, trips: Mapping[str, tuple[str, ...]]) -> int:

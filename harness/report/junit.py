@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from xml.etree import ElementTree as ET
 
@@ -14,6 +15,18 @@ from harness.report.render import pct
 JUNIT_XML = "junit.xml"
 BAD_UNITS = (FAILED, ERROR, CRASHED, TIMEOUT)  # a unit that ended without measuring
 LISTED_ROWS = 5  # rows a failure's message names; the case's system-out has them all
+
+
+# What XML 1.0 refuses in any text, escaped or not (ElementTree writes it as it comes, and
+# every reader then refuses the whole file): control characters but tab, newline and return,
+# lone surrogates, and the two non-characters.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """`text` with each character XML 1.0 refuses written as its escape (\\x1b)."""
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace")
+                        .decode("ascii"), text)
 
 
 def suite_name(doc: AbDocument) -> str:
@@ -91,5 +104,8 @@ def junit_xml(doc: AbDocument, trips: Mapping[str, tuple[str, ...]], fail_on: Fa
         ET.SubElement(props, "property", name="geomean_speedup_pct",
                       value=f"{doc.geomean_speedup_pct:.3f}")
     suite.extend(cases)
+    for element in root.iter():  # a unit's reason is an exception's text: ANSI colours too
+        element.attrib = {k: xml_text(v) for k, v in element.attrib.items()}
+        element.text = None if element.text is None else xml_text(element.text)
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -57,10 +57,14 @@ def campaign_report(path: Path, *, noise_floor_pct: float) -> AbReport:
 
 
 def unfinished(path: Path) -> UsageError | None:
-    """Why a campaign directory that has no ab.json yet cannot be summarized: its driver
-    runs now (it holds the campaign's lock), or it stopped before its report. None for any
-    other path."""
-    if not (path / CAMPAIGN_JSON).is_file() or (path / AB_JSON).exists() or is_campaign(path):
+    """Why a campaign directory cannot be summarized now: its driver runs (it holds the
+    campaign's lock; an ab.json there is an earlier stop's, which it rewrites), or it stopped
+    before its report. None for any other path."""
+    if not (path / CAMPAIGN_JSON).is_file():
+        return None
+    # a running driver's campaign: an ab.json there is an earlier stop's, which it rewrites
+    running = lock_held(path / DRIVER_LOCK)
+    if not running and ((path / AB_JSON).exists() or is_campaign(path)):
         return None
     try:
         doc = json.loads((path / CAMPAIGN_JSON).read_text(encoding="utf-8"))
@@ -69,7 +73,7 @@ def unfinished(path: Path) -> UsageError | None:
         return UsageError(f"campaign {str(path)!r} has no {AB_JSON} and its {CAMPAIGN_JSON} "
                           "cannot be read")
     units = ", ".join(f"{n} {state}" for state, n in sorted(states.items()) if state.isidentifier())
-    if lock_held(path / DRIVER_LOCK):
+    if running:
         return UsageError(f"campaign {str(path)!r} is still running ({units or 'no units'}): "
                           f"its {AB_JSON} is written when it ends; summarize it then")
     return UsageError(f"campaign {str(path)!r} stopped before its report: no {AB_JSON} "

@@ -41,9 +41,11 @@ def test_fail_on_makes_ab_exit_7_and_ci_reads_junit_and_the_step_summary(tmp_pat
     assert len(summary.splitlines()) < 60
 
     # Each word, with its exit, as the campaign's verdicts say; report regenerates the files.
+    # Untripped, it exits as the campaign did: 1, for boom's failed units, as ab did.
     doc = abjson.read_ab(directory)
+    assert gate.campaign_exit(doc) == 1
     for word in gate.WORDS:
-        expected = 7 if gate.tripped(doc, gate.parse(word)) else 0
+        expected = 7 if gate.tripped(doc, gate.parse(word)) else 1
         again = harness("report", str(directory), "--fail-on", word)
         assert again.returncode == expected, (word, again.stdout, again.stderr)
         failing = {c.get("name") for c in etree.parse(str(directory / "junit.xml")).iter(
@@ -67,3 +69,8 @@ def test_an_interrupted_campaign_keeps_its_signals_exit_and_still_writes_junit(t
     SCHEMA.assertValid(xml)
     assert {c.get("name") for c in xml.iter("testcase")} == {"tanh", "add"}
     assert "FAIL_ON=failed,changed" in (directory / "ci-summary.md").read_text()
+    # Gating its report again exits as the campaign did, never 0 for one cut short: it read
+    # "FAIL_ON=slower: no operator tripped" with exit 0 under ab.md's "INCOMPLETE".
+    again = harness("report", str(directory), "--fail-on", "slower")
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    assert "**interrupted** (SIGTERM)" in (directory / "ci-summary.md").read_text()

@@ -196,3 +196,69 @@ def test_the_rerun_command_is_the_campaigns_for_one_operator(caliber, expected):
     found = rerun.command(Caliber(caliber), "mm")
     assert found == f"harness ab --backend cpu {expected}"
     assert shlex.split(found)[-2:] == ["--op", "mm"]
+
+
+def _doc_with(ops: dict[str, list[str]], **extra) -> AbDocument:
+    """campaign_doc's document with ab.json keys of `extra` (status, liveness) set, and the
+    excluded operator `out` holding a failed unit, as an operator excluded after it failed."""
+    from dataclasses import replace
+
+    doc = campaign_doc(ops)
+    data = {**doc.to_json(), **extra}
+    if "out" in data["operators"]:
+        data["operators"]["out"]["units_failed"] = 1
+    return replace(parse(data))
+
+
+def test_an_operator_excluded_after_its_unit_failed_trips_nothing_and_none_is_no_gate():
+    # Regression: `--exclude esc --fail-on failed` exited 7 naming esc, while junit.xml said
+    # it was skipped (excluded), and the campaign exited 0 without FAIL_ON.
+    doc = _doc_with({"out": [], "same": ["same"]})
+    assert gate.tripped(doc, gate.parse("failed,changed")) == {}
+    assert gate.campaign_exit(doc) == 0
+    assert gate.parse("none") == gate.FailOn() == gate.parse(" none ")  # DESIGN.md's default
+
+
+def test_gating_a_report_again_exits_as_the_campaign_did_never_0_for_one_cut_short():
+    ok = _doc_with({"same": ["same"]})
+    assert gate.campaign_exit(ok) == 0
+    cut = _doc_with({"same": ["same"]}, status="interrupted", interrupted={
+        "signal": "SIGTERM", "step": "units"}, finished_units=["same/r0"])
+    assert gate.campaign_exit(cut) == 1
+    assert gate.campaign_exit(_doc_with({"wait": [], "same": ["same"]})) == 1  # pending
+    not_live = _doc_with({"slow": ["slower"]}, liveness={"status": "not_live", "note": "-"})
+    assert gate.campaign_exit(not_live) == 6
+    # ...and its summary says what the job exits, and why the verdicts are not the last word
+    fail_on = gate.parse("slower")
+    text = cisummary.render(not_live, fail_on, gate.tripped(not_live, fail_on), 6)
+    assert "hold such a verdict, exit 6**" in text and "**AXIS_NOT_LIVE**" in text
+    text = cisummary.render(cut, fail_on, {}, 143)
+    assert "**interrupted** (SIGTERM): its verdicts are those of the units that finished" in text
+
+
+def test_junit_xml_holds_no_character_xml_refuses(tmp_path):
+    # Regression: an exception's ANSI colours in a unit's reason made the whole file invalid
+    # XML, and CI lost the test report.
+    doc = campaign_doc()
+    data = doc.to_json()
+    for unit in data["units"]:
+        if unit["status"] == "crashed":
+            unit["reason"] = 'bad \x1b[31mred\x1b[0m <b>x</b> & "q" \x00'
+    xml = junit.junit_xml(parse(data), {}, gate.FailOn())
+    root = etree.fromstring(xml)  # lxml refuses a control character; it parses now
+    (error,) = [e for e in root.iter("error") if e.get("type") == "crashed"]
+    assert error.get("message").endswith('bad \\x1b[31mred\\x1b[0m <b>x</b> & "q" \\x00')
+
+
+def test_a_step_summary_that_cannot_be_appended_to_is_warned_of_and_the_exit_stands(
+        tmp_path, capsys):
+    # Regression: GITHUB_STEP_SUMMARY naming a directory raised IsADirectoryError: exit 1 for
+    # a campaign that passed, and 1 for one stopped by SIGTERM (143).
+    doc = campaign_doc({"same": ["same"]})
+    (tmp_path / "ab.json").write_text(__import__("json").dumps(doc.to_json()))
+    env = {ci.STEP_SUMMARY_VAR: str(tmp_path)}
+    assert ci.conclude(tmp_path, 0, gate.FailOn(), env, lambda line: None) == 0
+    assert ci.conclude(tmp_path, 143, gate.parse("failed"), env, lambda line: None) == 143
+    err = capsys.readouterr().err
+    assert f"warning: {ci.STEP_SUMMARY_VAR}={str(tmp_path)!r} could not be appended to" in err
+    assert (tmp_path / cisummary.CI_SUMMARY_MD).is_file()

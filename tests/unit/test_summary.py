@@ -27,7 +27,7 @@ from harness.report.render import (
     run_groups,
 )
 from harness.report.sources import Source, load_source
-from harness.report.summary import summarize
+from harness.report.summary import summarize, unfinished
 from harness.stats import Verdict
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
@@ -436,3 +436,11 @@ def test_a_campaign_without_ab_json_is_running_or_stopped_before_its_report(tmp_
                                "ab.json (1 not_run, 1 ok, 1 running); harness ab --resume "
                                f"{tmp_path} completes it")
     assert (tmp_path / ".driver.lock").read_bytes() == b""  # only looked at
+    # An earlier stop's ab.json, while a resume's driver runs: `harness report --fail-on`
+    # gated it, exit 0, and rewrote ab.md, junit.xml and ci-summary.md under the live driver.
+    (tmp_path / "ab.json").write_text("{}")
+    with exclusive_lock(tmp_path / ".driver.lock", RuntimeError):
+        with pytest.raises(UsageError, match="is still running .*: its ab.json is written"):
+            summarize([str(tmp_path)])
+        assert unfinished(tmp_path) is not None
+    assert unfinished(tmp_path) is None  # ended: its ab.json is the campaign's
