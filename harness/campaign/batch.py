@@ -64,7 +64,9 @@ def finished_status(end: Ended, log: Path) -> OpStatus:
                     backend=ident.backend or "",
                     device="" if end.where == "-" else end.where,
                     timer=ident.timer or "", wall_s=end.wall_s,
-                    run=str(run_dir) if run_dir else "",
+                    # resolved, as a run's own record is: the child names it relative to
+                    # where it ran (OUT=runs), which a reader elsewhere would not find
+                    run=str(run_dir.resolve()) if run_dir else "",
                     facts={k: v for k, v in end.facts.items() if v},
                     reason=_reason(end, ident, skipped))
 

@@ -215,6 +215,19 @@ def read_run(directory: Path) -> Folder:
     return Folder(record, rows)
 
 
+def batch_run(directory: Path, cell: str) -> Path:
+    """The run folder a batch's ops_status.csv names, resolved as a run's own record is (so
+    that the batch takes that record's rows over and a row counts once). An older batch wrote
+    it relative to where it ran (OUT=runs: runs/add/<stamp>); such a one is looked for where
+    runs go, beside the batch's folder (<OUT>/batch/<stamp>: <OUT>/add/<stamp>), before where
+    this reader runs."""
+    run = Path(cell)
+    if not run.is_absolute():
+        beside = directory.parents[1] / run.parent.name / run.name
+        run = beside if (beside / RUN_IDENTITY).is_file() else run
+    return run.resolve()
+
+
 def read_batch(directory: Path) -> Folder:
     """One batch: ops_status.csv's units and each operator's run rows."""
     statuses = read_ops_status(directory / OPS_STATUS)
@@ -222,7 +235,7 @@ def read_batch(directory: Path) -> Folder:
     rows: list[Row] = []
     first = None
     for s in statuses:
-        run = Path(s.run)
+        run = batch_run(directory, s.run) if s.run else Path()
         if s.run and (run / RUN_IDENTITY).is_file():
             first = first or run
             rows += result_rows(run, op=s.op)

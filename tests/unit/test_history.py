@@ -73,6 +73,35 @@ def test_a_batch_holds_its_operators_rows_once(engine, tmp_path):
     assert _counts(tmp_path / "h.sqlite")["rows"] == 4
 
 
+def test_a_batch_that_named_its_runs_relative_to_where_it_ran_holds_their_rows_once(
+        engine, tmp_path, monkeypatch):
+    # Regression: with OUT=runs a batch wrote runs/add/<stamp> into ops_status.csv; its rows
+    # then came in beside the run records' (resolved paths), each row counted twice, and a
+    # steady series read steps; imported from another folder its rows were dropped silently.
+    root = tmp_path / "runs"
+    batch = make_batch(root, "20261101-010000", {"tanh": [1.0, 2.0], "add": [3.0, 4.0]})
+    status = batch / "ops_status.csv"
+    status.write_text(status.read_text().replace(str(root), "runs"))
+    importer.import_folder(engine, root / "tanh" / "20261101-010000")  # it ended first
+    monkeypatch.chdir(tmp_path.parent)  # an importer elsewhere: runs/ is not here
+    found = importer.import_folder(engine, batch)
+    assert found.rows == 4
+    assert [r.kind for r in queries.list_records(engine)] == ["batch"]
+    assert _counts(tmp_path / "h.sqlite")["rows"] == 4
+
+
+def test_a_batch_names_its_runs_resolved(tmp_path, monkeypatch):
+    from harness.campaign.batch import finished_status
+    from harness.contract.boundary import RUN_DIR_LINE
+    from harness.executors.base import Ended
+
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "add.log"
+    log.write_text(f"{RUN_DIR_LINE}runs/add/20261101-010000\n")
+    ended = Ended(task="add", state="ok", rc=0, where="-", wall_s=1.0)
+    assert finished_status(ended, log).run == str(tmp_path / "runs" / "add" / "20261101-010000")
+
+
 def test_a_folder_that_is_no_run_is_refused_before_anything_is_written(engine, tmp_path):
     good = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
     (tmp_path / "empty").mkdir()
