@@ -33,7 +33,8 @@ class Options:
 class Point:
     """One night's value of a row (`night_value` of its rounds) and what identifies it (record,
     time, stack). A point whose attrs carry non-empty "flags" (every round timed while the
-    device throttled) is shown but never read as, or against, a step."""
+    device throttled, self-tuned or rescued: queries.UNSTEADY) is shown but never read as, or
+    against, a step."""
 
     when: str
     latency_ms: float

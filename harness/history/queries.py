@@ -19,6 +19,8 @@ from harness.contract.boundary import (
     DEVICE_WORK_MS,
     FLAG_MARKERS,
     NO_DEVICE_WORK,
+    REPLAY_FALLBACK_MARKER,
+    RESCUED_MARKER,
 )
 from harness.errors import UsageError
 from harness.history import schema
@@ -34,9 +36,11 @@ COMPARABLE = ("backend", "device", "timer")
 # compare's flag of a row whose two records timed it by different kinds of timer (a graph against
 # a direct timer where a capture fell back): its change is the timer's as much as the code's
 TIMER_DIFFERS = "TIMER_DIFFERS"
-# A round timed while the device throttled says nothing of the code: a night's value leaves it
-# out (`_point`). A fallback to another timer is not among these: it is another series.
-UNSTEADY = (CLOCKS_THROTTLED_MARKER,)
+# A round timed while the device throttled, or with a config its replay did not pin (a key the
+# record lacked, tuned for itself), or rescued from a failed capture, says nothing of the code
+# as the other nights timed it: a night's value leaves it out (`_point`), as an A/B never calls
+# such a row. A fallback to another timer is not among these: it is another series.
+UNSTEADY = (CLOCKS_THROTTLED_MARKER, REPLAY_FALLBACK_MARKER, RESCUED_MARKER)
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,18 @@ def test_a_run_that_saw_eight_gpus_of_one_model_compares_with_one_pinned_to_one(
     first, second = _ids(engine, one, eight)
     assert queries.compare(engine, first, second).notes == []
     assert {k.device for k in queries.series(engine, "mm")} == {"H100"}
+
+
+def test_a_night_whose_rounds_self_tuned_or_were_rescued_is_no_step_as_an_ab_never_calls_it():
+    # Regression: `changes` read a night timed with a config its replay did not pin as a 20%
+    # step ("flags: -") while `compare` flagged the same row and never called it.
+    from harness.contract.boundary import REPLAY_FALLBACK_MARKER, RESCUED_MARKER
+
+    for marker in (REPLAY_FALLBACK_MARKER, RESCUED_MARKER):
+        plain, odd = (queries.Sample(1.0, "graph", ()),
+                      queries.Sample(1.2, "graph", (marker,)))
+        mixed = queries._point("2026-11-25", 7, [odd, plain], None, None)
+        assert (mixed.latency_ms, mixed.attrs["flags"]) == (1.0, "")
+        assert mixed.attrs["rounds"] == "1 of 2"
+        every = queries._point("2026-11-25", 7, [odd, odd], None, None)
+        assert every.attrs["flags"] == marker  # flagged: find_changes reads no step from it
