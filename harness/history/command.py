@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import asdict
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
                    help="compare records of different backends, devices or timers anyway")
     v = verbs.add_parser("changes", help="steps in each row's series, with the stack that "
                          "brought them")
-    v.add_argument("--since", default=None, dest="since", metavar="UTC",
+    v.add_argument("--since", type=since, default=None, dest="since", metavar="UTC",
                    help="only nights from then on, e.g. 2026-11-01")
     v.add_argument("--op", default=None, dest="op", metavar="OP")
     v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
@@ -94,6 +96,23 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     p.set_defaults(func=run)
 
 
+def since(text: str) -> str:
+    """--since as the store's times compare: a UTC date (2026-11-01) or time (2026-11-01T06:00,
+    an offset taken to UTC), written as they are written, so that text order is time order;
+    ArgumentTypeError naming the value otherwise (a month 13, "2026-11-1", which sorted after
+    every night of November the 10th to the 19th)."""
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        when = None
+    if when is None or not re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ].*)?", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected a UTC date or "
+                                         "time such as 2026-11-01 or 2026-11-01T06:00")
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc).replace(tzinfo=None)
+    return when.strftime("%Y-%m-%d" if len(text.strip()) == 10 else "%Y-%m-%dT%H:%M:%S")
+
+
 def add_publish(sub: argparse._SubParsersAction) -> None:
     """Register `publish`: the static site over the store."""
     p = sub.add_parser("publish", help="a static site over the history store: records over "
@@ -102,7 +121,7 @@ def add_publish(sub: argparse._SubParsersAction) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=None, dest="site_out", metavar="DIR",
                    help="the site's folder (default: OUT/site)")
-    p.add_argument("--since", default=None, dest="since", metavar="UTC",
+    p.add_argument("--since", type=since, default=None, dest="since", metavar="UTC",
                    help="trends and change points of nights from then on only")
     options.add_flag(p, variables.named("HISTORY"))
     p.set_defaults(func=publish)
@@ -256,6 +275,10 @@ def _changes(engine: Engine, args: argparse.Namespace, write_line: WriteLine) ->
                          "record": c.first.record_id, "stack": c.first.attrs["stack"],
                          "stack_before": before.attrs["stack"],
                          "bisect": bisect_line(key, before, c.first)})
+    if not rows and args.format == "md" and (found or args.since):  # nights, none a step
+        write_line(f"changes: no step in {len(found)} series" + (
+            f" since {args.since}" if args.since else ""))
+        return EXIT_OK
     render.table(rows, args.format, write_line, "changes")
     return EXIT_OK
 

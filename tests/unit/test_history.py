@@ -186,6 +186,19 @@ def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
         ("[[64, 64]]", s, "2026-11-09T01:00:00Z") for s in ("A", "B")}
     assert all(c["step_pct"] == pytest.approx(20.0, abs=0.5) for c in found)
     assert {c["bisect"] for c in found} == {"-"}  # one FlagGems commit on both sides of it
+    # --since as a date: 2026-11-1 sorted after 2026-11-10..19 and hid the step; a month 13
+    # and garbage read "nothing in the store" with exit 0, over 16 records
+    for bad in ("2026-13-01", "garbage", "2026-11-1"):
+        with pytest.raises(SystemExit) as info:
+            cli.main(["history", "changes", "--since", bad, *hist])
+        assert info.value.code == 2
+        assert f"{bad!r} is not accepted; expected a UTC date or time such as 2026-11-01" in \
+            capsys.readouterr().err
+    rc, out, _ = _cli(capsys, "history", "changes", "--since", "2026-11-01T00:30:00+00:30",
+                      "--format", "json", *hist)  # midnight UTC: every night
+    assert rc == 0 and len(json.loads(out)) == 2
+    rc, out, _ = _cli(capsys, "history", "changes", "--since", "2026-11-12", *hist)
+    assert rc == 0 and out.strip() == "changes: no step in 4 series since 2026-11-12"
 
 
 def test_trend_draws_its_png(tmp_path, capsys):
