@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from harness.errors import HarnessError
 from harness.history import schema, store
@@ -108,9 +108,15 @@ def import_folder(engine: Engine, directory: Path) -> Imported:
 
 
 def write_read(engine: Engine, folder: Folder) -> Imported:
-    """Write a folder already read, in one transaction."""
-    with engine.begin() as conn:
-        outcome, record_id = write_folder(conn, folder)
+    """Write a folder already read, in one transaction; store.Unreachable in one line where
+    the store cannot be written (a read-only file, a full disk), nothing of it written."""
+    try:
+        with engine.begin() as conn:
+            outcome, record_id = write_folder(conn, folder)
+    except OperationalError as exc:  # opening it wrote nothing: its first write is here
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise store.Unreachable(f"the history store {engine.url.render_as_string()!r} cannot "
+                                f"be written: {reason}") from None
     return Imported(folder.record["path"], folder.record["kind"], outcome, len(folder.rows),
                     record_id, folder.running, folder.progress)
 

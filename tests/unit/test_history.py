@@ -504,3 +504,27 @@ def test_rows_written_while_a_unit_runs_are_not_called_unchanged(engine, tmp_pat
     assert (first.rows, again.outcome, again.rows) == (4, "updated", 6)
     assert _counts(tmp_path / "h.sqlite")["rows"] == 6
     assert importer.import_folder(engine, running).outcome == "unchanged"
+
+
+def test_a_store_that_cannot_be_written_is_one_line_and_holds_nothing_of_the_import(
+        tmp_path, capsys, monkeypatch):
+    # Regression: importing into a read-only SQLite file raised sqlite3's OperationalError as a
+    # traceback, exit 1: opening a store that exists writes nothing, so its first write is here.
+    import sqlalchemy.exc
+
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0])
+    hist = ["--history", str(tmp_path / "h.sqlite")]
+    assert _cli(capsys, "history", "import", str(run), *hist)[0] == 0
+    other = make_run(tmp_path / "runs" / "add" / "20261101-010000", "add", [1.0])
+
+    def read_only(conn, folder):
+        conn.execute(__import__("sqlalchemy").text("select 1"))
+        raise sqlalchemy.exc.OperationalError("INSERT", {}, sqlite3.OperationalError(
+            "attempt to write a readonly database"))
+
+    monkeypatch.setattr(importer, "write_folder", read_only)
+    rc, out, err = _cli(capsys, "history", "import", str(other), *hist)
+    assert rc == 3 and "Traceback" not in err
+    assert err.strip().endswith("cannot be written: attempt to write a readonly database")
+    assert err.count("\n") == 1
+    assert _counts(tmp_path / "h.sqlite")["records"] == 1
