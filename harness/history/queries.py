@@ -96,13 +96,27 @@ class SeriesKey:
     backend: str
     device: str
     timer: str
+    setting: str = ""  # a campaign side's switch (OMP_NUM_THREADS=1): side_setting
+
+
+def side_setting(axis: str | None, a: str | None, b: str | None, side: str | None) -> str:
+    """The setting a campaign's side ran under where its axis is a variable's switch
+    (`OMP_NUM_THREADS=1`): a series and a comparison hold one, as side A of 1 -> 2 and side A
+    of 2 -> 1 are not one quantity. "" for a run, an A/A, or an axis of two stacks, whose
+    nights a series follows (each night's stack beside it, and its change points)."""
+    if not axis or side not in ("A", "B"):
+        return ""
+    kind = axes.kind_of(axis)
+    if kind.stacks or kind.aa:
+        return ""
+    return f"{axis}={b if side == 'B' else a}"
 
 
 def series_labels(keys: Sequence[SeriesKey]) -> dict[SeriesKey, str]:
     """A distinct label for each series: its dtype, shape and side, then its backend, device
     and timer where the series given differ in them (a row's direct-timer fallback, another
     device), so that no two series share a line of a plot."""
-    varying = [f for f in COMPARABLE if len({getattr(k, f) for k in keys}) > 1]
+    varying = [f for f in (*COMPARABLE, "setting") if len({getattr(k, f) for k in keys}) > 1]
     return {k: " ".join([k.dtype, k.shape, k.side or "-", *(getattr(k, f) or "-" for f in varying)])
             for k in keys}
 
@@ -235,7 +249,7 @@ def series(engine: Engine, op: str | None = None, dtype: str | None = None,
         for r in conn.execute(query):
             timer = row_timer(r.timer, r.row_timer)
             key = SeriesKey(r.op, r.dtype, r.shape, r.side, r.backend or "", r.device or "",
-                            timer)
+                            timer, side_setting(r.axis, r.axis_a, r.axis_b, r.side))
             night = nights[key].setdefault(r.record_id, [r.started_utc, [],
                                                          r.stack_b if r.side == "B"
                                                          else r.stack_a, _commit(r)])
@@ -249,9 +263,14 @@ def _sample(row: Any, timer: str) -> Sample:
     return Sample(row.latency_ms, timer, tuple(m for m in (row.flags or "").split(",") if m))
 
 
+def _chosen(record: Record, side: str | None) -> str:
+    """The side of `record` a comparison reads: `side`, else A of a campaign, else none."""
+    return side if side is not None else ("A" if record.kind == "campaign" else "")
+
+
 def _side_rows(engine: Engine, record: Record, side: str | None
                ) -> dict[tuple[str, str, str], list[Sample]]:
-    chosen = side if side is not None else ("A" if record.kind == "campaign" else "")
+    chosen = _chosen(record, side)
     query = select(W.c.op, W.c.dtype, W.c.shape, W.c.latency_ms, W.c.timer, W.c.flags).where(
         (W.c.record_id == record.id) & (W.c.side == chosen) & W.c.latency_ms.is_not(None))
     found: dict[tuple[str, str, str], list[Sample]] = defaultdict(list)
@@ -289,7 +308,9 @@ def compare(engine: Engine, first: str, second: str, side: str | None = None,
     differ in a COMPARABLE field are refused (UsageError naming each difference) unless
     `allow_mixed`, and then the difference is a note; a flagged row is never beyond noise."""
     a, b = find_record(engine, first), find_record(engine, second)
-    diffs = caliber_differences(a, b)
+    sa, sb = (side_setting(r.axis, r.axis_a, r.axis_b, _chosen(r, side)) for r in (a, b))
+    diffs = caliber_differences(a, b) + ([f"setting: {a.id}={sa!r} {b.id}={sb!r}"]
+                                         if sa != sb else [])
     if diffs and not allow_mixed:
         raise UsageError(f"records {a.id} and {b.id} differ in caliber ({'; '.join(diffs)}); "
                          "pass --allow-mixed to compare them anyway")

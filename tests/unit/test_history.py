@@ -13,6 +13,7 @@ pytest.importorskip("sqlalchemy")
 pytest.importorskip("ruptures")
 
 from harness import cli  # noqa: E402
+from harness.errors import UsageError  # noqa: E402
 from harness.history import changes, importer, queries, recording, store  # noqa: E402
 from harness.history.changes import Point  # noqa: E402
 from harness.history.folders import timer_text  # noqa: E402
@@ -528,3 +529,36 @@ def test_a_store_that_cannot_be_written_is_one_line_and_holds_nothing_of_the_imp
     assert err.strip().endswith("cannot be written: attempt to write a readonly database")
     assert err.count("\n") == 1
     assert _counts(tmp_path / "h.sqlite")["records"] == 1
+
+
+def test_a_switchs_sides_are_series_of_their_settings_and_compare_refuses_two_settings(
+        tmp_path, capsys):
+    # Regression: side A of OMP_NUM_THREADS 1 -> 2 and side A of 2 -> 1 were one series, and
+    # compare read them 50% apart, "beyond noise", with no note.
+    from harness.history.folders import Folder, Row
+
+    eng = store.open_store(store.resolve(str(tmp_path / "h.sqlite"), tmp_path))
+    nights = [("1", "2", 1.0)] * 4 + [("2", "1", 0.5)] * 4  # each side's value, A's latency
+    for n, (a, b, ms) in enumerate(nights):
+        path = f"/nightly/ab/n{n:02d}"
+        rows = tuple(Row("mm", "torch.float16", "[[64, 64]]", side, 0, "SUCCESS",
+                         (ms if side == "A" else 1.5 - ms) * f, None, None, None, "graph", "",
+                         f"{path}/mm/{side}/r{r}")
+                     for side in "AB" for r, f in enumerate((0.999, 1.0, 1.001)))
+        record = {"kind": "campaign", "path": path, "stamp": str(n), "digest": str(n),
+                  "state": "complete", "started_utc": f"2026-11-{n + 1:02d}T01:00:00Z",
+                  "backend": "cpu", "device": "d", "timer": "graph", "axis": "OMP_NUM_THREADS",
+                  "axis_a": a, "axis_b": b, "ops": 1, "verdicts": "{}"}
+        with eng.begin() as conn:
+            importer.write_folder(conn, Folder(record, rows))
+    found = queries.series(eng)
+    assert {(k.side, k.setting): len(v) for k, v in found.items()} == {
+        ("A", "OMP_NUM_THREADS=1"): 4, ("A", "OMP_NUM_THREADS=2"): 4,
+        ("B", "OMP_NUM_THREADS=2"): 4, ("B", "OMP_NUM_THREADS=1"): 4}
+    assert all(changes.find_changes(points) == [] for points in found.values())
+    assert len(set(queries.series_labels(list(found)).values())) == 4
+    with pytest.raises(UsageError, match="setting: 1='OMP_NUM_THREADS=1' "
+                                         "8='OMP_NUM_THREADS=2'"):
+        queries.compare(eng, "1", "8")
+    assert queries.compare(eng, "1", "4").rows  # one setting: compared
+    eng.dispose()
