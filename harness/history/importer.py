@@ -18,6 +18,7 @@ from harness.history import schema, store
 from harness.history.folders import Folder, kind_of, read_folder
 
 ADDED, UPDATED, UNCHANGED = "added", "updated", "unchanged"
+COPY_OF = "unchanged (a copy of record {id}, at another path)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ def write_folder(conn: Connection, folder: Folder) -> tuple[str, int]:
     """
     if folder.record["kind"] == "run" and (owner := _batch_of(conn, folder.record["path"])):
         return UNCHANGED, owner  # its rows are in the batch that ran it
+    if (twin := _copy_of(conn, folder)) is not None:
+        return COPY_OF.format(id=twin), twin
     fields = {**folder.record, "imported_utc": datetime.now(timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")}
     key = (schema.records.c.path == fields["path"]) & (schema.records.c.stamp == fields["stamp"])
@@ -68,6 +71,17 @@ def write_folder(conn: Connection, folder: Folder) -> tuple[str, int]:
         conn.execute(delete(table).where(table.c.record_id == found.id))
     _children(conn, found.id, folder)
     return UPDATED, found.id
+
+
+def _copy_of(conn: Connection, folder: Folder) -> int | None:
+    """The record of this folder under another path (copied, moved, or one filesystem mounted
+    at two paths): the same kind, stamp and digest of its rows. Recorded twice, its nights
+    would count twice, and half the night-to-night differences, zero, would shrink the noise a
+    step is judged against."""
+    R, fields = schema.records, folder.record
+    return conn.execute(select(R.c.id).where(
+        (R.c.kind == fields["kind"]) & (R.c.stamp == fields["stamp"])
+        & (R.c.digest == fields["digest"]) & (R.c.path != fields["path"])).limit(1)).scalar()
 
 
 def _batch_of(conn: Connection, run_path: str) -> int | None:

@@ -562,3 +562,21 @@ def test_a_switchs_sides_are_series_of_their_settings_and_compare_refuses_two_se
         queries.compare(eng, "1", "8")
     assert queries.compare(eng, "1", "4").rows  # one setting: compared
     eng.dispose()
+
+
+def test_a_folder_copied_to_another_path_is_recorded_once(engine, tmp_path):
+    # Regression: a copy of runs/ (or one filesystem mounted at two paths) made each night two
+    # records; half the night-to-night differences read zero, the noise shrank, and a steady
+    # series read 2 to 7 steps.
+    import shutil
+
+    run = make_run(tmp_path / "runs" / "tanh" / "20261101-010000", "tanh", [1.0, 2.0])
+    batch = make_batch(tmp_path / "runs", "20261102-010000", {"add": [3.0]})
+    first = [importer.import_folder(engine, p) for p in (run, batch)]
+    shutil.copytree(tmp_path / "runs", tmp_path / "copy")
+    copies = [importer.import_folder(engine, tmp_path / "copy" / p.relative_to(tmp_path / "runs"))
+              for p in (run, batch)]
+    assert [c.outcome for c in copies] == [
+        f"unchanged (a copy of record {f.record_id}, at another path)" for f in first]
+    assert [c.record_id for c in copies] == [f.record_id for f in first]
+    assert _counts(tmp_path / "h.sqlite")["records"] == 2
