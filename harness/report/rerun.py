@@ -11,7 +11,8 @@ from harness.settings.variables import named
 
 # Settings a rerun repeats where they differ from the default (flag, caliber key, default).
 KEPT = (("--level", "level", "core"), ("--mode", "mode", "auto"),
-        ("--shape-mode", "shape_mode", "upstream"), ("--dtypes", "dtypes", None))
+        ("--shape-mode", "shape_mode", "upstream"), ("--shape-file", "shape_file", None),
+        ("--dtypes", "dtypes", None), ("--flaggems-dir", "flaggems_dir", None))
 
 
 def _axis_arg(caliber: Caliber) -> str:

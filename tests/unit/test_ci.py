@@ -191,6 +191,12 @@ def test_ci_files_are_written_beside_ab_json_and_appended_to_the_step_summary(tm
     ({"axis": "none", "backend": "cpu", "rounds": 2}, "--axis none --rounds 2 --op mm"),
     ({"axis": "python", "a": "/a/python", "b": "/b b/python", "backend": "cpu", "rounds": 3},
      "--axis python --a-python /a/python --b-python '/b b/python' --rounds 3 --op mm"),
+    # a shapes file and a FlagGems tree of its own: without them the rerun was refused
+    # ("SHAPE_MODE='file' needs SHAPE_FILE") or ran another tree
+    ({"axis": "none", "backend": "cpu", "rounds": 2, "shape_mode": "file",
+      "shape_file": "/s/my shapes.yaml", "flaggems_dir": "/src/FlagGems"},
+     "--axis none --rounds 2 --shape-mode file --shape-file '/s/my shapes.yaml' "
+     "--flaggems-dir /src/FlagGems --op mm"),
 ])
 def test_the_rerun_command_is_the_campaigns_for_one_operator(caliber, expected):
     found = rerun.command(Caliber(caliber), "mm")
