@@ -86,7 +86,7 @@ class Row:
 # ---------------------------------------------------------------- parsers
 
 
-CLOCK_LIMIT = 1 << 64  # a reading above this is no device's: NVML's widest, a 64-bit mask
+CLOCK_LIMIT = 1 << 64  # a reading above this is no device's: the widest, a 64-bit reason mask
 
 
 def clock_value(name: str, value: Any) -> int | None:
