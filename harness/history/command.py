@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -81,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
     v.add_argument("--since", type=since, default=None, dest="since", metavar="UTC",
                    help="only nights from then on, e.g. 2026-11-01")
     v.add_argument("--op", default=None, dest="op", metavar="OP")
-    v.add_argument("--floor", type=float, default=None, dest="floor", metavar="PCT",
+    v.add_argument("--floor", type=floor_pct, default=None, dest="floor", metavar="PCT",
                    help=f"smallest step reported, in %% (default {changes.FLOOR_PCT})")
     _by(v)
     v = verbs.add_parser("import", help="index run, batch or campaign folders (idempotent)")
@@ -94,6 +95,19 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type) -> None:
         for name in ("HISTORY", "OUT"):
             options.add_flag(verb, variables.named(name))
     p.set_defaults(func=run)
+
+
+def floor_pct(text: str) -> float:
+    """--floor: a finite size in % of at least 0; ArgumentTypeError naming the value otherwise
+    (a negative or NaN floor let every candidate step through)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; expected a step size in "
+                                         "%, a number of at least 0")
+    return value
 
 
 def since(text: str) -> str:

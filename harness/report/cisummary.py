@@ -24,6 +24,9 @@ def _counts(operators: Mapping[str, OperatorSummary]) -> str:
                       if found.count(v.value))
 
 
+REASON_CHARS = 160  # of a failed operator's reason, in the step summary
+
+
 def _gate_line(fail_on: FailOn, trips: Mapping[str, tuple[str, ...]], exit_code: int) -> str:
     if not fail_on.words:
         return "FAIL_ON not set: this job does not fail on a verdict"
@@ -58,7 +61,8 @@ def _section(title: str, items: list[tuple[str, OperatorSummary]], doc: AbDocume
     lines = [f"### {title} ({len(items)})", ""]
     for op, info in items[:LISTED]:
         if what == "reason":
-            said = (info.reason or "no paired row")[:160]
+            reason = info.reason or "no paired row"  # whole in ab.md; cut here, and said so
+            said = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…"
         else:
             worst = info.worst
             said = (f"geomean {pct(info.geomean_speedup_pct)}%, {info.rows} rows"

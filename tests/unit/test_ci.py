@@ -268,3 +268,13 @@ def test_a_step_summary_that_cannot_be_appended_to_is_warned_of_and_the_exit_sta
     err = capsys.readouterr().err
     assert f"warning: {ci.STEP_SUMMARY_VAR}={str(tmp_path)!r} could not be appended to" in err
     assert (tmp_path / cisummary.CI_SUMMARY_MD).is_file()
+
+
+def test_a_long_reason_is_cut_in_the_step_summary_and_says_so():
+    # it was cut at 160 characters with nothing to say the rest is in ab.md
+    doc = campaign_doc({"broke": []})
+    data = doc.to_json()
+    data["operators"]["broke"]["reason"] = "x" * 170 + "END"
+    text = cisummary.render(parse(data), gate.parse("failed"), {"broke": ("failed",)})
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("- **broke**")]
+    assert "x" * (cisummary.REASON_CHARS - 1) + "…" in line and "END" not in line

@@ -200,6 +200,11 @@ def test_the_cli_imports_then_lists_trends_and_finds_changes(tmp_path, capsys):
     assert rc == 0 and len(json.loads(out)) == 2
     rc, out, _ = _cli(capsys, "history", "changes", "--since", "2026-11-12", *hist)
     assert rc == 0 and out.strip() == "changes: no step in 4 series since 2026-11-12"
+    for bad in ("-5", "nan", "inf", "x"):  # a negative or NaN floor let every step through
+        with pytest.raises(SystemExit) as info:
+            cli.main(["history", "changes", "--floor", bad, *hist])
+        assert info.value.code == 2
+        assert f"{bad!r} is not accepted; expected a step size in %" in capsys.readouterr().err
 
 
 def test_trend_draws_its_png(tmp_path, capsys):
