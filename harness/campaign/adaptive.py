@@ -36,6 +36,8 @@ from harness.stats import looks
 # name's modules import (harness.providers.opsource); code reached otherwise is in neither.
 UNCHANGED_STOP = ("code and source unchanged after {done} rounds: side B compiled no kernel "
                   "side A did not, and the Python source its modules import is the same")
+DECIDED_STOP = "decided after {done} rounds"
+BROKEN_STOP = "a unit did not end ok after {done} rounds"
 FUTILE_STOP = "stopped after {done} rounds: MAX_ROUNDS ({most}) cannot decide {rows}"
 FUTILE_NAMED = 3  # rows a futility stop names; the rest are counted
 
@@ -60,12 +62,12 @@ def stop_reason(look: Look, most: int) -> str | None:
     done = look.done
     if not look.ended_well:
         named = f" ({', '.join(look.badly)})" if look.badly else ""
-        return f"a unit did not end ok after {done} rounds{named}"
+        return BROKEN_STOP.format(done=done) + named
     if look.rows == 0:
         return f"no paired row after {done} rounds"
     if look.undecided == 0:
         flagged = look.flagged
-        return f"decided after {done} rounds" + (
+        return DECIDED_STOP.format(done=done) + (
             f", {flagged} flagged row{'' if flagged == 1 else 's'} not judged" if flagged else "")
     if look.unchanged:
         return UNCHANGED_STOP.format(done=done)
@@ -187,7 +189,7 @@ def add_round(directory: Path, campaign: Campaign, out: Callable[[str], None] = 
         look = Look(
             rows=len(rows), done=len(compare.done_rounds(directory, campaign, op)),
             undecided=sum(r.stats.verdict is stats.Verdict.INCONCLUSIVE for r in rows),
-            ended_well=all(u.status in (OK, SKIPPED) for u in units),
+            ended_well=_ended_well(units),
             unchanged=op in unchanged,
             futile=futile_rows(rows, info.looks, most, most - least + 1,
                                result.method.confidence, bool(campaign.noise_floor_bands)),
@@ -214,10 +216,14 @@ def _reopened(stopped: str, undecided: bool, units: Sequence[UnitRecord]) -> boo
     another operator, or fewer of them after EXCLUDE on resume, can undo a decision), or it
     stopped for a unit that did not end ok and every unit of it has since (a later batch ran
     the unit again), so that its reason no longer names a unit that ended ok."""
-    if stopped.startswith("decided after "):
+    if stopped.startswith(DECIDED_STOP.split("{")[0]):
         return undecided
-    return stopped.startswith("a unit did not end ok") and all(
-        u.status in (OK, SKIPPED) for u in units)
+    return stopped.startswith(BROKEN_STOP.split("{")[0]) and _ended_well(units)
+
+
+def _ended_well(units: Sequence[UnitRecord]) -> bool:
+    """Every unit of an operator ended ok or skipped."""
+    return all(u.status in (OK, SKIPPED) for u in units)
 
 
 def owed(campaign: Campaign, tasks: Sequence[Task]) -> list[Task]:

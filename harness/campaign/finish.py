@@ -14,7 +14,7 @@ from harness.campaign.files import write_campaign
 from harness.contract import states
 from harness.contract.states import OK, SKIPPED
 from harness.errors import EXIT_AXIS_NOT_LIVE, EXIT_BENCHMARK_FAILED, EXIT_OK, Interrupted
-from harness.report import suite_report
+from harness.report import gate, suite_report
 from harness.settings.spec import Settings
 
 
@@ -29,7 +29,7 @@ def finish(directory: Path, campaign: Campaign, settings: Settings,
     out(suite_report.suite_line(doc.operators or {}))
     for line in ab.done_lines(doc, md, png):
         out(line)
-    if doc.liveness is not None and doc.liveness.status == "not_live":
+    if gate.not_live(doc):
         out(f"{NOT_LIVE_MARKER} axis={campaign.axis.name}")
         return EXIT_AXIS_NOT_LIVE
     kept = [u for u in campaign.units if not campaign.ops[u.op].excluded]

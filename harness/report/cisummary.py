@@ -8,7 +8,7 @@ from harness import stats
 from harness.axes.liveness import NOT_LIVE_MARKER
 from harness.errors import EXIT_FAIL_ON
 from harness.report.abjson import AbDocument, OperatorSummary
-from harness.report.gate import FailOn, operators_of
+from harness.report.gate import FailOn, interrupted, not_live, operators_of
 from harness.report.junit import JUNIT_XML
 from harness.report.render import interval, pct
 from harness.report.rerun import command
@@ -41,12 +41,11 @@ def _ended_lines(doc: AbDocument) -> list[str]:
     """What makes the verdicts above less than a campaign's: it was cut short, or its axis
     showed no sign of reaching the compiler (the job exits 6 whatever FAIL_ON says)."""
     out = []
-    status = doc.status
-    if status is not None and status.state == "interrupted":
-        stop = status.interrupted
+    if interrupted(doc):
+        stop = doc.status.interrupted if doc.status else None
         out += [f"**interrupted** ({stop.signal if stop else '-'}): its verdicts are those of "
                 "the units that finished; `harness ab --resume <campaign>` completes it", ""]
-    if doc.liveness is not None and doc.liveness.status == "not_live":
+    if not_live(doc):
         out += [f"**{NOT_LIVE_MARKER}**: the axis showed no sign of reaching the compiler "
                 "(the job exits 6)", ""]
     return out

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness import stats
+from harness.contract.states import RunStatus
 from harness.errors import (
     EXIT_AXIS_NOT_LIVE,
     EXIT_BENCHMARK_FAILED,
@@ -89,16 +90,25 @@ def tripped(doc: AbDocument, fail_on: FailOn) -> dict[str, tuple[str, ...]]:
     return out
 
 
+def interrupted(doc: AbDocument) -> bool:
+    """Whether the campaign behind ab.json was cut short (a signal, its units left to resume)."""
+    return doc.status is not None and doc.status.state == RunStatus.INTERRUPTED
+
+
+def not_live(doc: AbDocument) -> bool:
+    """Whether the campaign's axis showed no sign of reaching the compiler: it exits 6."""
+    return doc.liveness is not None and doc.liveness.status == "not_live"
+
+
 def campaign_exit(doc: AbDocument) -> int:
     """The exit its campaign's driver gave, read back from ab.json for `harness report`: 6
     where the axis was not live, 1 where the campaign was interrupted or an operator (not
     excluded) is pending, failed or has a unit that did not end ok, else 0; so that gating a
     report again exits as gating the campaign did, never 0 for one cut short."""
-    if doc.liveness is not None and doc.liveness.status == "not_live":
+    if not_live(doc):
         return EXIT_AXIS_NOT_LIVE
     kept = [o for o in (doc.operators or {}).values() if o.verdict != V.EXCLUDED]
-    interrupted = doc.status is not None and doc.status.state == "interrupted"
-    if interrupted or any(
+    if interrupted(doc) or any(
             o.verdict in (V.FAILED, V.PENDING) or o.units_failed for o in kept):
         return EXIT_BENCHMARK_FAILED
     return EXIT_OK
